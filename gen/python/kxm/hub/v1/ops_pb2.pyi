@@ -1,0 +1,96 @@
+import datetime
+
+from google.api import annotations_pb2 as _annotations_pb2
+from google.api import field_behavior_pb2 as _field_behavior_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from kxm.hub.v1 import peer_pb2 as _peer_pb2
+from kxm.hub.v1 import presence_pb2 as _presence_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GetSnapshotRequest(_message.Message):
+    __slots__ = ("project",)
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    def __init__(self, project: _Optional[str] = ...) -> None: ...
+
+class OpenMessage(_message.Message):
+    __slots__ = ("id", "status", "from_name", "to_name", "delivery", "created_at", "correlation_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FROM_NAME_FIELD_NUMBER: _ClassVar[int]
+    TO_NAME_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    status: _peer_pb2.MessageStatus
+    from_name: str
+    to_name: str
+    delivery: _peer_pb2.Delivery
+    created_at: _timestamp_pb2.Timestamp
+    correlation_id: str
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[_Union[_peer_pb2.MessageStatus, str]] = ..., from_name: _Optional[str] = ..., to_name: _Optional[str] = ..., delivery: _Optional[_Union[_peer_pb2.Delivery, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., correlation_id: _Optional[str] = ...) -> None: ...
+
+class HomeRuntimeRun(_message.Message):
+    __slots__ = ("project_id", "run_id", "workflow_id", "display_title", "status", "last_sequence", "pending_gap", "updated_at", "orphaned")
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
+    DISPLAY_TITLE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    PENDING_GAP_FIELD_NUMBER: _ClassVar[int]
+    UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ORPHANED_FIELD_NUMBER: _ClassVar[int]
+    project_id: str
+    run_id: str
+    workflow_id: str
+    display_title: str
+    status: str
+    last_sequence: int
+    pending_gap: bool
+    updated_at: str
+    orphaned: bool
+    def __init__(self, project_id: _Optional[str] = ..., run_id: _Optional[str] = ..., workflow_id: _Optional[str] = ..., display_title: _Optional[str] = ..., status: _Optional[str] = ..., last_sequence: _Optional[int] = ..., pending_gap: _Optional[bool] = ..., updated_at: _Optional[str] = ..., orphaned: _Optional[bool] = ...) -> None: ...
+
+class HomeRuntime(_message.Message):
+    __slots__ = ("runtime_id", "host", "heartbeat_at", "lease_expires_at", "presence", "orphaned", "runs", "run_total")
+    RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_AT_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_FIELD_NUMBER: _ClassVar[int]
+    ORPHANED_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    RUN_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    runtime_id: str
+    host: str
+    heartbeat_at: _timestamp_pb2.Timestamp
+    lease_expires_at: _timestamp_pb2.Timestamp
+    presence: _presence_pb2.RuntimePresenceState
+    orphaned: bool
+    runs: _containers.RepeatedCompositeFieldContainer[HomeRuntimeRun]
+    run_total: int
+    def __init__(self, runtime_id: _Optional[str] = ..., host: _Optional[str] = ..., heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., presence: _Optional[_Union[_presence_pb2.RuntimePresenceState, str]] = ..., orphaned: _Optional[bool] = ..., runs: _Optional[_Iterable[_Union[HomeRuntimeRun, _Mapping]]] = ..., run_total: _Optional[int] = ...) -> None: ...
+
+class GetSnapshotResponse(_message.Message):
+    __slots__ = ("project", "fetched_at", "agents", "open_messages", "open_message_total", "home_runtimes")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    FETCHED_AT_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    OPEN_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    OPEN_MESSAGE_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    HOME_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    fetched_at: _timestamp_pb2.Timestamp
+    agents: _containers.RepeatedCompositeFieldContainer[_presence_pb2.Agent]
+    open_messages: _containers.RepeatedCompositeFieldContainer[OpenMessage]
+    open_message_total: int
+    home_runtimes: _containers.RepeatedCompositeFieldContainer[HomeRuntime]
+    def __init__(self, project: _Optional[str] = ..., fetched_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agents: _Optional[_Iterable[_Union[_presence_pb2.Agent, _Mapping]]] = ..., open_messages: _Optional[_Iterable[_Union[OpenMessage, _Mapping]]] = ..., open_message_total: _Optional[int] = ..., home_runtimes: _Optional[_Iterable[_Union[HomeRuntime, _Mapping]]] = ...) -> None: ...
