@@ -1,0 +1,91 @@
+import type { Caller } from "../caller.js";
+import { errors } from "../errors.js";
+import { secretEquals, secretMatchesHash } from "../ids.js";
+import type { Presence } from "../presence/presence.js";
+import type { HubStore } from "../store/store.js";
+import { requireString } from "../validate.js";
+import type { AuthRule } from "./rules.js";
+
+/** What a request presents. */
+export interface Credentials {
+  /** The `Authorization` header value. */
+  authorization: string | null;
+  agentId: string | null;
+  agentKey: string | null;
+}
+
+export interface AuthenticatorDeps {
+  store: HubStore;
+  presence: Presence;
+  adminToken: string | undefined;
+  projectTokens: Record<string, string>;
+  /** True when the hub listens on loopback only (then an unset admin token trusts callers). */
+  loopback: boolean;
+}
+
+const bearer = (authorization: string | null) =>
+  authorization?.startsWith("Bearer ") ? authorization.slice("Bearer ".length) : null;
+
+/**
+ * Decides who a request is. Refusals are invalid_auth, invalid_agent_identity or
+ * admin_auth_not_configured.
+ * @NOTE README §3.1: nothing is written until both the agent key and the project token are
+ * good; only then is the agent's activity recorded.
+ */
+export function createAuthenticator({ store, presence, adminToken, projectTokens, loopback }: AuthenticatorDeps) {
+  /** The project's own token, else the admin token; neither configured means open. */
+  function checkProjectToken(project: string, creds: Credentials): void {
+    const expected = projectTokens[project] || adminToken;
+    if (expected === undefined) return;
+    if (!secretEquals(bearer(creds.authorization), expected)) throw errors.invalidAuth();
+  }
+
+  /** True when the bearer is the admin token, or no admin token exists on a loopback hub. */
+  function isAdmin(creds: Credentials): boolean {
+    if (adminToken === undefined) return loopback;
+    return secretEquals(bearer(creds.authorization), adminToken);
+  }
+
+  async function agentCaller(agentId: string | null, creds: Credentials): Promise<Caller> {
+    const id = agentId?.trim();
+    const agent = id ? await store.getAgent(id) : undefined;
+    if (!agent || !secretMatchesHash(creds.agentKey, agent.keyHash)) throw errors.invalidAgentIdentity();
+    checkProjectToken(agent.project, creds);
+    await presence.recordActivity(agent.id);
+    return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project };
+  }
+
+  return {
+    /**
+     * `field(name)` reads a request field named by the rule (the project, or the agent id of
+     * heartbeat/unregister).
+     */
+    async authenticate(rule: AuthRule, creds: Credentials, field: (name: string) => unknown): Promise<Caller> {
+      switch (rule.kind) {
+        case "agent":
+          return agentCaller(rule.idField ? String(field(rule.idField) ?? "") : creds.agentId, creds);
+        case "project": {
+          const project = requireString("project", field(rule.projectField) as string | undefined, 128);
+          checkProjectToken(project, creds);
+          return { kind: "project", project };
+        }
+        case "agentOrProject": {
+          if (creds.agentId !== null) return agentCaller(creds.agentId, creds);
+          const project = requireString("project", field(rule.projectField) as string | undefined, 128);
+          if (isAdmin(creds) && adminToken !== undefined) return { kind: "project", project };
+          checkProjectToken(project, creds);
+          return { kind: "project", project };
+        }
+        case "adminConfigured":
+          if (adminToken === undefined) throw errors.adminAuthNotConfigured();
+          if (!isAdmin(creds)) throw errors.invalidAuth();
+          return { kind: "admin" };
+      }
+    },
+
+    /** The /metrics check: the admin token, or open on a loopback hub without one. */
+    isAdmin,
+  };
+}
+
+export type Authenticator = ReturnType<typeof createAuthenticator>;

@@ -1,0 +1,43 @@
+/**
+ * How each RPC authenticates, keyed by `<service type name>/<method name>`. One table, read by
+ * the RPC interceptor for both faces (REST calls run through the same interceptor).
+ */
+export type AuthRule =
+  /** Agent key + project token; the agent id comes from the header, or from `idField`. */
+  | { kind: "agent"; idField?: string }
+  /** Project token for the project named in `projectField`. */
+  | { kind: "project"; projectField: string }
+  /** An agent, or a project/admin token for the project named in `projectField`. */
+  | { kind: "agentOrProject"; projectField: string }
+  /** Admin token; a hub without one refuses (admin_auth_not_configured). */
+  | { kind: "adminConfigured" };
+
+const agent: AuthRule = { kind: "agent" };
+const agentPath: AuthRule = { kind: "agent", idField: "agentId" };
+const project: AuthRule = { kind: "project", projectField: "project" };
+const watcher: AuthRule = { kind: "agentOrProject", projectField: "project" };
+
+export const authRules: Record<string, AuthRule> = {
+  "kxm.hub.v1.PresenceService/RegisterAgent": project,
+  "kxm.hub.v1.PresenceService/Heartbeat": agentPath,
+  "kxm.hub.v1.PresenceService/UnregisterAgent": agentPath,
+  "kxm.hub.v1.PresenceService/ListAgents": agent,
+  "kxm.hub.v1.PresenceService/ReportRuntimePresence": project,
+  "kxm.hub.v1.PresenceService/WatchPresence": watcher,
+  "kxm.hub.v1.LeaseService/AcquireLease": agent,
+  "kxm.hub.v1.LeaseService/RenewLease": agent,
+  "kxm.hub.v1.LeaseService/ReleaseLease": agent,
+  "kxm.hub.v1.LeaseService/GetLease": agent,
+  "kxm.hub.v1.LeaseService/ListLeases": agent,
+  "kxm.hub.v1.LeaseService/WatchLeases": watcher,
+  "kxm.hub.v1.PeerService/SendMessage": agent,
+  "kxm.hub.v1.PeerService/AckMessage": agent,
+  "kxm.hub.v1.PeerService/ReplyMessage": agent,
+  "kxm.hub.v1.PeerService/CancelMessage": agent,
+  "kxm.hub.v1.PeerService/GetMessage": agent,
+  "kxm.hub.v1.PeerService/ListMessages": agent,
+  "kxm.hub.v1.PeerService/Subscribe": agent,
+  "kxm.hub.v1.SyncService/PushEvents": project,
+  "kxm.hub.v1.SyncService/GetCursor": project,
+  "kxm.hub.v1.OpsService/GetSnapshot": { kind: "adminConfigured" },
+};

@@ -1,0 +1,8 @@
+/** Who is calling, as authentication established it. Handlers read it from the context. */
+export type Caller =
+  | { kind: "agent"; agentId: string; agentName: string; project: string }
+  /** A project token (or the admin token standing in for a project without its own). */
+  | { kind: "project"; project: string }
+  | { kind: "admin" };
+
+export type AgentCaller = Extract<Caller, { kind: "agent" }>;

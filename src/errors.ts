@@ -1,0 +1,162 @@
+/**
+ * Every refusal the hub makes, defined once. Domain code throws `HubError`s built by the
+ * factories below; each face maps them once (server/interceptors/errors.ts for RPC,
+ * transcode/rest-errors.ts for REST) using this table.
+ */
+
+/** Connect codes by name, kept free of the Connect import so domain code stays transport-free. */
+export type ConnectCodeName =
+  | "invalid_argument"
+  | "not_found"
+  | "already_exists"
+  | "permission_denied"
+  | "resource_exhausted"
+  | "failed_precondition"
+  | "aborted"
+  | "out_of_range"
+  | "unimplemented"
+  | "internal"
+  | "unavailable"
+  | "unauthenticated";
+
+interface Row {
+  connect: ConnectCodeName;
+  rest: number;
+  /** ErrorInfo metadata keys the REST face also writes as top-level body fields. */
+  restExtras?: readonly string[];
+}
+
+export const errorTable = {
+  invalid_json: { connect: "invalid_argument", rest: 400 },
+  protocol_error: { connect: "invalid_argument", rest: 400 },
+  unsupported_media_type: { connect: "invalid_argument", rest: 415 },
+  payload_too_large: { connect: "resource_exhausted", rest: 413 },
+  route_not_found: { connect: "unimplemented", rest: 404 },
+  internal_error: { connect: "internal", rest: 500 },
+  invalid_auth: { connect: "unauthenticated", rest: 401, restExtras: ["operation", "nextAction"] },
+  invalid_agent_identity: { connect: "unauthenticated", rest: 401, restExtras: ["operation", "nextAction"] },
+  admin_auth_not_configured: { connect: "failed_precondition", rest: 503 },
+  rate_limited: { connect: "resource_exhausted", rest: 429 },
+  duplicate_agent_name: { connect: "already_exists", rest: 409 },
+  invalid_runtime_id: { connect: "invalid_argument", rest: 400 },
+  target_not_found: { connect: "not_found", rest: 404 },
+  self_target: { connect: "invalid_argument", rest: 400 },
+  hop_limit_reached: { connect: "failed_precondition", rest: 400 },
+  idempotency_conflict: { connect: "already_exists", rest: 409 },
+  message_not_found: { connect: "not_found", rest: 404 },
+  message_forbidden: { connect: "permission_denied", rest: 403 },
+  invalid_message_state: { connect: "failed_precondition", rest: 409 },
+  duplicate_reply: { connect: "already_exists", rest: 409 },
+  cursor_expired: { connect: "out_of_range", rest: 400 },
+  lease_held: { connect: "aborted", rest: 409 },
+  lease_superseded: { connect: "aborted", rest: 409 },
+  lease_expired: { connect: "failed_precondition", rest: 409 },
+  lease_not_found: { connect: "not_found", rest: 404 },
+  lease_token_required: { connect: "invalid_argument", rest: 400 },
+  invalid_sync_batch: { connect: "invalid_argument", rest: 400 },
+  sync_batch_too_large: { connect: "invalid_argument", rest: 413 },
+} as const satisfies Record<string, Row>;
+
+export type HubCode = keyof typeof errorTable;
+
+/** The lease attached to lease refusals (REST extra `lease`, RPC typed detail). */
+export interface LeaseView {
+  resource: string;
+  project: string;
+  name: string;
+  holderAgentId: string;
+  holderAgentName: string;
+  fencingToken: number;
+  acquiredAtMs: number;
+  expiresAtMs: number;
+}
+
+export interface HubErrorInit {
+  /** Facts for the caller: ErrorInfo metadata on RPC; REST extras where the table says. */
+  metadata?: Record<string, string>;
+  lease?: LeaseView;
+  cause?: unknown;
+}
+
+export class HubError extends Error {
+  readonly metadata: Record<string, string>;
+  readonly lease: LeaseView | undefined;
+
+  constructor(
+    readonly code: HubCode,
+    message: string,
+    init: HubErrorInit = {},
+  ) {
+    super(message, init.cause === undefined ? undefined : { cause: init.cause });
+    this.name = "HubError";
+    this.metadata = init.metadata ?? {};
+    this.lease = init.lease;
+  }
+}
+
+export const isHubError = (e: unknown): e is HubError => e instanceof HubError;
+
+const iso = (ms: number) => new Date(ms).toISOString();
+const leaseMeta = (lease: LeaseView) => ({
+  resource: lease.resource,
+  holderAgentId: lease.holderAgentId,
+  holderAgentName: lease.holderAgentName,
+  fencingToken: String(lease.fencingToken),
+  expiresAt: iso(lease.expiresAtMs),
+});
+
+/** One factory per code; the argument types say what each refusal must carry. */
+export const errors = {
+  invalidJson: (message = "request body must be a JSON object") => new HubError("invalid_json", message),
+  protocol: (message: string, field?: string) =>
+    new HubError("protocol_error", message, { metadata: field ? { field } : {} }),
+  unsupportedMediaType: () =>
+    new HubError("unsupported_media_type", "content-type must be application/json"),
+  payloadTooLarge: (maxBytes: number) =>
+    new HubError("payload_too_large", `request body exceeds ${maxBytes} bytes`, {
+      metadata: { maxBytes: String(maxBytes) },
+    }),
+  routeNotFound: () => new HubError("route_not_found", "route not found"),
+  internal: (cause?: unknown) => new HubError("internal_error", "internal server error", { cause }),
+  invalidAuth: () =>
+    new HubError("invalid_auth", "invalid or missing bearer token", {
+      metadata: { operation: "other", nextAction: "check_project_token" },
+    }),
+  invalidAgentIdentity: () =>
+    new HubError("invalid_agent_identity", "invalid agent identity", {
+      metadata: { operation: "other", nextAction: "reconnect_with_current_agent_key" },
+    }),
+  adminAuthNotConfigured: () =>
+    new HubError("admin_auth_not_configured", "admin token is not configured on this hub"),
+  rateLimited: (retryAfterMs: number) =>
+    new HubError("rate_limited", "request rate limit exceeded", {
+      metadata: { retryAfterMs: String(retryAfterMs) },
+    }),
+  duplicateAgentName: (name: string) =>
+    new HubError("duplicate_agent_name", `agent name already active in project: ${name}`, {
+      metadata: { name },
+    }),
+  invalidRuntimeId: () =>
+    new HubError("invalid_runtime_id", "runtimeId must match ^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$"),
+  leaseHeld: (lease: LeaseView) =>
+    new HubError(
+      "lease_held",
+      `lease on ${lease.name} is held by ${lease.holderAgentName} until ${iso(lease.expiresAtMs)}`,
+      { lease, metadata: leaseMeta(lease) },
+    ),
+  leaseSuperseded: (name: string, lease: LeaseView) =>
+    new HubError(
+      "lease_superseded",
+      `fencing token for ${name} was superseded; the hub is now at token ${lease.fencingToken}`,
+      { lease, metadata: leaseMeta(lease) },
+    ),
+  leaseExpired: (lease: LeaseView) =>
+    new HubError(
+      "lease_expired",
+      `lease on ${lease.name} expired at ${iso(lease.expiresAtMs)}; re-acquire to take it over`,
+      { lease, metadata: leaseMeta(lease) },
+    ),
+  leaseNotFound: (name: string) =>
+    new HubError("lease_not_found", `no lease is held on ${name}`, { metadata: { name } }),
+  leaseTokenRequired: () => new HubError("lease_token_required", "fencingToken is required"),
+};

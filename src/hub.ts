@@ -1,0 +1,135 @@
+import type { AddressInfo } from "node:net";
+import { createConnectRouter } from "@connectrpc/connect";
+import { createAuthenticator } from "./auth/authenticate.js";
+import { createRateLimiter } from "./auth/rate-limit.js";
+import { systemClock, type Clock } from "./clock.js";
+import { isLoopback, validateConfig, type HubConfig } from "./config.js";
+import { createLeases } from "./lease/leases.js";
+import type { Observer } from "./observe.js";
+import { createOpsRoutes } from "./ops/http.js";
+import { createMetrics } from "./ops/metrics.js";
+import { createLogger, createObserver } from "./ops/observer.js";
+import { createSweeper } from "./ops/sweep.js";
+import { createPresence } from "./presence/presence.js";
+import { createHttpHandler } from "./server/http-handler.js";
+import { createAuthInterceptor } from "./server/interceptors/auth.js";
+import { createErrorInterceptor } from "./server/interceptors/errors.js";
+import { createDualServer } from "./server/listen.js";
+import { routes, servedServices } from "./server/routes.js";
+import type { HubStore } from "./store/store.js";
+import { SqliteStore } from "./store/sqlite/sqlite-store.js";
+import { buildRestRoutes } from "./transcode/http-rules.js";
+import { createRestFace } from "./transcode/rest-face.js";
+
+export interface HubOverrides {
+  clock?: Clock;
+  store?: HubStore;
+  /** Receives every log event and counter (tests assert on it). */
+  tap?: Observer;
+  /** false: no log file or stdout logging (tests). */
+  log?: boolean;
+}
+
+/**
+ * The composition root: builds the store, domains, auth, both faces and the listener from the
+ * configuration. Nothing listens until `listen()`. Throws ConfigError or StoreOpenError.
+ */
+export async function createHub(config: HubConfig, overrides: HubOverrides = {}) {
+  validateConfig(config);
+  const clock = overrides.clock ?? systemClock;
+  const store =
+    overrides.store ?? new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous });
+  const metrics = createMetrics(store);
+  const logger = overrides.log === false ? undefined : createLogger(config.logPath);
+  const observer = createObserver(logger, metrics, overrides.tap);
+
+  const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });
+  const leases = createLeases({ store, clock, observer });
+  const limiter = createRateLimiter(config.rateLimit);
+  const authenticator = createAuthenticator({
+    store,
+    presence,
+    adminToken: config.authToken,
+    projectTokens: config.projectTokens,
+    loopback: isLoopback(config.host),
+  });
+  const interceptors = [createErrorInterceptor(observer), createAuthInterceptor({ authenticator, limiter, clock })];
+  const serviceRoutes = routes({ presence, leases });
+  // The REST face calls the same handlers through its own router instance.
+  const restRouter = createConnectRouter({ interceptors, readMaxBytes: config.maxBodyBytes });
+  serviceRoutes(restRouter);
+  const rest = createRestFace({
+    routes: buildRestRoutes(servedServices),
+    handlers: restRouter.handlers,
+    limiter,
+    clock,
+    observer,
+    maxBodyBytes: config.maxBodyBytes,
+  });
+  const handler = createHttpHandler({
+    routes: serviceRoutes,
+    interceptors,
+    maxBodyBytes: config.maxBodyBytes,
+    corsOrigins: config.corsOrigins,
+    observer,
+    ops: createOpsRoutes({ store, metrics, authenticator }),
+    rest,
+  });
+  const dual = createDualServer(handler);
+  const sweeper = createSweeper({ presence, leases, limiter, clock, observer, intervalMs: config.cleanupIntervalMs });
+
+  // A restart makes everybody offline until they call again.
+  await store.markAllAgentsOffline();
+
+  let closing: Promise<void> | undefined;
+  return {
+    server: dual.server,
+    clock,
+    store,
+    observer,
+    /** Runs one sweep now (tests call this instead of waiting for the timer). */
+    sweepNow: sweeper.runNow,
+
+    /** Listens on the configured host and port; resolves with the base URL. */
+    async listen(): Promise<{ url: string; port: number }> {
+      await new Promise<void>((resolve, reject) => {
+        dual.server.once("error", reject);
+        dual.server.listen(config.port, config.host, () => {
+          dual.server.off("error", reject);
+          resolve();
+        });
+      });
+      sweeper.start();
+      const { port } = dual.server.address() as AddressInfo;
+      const host = config.host.includes(":") ? `[${config.host}]` : config.host;
+      return { url: `http://${host}:${port}`, port };
+    },
+
+    /** Graceful shutdown: stop the sweep and listening, let calls finish, force after the grace time, close the store. */
+    close(): Promise<void> {
+      closing ??= (async () => {
+        await sweeper.stop();
+        const listening = dual.server.listening;
+        dual.closeGracefully();
+        if (listening) {
+          await new Promise<void>((resolve) => {
+            const force = setTimeout(() => {
+              dual.closeAll();
+              resolve();
+            }, config.shutdownGraceMs);
+            force.unref();
+            dual.server.once("close", () => {
+              clearTimeout(force);
+              resolve();
+            });
+          });
+        }
+        await store.close();
+        logger?.flush();
+      })();
+      return closing;
+    },
+  };
+}
+
+export type Hub = Awaited<ReturnType<typeof createHub>>;

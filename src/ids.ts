@@ -1,0 +1,20 @@
+import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
+
+/** `<prefix>_` + 32 lowercase hex (a UUIDv4 without dashes). */
+export const newId = (prefix: "agt" | "msg" | "req" | "key") => `${prefix}_${randomUUID().replaceAll("-", "")}`;
+
+export const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
+
+/** Constant-time comparison of two secrets through their SHA-256 digests. */
+export function secretEquals(presented: string | undefined | null, expected: string | undefined | null): boolean {
+  if (typeof presented !== "string" || typeof expected !== "string" || presented === "") return false;
+  return timingSafeEqual(createHash("sha256").update(presented).digest(), createHash("sha256").update(expected).digest());
+}
+
+/** Constant-time check of a presented secret against a stored SHA-256 hex digest. */
+export function secretMatchesHash(presented: string | undefined | null, expectedHex: string): boolean {
+  if (typeof presented !== "string" || presented === "") return false;
+  const expected = Buffer.from(expectedHex, "hex");
+  const actual = createHash("sha256").update(presented, "utf8").digest();
+  return expected.length === actual.length && timingSafeEqual(actual, expected);
+}

@@ -1,0 +1,17 @@
+/**
+ * What domain code reports: log events with the reference hub's names, and counters. The ops
+ * layer implements it (pino, prom-client); domain code never imports either.
+ */
+export type CounterName =
+  | "requests"
+  | "errors"
+  | "registrations"
+  | "leasesGranted"
+  | "leasesRefused"
+  | "leasesReleased"
+  | "runtimeHeartbeats";
+
+export interface Observer {
+  log(event: string, fields: Record<string, unknown>): void;
+  count(counter: CounterName, by?: number): void;
+}

@@ -1,0 +1,43 @@
+import { Counter, Gauge, Registry } from "prom-client";
+import type { CounterName } from "../observe.js";
+import type { HubStore } from "../store/store.js";
+
+/**
+ * Prometheus metrics with the reference hub's names, registered in the reference's order.
+ * Counters live in memory (reset on restart); the gauges read the store at scrape time.
+ * Workflow and context counters are out of scope and not exported.
+ */
+export function createMetrics(store: HubStore) {
+  const registry = new Registry();
+  new Gauge({
+    name: "kxm_online_agents",
+    help: "Agents with the stored online flag.",
+    registers: [registry],
+    async collect() {
+      this.set(await store.countOnlineAgents());
+    },
+  });
+  const counter = (name: string, help: string) => new Counter({ name, help, registers: [registry] });
+  const counters: Record<CounterName, Counter> = {
+    requests: counter("kxm_requests_total", "All HTTP requests, health checks included."),
+    errors: counter("kxm_errors_total", "All error responses."),
+    registrations: counter("kxm_registrations_total", "Agent registrations, new and resumed."),
+    leasesGranted: counter("kxm_leases_granted_total", "Successful lease acquires and renewals."),
+    leasesRefused: counter("kxm_leases_refused_total", "Lease refusals."),
+    leasesReleased: counter("kxm_leases_released_total", "Lease releases."),
+    runtimeHeartbeats: counter("kxm_runtime_heartbeats_total", "Runtime presence heartbeats."),
+  };
+  // Reserved by the reference hub and always 0.
+  counter("kxm_attempt_latency_seconds_total", "Reserved; always 0.");
+  counter("kxm_metered_cost_usd_total", "Reserved; always 0.");
+
+  return {
+    count(name: CounterName, by = 1) {
+      counters[name].inc(by);
+    },
+    contentType: "text/plain; version=0.0.4; charset=utf-8",
+    render: () => registry.metrics(),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

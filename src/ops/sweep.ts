@@ -1,0 +1,46 @@
+import type { RateLimiter } from "../auth/rate-limit.js";
+import type { Clock } from "../clock.js";
+import type { Leases } from "../lease/leases.js";
+import type { Observer } from "../observe.js";
+import type { Presence } from "../presence/presence.js";
+
+export interface SweepDeps {
+  presence: Presence;
+  leases: Leases;
+  limiter: RateLimiter;
+  clock: Clock;
+  observer: Observer;
+  intervalMs: number;
+}
+
+/**
+ * The periodic sweep, in the reference's order: stale agents, (message expiry, retention:
+ * with PeerService), lease purge, rate buckets. `runNow` is what tests call instead of waiting.
+ */
+export function createSweeper({ presence, leases, limiter, clock, observer, intervalMs }: SweepDeps) {
+  let timer: NodeJS.Timeout | undefined;
+  let running: Promise<void> | undefined;
+
+  async function runNow(): Promise<void> {
+    await presence.sweepStale();
+    await leases.purge();
+    limiter.prune(clock.now());
+  }
+
+  return {
+    runNow,
+    start() {
+      timer = setInterval(() => {
+        if (running) return;
+        running = runNow()
+          .catch((e) => observer.log("sweep_failed", { error: String(e) }))
+          .finally(() => (running = undefined));
+      }, intervalMs);
+      timer.unref();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      await running;
+    },
+  };
+}

@@ -1,0 +1,169 @@
+import type { AgentCaller } from "../caller.js";
+import type { Clock } from "../clock.js";
+import { errors } from "../errors.js";
+import { newId, sha256Hex } from "../ids.js";
+import type { Observer } from "../observe.js";
+import type { AgentRow, HubStore, RuntimeRow } from "../store/store.js";
+import { optionalString, requireString, runtimeIdPattern } from "../validate.js";
+
+export type PresenceState = "online" | "stale" | "offline";
+
+/** An agent as others see it: no key; presence computed on the hub clock. */
+export interface AgentView extends Omit<AgentRow, "keyHash"> {
+  presence: PresenceState;
+  leaseExpiresAtMs: number;
+}
+
+export interface RuntimeView extends Omit<RuntimeRow, "project"> {
+  leaseExpiresAtMs: number;
+  presence: "online" | "expired";
+}
+
+export interface PresenceDeps {
+  store: HubStore;
+  clock: Clock;
+  observer: Observer;
+  staleAfterMs: number;
+}
+
+const defaultPurpose = "General-purpose Pi agent";
+
+/**
+ * Authenticated calls refresh last_seen_at at most this often (heartbeats always do), so a
+ * burst of calls costs one write, not one per call. Far below any stale-after interval.
+ */
+export const activityWriteIntervalMs = 1_000;
+
+/** Agents and runtimes: registration, activity, heartbeats, staleness. */
+export function createPresence({ store, clock, observer, staleAfterMs }: PresenceDeps) {
+  const view = (a: AgentRow, nowMs: number): AgentView => {
+    const { keyHash: _secret, ...rest } = a;
+    const leaseExpiresAtMs = a.lastSeenAtMs + staleAfterMs;
+    const presence: PresenceState = !a.online ? "offline" : nowMs < leaseExpiresAtMs ? "online" : "stale";
+    return { ...rest, presence, leaseExpiresAtMs };
+  };
+
+  const runtimeView = (r: RuntimeRow, nowMs: number): RuntimeView => {
+    const { project: _p, ...rest } = r;
+    const leaseExpiresAtMs = r.heartbeatAtMs + staleAfterMs;
+    return { ...rest, leaseExpiresAtMs, presence: leaseExpiresAtMs > nowMs ? "online" : "expired" };
+  };
+
+  const logFields = (a: AgentRow) => ({
+    agentId: a.id,
+    name: a.name,
+    project: a.project,
+    ...(a.host !== undefined && { host: a.host }),
+  });
+
+  /** Marks the agent online now; the write is skipped while last_seen_at is fresh. */
+  async function touch(agentId: string, force: boolean): Promise<AgentRow> {
+    const nowMs = clock.now();
+    return store.decideAgent(agentId, (cur) => {
+      if (!cur) throw errors.invalidAgentIdentity();
+      if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
+      const next = { ...cur, online: true, lastSeenAtMs: nowMs };
+      return { write: next, result: next };
+    });
+  }
+
+  return {
+    view,
+
+    /**
+     * Registers a new agent or resumes the offline one holding the name (case-insensitive).
+     * Issues a new key either way. Throws protocol_error, duplicate_agent_name.
+     */
+    async register(input: { name: string; purpose?: string; project: string; model?: string; host?: string }) {
+      const name = requireString("name", input.name, 64);
+      const purpose = optionalString("purpose", input.purpose, 256) ?? defaultPurpose;
+      const project = requireString("project", input.project, 128);
+      const model = optionalString("model", input.model, 128);
+      const host = optionalString("host", input.host, 64);
+      const agentKey = newId("key");
+      const nowMs = clock.now();
+      const { agent, resumed } = await store.decideRegistration(project, name.toLowerCase(), (existing) => {
+        if (existing?.online) throw errors.duplicateAgentName(name);
+        const agent: AgentRow = {
+          id: existing?.id ?? newId("agt"),
+          project,
+          name,
+          purpose,
+          ...(model !== undefined && { model }),
+          ...(host !== undefined && { host }),
+          keyHash: sha256Hex(agentKey),
+          connectedAtMs: nowMs,
+          lastSeenAtMs: nowMs,
+          online: true,
+        };
+        return { write: agent, result: { agent, resumed: existing !== undefined } };
+      });
+      observer.count("registrations");
+      observer.log(resumed ? "agent_resumed" : "agent_registered", logFields(agent));
+      return { agent: view(agent, nowMs), agentKey, resumed };
+    },
+
+    /** Records authenticated activity of an agent (any agent call). */
+    async recordActivity(agentId: string): Promise<AgentRow> {
+      return touch(agentId, false);
+    },
+
+    /** Explicit heartbeat: always renews the presence lease. */
+    async heartbeat(caller: AgentCaller): Promise<AgentView> {
+      const agent = await touch(caller.agentId, true);
+      return view(agent, agent.lastSeenAtMs);
+    },
+
+    /**
+     * Marks the agent offline and rotates its key to one nobody holds.
+     * @NOTE README §3.2: the old key is refused afterwards; RegisterAgent resumes the agent.
+     */
+    async unregister(caller: AgentCaller): Promise<void> {
+      const nowMs = clock.now();
+      const agent = await store.decideAgent(caller.agentId, (cur) => {
+        if (!cur) throw errors.invalidAgentIdentity();
+        const next = { ...cur, online: false, lastSeenAtMs: nowMs, keyHash: sha256Hex(newId("key")) };
+        return { write: next, result: next };
+      });
+      observer.log("agent_unregistered", logFields(agent));
+    },
+
+    /** Agents of the caller's project in registration order. */
+    async list(caller: { project: string }, input: { includeOffline: boolean }): Promise<AgentView[]> {
+      const nowMs = clock.now();
+      const rows = await store.listAgents(caller.project);
+      return rows.filter((a) => input.includeOffline || a.online).map((a) => view(a, nowMs));
+    },
+
+    /** Records a runtime heartbeat. Throws protocol_error, invalid_runtime_id. */
+    async reportRuntime(input: { project: string; runtimeId: string; host?: string }) {
+      const project = requireString("project", input.project, 128);
+      const runtimeId = (input.runtimeId ?? "").trim();
+      if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
+      const host = optionalString("host", input.host, 64);
+      const nowMs = clock.now();
+      const { row, first } = await store.decideRuntime(project, runtimeId, (cur) => {
+        const row: RuntimeRow = {
+          project,
+          runtimeId,
+          ...(host !== undefined && { host }),
+          registeredAtMs: cur?.registeredAtMs ?? nowMs,
+          heartbeatAtMs: nowMs,
+        };
+        return { write: row, result: { row, first: cur === undefined } };
+      });
+      observer.count("runtimeHeartbeats");
+      if (first) observer.log("runtime_registered", { project, runtimeId, ...(host !== undefined && { host }) });
+      return { presence: runtimeView(row, nowMs), first };
+    },
+
+    /** Marks offline every online agent whose presence lease passed; logs agent_stale. */
+    async sweepStale(): Promise<number> {
+      const stale = await store.sweepStaleAgents(clock.now() - staleAfterMs);
+      for (const a of stale) observer.log("agent_stale", logFields(a));
+      return stale.length;
+    },
+  };
+}
+
+export type Presence = ReturnType<typeof createPresence>;

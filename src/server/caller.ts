@@ -1,0 +1,18 @@
+import { type HandlerContext } from "@connectrpc/connect";
+import type { AgentCaller, Caller } from "../caller.js";
+import { errors } from "../errors.js";
+import { kCaller } from "./context.js";
+
+/** The authenticated caller; the auth interceptor guarantees one on every call. */
+export function callerOf(ctx: HandlerContext): Caller {
+  const caller = ctx.values.get(kCaller);
+  if (!caller) throw errors.internal(new Error("handler reached without an authenticated caller"));
+  return caller;
+}
+
+/** The authenticated agent (methods whose auth rule is "agent"). */
+export function agentOf(ctx: HandlerContext): AgentCaller {
+  const caller = callerOf(ctx);
+  if (caller.kind !== "agent") throw errors.internal(new Error("agent method reached without an agent caller"));
+  return caller;
+}

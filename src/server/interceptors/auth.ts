@@ -1,0 +1,65 @@
+import type { Interceptor } from "@connectrpc/connect";
+import type { Authenticator, Credentials } from "../../auth/authenticate.js";
+import { rateKey, type RateLimiter, type RateVerdict } from "../../auth/rate-limit.js";
+import { authRules } from "../../auth/rules.js";
+import type { Caller } from "../../caller.js";
+import type { Clock } from "../../clock.js";
+import { errors } from "../../errors.js";
+import { sha256Hex } from "../../ids.js";
+import { kCaller, kRemoteAddress, kResponseHeaders } from "../context.js";
+
+export interface AuthInterceptorDeps {
+  authenticator: Authenticator;
+  limiter: RateLimiter;
+  clock: Clock;
+}
+
+/** `x-ratelimit-*` (and `retry-after` when refused) for a counted request. */
+export function rateHeaders(v: RateVerdict | undefined, into: Headers): Headers {
+  if (!v) return into;
+  into.set("x-ratelimit-limit", String(v.limit));
+  into.set("x-ratelimit-remaining", String(v.remaining));
+  if (v.retryAfterMs !== undefined) into.set("retry-after", String(Math.ceil(v.retryAfterMs / 1_000)));
+  return into;
+}
+
+/**
+ * Authenticates every call by the method's rule (auth/rules.ts), puts the caller in the
+ * context (kCaller), then charges the request budget of the authenticated identity; a request
+ * that fails authentication is charged to its remote address.
+ */
+export function createAuthInterceptor({ authenticator, limiter, clock }: AuthInterceptorDeps): Interceptor {
+  return (next) => async (req) => {
+    const rule = authRules[`${req.service.typeName}/${req.method.name}`];
+    if (!rule) throw errors.internal(new Error(`no auth rule for ${req.service.typeName}/${req.method.name}`));
+    const creds: Credentials = {
+      authorization: req.header.get("authorization"),
+      agentId: req.header.get("x-kxm-agent-id"),
+      agentKey: req.header.get("x-kxm-agent-key"),
+    };
+    const remote = req.contextValues.get(kRemoteAddress);
+    // Server-streaming calls carry their single request message as a one-element stream.
+    const message = req.stream ? undefined : (req.message as Record<string, unknown>);
+    const extraHeaders = req.contextValues.get(kResponseHeaders);
+    let caller: Caller;
+    try {
+      caller = await authenticator.authenticate(rule, creds, (f) => message?.[f]);
+    } catch (e) {
+      const verdict = limiter.take(rateKey(undefined, remote), clock.now());
+      rateHeaders(verdict, extraHeaders);
+      if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
+      throw e;
+    }
+    const identity =
+      caller.kind === "agent"
+        ? { agentId: caller.agentId }
+        : creds.authorization
+          ? { token: sha256Hex(creds.authorization) }
+          : undefined;
+    const verdict = limiter.take(rateKey(identity, remote), clock.now());
+    rateHeaders(verdict, extraHeaders);
+    if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
+    req.contextValues.set(kCaller, caller);
+    return next(req);
+  };
+}

@@ -1,0 +1,94 @@
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { randomUUID } from "node:crypto";
+import { errorTable, isHubError, type ConnectCodeName, type HubError } from "../../errors.js";
+import type { Observer } from "../../observe.js";
+import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
+import { LeaseSchema } from "../../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { kRequestId, kResponseHeaders } from "../context.js";
+import { leaseToProto } from "../convert.js";
+
+export const errorDomain = "kxm-hub";
+
+const connectCode: Record<ConnectCodeName, Code> = {
+  invalid_argument: Code.InvalidArgument,
+  not_found: Code.NotFound,
+  already_exists: Code.AlreadyExists,
+  permission_denied: Code.PermissionDenied,
+  resource_exhausted: Code.ResourceExhausted,
+  failed_precondition: Code.FailedPrecondition,
+  aborted: Code.Aborted,
+  out_of_range: Code.OutOfRange,
+  unimplemented: Code.Unimplemented,
+  internal: Code.Internal,
+  unavailable: Code.Unavailable,
+  unauthenticated: Code.Unauthenticated,
+};
+
+/** A HubError as RPC clients see it: the table's code plus ErrorInfo (and the lease, if any). */
+export function toConnectError(e: HubError, headers?: Headers): ConnectError {
+  const details: NonNullable<ConstructorParameters<typeof ConnectError>[3]> = [
+    { desc: ErrorInfoSchema, value: { reason: e.code.toUpperCase(), domain: errorDomain, metadata: e.metadata } },
+  ];
+  if (e.lease) details.push({ desc: LeaseSchema, value: leaseToProto(e.lease) });
+  return new ConnectError(e.message, connectCode[errorTable[e.code].connect], headers, details, e);
+}
+
+const validRequestId = /^[A-Za-z0-9._-]{1,80}$/;
+
+/** Echoes a well-formed `x-request-id`, else makes `req_<32 hex>`. */
+export function requestIdOf(header: string | null): string {
+  return header !== null && validRequestId.test(header) ? header : `req_${randomUUID().replaceAll("-", "")}`;
+}
+
+/**
+ * Outermost interceptor: gives every call a request id (response header `x-request-id`), and
+ * maps every error once. HubErrors become typed ConnectErrors; anything else is `internal`,
+ * logged with its cause and never sent.
+ */
+export function createErrorInterceptor(observer: Observer): Interceptor {
+  function map(e: unknown, requestId: string, extraHeaders: Headers): ConnectError {
+    let err: ConnectError;
+    if (isHubError(e)) {
+      if (e.code === "internal_error") observer.log("internal_error", { requestId, error: String(e.cause ?? e) });
+      err = toConnectError(e);
+    } else if (e instanceof ConnectError) {
+      err = e;
+    } else {
+      observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
+      err = new ConnectError("internal server error", Code.Internal);
+    }
+    extraHeaders.forEach((v, k) => err.metadata.set(k, v));
+    observer.count("errors");
+    observer.log("request_error", { requestId, code: Code[err.code], reason: reasonOf(err) });
+    return err;
+  }
+
+  return (next) => async (req) => {
+    const requestId = requestIdOf(req.header.get("x-request-id"));
+    const extraHeaders = new Headers({ "x-request-id": requestId });
+    req.contextValues.set(kRequestId, requestId);
+    req.contextValues.set(kResponseHeaders, extraHeaders);
+    try {
+      const res = await next(req);
+      extraHeaders.forEach((v, k) => res.header.set(k, v));
+      if (!res.stream) return res;
+      const source = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          try {
+            yield* source;
+          } catch (e) {
+            throw map(e, requestId, extraHeaders);
+          }
+        })(),
+      };
+    } catch (e) {
+      throw map(e, requestId, extraHeaders);
+    }
+  };
+}
+
+function reasonOf(err: ConnectError): string | undefined {
+  return err.findDetails(ErrorInfoSchema)[0]?.reason;
+}

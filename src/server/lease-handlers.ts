@@ -1,0 +1,35 @@
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { Leases } from "../lease/leases.js";
+import type { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { agentOf } from "./caller.js";
+import { leaseToProto } from "./convert.js";
+
+/** LeaseService over the lease domain: read the caller, call one domain function, map back. */
+export function leaseHandlers(leases: Leases): ServiceImpl<typeof LeaseService> {
+  return {
+    async acquireLease(req, ctx) {
+      const r = await leases.acquire(agentOf(ctx), { name: req.name, ttlMs: req.ttlMs });
+      return { lease: leaseToProto(r.lease), renewed: r.renewed };
+    },
+    async renewLease(req, ctx) {
+      const r = await leases.renew(agentOf(ctx), req);
+      return { lease: leaseToProto(r.lease), renewed: r.renewed };
+    },
+    async releaseLease(req, ctx) {
+      const r = await leases.release(agentOf(ctx), req);
+      return { released: r.released, lease: leaseToProto(r.lease) };
+    },
+    async getLease(req, ctx) {
+      const r = await leases.get(agentOf(ctx), req);
+      return { lease: leaseToProto(r.lease), expired: r.expired };
+    },
+    async listLeases(req, ctx) {
+      const r = await leases.list(agentOf(ctx), req);
+      return { leases: r.leases.map(leaseToProto), nextPageToken: r.nextPageToken };
+    },
+    // eslint-disable-next-line require-yield
+    async *watchLeases() {
+      throw new ConnectError("WatchLeases is not available yet", Code.Unimplemented);
+    },
+  };
+}

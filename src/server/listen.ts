@@ -1,0 +1,103 @@
+import http from "node:http";
+import http2 from "node:http2";
+import net from "node:net";
+import { Duplex } from "node:stream";
+
+type Handler = (
+  req: http.IncomingMessage | http2.Http2ServerRequest,
+  res: http.ServerResponse | http2.Http2ServerResponse,
+) => void;
+
+const h2Preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+/** Address of the peer, also for HTTP/2 sessions running over a replay stream. */
+const peerAddress = new WeakMap<object, string>();
+
+/**
+ * A duplex over `socket` that first yields `head` (bytes already read while sniffing). The
+ * HTTP/2 server reads its sockets natively, so bytes put back with `unshift` would be lost.
+ */
+function replay(socket: net.Socket, head: Buffer): Duplex {
+  const duplex = new Duplex({
+    read() {
+      socket.resume();
+    },
+    write(chunk, _encoding, callback) {
+      socket.write(chunk, callback);
+    },
+    final(callback) {
+      socket.end(callback);
+    },
+    destroy(error, callback) {
+      socket.destroy(error ?? undefined);
+      callback(error);
+    },
+  });
+  if (socket.remoteAddress) peerAddress.set(duplex, socket.remoteAddress);
+  duplex.push(head);
+  socket.on("data", (chunk: Buffer) => {
+    if (!duplex.push(chunk)) socket.pause();
+  });
+  socket.on("end", () => duplex.push(null));
+  socket.on("close", () => duplex.destroy());
+  return duplex;
+}
+
+/** The remote address of a request, over HTTP/1.1 or HTTP/2. */
+export function remoteAddressOf(req: { socket: unknown }): string {
+  const s = req.socket as { remoteAddress?: string; stream?: object } | undefined;
+  return s?.remoteAddress ?? (s?.stream && peerAddress.get(s.stream)) ?? "unknown";
+}
+
+/**
+ * One plaintext port for HTTP/1.1 and HTTP/2 (h2c with prior knowledge): Node's `allowHTTP1`
+ * only works with TLS, so each new connection is routed by its first bytes — the HTTP/2
+ * client preface goes to the HTTP/2 server, anything else to the HTTP/1.1 server.
+ */
+export function createDualServer(handler: Handler) {
+  const h1 = http.createServer(handler);
+  const h2 = http2.createServer({}, handler);
+  const sessions = new Set<http2.Http2Session>();
+  h2.on("session", (s) => {
+    sessions.add(s);
+    s.once("close", () => sessions.delete(s));
+  });
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    let seen = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      seen = Buffer.concat([seen, chunk]);
+      const n = Math.min(seen.length, h2Preface.length);
+      const looksH2 = seen.subarray(0, n).equals(h2Preface.subarray(0, n));
+      if (looksH2 && seen.length < h2Preface.length) return; // wait for the whole preface
+      socket.off("data", onData);
+      if (looksH2) {
+        h2.emit("connection", replay(socket, seen));
+      } else {
+        socket.pause();
+        socket.unshift(seen);
+        h1.emit("connection", socket);
+        socket.resume();
+      }
+    };
+    socket.on("data", onData);
+    socket.on("error", () => socket.destroy());
+  });
+  return {
+    server,
+    /** Stops accepting; closes idle HTTP/1.1 connections and asks HTTP/2 sessions to finish. */
+    closeGracefully() {
+      server.close();
+      h1.closeIdleConnections();
+      for (const s of sessions) s.close();
+    },
+    /** Ends every remaining connection. */
+    closeAll() {
+      h1.closeAllConnections();
+      for (const s of sessions) s.destroy();
+      for (const s of sockets) s.destroy();
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type Database from "better-sqlite3";
+import { StoreOpenError } from "../store.js";
+
+/**
+ * Schema versions live in `PRAGMA user_version`. Files `migrations/NNN-*.sql` each bring the
+ * schema to version NNN; the newest one is the hub's version. Versions below the first
+ * migration are other layouts (the reference hub's 1..5) and are refused, never converted.
+ */
+const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
+
+interface Migration {
+  version: number;
+  sql: string;
+}
+
+function loadMigrations(): Migration[] {
+  return fs
+    .readdirSync(migrationsDir)
+    .filter((f) => /^\d{3}-.*\.sql$/.test(f))
+    .sort()
+    .map((f) => ({ version: Number(f.slice(0, 3)), sql: fs.readFileSync(path.join(migrationsDir, f), "utf8") }));
+}
+
+const migrations = loadMigrations();
+export const firstSchemaVersion = migrations[0]!.version;
+export const schemaVersion = migrations[migrations.length - 1]!.version;
+
+/** Tables and columns the current version must have; checked on every open. */
+const expectedShape: Record<string, string[]> = {
+  agents: ["id", "project", "name", "name_key", "purpose", "model", "host", "key_hash", "connected_at", "last_seen_at", "online"],
+  leases: ["resource", "project", "name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at"],
+  runtime_presence: ["project", "runtime_id", "host", "registered_at", "heartbeat_at"],
+};
+
+/**
+ * Refuses a path that is, or whose WAL/SHM companions are, a symlink or not a regular file, and
+ * creates the parent directory with mode 0700.
+ */
+export function checkDataPath(file: string): void {
+  for (const p of [file, `${file}-wal`, `${file}-shm`]) {
+    let st: fs.Stats;
+    try {
+      st = fs.lstatSync(p);
+    } catch {
+      continue;
+    }
+    if (st.isSymbolicLink() || !st.isFile()) {
+      throw new StoreOpenError("runtime_path_invalid", `${p} must be a regular file, not a link or directory`);
+    }
+  }
+  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 });
+}
+
+/** Applies the open rules in one IMMEDIATE transaction; throws StoreOpenError. */
+export function openSchema(db: Database.Database): void {
+  db.transaction(() => {
+    const version = db.pragma("user_version", { simple: true }) as number;
+    const tables = (
+      db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as {
+        name: string;
+      }[]
+    ).map((r) => r.name);
+    if (version > schemaVersion) {
+      throw new StoreOpenError(
+        "runtime_schema_newer",
+        `store schema ${version} is newer than this hub's ${schemaVersion}; upgrade the hub`,
+      );
+    }
+    if (version === 0) {
+      if (tables.length > 0) {
+        throw new StoreOpenError("runtime_schema_shape_invalid", "store has tables but no schema version");
+      }
+    } else if (version < firstSchemaVersion) {
+      throw new StoreOpenError(
+        "runtime_schema_outdated",
+        `store schema ${version} is outdated and cannot be upgraded in place; move the file away to start afresh`,
+      );
+    }
+    for (const m of migrations) {
+      if (m.version > version) {
+        db.exec(m.sql);
+        db.pragma(`user_version = ${m.version}`);
+      }
+    }
+    for (const [table, columns] of Object.entries(expectedShape)) {
+      const have = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
+      const missing = columns.filter((c) => !have.has(c));
+      if (missing.length > 0) {
+        throw new StoreOpenError(
+          "runtime_schema_shape_invalid",
+          have.size === 0 ? `store is missing table ${table}` : `table ${table} is missing ${missing.join(", ")}`,
+        );
+      }
+    }
+  }).immediate();
+}

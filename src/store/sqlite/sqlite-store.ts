@@ -1,0 +1,296 @@
+import Database from "better-sqlite3";
+import type { AgentRow, Decision, HubStore, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
+import { checkDataPath, openSchema } from "./schema.js";
+
+export interface SqliteStoreOptions {
+  /** File path, or ":memory:". */
+  path: string;
+  /**
+   * FULL (default): WAL is fsynced on every commit, so every answered decision (a fencing token
+   * handed out, an accepted event) survives a crash of the process and of the machine.
+   * NORMAL survives a process crash but may lose the last commits on power loss.
+   */
+  synchronous: "full" | "normal";
+}
+
+interface AgentDb {
+  id: string;
+  project: string;
+  name: string;
+  purpose: string;
+  model: string | null;
+  host: string | null;
+  key_hash: string;
+  connected_at: number;
+  last_seen_at: number;
+  online: number;
+}
+
+interface LeaseDb {
+  resource: string;
+  project: string;
+  name: string;
+  holder_agent_id: string | null;
+  holder_agent_name: string | null;
+  fencing_token: number;
+  acquired_at: number;
+  expires_at: number;
+}
+
+interface RuntimeDb {
+  project: string;
+  runtime_id: string;
+  host: string | null;
+  registered_at: number;
+  heartbeat_at: number;
+}
+
+const agentFromDb = (r: AgentDb): AgentRow => ({
+  id: r.id,
+  project: r.project,
+  name: r.name,
+  purpose: r.purpose,
+  ...(r.model !== null && { model: r.model }),
+  ...(r.host !== null && { host: r.host }),
+  keyHash: r.key_hash,
+  connectedAtMs: r.connected_at,
+  lastSeenAtMs: r.last_seen_at,
+  online: r.online === 1,
+});
+
+const leaseFromDb = (r: LeaseDb): LeaseRow => ({
+  resource: r.resource,
+  project: r.project,
+  name: r.name,
+  holderAgentId: r.holder_agent_id,
+  holderAgentName: r.holder_agent_name,
+  fencingToken: r.fencing_token,
+  acquiredAtMs: r.acquired_at,
+  expiresAtMs: r.expires_at,
+});
+
+const runtimeFromDb = (r: RuntimeDb): RuntimeRow => ({
+  project: r.project,
+  runtimeId: r.runtime_id,
+  ...(r.host !== null && { host: r.host }),
+  registeredAtMs: r.registered_at,
+  heartbeatAtMs: r.heartbeat_at,
+});
+
+/** The embedded store. Every decision is one synchronous IMMEDIATE transaction. */
+export class SqliteStore implements HubStore {
+  readonly storage: "sqlite" | "memory";
+  private readonly db: Database.Database;
+  private readonly q;
+
+  constructor(options: SqliteStoreOptions) {
+    const memory = options.path === ":memory:";
+    this.storage = memory ? "memory" : "sqlite";
+    if (!memory) checkDataPath(options.path);
+    this.db = new Database(options.path);
+    try {
+      this.db.pragma("journal_mode = WAL");
+      this.db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
+      this.db.pragma("busy_timeout = 5000");
+      this.db.pragma("foreign_keys = ON");
+      openSchema(this.db);
+    } catch (e) {
+      this.db.close();
+      throw e;
+    }
+    const db = this.db;
+    this.q = {
+      ping: db.prepare("SELECT 1 AS ok"),
+      agentById: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
+      agentByName: db.prepare<[string, string], AgentDb>("SELECT * FROM agents WHERE project = ? AND name_key = ?"),
+      agentsOfProject: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE project = ? ORDER BY rowid"),
+      onlineCount: db.prepare<[], { n: number }>("SELECT count(*) AS n FROM agents WHERE online = 1"),
+      upsertAgent: db.prepare(
+        `INSERT INTO agents (id, project, name, name_key, purpose, model, host, key_hash, connected_at, last_seen_at, online)
+         VALUES (@id, @project, @name, @name_key, @purpose, @model, @host, @key_hash, @connected_at, @last_seen_at, @online)
+         ON CONFLICT (id) DO UPDATE SET project = excluded.project, name = excluded.name, name_key = excluded.name_key,
+           purpose = excluded.purpose, model = excluded.model, host = excluded.host, key_hash = excluded.key_hash,
+           connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`,
+      ),
+      allOffline: db.prepare("UPDATE agents SET online = 0 WHERE online = 1"),
+      staleAgents: db.prepare<[number], AgentDb>(
+        "UPDATE agents SET online = 0 WHERE online = 1 AND last_seen_at < ? RETURNING *",
+      ),
+      runtime: db.prepare<[string, string], RuntimeDb>(
+        "SELECT * FROM runtime_presence WHERE project = ? AND runtime_id = ?",
+      ),
+      runtimesOfProject: db.prepare<[string], RuntimeDb>(
+        "SELECT * FROM runtime_presence WHERE project = ? ORDER BY runtime_id",
+      ),
+      upsertRuntime: db.prepare(
+        `INSERT INTO runtime_presence (project, runtime_id, host, registered_at, heartbeat_at)
+         VALUES (@project, @runtime_id, @host, @registered_at, @heartbeat_at)
+         ON CONFLICT (project, runtime_id) DO UPDATE SET host = excluded.host,
+           registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at`,
+      ),
+      lease: db.prepare<[string], LeaseDb>("SELECT * FROM leases WHERE resource = ?"),
+      upsertLease: db.prepare(
+        `INSERT INTO leases (resource, project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+         VALUES (@resource, @project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at)
+         ON CONFLICT (resource) DO UPDATE SET holder_agent_id = excluded.holder_agent_id,
+           holder_agent_name = excluded.holder_agent_name, fencing_token = excluded.fencing_token,
+           acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+      ),
+      listLeases: db.prepare<[string, string, number, number, number], LeaseDb>(
+        `SELECT * FROM leases WHERE project = ? AND name > ? AND holder_agent_id IS NOT NULL
+           AND (? = 1 OR expires_at > ?) ORDER BY name LIMIT ?`,
+      ),
+      lapsedLeases: db.prepare<[number], LeaseDb>(
+        "SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= ?",
+      ),
+      purgeLeases: db.prepare(
+        `UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL
+         WHERE holder_agent_id IS NOT NULL AND expires_at <= ?`,
+      ),
+    };
+  }
+
+  /** Runs `fn` as one IMMEDIATE transaction (never spans an `await`). */
+  private tx<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+
+  async ready(): Promise<boolean> {
+    try {
+      return (this.q.ping.get() as { ok: number }).ok === 1;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  async getAgent(id: string): Promise<AgentRow | undefined> {
+    const r = this.q.agentById.get(id);
+    return r && agentFromDb(r);
+  }
+
+  async listAgents(project: string): Promise<AgentRow[]> {
+    return this.q.agentsOfProject.all(project).map(agentFromDb);
+  }
+
+  async countOnlineAgents(): Promise<number> {
+    return this.q.onlineCount.get()!.n;
+  }
+
+  private writeAgent(a: AgentRow): void {
+    this.q.upsertAgent.run({
+      id: a.id,
+      project: a.project,
+      name: a.name,
+      name_key: a.name.toLowerCase(),
+      purpose: a.purpose,
+      model: a.model ?? null,
+      host: a.host ?? null,
+      key_hash: a.keyHash,
+      connected_at: a.connectedAtMs,
+      last_seen_at: a.lastSeenAtMs,
+      online: a.online ? 1 : 0,
+    });
+  }
+
+  async decideRegistration<T>(
+    project: string,
+    nameKey: string,
+    decide: (existing: AgentRow | undefined) => Decision<AgentRow, T>,
+  ): Promise<T> {
+    return this.tx(() => {
+      const r = this.q.agentByName.get(project, nameKey);
+      const d = decide(r && agentFromDb(r));
+      if (d.write) this.writeAgent(d.write);
+      return d.result;
+    });
+  }
+
+  async decideAgent<T>(id: string, decide: (current: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
+    return this.tx(() => {
+      const r = this.q.agentById.get(id);
+      const d = decide(r && agentFromDb(r));
+      if (d.write) this.writeAgent(d.write);
+      return d.result;
+    });
+  }
+
+  async markAllAgentsOffline(): Promise<void> {
+    this.q.allOffline.run();
+  }
+
+  async sweepStaleAgents(cutoffMs: number): Promise<AgentRow[]> {
+    return this.tx(() => this.q.staleAgents.all(cutoffMs).map(agentFromDb));
+  }
+
+  async decideRuntime<T>(
+    project: string,
+    runtimeId: string,
+    decide: (current: RuntimeRow | undefined) => Decision<RuntimeRow, T>,
+  ): Promise<T> {
+    return this.tx(() => {
+      const r = this.q.runtime.get(project, runtimeId);
+      const d = decide(r && runtimeFromDb(r));
+      if (d.write) {
+        this.q.upsertRuntime.run({
+          project: d.write.project,
+          runtime_id: d.write.runtimeId,
+          host: d.write.host ?? null,
+          registered_at: d.write.registeredAtMs,
+          heartbeat_at: d.write.heartbeatAtMs,
+        });
+      }
+      return d.result;
+    });
+  }
+
+  async listRuntimes(project: string): Promise<RuntimeRow[]> {
+    return this.q.runtimesOfProject.all(project).map(runtimeFromDb);
+  }
+
+  async decideLease<T>(resource: string, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
+    return this.tx(() => {
+      const r = this.q.lease.get(resource);
+      const d = decide(r && leaseFromDb(r));
+      if (d.write) {
+        if (r && d.write.fencingToken < r.fencing_token) {
+          // The fence only grows; a decision that would lower it is a bug, never a write.
+          throw new Error(`fencing token for ${resource} would go down from ${r.fencing_token}`);
+        }
+        this.q.upsertLease.run({
+          resource: d.write.resource,
+          project: d.write.project,
+          name: d.write.name,
+          holder_agent_id: d.write.holderAgentId,
+          holder_agent_name: d.write.holderAgentName,
+          fencing_token: d.write.fencingToken,
+          acquired_at: d.write.acquiredAtMs,
+          expires_at: d.write.expiresAtMs,
+        });
+      }
+      return d.result;
+    });
+  }
+
+  async getLease(resource: string): Promise<LeaseRow | undefined> {
+    const r = this.q.lease.get(resource);
+    return r && leaseFromDb(r);
+  }
+
+  async listLeases(query: ListLeasesQuery): Promise<LeaseRow[]> {
+    return this.q.listLeases
+      .all(query.project, query.afterName ?? "", query.includeExpired ? 1 : 0, query.nowMs, query.limit)
+      .map(leaseFromDb);
+  }
+
+  async purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]> {
+    return this.tx(() => {
+      const before = this.q.lapsedLeases.all(cutoffMs);
+      this.q.purgeLeases.run(cutoffMs);
+      return before.map(leaseFromDb);
+    });
+  }
+}

@@ -1,0 +1,167 @@
+// REST routes derived from the `google.api.http` annotations of the services.
+//
+// Only the subset the hub's protos use is supported: a GET/POST/PUT/PATCH/DELETE pattern made
+// of literal segments and single-segment variables (`{field}` / `{field=*}`) naming top-level
+// string fields, `body` either "" or "*", no additional bindings. Anything else throws from
+// buildRestRoutes, so a proto change the router cannot honour fails at start-up, not per call.
+import { create, getOption, hasOption, ScalarType, type DescMethod, type DescService, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { reflect } from "@bufbuild/protobuf/reflect";
+import { http } from "../../gen/ts/google/api/annotations_pb.js";
+import { fromRestJson, fromRestQuery } from "./rest-json.js";
+
+export type RestVerb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+export interface RestRoute {
+  verb: RestVerb;
+  /** The path template as written in the proto, e.g. "/v1/leases/{name}/acquire". */
+  template: string;
+  service: DescService;
+  method: DescMethod;
+  /** "*" (the whole input message is the JSON body) or "" (no body; query parameters). */
+  body: string;
+}
+
+/** A percent-escape in a path variable that does not decode (e.g. "%E0%A4%A"). A client error. */
+export class RestPathError extends Error {
+  constructor(message = "malformed percent-escape in path") {
+    super(message);
+    this.name = "RestPathError";
+  }
+}
+
+/** One template segment: a literal, or a variable naming a top-level string field. */
+type Segment = { literal: string } | { variable: string };
+
+const VERBS = { get: "GET", put: "PUT", post: "POST", delete: "DELETE", patch: "PATCH" } as const;
+const LITERAL = /^[A-Za-z0-9._~-]+$/;
+const VARIABLE = /^\{([A-Za-z_][A-Za-z0-9_]*)(?:=\*)?\}$/;
+
+// Parsed templates, keyed by route so RestRoute stays the plain shape callers see.
+const segmentCache = new WeakMap<RestRoute, readonly Segment[]>();
+
+function parseTemplate(template: string, where: string): Segment[] {
+  if (!template.startsWith("/") || template === "/") throw new Error(`${where}: path template must start with "/" and have segments: ${template}`);
+  return template
+    .slice(1)
+    .split("/")
+    .map((seg) => {
+      const v = VARIABLE.exec(seg);
+      if (v) return { variable: v[1] };
+      if (LITERAL.test(seg)) return { literal: seg };
+      throw new Error(`${where}: unsupported path segment "${seg}" in ${template} (only literals and {field} / {field=*})`);
+    });
+}
+
+function segmentsOf(route: RestRoute): readonly Segment[] {
+  let segs = segmentCache.get(route);
+  if (!segs) {
+    segs = parseTemplate(route.template, `${route.method.parent.typeName}.${route.method.name}`);
+    segmentCache.set(route, segs);
+  }
+  return segs;
+}
+
+const literalCount = (segs: readonly Segment[]): number => segs.filter((s) => "literal" in s).length;
+
+/** Builds the routes of every unary method with an http rule; throws on anything unsupported. */
+export function buildRestRoutes(services: DescService[]): RestRoute[] {
+  const routes: RestRoute[] = [];
+  for (const service of services) {
+    for (const method of service.methods) {
+      if (method.methodKind !== "unary" || !hasOption(method, http)) continue;
+      const where = `${service.typeName}.${method.name}`;
+      const rule = getOption(method, http);
+      const pattern = rule.pattern;
+      if (pattern.case === undefined || pattern.case === "custom") throw new Error(`${where}: unsupported http pattern ${pattern.case ?? "(none)"}`);
+      if (rule.additionalBindings.length > 0) throw new Error(`${where}: additional_bindings are not supported`);
+      if (rule.responseBody !== "") throw new Error(`${where}: response_body is not supported`);
+      if (rule.body !== "" && rule.body !== "*") throw new Error(`${where}: body must be "" or "*", got "${rule.body}"`);
+      const route: RestRoute = { verb: VERBS[pattern.case], template: pattern.value, service, method, body: rule.body };
+      const segs = parseTemplate(route.template, where);
+      const seen = new Set<string>();
+      for (const seg of segs) {
+        if (!("variable" in seg)) continue;
+        const field = method.input.fields.find((f) => f.name === seg.variable);
+        if (!field || field.fieldKind !== "scalar" || field.scalar !== ScalarType.STRING) {
+          throw new Error(`${where}: path variable {${seg.variable}} must name a top-level string field of ${method.input.typeName}`);
+        }
+        if (seen.has(seg.variable)) throw new Error(`${where}: path variable {${seg.variable}} appears twice`);
+        seen.add(seg.variable);
+      }
+      segmentCache.set(route, segs);
+      for (const other of routes) assertNotAmbiguous(other, route);
+      routes.push(route);
+    }
+  }
+  return routes;
+}
+
+/**
+ * Two routes of one verb that can match the same path must differ in their literal count,
+ * otherwise matchRestRoute's "most literals wins" rule could not pick one.
+ */
+function assertNotAmbiguous(a: RestRoute, b: RestRoute): void {
+  if (a.verb !== b.verb) return;
+  const sa = segmentsOf(a);
+  const sb = segmentsOf(b);
+  if (sa.length !== sb.length || literalCount(sa) !== literalCount(sb)) return;
+  const overlap = sa.every((s, i) => !("literal" in s) || !("literal" in sb[i]) || s.literal === (sb[i] as { literal: string }).literal);
+  if (overlap) throw new Error(`ambiguous REST routes: ${a.verb} ${a.template} and ${b.verb} ${b.template}`);
+}
+
+/**
+ * Finds the route for a raw (still percent-encoded) path. Matching happens on the encoded
+ * segments, so "%2F" inside a variable never splits the path; variables are decoded after the
+ * route is chosen. Returns undefined when no route of that verb matches (the caller's 404).
+ */
+export function matchRestRoute(
+  routes: readonly RestRoute[],
+  verb: string,
+  pathname: string,
+): { route: RestRoute; params: Record<string, string> } | undefined {
+  if (!pathname.startsWith("/")) return undefined;
+  const parts = pathname.slice(1).split("/");
+  let best: { route: RestRoute; segs: readonly Segment[]; literals: number } | undefined;
+  for (const route of routes) {
+    if (route.verb !== verb) continue;
+    const segs = segmentsOf(route);
+    if (segs.length !== parts.length) continue;
+    const ok = segs.every((s, i) => ("literal" in s ? s.literal === parts[i] : parts[i] !== ""));
+    if (!ok) continue;
+    const literals = literalCount(segs);
+    if (!best || literals > best.literals) best = { route, segs, literals };
+  }
+  if (!best) return undefined;
+  const params: Record<string, string> = {};
+  best.segs.forEach((s, i) => {
+    if (!("variable" in s)) return;
+    try {
+      params[s.variable] = decodeURIComponent(parts[i]);
+    } catch {
+      throw new RestPathError();
+    }
+  });
+  return { route: best.route, params };
+}
+
+/**
+ * Builds the input message of a matched route: from the JSON body when the rule says body "*"
+ * (query ignored), else from the query string. Path variables are set last and win over body
+ * keys, so a body cannot redirect a call to another resource than the URL names.
+ */
+export function decodeRestRequest(
+  route: RestRoute,
+  params: Record<string, string>,
+  query: URLSearchParams,
+  body: JsonObject | undefined,
+): Message {
+  const schema = route.method.input;
+  const message = route.body === "*" ? fromRestJson(schema, body ?? {}) : fromRestQuery(schema, query, create(schema));
+  const r = reflect(schema, message);
+  for (const [name, value] of Object.entries(params)) {
+    const field = schema.fields.find((f) => f.name === name);
+    if (!field) throw new Error(`${route.template}: no field ${name} in ${schema.typeName}`);
+    r.set(field, value);
+  }
+  return message;
+}

@@ -1,0 +1,44 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { ConnectError } from "@connectrpc/connect";
+import { errorTable, type HubCode, type HubError } from "../errors.js";
+import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
+import { LeaseSchema } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { toRestJson } from "./rest-json.js";
+
+/** What the REST face answers for a refusal: the reference's status and body. */
+export interface RestError {
+  status: number;
+  body: JsonObject;
+  headers: Record<string, string>;
+}
+
+/**
+ * A refusal as the REST face writes it, from the ErrorInfo the RPC face attached:
+ * `{error, code, requestId, ...extras}` with the status of errors.ts. An error without
+ * ErrorInfo (a protocol-level failure of the in-process call) is internal_error.
+ */
+export function restErrorFromConnect(err: ConnectError, requestId: string): RestError {
+  const info = err.findDetails(ErrorInfoSchema)[0];
+  const code = (info?.reason.toLowerCase() ?? "internal_error") as HubCode;
+  const row = errorTable[code] ?? errorTable.internal_error;
+  const body: JsonObject = {
+    error: info ? err.rawMessage : "internal server error",
+    code: info ? code : "internal_error",
+    requestId,
+  };
+  for (const key of ("restExtras" in row ? row.restExtras : []) as readonly string[]) {
+    const v = info?.metadata[key];
+    if (v !== undefined) body[key] = v;
+  }
+  const lease = err.findDetails(LeaseSchema)[0];
+  if (lease) body.lease = toRestJson(LeaseSchema, lease);
+  const headers: Record<string, string> = {};
+  const retryAfterMs = info?.metadata.retryAfterMs;
+  if (code === "rate_limited" && retryAfterMs) headers["retry-after"] = String(Math.ceil(Number(retryAfterMs) / 1_000));
+  return { status: info ? row.rest : 500, body, headers };
+}
+
+/** A refusal made by the REST face itself (before any RPC runs). */
+export function restErrorFromHub(e: HubError, requestId: string): RestError {
+  return { status: errorTable[e.code].rest, body: { error: e.message, code: e.code, requestId }, headers: {} };
+}

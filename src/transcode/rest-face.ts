@@ -1,0 +1,174 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { fromBinary, toBinary, type DescMessage, type JsonObject } from "@bufbuild/protobuf";
+import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
+import { errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { createAsyncIterable, readAllBytes, type UniversalHandler } from "@connectrpc/connect/protocol";
+import type { Clock } from "../clock.js";
+import { errors, isHubError, type HubError } from "../errors.js";
+import type { Observer } from "../observe.js";
+import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
+import { kRemoteAddress } from "../server/context.js";
+import { remoteAddressOf } from "../server/listen.js";
+import { requestIdOf } from "../server/interceptors/errors.js";
+import { rateHeaders } from "../server/interceptors/auth.js";
+import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
+import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
+import { RestFieldError, toRestJson } from "./rest-json.js";
+import { restSuccessStatus } from "./rest-status.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export interface RestFaceDeps {
+  routes: RestRoute[];
+  /** The RPC router's handlers: REST calls run through them, interceptors included. */
+  handlers: UniversalHandler[];
+  limiter: RateLimiter;
+  clock: Clock;
+  observer: Observer;
+  maxBodyBytes: number;
+}
+
+/** Headers the REST face forwards to the RPC handler. */
+const forwarded = ["authorization", "x-kxm-agent-id", "x-kxm-agent-key"];
+/** Headers of the RPC response the REST face passes back. */
+const passedBack = ["x-ratelimit-limit", "x-ratelimit-remaining", "retry-after"];
+
+/**
+ * The REST face: a generic transcoder over the `google.api.http` rules. It decodes the path,
+ * query and JSON body into the method's request message, calls the same Connect handler the
+ * RPC face uses (so auth, validation, rate limits and error mapping run once), and writes the
+ * reference hub's JSON: every field, numbers as numbers, its statuses and its error bodies.
+ */
+export function createRestFace({ routes, handlers, limiter, clock, observer, maxBodyBytes }: RestFaceDeps) {
+  const byPath = new Map(handlers.map((h) => [h.requestPath, h]));
+
+  function send(res: Res, status: number, requestId: string, body: JsonObject | undefined, headers: Headers) {
+    const out: Record<string, string> = { "x-request-id": requestId, "referrer-policy": "no-referrer", "cache-control": "no-store" };
+    for (const name of passedBack) {
+      const v = headers.get(name);
+      if (v !== null) out[name] = v;
+    }
+    if (body === undefined) {
+      res.writeHead(status, out);
+      res.end();
+      return;
+    }
+    const text = JSON.stringify(body);
+    out["content-type"] = "application/json; charset=utf-8";
+    out["content-length"] = String(Buffer.byteLength(text));
+    out["x-content-type-options"] = "nosniff";
+    res.writeHead(status, out);
+    res.end(text);
+  }
+
+  function refuse(res: Res, err: RestError, requestId: string, headers = new Headers()) {
+    for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
+    send(res, err.status, requestId, err.body, headers);
+  }
+
+  /** A refusal of the REST face itself: counted and logged here (RPC refusals are by the interceptor). */
+  function refuseLocally(res: Res, e: HubError, requestId: string, headers = new Headers()) {
+    observer.count("errors");
+    observer.log("request_error", { requestId, statusCode: restErrorFromHub(e, requestId).status, code: e.code });
+    refuse(res, restErrorFromHub(e, requestId), requestId, headers);
+  }
+
+  /** Reads a JSON object body: 415, 413 and 400 as the reference; empty means `{}`. */
+  async function readBody(req: Req): Promise<JsonObject> {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > maxBodyBytes) throw errors.payloadTooLarge(maxBodyBytes);
+      chunks.push(chunk);
+    }
+    if (size === 0) return {};
+    // @NOTE README §3.4: only a body that is there needs the JSON content type.
+    const type = String(req.headers["content-type"] ?? "").toLowerCase();
+    if (!type.startsWith("application/json")) throw errors.unsupportedMediaType();
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+    } catch {
+      throw errors.invalidJson();
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw errors.invalidJson();
+    return parsed as JsonObject;
+  }
+
+  /** Calls the method's Connect handler in-process with the binary Connect protocol. */
+  async function invoke(route: RestRoute, input: ReturnType<typeof decodeRestRequest>, req: Req, requestId: string) {
+    const method = route.method;
+    const handler = byPath.get(`/${route.service.typeName}/${method.name}`);
+    if (!handler) throw errors.routeNotFound();
+    const header = new Headers({ "content-type": "application/proto", "x-request-id": requestId });
+    for (const name of forwarded) {
+      const v = req.headers[name];
+      if (typeof v === "string") header.set(name, v);
+    }
+    const signal = new AbortController().signal;
+    const uRes = await handler({
+      httpVersion: "1.1",
+      url: `http://rest.internal${handler.requestPath}`,
+      method: "POST",
+      header,
+      body: createAsyncIterable([toBinary(method.input as DescMessage, input)]),
+      signal,
+      contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)),
+    });
+    const bytes = uRes.body ? await readAllBytes(uRes.body, Number.MAX_SAFE_INTEGER) : new Uint8Array();
+    const headers = new Headers(uRes.header);
+    if (uRes.status !== 200) {
+      const fallback = new ConnectError(`HTTP ${uRes.status}`, Code.Internal);
+      return { error: errorFromJsonBytes(bytes, headers, fallback), headers };
+    }
+    return { message: fromBinary(method.output as DescMessage, bytes), headers };
+  }
+
+  /** Answers a request that no RPC path took. */
+  async function handle(req: Req, res: Res): Promise<void> {
+    const requestId = requestIdOf(typeof req.headers["x-request-id"] === "string" ? req.headers["x-request-id"] : null);
+    const url = new URL(req.url ?? "/", "http://rest.internal");
+    const match = matchRestRoute(routes, (req.method ?? "GET").toUpperCase(), url.pathname);
+    try {
+      if (!match) {
+        const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
+        const headers = rateHeaders(verdict, new Headers());
+        if (verdict?.retryAfterMs !== undefined) return refuseLocally(res, errors.rateLimited(verdict.retryAfterMs), requestId, headers);
+        return refuseLocally(res, errors.routeNotFound(), requestId, headers);
+      }
+      const body = match.route.body === "*" ? await readBody(req) : undefined;
+      let input;
+      try {
+        input = decodeRestRequest(match.route, match.params, url.searchParams, body);
+      } catch (e) {
+        if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
+        if (e instanceof RestPathError) throw errors.protocol(e.message);
+        throw e;
+      }
+      const out = await invoke(match.route, input, req, requestId);
+      if (out.error) return refuse(res, restErrorFromConnect(out.error, requestId), requestId, out.headers);
+      const message = out.message as unknown as Record<string, unknown>;
+      const status = restSuccessStatus[match.route.method.name]?.(message, out.headers) ?? 200;
+      const json = status === 204 ? undefined : toRestJson(match.route.method.output as DescMessage, out.message);
+      send(res, status, requestId, json, out.headers);
+    } catch (e) {
+      if (isHubError(e)) return refuseLocally(res, e, requestId);
+      observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
+      refuseLocally(res, errors.internal(e), requestId);
+    }
+  }
+
+  return {
+    handle,
+    /** Writes a refusal made outside the transcoder (e.g. `/metrics`) the REST way. */
+    refuse(req: Req, res: Res, e: HubError) {
+      const requestId = requestIdOf(typeof req.headers["x-request-id"] === "string" ? req.headers["x-request-id"] : null);
+      refuseLocally(res, e, requestId);
+    },
+  };
+}
+
+export type RestFace = ReturnType<typeof createRestFace>;
