@@ -3,6 +3,8 @@ export type Caller =
   | { kind: "agent"; agentId: string; agentName: string; project: string }
   /** A project token (or the admin token standing in for a project without its own). */
   | { kind: "project"; project: string }
-  | { kind: "admin" };
+  | { kind: "admin" }
+  /** Nobody in particular: only for methods whose rule is "public". */
+  | { kind: "public" };
 
 export type AgentCaller = Extract<Caller, { kind: "agent" }>;

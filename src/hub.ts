@@ -1,5 +1,7 @@
 import type { AddressInfo } from "node:net";
-import { createConnectRouter } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
+import { createConnectRouter, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
+import type { AuthRule } from "./auth/rules.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import { systemClock, type Clock } from "./clock.js";
@@ -28,6 +30,15 @@ export interface HubOverrides {
   tap?: Observer;
   /** false: no log file or stdout logging (tests). */
   log?: boolean;
+  /** Services served beside the hub's own on the RPC face (benchmarks, diagnostics). */
+  extraServices?: ExtraService[];
+}
+
+export interface ExtraService {
+  service: DescService;
+  impl: Partial<ServiceImpl<DescService>>;
+  /** One rule for all its methods. */
+  auth: AuthRule;
 }
 
 /**
@@ -53,8 +64,19 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     projectTokens: config.projectTokens,
     loopback: isLoopback(config.host),
   });
-  const interceptors = [createErrorInterceptor(observer), createAuthInterceptor({ authenticator, limiter, clock })];
-  const serviceRoutes = routes({ presence, leases });
+  const extras = overrides.extraServices ?? [];
+  const extraRules = Object.fromEntries(
+    extras.flatMap((x) => x.service.methods.map((m) => [`${x.service.typeName}/${m.name}`, x.auth] as const)),
+  );
+  const interceptors = [
+    createErrorInterceptor(observer),
+    createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
+  ];
+  const hubRoutes = routes({ presence, leases });
+  const serviceRoutes = (router: ConnectRouter) => {
+    hubRoutes(router);
+    for (const x of extras) router.service(x.service, x.impl);
+  };
   // The REST face calls the same handlers through its own router instance.
   const restRouter = createConnectRouter({ interceptors, readMaxBytes: config.maxBodyBytes });
   serviceRoutes(restRouter);

@@ -76,6 +76,8 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
           checkProjectToken(project, creds);
           return { kind: "project", project };
         }
+        case "public":
+          return { kind: "public" };
         case "adminConfigured":
           if (adminToken === undefined) throw errors.adminAuthNotConfigured();
           if (!isAdmin(creds)) throw errors.invalidAuth();

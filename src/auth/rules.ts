@@ -10,7 +10,9 @@ export type AuthRule =
   /** An agent, or a project/admin token for the project named in `projectField`. */
   | { kind: "agentOrProject"; projectField: string }
   /** Admin token; a hub without one refuses (admin_auth_not_configured). */
-  | { kind: "adminConfigured" };
+  | { kind: "adminConfigured" }
+  /** No credentials (discovery services such as server reflection). */
+  | { kind: "public" };
 
 const agent: AuthRule = { kind: "agent" };
 const agentPath: AuthRule = { kind: "agent", idField: "agentId" };

@@ -56,6 +56,9 @@ export function remoteAddressOf(req: { socket: unknown }): string {
  */
 export function createDualServer(handler: Handler) {
   const h1 = http.createServer(handler);
+  // h1 never listens itself (it is fed sockets), but Node starts its connection tracking —
+  // which idle-connection closing and request timeouts rely on — on "listening".
+  h1.emit("listening");
   const h2 = http2.createServer({}, handler);
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (s) => {
@@ -90,6 +93,7 @@ export function createDualServer(handler: Handler) {
     /** Stops accepting; closes idle HTTP/1.1 connections and asks HTTP/2 sessions to finish. */
     closeGracefully() {
       server.close();
+      h1.close(); // stops the tracking timer and closes idle keep-alive connections
       h1.closeIdleConnections();
       for (const s of sessions) s.close();
     },

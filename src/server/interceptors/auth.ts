@@ -1,7 +1,7 @@
 import type { Interceptor } from "@connectrpc/connect";
 import type { Authenticator, Credentials } from "../../auth/authenticate.js";
 import { rateKey, type RateLimiter, type RateVerdict } from "../../auth/rate-limit.js";
-import { authRules } from "../../auth/rules.js";
+import { authRules, type AuthRule } from "../../auth/rules.js";
 import type { Caller } from "../../caller.js";
 import type { Clock } from "../../clock.js";
 import { errors } from "../../errors.js";
@@ -10,6 +10,8 @@ import { kCaller, kRemoteAddress, kResponseHeaders } from "../context.js";
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
+  /** Rules of services added beside the hub's own (auth/rules.ts has those). */
+  extraRules?: Record<string, AuthRule>;
   limiter: RateLimiter;
   clock: Clock;
 }
@@ -28,9 +30,10 @@ export function rateHeaders(v: RateVerdict | undefined, into: Headers): Headers 
  * context (kCaller), then charges the request budget of the authenticated identity; a request
  * that fails authentication is charged to its remote address.
  */
-export function createAuthInterceptor({ authenticator, limiter, clock }: AuthInterceptorDeps): Interceptor {
+export function createAuthInterceptor({ authenticator, limiter, clock, extraRules }: AuthInterceptorDeps): Interceptor {
   return (next) => async (req) => {
-    const rule = authRules[`${req.service.typeName}/${req.method.name}`];
+    const key = `${req.service.typeName}/${req.method.name}`;
+    const rule = authRules[key] ?? extraRules?.[key];
     if (!rule) throw errors.internal(new Error(`no auth rule for ${req.service.typeName}/${req.method.name}`));
     const creds: Credentials = {
       authorization: req.header.get("authorization"),
