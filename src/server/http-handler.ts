@@ -2,15 +2,20 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { isHubError } from "../errors.js";
+import { isHubError, type HubError } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { RestFace } from "../transcode/rest-face.js";
 import { kRemoteAddress } from "./context.js";
 import { remoteAddressOf } from "./listen.js";
 import { createCors } from "./cors.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
+
+/** The REST face, as the dispatcher sees it (transcode/rest-face.ts). */
+export interface RestFallback {
+  handle(req: Req, res: Res): Promise<void>;
+  refuse(req: Req, res: Res, e: HubError): void;
+}
 
 export interface HttpHandlerDeps {
   routes: (router: ConnectRouter) => void;
@@ -19,7 +24,7 @@ export interface HttpHandlerDeps {
   corsOrigins: string[];
   observer: Observer;
   ops: (req: Req, res: Res, pathname: string) => Promise<boolean>;
-  rest: RestFace;
+  rest: RestFallback;
 }
 
 /**

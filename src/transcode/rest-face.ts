@@ -127,12 +127,22 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     return { message: fromBinary(method.output as DescMessage, bytes), headers };
   }
 
+  /** The route for a request; a path variable that does not percent-decode is protocol_error. */
+  function matchPath(req: Req, pathname: string) {
+    try {
+      return matchRestRoute(routes, (req.method ?? "GET").toUpperCase(), pathname);
+    } catch (e) {
+      if (e instanceof RestPathError) throw errors.protocol(e.message);
+      throw e;
+    }
+  }
+
   /** Answers a request that no RPC path took. */
   async function handle(req: Req, res: Res): Promise<void> {
     const requestId = requestIdOf(typeof req.headers["x-request-id"] === "string" ? req.headers["x-request-id"] : null);
     const url = new URL(req.url ?? "/", "http://rest.internal");
-    const match = matchRestRoute(routes, (req.method ?? "GET").toUpperCase(), url.pathname);
     try {
+      const match = matchPath(req, url.pathname);
       if (!match) {
         const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
         const headers = rateHeaders(verdict, new Headers());
@@ -145,7 +155,6 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
         input = decodeRestRequest(match.route, match.params, url.searchParams, body);
       } catch (e) {
         if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
-        if (e instanceof RestPathError) throw errors.protocol(e.message);
         throw e;
       }
       const out = await invoke(match.route, input, req, requestId);

@@ -1,0 +1,65 @@
+import fs from "node:fs";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+
+/**
+ * Imports point one way: main -> hub -> server|transcode|ops -> domain -> store interface
+ * <- store/sqlite. Only the faces (server/, transcode/) and the composition root talk
+ * Connect or use generated code; domain and store never see a transport.
+ */
+const src = path.resolve(import.meta.dirname, "../../src");
+
+function files(dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? files(p) : p.endsWith(".ts") ? [p] : [];
+  });
+}
+
+function importsOf(file: string): string[] {
+  const text = fs.readFileSync(file, "utf8");
+  return [...text.matchAll(/^\s*(?:import|export)[^"']*from\s+["']([^"']+)["']/gm)].map((m) => m[1]!);
+}
+
+/** The top-level area of a module: "lease", "store", "store/sqlite", "server", "hub.ts", ... */
+function area(file: string): string {
+  const rel = path.relative(src, file).split(path.sep);
+  if (rel[0] === "store" && rel[1] === "sqlite") return "store/sqlite";
+  return rel.length === 1 ? rel[0]! : rel[0]!;
+}
+
+const domain = ["lease", "presence", "auth"];
+const shared = ["clock.ts", "errors.ts", "observe.ts", "validate.ts", "ids.ts", "caller.ts", "config.ts"];
+/** What each area may import from src/. */
+const allowed: Record<string, string[]> = {
+  "store": ["store"],
+  "store/sqlite": ["store", "store/sqlite"],
+  ...Object.fromEntries(domain.map((d) => [d, [...domain, "store", ...shared]])),
+  ops: ["ops", ...domain, "store", ...shared],
+  server: ["server", ...domain, "store", ...shared],
+  transcode: ["transcode", "server", "auth", ...shared],
+};
+const connectUsers = new Set(["server", "transcode", "hub.ts"]);
+
+describe("import direction", () => {
+  const all = files(src);
+  it("finds the source tree", () => expect(all.length).toBeGreaterThan(20));
+
+  for (const file of all) {
+    const from = area(file);
+    it(`${path.relative(src, file)} imports only what its layer may`, () => {
+      for (const spec of importsOf(file)) {
+        if (spec.startsWith("@connectrpc/") || spec.includes("/gen/")) {
+          expect(connectUsers.has(from), `${from} must not import ${spec}`).toBe(true);
+          continue;
+        }
+        if (!spec.startsWith(".")) continue;
+        const target = path.resolve(path.dirname(file), spec).replace(/\.js$/, ".ts");
+        if (!target.startsWith(src)) continue;
+        const to = area(target);
+        if (to === from || shared.includes(from) || ["hub.ts", "main.ts"].includes(from)) continue;
+        expect(allowed[from] ?? [], `${from} must not import ${to} (${spec})`).toContain(to);
+      }
+    });
+  }
+});

@@ -1,0 +1,134 @@
+import { describe, expect, it } from "vitest";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
+import { hubClients, protocols, withHeaders } from "../fixtures/clients.js";
+import { jsonOf, startTestHub } from "../fixtures/hub.js";
+
+const tokens = { projectTokens: { p: "tok-p" } };
+
+async function agentRecord(t: Awaited<ReturnType<typeof startTestHub>>, id: string) {
+  return t.hub.store.getAgent(id);
+}
+
+describe("auth improvements (README §3)", () => {
+  it("§3.1 a good agent key with a wrong project token changes nothing", async () => {
+    await using t = await startTestHub({ config: tokens });
+    const a = await t.register("alpha", "p", "tok-p");
+    t.clock.advance(31_000);
+    await t.hub.sweepNow();
+    const before = await agentRecord(t, a.id);
+    expect(before?.online).toBe(false);
+
+    t.clock.advance(1_000);
+    const res = await t.rest("/v1/agents", {
+      headers: { "x-kxm-agent-id": a.id, "x-kxm-agent-key": a.key, authorization: "Bearer wrong" },
+    });
+    expect(res.status).toBe(401);
+    expect((await jsonOf(res)).code).toBe("invalid_auth");
+    expect(await agentRecord(t, a.id)).toEqual(before);
+
+    // With both credentials right, the same call revives the agent.
+    const ok = await t.rest("/v1/agents", { headers: a.headers });
+    expect(ok.status).toBe(200);
+    expect((await agentRecord(t, a.id))?.online).toBe(true);
+  });
+
+  it("§3.2 unregistering rotates the key away: the old key is refused afterwards", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const del = await t.rest(`/v1/agents/${a.id}`, { method: "DELETE", headers: a.headers });
+    expect(del.status).toBe(204);
+    const again = await t.rest(`/v1/agents/${a.id}/heartbeat`, { method: "POST", headers: a.headers });
+    expect(again.status).toBe(401);
+    expect((await jsonOf(again)).code).toBe("invalid_agent_identity");
+    expect((await agentRecord(t, a.id))?.online).toBe(false);
+    // Registering again resumes the same agent with a new key.
+    const b = await t.register("alpha");
+    expect(b.id).toBe(a.id);
+    expect(b.key).not.toBe(a.key);
+  });
+
+  describe("§3.3 rate limiting keyed by the authenticated identity", () => {
+    const limited = { rateLimit: { windowMs: 60_000, maxRequests: 3 } };
+
+    it("refuses an agent over its budget with 429, retry-after and x-ratelimit headers", async () => {
+      await using t = await startTestHub({ config: limited });
+      const a = await t.register("alpha"); // register is charged to the token/address, not to the agent
+      for (let i = 0; i < 3; i++) {
+        const res = await t.rest("/v1/agents", { headers: a.headers });
+        expect(res.status).toBe(200);
+        expect(res.headers.get("x-ratelimit-remaining")).toBe(String(2 - i));
+      }
+      const res = await t.rest("/v1/agents", { headers: a.headers });
+      expect(res.status).toBe(429);
+      expect((await jsonOf(res)).code).toBe("rate_limited");
+      expect(res.headers.get("retry-after")).toBe("60");
+      expect(res.headers.get("x-ratelimit-limit")).toBe("3");
+
+      t.clock.advance(60_000);
+      expect((await t.rest("/v1/agents", { headers: a.headers })).status).toBe(200);
+    });
+
+    it("does not let a forged agent id spend another agent's budget", async () => {
+      await using t = await startTestHub({ config: { rateLimit: { windowMs: 60_000, maxRequests: 5 } } });
+      const a = await t.register("alpha");
+      const b = await t.register("beta");
+      // Requests claiming to be `a` with a wrong key are charged to the remote address.
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) {
+        const res = await t.rest("/v1/agents", { headers: { "x-kxm-agent-id": a.id, "x-kxm-agent-key": "key_forged" } });
+        statuses.push(res.status);
+      }
+      expect(statuses.slice(0, 3)).toEqual([401, 401, 401]);
+      expect(statuses).toContain(429);
+      // The real agents still have their whole budgets.
+      for (const agent of [a, b]) {
+        const res = await t.rest("/v1/agents", { headers: agent.headers });
+        expect(res.status).toBe(200);
+        expect(res.headers.get("x-ratelimit-remaining")).toBe("4");
+      }
+    });
+
+    it("answers RPC clients with resource_exhausted and retryAfterMs", async () => {
+      await using t = await startTestHub({ config: { rateLimit: { windowMs: 10_000, maxRequests: 1 } } });
+      const a = await t.register("alpha");
+      const c = hubClients(protocols[2].make(t.baseUrl, [withHeaders(a.headers)]));
+      await c.presence.listAgents({});
+      const err = ConnectError.from(await c.presence.listAgents({}).catch((e: unknown) => e));
+      expect(err.code).toBe(Code.ResourceExhausted);
+      const info = err.findDetails(ErrorInfoSchema)[0];
+      expect(info?.reason).toBe("RATE_LIMITED");
+      expect(info?.metadata.retryAfterMs).toBe("10000");
+    });
+  });
+
+  describe("§3.4 transport leniency", () => {
+    it("accepts a body-less heartbeat without a content type", async () => {
+      await using t = await startTestHub();
+      const a = await t.register("alpha");
+      const res = await t.rest(`/v1/agents/${a.id}/heartbeat`, { method: "POST", headers: a.headers });
+      expect(res.status).toBe(200);
+      expect((await jsonOf(res)).agent.id).toBe(a.id);
+    });
+
+    it("answers a malformed percent-escape with 400, not 500", async () => {
+      await using t = await startTestHub();
+      const a = await t.register("alpha");
+      const res = await t.rest("/v1/leases/%E0%A4%A/acquire", { method: "POST", headers: a.headers });
+      expect(res.status).toBe(400);
+      expect((await jsonOf(res)).code).toBe("protocol_error");
+    });
+  });
+
+  it("trusts loopback callers as admin only while no admin token is configured", async () => {
+    {
+      await using t = await startTestHub();
+      expect((await t.rest("/metrics")).status).toBe(200);
+    }
+    await using t = await startTestHub({ config: { authToken: "admin" } });
+    const refused = await t.rest("/metrics");
+    expect(refused.status).toBe(401);
+    expect((await jsonOf(refused)).code).toBe("invalid_auth");
+    expect((await t.rest("/metrics", { headers: { authorization: "Bearer admin" } })).status).toBe(200);
+  });
+});
