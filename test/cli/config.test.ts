@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, isLoopback, loadConfig } from "../../src/config.js";
+
+const refusal = (argv: string[], env: NodeJS.ProcessEnv) => {
+  try {
+    loadConfig(argv, env);
+  } catch (e) {
+    return e;
+  }
+  return undefined;
+};
+
+describe("configuration", () => {
+  it("uses the reference defaults", () => {
+    const c = loadConfig([], {});
+    expect(c).toMatchObject({
+      host: "127.0.0.1",
+      port: 7331,
+      staleAfterMs: 30_000,
+      cleanupIntervalMs: 10_000,
+      messageTtlMs: 86_400_000,
+      messageRetentionMs: 604_800_000,
+      rateLimit: { windowMs: 60_000, maxRequests: 600 },
+      sqliteSynchronous: "full",
+      maxBodyBytes: 262_144,
+    });
+  });
+
+  it("reads the environment, and a flag wins over its variable", () => {
+    const c = loadConfig(["--port", "9000"], {
+      KXM_PORT: "8000",
+      KXM_PROJECT_TOKENS: '{" p ":" tok "}',
+      KXM_RATE_LIMIT_MAX: "5",
+      KXM_CORS_ORIGINS: "http://a.example, http://b.example",
+      KXM_STALE_AFTER_MS: "3000",
+    });
+    expect(c.port).toBe(9000);
+    expect(c.projectTokens).toEqual({ p: "tok" });
+    expect(c.rateLimit).toEqual({ windowMs: 60_000, maxRequests: 5 });
+    expect(c.corsOrigins).toEqual(["http://a.example", "http://b.example"]);
+    expect(c.cleanupIntervalMs).toBe(1_000);
+  });
+
+  it.each([
+    [{ KXM_HOST: "0.0.0.0" }, "KXM_AUTH_TOKEN is required when binding beyond localhost"],
+    [{ KXM_PORT: "65536" }, "KXM_PORT"],
+    [{ KXM_PORT: "abc" }, "KXM_PORT"],
+    [{ KXM_PROJECT_TOKENS: "[]" }, "KXM_PROJECT_TOKENS"],
+    [{ KXM_PROJECT_TOKENS: '{"p":""}' }, "KXM_PROJECT_TOKENS"],
+    [{ KXM_STALE_AFTER_MS: "99" }, "KXM_STALE_AFTER_MS"],
+    [{ KXM_RATE_LIMIT_WINDOW_MS: "50" }, "KXM_RATE_LIMIT_WINDOW_MS"],
+    [{ KXM_SQLITE_SYNCHRONOUS: "off" }, "KXM_SQLITE_SYNCHRONOUS"],
+  ])("refuses %o", (env, message) => {
+    const e = refusal([], env);
+    expect(e).toBeInstanceOf(ConfigError);
+    expect((e as ConfigError).message).toContain(message);
+  });
+
+  it("binds beyond loopback only with an admin token", () => {
+    expect(loadConfig([], { KXM_HOST: "0.0.0.0", KXM_AUTH_TOKEN: "admin" }).host).toBe("0.0.0.0");
+  });
+
+  it("knows loopback the way the reference does", () => {
+    expect(["localhost", "::1", "127.0.0.1", "127.9.9.9"].every(isLoopback)).toBe(true);
+    expect(["0.0.0.0", "10.0.0.1", "example.com", "128.0.0.1"].some(isLoopback)).toBe(false);
+  });
+});
