@@ -16,6 +16,7 @@ import { createPresence } from "./presence/presence.js";
 import { createHttpHandler } from "./server/http-handler.js";
 import { createAuthInterceptor } from "./server/interceptors/auth.js";
 import { createErrorInterceptor } from "./server/interceptors/errors.js";
+import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createDualServer } from "./server/listen.js";
 import { routes, servedServices } from "./server/routes.js";
 import type { HubStore } from "./store/store.js";
@@ -70,15 +71,18 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   );
   const interceptors = [
     createErrorInterceptor(observer),
+    createLimitsInterceptor(config.maxBodyBytes),
     createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
   ];
+  /** Connect's own cap on a body it reads; the limits interceptor refuses above maxBodyBytes. */
+  const readMaxBytes = config.maxBodyBytes * 4;
   const hubRoutes = routes({ presence, leases });
   const serviceRoutes = (router: ConnectRouter) => {
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);
   };
   // The REST face calls the same handlers through its own router instance.
-  const restRouter = createConnectRouter({ interceptors, readMaxBytes: config.maxBodyBytes });
+  const restRouter = createConnectRouter({ interceptors, readMaxBytes });
   serviceRoutes(restRouter);
   const rest = createRestFace({
     routes: buildRestRoutes(servedServices),
@@ -91,7 +95,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const handler = createHttpHandler({
     routes: serviceRoutes,
     interceptors,
-    maxBodyBytes: config.maxBodyBytes,
+    readMaxBytes,
     corsOrigins: config.corsOrigins,
     observer,
     ops: createOpsRoutes({ store, metrics, authenticator }),

@@ -20,7 +20,8 @@ export interface RestFallback {
 export interface HttpHandlerDeps {
   routes: (router: ConnectRouter) => void;
   interceptors: Interceptor[];
-  maxBodyBytes: number;
+  /** Connect's hard cap on a request body. */
+  readMaxBytes: number;
   corsOrigins: string[];
   observer: Observer;
   ops: (req: Req, res: Res, pathname: string) => Promise<boolean>;
@@ -48,7 +49,7 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
   const rpc = connectNodeAdapter({
     routes: deps.routes,
     interceptors: deps.interceptors,
-    readMaxBytes: deps.maxBodyBytes,
+    readMaxBytes: deps.readMaxBytes,
     contextValues: (req) => createContextValues().set(kRemoteAddress, remoteAddressOf(req)),
     fallback: fallback as unknown as NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>,
   });

@@ -3,7 +3,7 @@ import { ConnectError } from "@connectrpc/connect";
 import { startTestHub } from "../fixtures/hub.js";
 import { hubClients, protocols, withHeaders } from "../fixtures/clients.js";
 
-describe("test fixture", () => {
+describe("one port", () => {
   it("serves REST and every RPC protocol on one port", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");
