@@ -164,7 +164,12 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
       const json = status === 204 ? undefined : toRestJson(match.route.method.output as DescMessage, out.message);
       send(res, status, requestId, json, out.headers);
     } catch (e) {
-      if (isHubError(e)) return refuseLocally(res, e, requestId);
+      if (isHubError(e)) {
+        // The rest of an oversized body is never read: end the HTTP/1.1 connection after the
+        // answer, or the unread bytes would wedge the next request sent on it.
+        if (e.code === "payload_too_large" && req.httpVersionMajor === 1) res.setHeader("connection", "close");
+        return refuseLocally(res, e, requestId);
+      }
       observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
       refuseLocally(res, errors.internal(e), requestId);
     }
