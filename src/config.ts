@@ -27,6 +27,10 @@ export interface HubConfig {
   sqliteSynchronous: "full" | "normal";
   /** Largest request body in bytes. */
   maxBodyBytes: number;
+  /** Idle time after which a stream sends a keep-alive frame. */
+  streamKeepAliveMs: number;
+  /** Events a stream may fall behind (or buffer) before it is cut off with a resume cursor. */
+  streamMaxLag: number;
 }
 
 /** Invalid configuration: the hub refuses to start. */
@@ -56,6 +60,8 @@ export const defaultConfig: HubConfig = {
   corsOrigins: [],
   sqliteSynchronous: "full",
   maxBodyBytes: 262_144,
+  streamKeepAliveMs: 15_000,
+  streamMaxLag: 1_024,
 };
 
 /** Exactly `localhost`, `::1`, or an IPv4 literal starting `127.`. */
@@ -105,6 +111,8 @@ const flags = {
   "rate-limit-window-ms": "KXM_RATE_LIMIT_WINDOW_MS",
   "cors-origins": "KXM_CORS_ORIGINS",
   "sqlite-synchronous": "KXM_SQLITE_SYNCHRONOUS",
+  "stream-keepalive-ms": "KXM_STREAM_KEEPALIVE_MS",
+  "stream-max-lag": "KXM_STREAM_MAX_LAG",
 } as const;
 
 export const configHelp = Object.entries(flags)
@@ -159,6 +167,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
     }
     c.sqliteSynchronous = s;
   }
+  const keepAlive = get("stream-keepalive-ms");
+  if (keepAlive) c.streamKeepAliveMs = int("KXM_STREAM_KEEPALIVE_MS", keepAlive, 100);
+  const maxLag = get("stream-max-lag");
+  if (maxLag) c.streamMaxLag = int("KXM_STREAM_MAX_LAG", maxLag, 1);
   c.cleanupIntervalMs = Math.max(250, Math.floor(c.staleAfterMs / 3));
   return validateConfig(c);
 }

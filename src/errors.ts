@@ -55,6 +55,7 @@ export const errorTable = {
   lease_token_required: { connect: "invalid_argument", rest: 400 },
   invalid_sync_batch: { connect: "invalid_argument", rest: 400 },
   sync_batch_too_large: { connect: "invalid_argument", rest: 413 },
+  subscriber_too_slow: { connect: "resource_exhausted", rest: 429 },
 } as const satisfies Record<string, Row>;
 
 export type HubCode = keyof typeof errorTable;
@@ -159,4 +160,28 @@ export const errors = {
   leaseNotFound: (name: string) =>
     new HubError("lease_not_found", `no lease is held on ${name}`, { metadata: { name } }),
   leaseTokenRequired: () => new HubError("lease_token_required", "fencingToken is required"),
+  targetNotFound: (target: string) =>
+    new HubError("target_not_found", `online target not found: ${target}`, { metadata: { target } }),
+  selfTarget: () => new HubError("self_target", "an agent cannot message itself"),
+  hopLimitReached: (hops: number, maxHops: number) =>
+    new HubError("hop_limit_reached", `hop limit reached (${hops}/${maxHops})`, {
+      metadata: { hops: String(hops), maxHops: String(maxHops) },
+    }),
+  idempotencyConflict: (key: string, messageId: string) =>
+    new HubError("idempotency_conflict", "idempotency key was already used for a different message", {
+      metadata: { idempotencyKey: key, messageId },
+    }),
+  messageNotFound: (id: string) => new HubError("message_not_found", `message not found: ${id}`, { metadata: { messageId: id } }),
+  messageForbidden: (message: string, id: string) => new HubError("message_forbidden", message, { metadata: { messageId: id } }),
+  invalidMessageState: (message: string, status: string) =>
+    new HubError("invalid_message_state", message, { metadata: { status } }),
+  duplicateReply: (id: string) => new HubError("duplicate_reply", "message was already replied", { metadata: { messageId: id } }),
+  cursorExpired: (afterSeq: number, oldestSeq: number) =>
+    new HubError("cursor_expired", `cursor ${afterSeq} is older than what the hub retains; resume from ${oldestSeq}`, {
+      metadata: { afterSeq: String(afterSeq), oldestSeq: String(oldestSeq) },
+    }),
+  subscriberTooSlow: (resumeAfterSeq: number) =>
+    new HubError("subscriber_too_slow", "stream fell too far behind; resume from resumeAfterSeq", {
+      metadata: { resumeAfterSeq: String(resumeAfterSeq) },
+    }),
 };

@@ -6,19 +6,23 @@ import { createAuthenticator } from "./auth/authenticate.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import { systemClock, type Clock } from "./clock.js";
 import { isLoopback, validateConfig, type HubConfig } from "./config.js";
-import { createLeases } from "./lease/leases.js";
+import { createBus } from "./events/bus.js";
+import { createLeases, type LeaseChange } from "./lease/leases.js";
+import { createInboxStreams } from "./peer/inbox-stream.js";
+import { createMessages, type InboxNotice } from "./peer/messages.js";
 import type { Observer } from "./observe.js";
 import { createOpsRoutes } from "./ops/http.js";
 import { createMetrics } from "./ops/metrics.js";
 import { createLogger, createObserver } from "./ops/observer.js";
 import { createSweeper } from "./ops/sweep.js";
-import { createPresence } from "./presence/presence.js";
+import { createPresence, type PresenceChange } from "./presence/presence.js";
 import { createHttpHandler } from "./server/http-handler.js";
 import { createAuthInterceptor } from "./server/interceptors/auth.js";
 import { createErrorInterceptor } from "./server/interceptors/errors.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createDualServer } from "./server/listen.js";
 import { routes, servedServices } from "./server/routes.js";
+import { createWatchHandlers } from "./server/watch-handlers.js";
 import type { HubStore } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
@@ -55,8 +59,39 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const logger = overrides.log === false ? undefined : createLogger(config.logPath);
   const observer = createObserver(logger, metrics, overrides.tap);
 
-  const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });
-  const leases = createLeases({ store, clock, observer });
+  const presenceBus = createBus<PresenceChange>();
+  const leaseBus = createBus<LeaseChange>();
+  const inboxBus = createBus<InboxNotice>();
+  const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs, bus: presenceBus });
+  const leases = createLeases({ store, clock, observer, bus: leaseBus });
+  const messages = createMessages({
+    store,
+    clock,
+    observer,
+    inboxBus,
+    messageTtlMs: config.messageTtlMs,
+    messageRetentionMs: config.messageRetentionMs,
+  });
+  const stream = { keepAliveMs: config.streamKeepAliveMs };
+  const openInbox = createInboxStreams({
+    store,
+    clock,
+    messages,
+    presence,
+    inboxBus,
+    presenceBus,
+    ...stream,
+    maxLag: config.streamMaxLag,
+  });
+  const watches = createWatchHandlers({
+    presence,
+    leases,
+    presenceBus,
+    leaseBus,
+    clock,
+    ...stream,
+    maxBuffered: config.streamMaxLag,
+  });
   const limiter = createRateLimiter(config.rateLimit);
   const authenticator = createAuthenticator({
     store,
@@ -76,7 +111,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   ];
   /** Connect's own cap on a body it reads; the limits interceptor refuses above maxBodyBytes. */
   const readMaxBytes = config.maxBodyBytes * 4;
-  const hubRoutes = routes({ presence, leases });
+  const hubRoutes = routes({ presence, leases, messages, openInbox, watches });
   const serviceRoutes = (router: ConnectRouter) => {
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);
@@ -102,7 +137,15 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     rest,
   });
   const dual = createDualServer(handler);
-  const sweeper = createSweeper({ presence, leases, limiter, clock, observer, intervalMs: config.cleanupIntervalMs });
+  const sweeper = createSweeper({
+    presence,
+    leases,
+    messages,
+    limiter,
+    clock,
+    observer,
+    intervalMs: config.cleanupIntervalMs,
+  });
 
   // A restart makes everybody offline until they call again.
   await store.markAllAgentsOffline();

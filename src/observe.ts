@@ -9,7 +9,12 @@ export type CounterName =
   | "leasesGranted"
   | "leasesRefused"
   | "leasesReleased"
-  | "runtimeHeartbeats";
+  | "runtimeHeartbeats"
+  | "messagesSent"
+  | "messagesReplied"
+  | "messagesCancelled"
+  | "messagesExpired"
+  | "messagesPurged";
 
 export interface Observer {
   log(event: string, fields: Record<string, unknown>): void;

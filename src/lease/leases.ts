@@ -4,17 +4,35 @@ import { errors, isHubError, type HubError, type LeaseView } from "../errors.js"
 import type { Observer } from "../observe.js";
 import type { HubStore } from "../store/store.js";
 import { intInRange, requireString } from "../validate.js";
-import { decideAcquire, decideRelease, decideRenew, heldLease, isLapsed, type LeaseOutcome } from "./rules.js";
+import type { Bus } from "../events/bus.js";
+import {
+  decideAcquire,
+  decideRelease,
+  decideRenew,
+  heldLease,
+  isLapsed,
+  type LeaseEventKind,
+  type LeaseOutcome,
+} from "./rules.js";
 
 export const leaseTtl = { minMs: 5_000, maxMs: 600_000, defaultMs: 300_000 } as const;
 /** Leases lapsed longer than this lose their holder in the purge (the token floor stays). */
 export const leasePurgeAfterMs = 7 * 24 * 3_600_000;
 const maxFencingToken = Number.MAX_SAFE_INTEGER;
 
+/** A lease change, published after it is stored; `seq` orders changes within this hub process. */
+export interface LeaseChange {
+  seq: number;
+  project: string;
+  kind: LeaseEventKind;
+  lease: LeaseView;
+}
+
 export interface LeasesDeps {
   store: HubStore;
   clock: Clock;
   observer: Observer;
+  bus?: Bus<LeaseChange>;
 }
 
 const resourceOf = (project: string, name: string) => `${project}/${name}`;
@@ -34,7 +52,9 @@ const denialReason: Partial<Record<HubError["code"], string>> = {
 };
 
 /** Fenced leases: validates, reads the hub clock once, and makes one store decision per call. */
-export function createLeases({ store, clock, observer }: LeasesDeps) {
+export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
+  let changeSeq = 0;
+
   /** Runs one decision, counting and logging grants and refusals the way the reference does. */
   async function decide(
     caller: AgentCaller,
@@ -59,6 +79,7 @@ export function createLeases({ store, clock, observer }: LeasesDeps) {
         observer.count("leasesGranted");
         observer.log(outcome.kind === "renewed" ? "lease_renewed" : "lease_acquired", fields);
       }
+      bus?.publish({ seq: ++changeSeq, project: caller.project, kind: outcome.kind, lease });
       return outcome;
     } catch (e) {
       if (isHubError(e) && denialReason[e.code]) {
@@ -145,6 +166,18 @@ export function createLeases({ store, clock, observer }: LeasesDeps) {
         leases: page,
         nextPageToken: rows.length > limit && last ? Buffer.from(last.name, "utf8").toString("base64url") : "",
       };
+    },
+
+    /** The live leases of a project and the change seq they reflect (WatchLeases). */
+    async snapshot(project: string): Promise<{ snapshot: LeaseView[]; cursor: number }> {
+      const cursor = changeSeq;
+      const nowMs = clock.now();
+      const leases: LeaseView[] = [];
+      for (;;) {
+        const rows = await store.listLeases({ project, afterName: leases.at(-1)?.name, limit: 1_000, includeExpired: false, nowMs });
+        leases.push(...rows.map((r) => heldLease(r)!));
+        if (rows.length < 1_000) return { snapshot: leases, cursor };
+      }
     },
 
     /** Clears the holders of leases lapsed more than 7 days; their tokens stay as floors. */

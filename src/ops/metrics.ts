@@ -17,11 +17,24 @@ export function createMetrics(store: HubStore) {
       this.set(await store.countOnlineAgents());
     },
   });
+  new Gauge({
+    name: "kxm_messages",
+    help: "Retained message rows.",
+    registers: [registry],
+    async collect() {
+      this.set(await store.countMessages());
+    },
+  });
   const counter = (name: string, help: string) => new Counter({ name, help, registers: [registry] });
   const counters: Record<CounterName, Counter> = {
     requests: counter("kxm_requests_total", "All HTTP requests, health checks included."),
     errors: counter("kxm_errors_total", "All error responses."),
     registrations: counter("kxm_registrations_total", "Agent registrations, new and resumed."),
+    messagesSent: counter("kxm_messages_sent_total", "Messages sent (idempotent replays not counted)."),
+    messagesReplied: counter("kxm_messages_replied_total", "Messages replied."),
+    messagesCancelled: counter("kxm_messages_cancelled_total", "Messages cancelled (repeat cancels not counted)."),
+    messagesExpired: counter("kxm_messages_expired_total", "Messages expired before a reply."),
+    messagesPurged: counter("kxm_messages_purged_total", "Ended messages purged after retention."),
     leasesGranted: counter("kxm_leases_granted_total", "Successful lease acquires and renewals."),
     leasesRefused: counter("kxm_leases_refused_total", "Lease refusals."),
     leasesReleased: counter("kxm_leases_released_total", "Lease releases."),

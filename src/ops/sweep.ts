@@ -2,11 +2,13 @@ import type { RateLimiter } from "../auth/rate-limit.js";
 import type { Clock } from "../clock.js";
 import type { Leases } from "../lease/leases.js";
 import type { Observer } from "../observe.js";
+import type { Messages } from "../peer/messages.js";
 import type { Presence } from "../presence/presence.js";
 
 export interface SweepDeps {
   presence: Presence;
   leases: Leases;
+  messages: Messages;
   limiter: RateLimiter;
   clock: Clock;
   observer: Observer;
@@ -14,15 +16,17 @@ export interface SweepDeps {
 }
 
 /**
- * The periodic sweep, in the reference's order: stale agents, (message expiry, retention:
- * with PeerService), lease purge, rate buckets. `runNow` is what tests call instead of waiting.
+ * The periodic sweep, in the reference's order: stale agents, message expiry, retention purge
+ * (messages, then leases), rate buckets. `runNow` is what tests call instead of waiting.
  */
-export function createSweeper({ presence, leases, limiter, clock, observer, intervalMs }: SweepDeps) {
+export function createSweeper({ presence, leases, messages, limiter, clock, observer, intervalMs }: SweepDeps) {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
 
   async function runNow(): Promise<void> {
     await presence.sweepStale();
+    await messages.expireDue();
+    await messages.purge();
     await leases.purge();
     limiter.prune(clock.now());
   }

@@ -2,6 +2,7 @@ import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import { newId, sha256Hex } from "../ids.js";
+import type { Bus } from "../events/bus.js";
 import type { Observer } from "../observe.js";
 import type { AgentRow, HubStore, RuntimeRow } from "../store/store.js";
 import { optionalString, requireString, runtimeIdPattern } from "../validate.js";
@@ -19,11 +20,20 @@ export interface RuntimeView extends Omit<RuntimeRow, "project"> {
   presence: "online" | "expired";
 }
 
+/** A presence change, published after it is stored; `seq` orders changes within this hub process. */
+export interface PresenceChange {
+  seq: number;
+  project: string;
+  agent?: AgentView;
+  runtime?: RuntimeView;
+}
+
 export interface PresenceDeps {
   store: HubStore;
   clock: Clock;
   observer: Observer;
   staleAfterMs: number;
+  bus: Bus<PresenceChange>;
 }
 
 const defaultPurpose = "General-purpose Pi agent";
@@ -35,7 +45,12 @@ const defaultPurpose = "General-purpose Pi agent";
 export const activityWriteIntervalMs = 1_000;
 
 /** Agents and runtimes: registration, activity, heartbeats, staleness. */
-export function createPresence({ store, clock, observer, staleAfterMs }: PresenceDeps) {
+export function createPresence({ store, clock, observer, staleAfterMs, bus }: PresenceDeps) {
+  let changeSeq = 0;
+  let lastSweepMs = clock.now();
+  const publish = (project: string, change: { agent?: AgentView; runtime?: RuntimeView }) =>
+    bus.publish({ seq: ++changeSeq, project, ...change });
+
   const view = (a: AgentRow, nowMs: number): AgentView => {
     const { keyHash: _secret, ...rest } = a;
     const leaseExpiresAtMs = a.lastSeenAtMs + staleAfterMs;
@@ -56,15 +71,19 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     ...(a.host !== undefined && { host: a.host }),
   });
 
-  /** Marks the agent online now; the write is skipped while last_seen_at is fresh. */
+  /** Marks the agent online now; the write is skipped while last_seen_at is fresh. A revival is published. */
   async function touch(agentId: string, force: boolean): Promise<AgentRow> {
     const nowMs = clock.now();
-    return store.decideAgent(agentId, (cur) => {
+    const { agent, revived } = await store.decideAgent(agentId, (cur) => {
       if (!cur) throw errors.invalidAgentIdentity();
-      if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
+      if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) {
+        return { result: { agent: cur, revived: false } };
+      }
       const next = { ...cur, online: true, lastSeenAtMs: nowMs };
-      return { write: next, result: next };
+      return { write: next, result: { agent: next, revived: !cur.online } };
     });
+    if (revived) publish(agent.project, { agent: view(agent, nowMs) });
+    return agent;
   }
 
   return {
@@ -100,6 +119,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       });
       observer.count("registrations");
       observer.log(resumed ? "agent_resumed" : "agent_registered", logFields(agent));
+      publish(project, { agent: view(agent, nowMs) });
       return { agent: view(agent, nowMs), agentKey, resumed };
     },
 
@@ -126,6 +146,25 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
         return { write: next, result: next };
       });
       observer.log("agent_unregistered", logFields(agent));
+      publish(agent.project, { agent: view(agent, nowMs) });
+    },
+
+    /** One agent's public view. Throws invalid_agent_identity when unknown. */
+    async get(agentId: string): Promise<AgentView> {
+      const agent = await store.getAgent(agentId);
+      if (!agent) throw errors.invalidAgentIdentity();
+      return view(agent, clock.now());
+    },
+
+    /** Agents and runtimes of a project, and the change seq they reflect (WatchPresence). */
+    async snapshot(project: string) {
+      const cursor = changeSeq;
+      const nowMs = clock.now();
+      const [agents, runtimes] = await Promise.all([store.listAgents(project), store.listRuntimes(project)]);
+      return {
+        cursor,
+        snapshot: { agents: agents.map((a) => view(a, nowMs)), runtimes: runtimes.map((r) => runtimeView(r, nowMs)) },
+      };
     },
 
     /** Agents of the caller's project in registration order. */
@@ -154,13 +193,25 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       });
       observer.count("runtimeHeartbeats");
       if (first) observer.log("runtime_registered", { project, runtimeId, ...(host !== undefined && { host }) });
-      return { presence: runtimeView(row, nowMs), first };
+      const presence = runtimeView(row, nowMs);
+      publish(project, { runtime: presence });
+      return { presence, first };
     },
 
-    /** Marks offline every online agent whose presence lease passed; logs agent_stale. */
+    /**
+     * Marks offline every online agent whose presence lease passed (agent_stale), and publishes
+     * the runtimes whose presence expired since the previous sweep.
+     */
     async sweepStale(): Promise<number> {
-      const stale = await store.sweepStaleAgents(clock.now() - staleAfterMs);
-      for (const a of stale) observer.log("agent_stale", logFields(a));
+      const nowMs = clock.now();
+      const stale = await store.sweepStaleAgents(nowMs - staleAfterMs);
+      for (const a of stale) {
+        observer.log("agent_stale", logFields(a));
+        publish(a.project, { agent: view(a, nowMs) });
+      }
+      const expired = await store.listRuntimesHeartbeatBetween(lastSweepMs - staleAfterMs, nowMs - staleAfterMs);
+      for (const r of expired) publish(r.project, { runtime: runtimeView(r, nowMs) });
+      lastSweepMs = nowMs;
       return stale.length;
     },
   };

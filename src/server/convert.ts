@@ -2,6 +2,14 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { LeaseView } from "../errors.js";
 import type { AgentView, RuntimeView } from "../presence/presence.js";
+import type { Delivery as DomainDelivery, MessageRow, MessageStatus as DomainStatus } from "../store/store.js";
+import {
+  Delivery,
+  type Message,
+  MessageBox,
+  MessageSchema,
+  MessageStatus,
+} from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { type Lease, LeaseSchema } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import {
   type Agent,
@@ -55,4 +63,54 @@ export const runtimeToProto = (r: RuntimeView): RuntimePresence =>
     heartbeatAt: timestampFromMs(r.heartbeatAtMs),
     leaseExpiresAt: timestampFromMs(r.leaseExpiresAtMs),
     presence: r.presence === "online" ? RuntimePresenceState.ONLINE : RuntimePresenceState.EXPIRED,
+  });
+
+const deliveryToProto: Record<DomainDelivery, Delivery> = {
+  followUp: Delivery.FOLLOW_UP,
+  steer: Delivery.STEER,
+  nextTurn: Delivery.NEXT_TURN,
+};
+
+/** Unset (UNSPECIFIED) is the default, followUp. */
+export const deliveryFromProto = (d: Delivery): DomainDelivery =>
+  d === Delivery.STEER ? "steer" : d === Delivery.NEXT_TURN ? "nextTurn" : "followUp";
+
+const statusToProto: Record<DomainStatus, MessageStatus> = {
+  queued: MessageStatus.QUEUED,
+  delivered: MessageStatus.DELIVERED,
+  replied: MessageStatus.REPLIED,
+  cancelled: MessageStatus.CANCELLED,
+  expired: MessageStatus.EXPIRED,
+  error: MessageStatus.ERROR,
+};
+
+export const statusFromProto = (s: MessageStatus): DomainStatus | undefined =>
+  (Object.entries(statusToProto) as [DomainStatus, MessageStatus][]).find(([, v]) => v === s)?.[0];
+
+export const boxFromProto = (b: MessageBox): "inbox" | "outbox" => (b === MessageBox.OUTBOX ? "outbox" : "inbox");
+
+export const messageToProto = (m: MessageRow): Message =>
+  create(MessageSchema, {
+    id: m.id,
+    project: m.project,
+    fromAgentId: m.fromId,
+    fromName: m.fromName,
+    toAgentId: m.toId,
+    toName: m.toName,
+    content: m.content,
+    delivery: deliveryToProto[m.delivery],
+    hops: m.hops,
+    maxHops: m.maxHops,
+    seq: BigInt(m.seq),
+    correlationId: m.correlationId,
+    replyTo: m.replyTo,
+    idempotencyKey: m.idempotencyKey,
+    createdAt: timestampFromMs(m.createdAtMs),
+    expiresAt: timestampFromMs(m.expiresAtMs),
+    deliveredAt: m.deliveredAtMs === undefined ? undefined : timestampFromMs(m.deliveredAtMs),
+    repliedAt: m.repliedAtMs === undefined ? undefined : timestampFromMs(m.repliedAtMs),
+    cancelledAt: m.cancelledAtMs === undefined ? undefined : timestampFromMs(m.cancelledAtMs),
+    status: statusToProto[m.status],
+    reply: m.reply && { content: m.reply.content, createdAt: timestampFromMs(m.reply.createdAtMs) },
+    error: m.error,
   });

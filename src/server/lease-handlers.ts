@@ -1,11 +1,12 @@
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import type { Leases } from "../lease/leases.js";
 import type { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { agentOf } from "./caller.js";
 import { leaseToProto } from "./convert.js";
+import type { WatchHandlers } from "./watch-handlers.js";
 
 /** LeaseService over the lease domain: read the caller, call one domain function, map back. */
-export function leaseHandlers(leases: Leases): ServiceImpl<typeof LeaseService> {
+export function leaseHandlers(leases: Leases, watches: WatchHandlers): ServiceImpl<typeof LeaseService> {
   return {
     async acquireLease(req, ctx) {
       const r = await leases.acquire(agentOf(ctx), { name: req.name, ttlMs: req.ttlMs });
@@ -27,9 +28,6 @@ export function leaseHandlers(leases: Leases): ServiceImpl<typeof LeaseService> 
       const r = await leases.list(agentOf(ctx), req);
       return { leases: r.leases.map(leaseToProto), nextPageToken: r.nextPageToken };
     },
-    // eslint-disable-next-line require-yield
-    async *watchLeases() {
-      throw new ConnectError("WatchLeases is not available yet", Code.Unimplemented);
-    },
+    watchLeases: watches.watchLeases,
   };
 }

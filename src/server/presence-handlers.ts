@@ -1,11 +1,12 @@
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import type { ServiceImpl } from "@connectrpc/connect";
 import type { Presence } from "../presence/presence.js";
 import type { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { agentOf } from "./caller.js";
 import { agentToProto, runtimeToProto } from "./convert.js";
+import type { WatchHandlers } from "./watch-handlers.js";
 
 /** PresenceService over the presence domain. */
-export function presenceHandlers(presence: Presence): ServiceImpl<typeof PresenceService> {
+export function presenceHandlers(presence: Presence, watches: WatchHandlers): ServiceImpl<typeof PresenceService> {
   return {
     async registerAgent(req) {
       const r = await presence.register(req);
@@ -28,9 +29,6 @@ export function presenceHandlers(presence: Presence): ServiceImpl<typeof Presenc
       if (r.first) ctx.responseHeader.set("x-kxm-created", "1");
       return { presence: runtimeToProto(r.presence) };
     },
-    // eslint-disable-next-line require-yield
-    async *watchPresence() {
-      throw new ConnectError("WatchPresence is not available yet", Code.Unimplemented);
-    },
+    watchPresence: watches.watchPresence,
   };
 }

@@ -43,6 +43,85 @@ export interface RuntimeRow {
   heartbeatAtMs: number;
 }
 
+export type MessageStatus = "queued" | "delivered" | "replied" | "cancelled" | "expired" | "error";
+export type Delivery = "followUp" | "steer" | "nextTurn";
+
+export interface MessageRow {
+  id: string;
+  project: string;
+  fromId: string;
+  fromName: string;
+  toId: string;
+  toName: string;
+  content: string;
+  delivery: Delivery;
+  hops: number;
+  maxHops: number;
+  /** The number of the message's `message` event in the recipient's stream (store-assigned). */
+  seq: number;
+  correlationId?: string;
+  replyTo?: string;
+  idempotencyKey?: string;
+  createdAtMs: number;
+  expiresAtMs: number;
+  deliveredAtMs?: number;
+  repliedAtMs?: number;
+  cancelledAtMs?: number;
+  status: MessageStatus;
+  reply?: { content: string; createdAtMs: number };
+  error?: string;
+}
+
+export type InboxEventKind = "message" | "reply" | "cancelled" | "expired";
+
+/** One event of an agent's stream, with the message as it is now. */
+export interface InboxEvent {
+  agentId: string;
+  seq: number;
+  kind: InboxEventKind;
+  message: MessageRow;
+}
+
+/** Where an agent's stream stands. */
+export interface InboxState {
+  /** Number of the newest event (0 when none). */
+  head: number;
+  /** The cursor AckMessage advances (resume point when the client brings none). */
+  ackedCursor: number;
+  /** Events up to here may have been purged; resuming from before it is cursor_expired. */
+  purgedThrough: number;
+}
+
+/** A message decision: the row to write, the stream events it makes, a cursor to advance. */
+export interface MessageDecision<T> {
+  /** Hub time of the decision; stamps its stream events. */
+  atMs: number;
+  write?: MessageRow;
+  /** Appended to each agent's stream in order; a `message` event also numbers `write.seq`. */
+  events?: { agentId: string; kind: InboxEventKind }[];
+  /** Advance this agent's acked cursor to at least `seq`. */
+  ack?: { agentId: string; seq: number };
+  result: T;
+}
+
+/** What a send decision sees. */
+export interface SendContext {
+  /** The sender's earlier message with the same idempotency key, if any. */
+  existing?: MessageRow;
+  /** Agents of the project whose id is the target or whose name matches it case-insensitively, in registration order. */
+  candidates: AgentRow[];
+}
+
+export interface ListMessagesQuery {
+  agentId: string;
+  box: "inbox" | "outbox";
+  /** Empty: every status. */
+  statuses: MessageStatus[];
+  /** Only messages older than this (createdAtMs, id) position (paging). */
+  before?: { createdAtMs: number; id: string };
+  limit: number;
+}
+
 /** What a decision writes (nothing when `write` is absent) and what it answers. */
 export interface Decision<Row, T> {
   write?: Row;
@@ -89,6 +168,8 @@ export interface HubStore {
     decide: (current: RuntimeRow | undefined) => Decision<RuntimeRow, T>,
   ): Promise<T>;
   listRuntimes(project: string): Promise<RuntimeRow[]>;
+  /** Runtimes of every project whose last heartbeat is in (afterMs, uptoMs]. */
+  listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]>;
 
   /** One lease decision on one resource. */
   decideLease<T>(resource: string, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T>;
@@ -100,6 +181,29 @@ export interface HubStore {
    * its token as the resource's floor. Returns the leases as they were.
    */
   purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]>;
+
+  /** A send: sees the idempotent original and the target candidates, decides, writes. */
+  decideSend<T>(
+    query: { senderId: string; idempotencyKey?: string; project: string; target: string },
+    decide: (ctx: SendContext) => MessageDecision<T>,
+  ): Promise<{ result: T; events: InboxEvent[] }>;
+  /** Any later step of one message (ack, reply, cancel). */
+  decideMessage<T>(
+    id: string,
+    decide: (current: MessageRow | undefined) => MessageDecision<T>,
+  ): Promise<{ result: T; events: InboxEvent[] }>;
+  getMessage(id: string): Promise<MessageRow | undefined>;
+  listMessages(query: ListMessagesQuery): Promise<MessageRow[]>;
+  countMessages(): Promise<number>;
+  /** Expires every open message due at `nowMs` (status expired, `error` set); events to both parties. */
+  expireMessages(nowMs: number, error: string): Promise<InboxEvent[]>;
+  /** Deletes ended messages whose end is at or before `cutoffMs`, and their stream events. */
+  purgeMessages(cutoffMs: number): Promise<MessageRow[]>;
+  inboxState(agentId: string): Promise<InboxState>;
+  /** Stream events after `afterSeq`, oldest first. */
+  readInbox(agentId: string, afterSeq: number, limit: number): Promise<InboxEvent[]>;
+  /** Queued or delivered messages to the agent with afterSeq < seq <= uptoSeq, by seq. */
+  pendingMessages(agentId: string, afterSeq: number, uptoSeq: number): Promise<MessageRow[]>;
 }
 
 /** The store refused to open; the hub does not start. */

@@ -28,15 +28,16 @@ function area(file: string): string {
   return rel.length === 1 ? rel[0]! : rel[0]!;
 }
 
-const domain = ["lease", "presence", "auth"];
+const domain = ["lease", "presence", "auth", "peer"];
 const shared = ["clock.ts", "errors.ts", "observe.ts", "validate.ts", "ids.ts", "caller.ts", "config.ts"];
 /** What each area may import from src/. */
 const allowed: Record<string, string[]> = {
   "store": ["store"],
   "store/sqlite": ["store", "store/sqlite"],
-  ...Object.fromEntries(domain.map((d) => [d, [...domain, "store", ...shared]])),
+  events: ["events", ...shared],
+  ...Object.fromEntries(domain.map((d) => [d, [...domain, "events", "store", ...shared]])),
   ops: ["ops", ...domain, "store", ...shared],
-  server: ["server", ...domain, "store", ...shared],
+  server: ["server", ...domain, "events", "store", ...shared],
   transcode: ["transcode", "server", "auth", ...shared],
 };
 const connectUsers = new Set(["server", "transcode", "hub.ts"]);

@@ -41,8 +41,18 @@ export function createAuthInterceptor({ authenticator, limiter, clock, extraRule
       agentKey: req.header.get("x-kxm-agent-key"),
     };
     const remote = req.contextValues.get(kRemoteAddress);
-    // Server-streaming calls carry their single request message as a one-element stream.
-    const message = req.stream ? undefined : (req.message as Record<string, unknown>);
+    let message: Record<string, unknown> | undefined;
+    if (!req.stream) {
+      message = req.message as Record<string, unknown>;
+    } else if (req.method.methodKind === "server_streaming") {
+      // The single request message arrives as a one-element stream: read it, hand it on.
+      const first = await req.message[Symbol.asyncIterator]().next();
+      message = first.done ? undefined : (first.value as Record<string, unknown>);
+      const replay = (async function* () {
+        if (!first.done) yield first.value;
+      })();
+      req = { ...req, message: replay };
+    }
     const extraHeaders = req.contextValues.get(kResponseHeaders);
     let caller: Caller;
     try {

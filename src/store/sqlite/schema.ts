@@ -33,6 +33,13 @@ const expectedShape: Record<string, string[]> = {
   agents: ["id", "project", "name", "name_key", "purpose", "model", "host", "key_hash", "connected_at", "last_seen_at", "online"],
   leases: ["resource", "project", "name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at"],
   runtime_presence: ["project", "runtime_id", "host", "registered_at", "heartbeat_at"],
+  messages: [
+    "id", "project", "from_id", "from_name", "to_id", "to_name", "content", "delivery", "hops", "max_hops", "seq",
+    "correlation_id", "reply_to", "idempotency_key", "created_at", "expires_at", "delivered_at", "replied_at",
+    "cancelled_at", "status", "reply_content", "reply_created_at", "error",
+  ],
+  inbox_events: ["agent_id", "seq", "kind", "message_id", "created_at"],
+  inbox_streams: ["agent_id", "next_seq", "acked_cursor", "purged_through"],
 };
 
 /**

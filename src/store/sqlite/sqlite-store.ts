@@ -1,5 +1,7 @@
 import Database from "better-sqlite3";
 import type { AgentRow, Decision, HubStore, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
+import { createSqliteMessages } from "./messages.js";
+import { agentFromDb, type AgentDb } from "./rows.js";
 import { checkDataPath, openSchema } from "./schema.js";
 
 export interface SqliteStoreOptions {
@@ -11,19 +13,6 @@ export interface SqliteStoreOptions {
    * NORMAL survives a process crash but may lose the last commits on power loss.
    */
   synchronous: "full" | "normal";
-}
-
-interface AgentDb {
-  id: string;
-  project: string;
-  name: string;
-  purpose: string;
-  model: string | null;
-  host: string | null;
-  key_hash: string;
-  connected_at: number;
-  last_seen_at: number;
-  online: number;
 }
 
 interface LeaseDb {
@@ -44,19 +33,6 @@ interface RuntimeDb {
   registered_at: number;
   heartbeat_at: number;
 }
-
-const agentFromDb = (r: AgentDb): AgentRow => ({
-  id: r.id,
-  project: r.project,
-  name: r.name,
-  purpose: r.purpose,
-  ...(r.model !== null && { model: r.model }),
-  ...(r.host !== null && { host: r.host }),
-  keyHash: r.key_hash,
-  connectedAtMs: r.connected_at,
-  lastSeenAtMs: r.last_seen_at,
-  online: r.online === 1,
-});
 
 const leaseFromDb = (r: LeaseDb): LeaseRow => ({
   resource: r.resource,
@@ -82,6 +58,7 @@ export class SqliteStore implements HubStore {
   readonly storage: "sqlite" | "memory";
   private readonly db: Database.Database;
   private readonly q;
+  private readonly messages;
 
   constructor(options: SqliteStoreOptions) {
     const memory = options.path === ":memory:";
@@ -122,6 +99,9 @@ export class SqliteStore implements HubStore {
       runtimesOfProject: db.prepare<[string], RuntimeDb>(
         "SELECT * FROM runtime_presence WHERE project = ? ORDER BY runtime_id",
       ),
+      runtimesBetween: db.prepare<[number, number], RuntimeDb>(
+        "SELECT * FROM runtime_presence WHERE heartbeat_at > ? AND heartbeat_at <= ? ORDER BY project, runtime_id",
+      ),
       upsertRuntime: db.prepare(
         `INSERT INTO runtime_presence (project, runtime_id, host, registered_at, heartbeat_at)
          VALUES (@project, @runtime_id, @host, @registered_at, @heartbeat_at)
@@ -148,7 +128,20 @@ export class SqliteStore implements HubStore {
          WHERE holder_agent_id IS NOT NULL AND expires_at <= ?`,
       ),
     };
+    this.messages = createSqliteMessages(db, (fn) => this.tx(fn));
   }
+
+  decideSend: HubStore["decideSend"] = (query, decide) => this.messages.decideSend(query, decide);
+  decideMessage: HubStore["decideMessage"] = (id, decide) => this.messages.decideMessage(id, decide);
+  getMessage: HubStore["getMessage"] = (id) => this.messages.getMessage(id);
+  listMessages: HubStore["listMessages"] = (query) => this.messages.listMessages(query);
+  countMessages: HubStore["countMessages"] = () => this.messages.countMessages();
+  expireMessages: HubStore["expireMessages"] = (nowMs, error) => this.messages.expireMessages(nowMs, error);
+  purgeMessages: HubStore["purgeMessages"] = (cutoffMs) => this.messages.purgeMessages(cutoffMs);
+  inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
+  readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
+  pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) =>
+    this.messages.pendingMessages(agentId, afterSeq, uptoSeq);
 
   /** Runs `fn` as one IMMEDIATE transaction (never spans an `await`). */
   private tx<T>(fn: () => T): T {
@@ -249,6 +242,10 @@ export class SqliteStore implements HubStore {
 
   async listRuntimes(project: string): Promise<RuntimeRow[]> {
     return this.q.runtimesOfProject.all(project).map(runtimeFromDb);
+  }
+
+  async listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]> {
+    return this.q.runtimesBetween.all(afterMs, uptoMs).map(runtimeFromDb);
   }
 
   async decideLease<T>(resource: string, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {

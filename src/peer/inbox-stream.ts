@@ -1,0 +1,104 @@
+import type { AgentCaller } from "../caller.js";
+import type { Clock } from "../clock.js";
+import { errors } from "../errors.js";
+import type { Bus } from "../events/bus.js";
+import { createWaker } from "../events/wait.js";
+import type { AgentView, Presence, PresenceChange } from "../presence/presence.js";
+import type { HubStore, InboxEvent } from "../store/store.js";
+import type { InboxNotice, Messages } from "./messages.js";
+
+export type InboxFrame =
+  | { kind: "ready"; agent: AgentView; cursor: number }
+  | { kind: "event"; event: InboxEvent; cursor: number }
+  | { kind: "presence"; agent: AgentView; cursor: number }
+  | { kind: "keepAlive"; atMs: number; cursor: number };
+
+export interface InboxStreamDeps {
+  store: HubStore;
+  clock: Clock;
+  messages: Messages;
+  presence: Presence;
+  inboxBus: Bus<InboxNotice>;
+  presenceBus: Bus<PresenceChange>;
+  keepAliveMs: number;
+  /** Events that may arrive faster than the client reads before the stream is cut off. */
+  maxLag: number;
+}
+
+const page = 100;
+
+/**
+ * An agent's inbox as a stream. Phases: ready; replay (from the client's `afterSeq`: every
+ * stream event after it; without one: the pending messages above the acked cursor, as the
+ * reference replays); live (re-read the store whenever the bus says there is more). The store is
+ * the buffer, so a slow reader costs no memory; one that falls `maxLag` events behind what
+ * arrived while it was connected is cut off with subscriber_too_slow and its resume cursor.
+ */
+export function createInboxStreams(deps: InboxStreamDeps) {
+  const { store, clock, messages, presence } = deps;
+
+  return async function* openInbox(
+    caller: AgentCaller,
+    afterSeq: number | undefined,
+    signal: AbortSignal,
+  ): AsyncGenerator<InboxFrame> {
+    const waker = createWaker(clock);
+    let liveHead = 0;
+    const peers: AgentView[] = [];
+    let peersOverflowed = false;
+    const unsubscribeInbox = deps.inboxBus.subscribe((n) => {
+      if (n.agentId !== caller.agentId) return;
+      liveHead = Math.max(liveHead, n.seq);
+      waker.wake();
+    });
+    const unsubscribePresence = deps.presenceBus.subscribe((c) => {
+      if (!c.agent || c.project !== caller.project || c.agent.id === caller.agentId) return;
+      if (peers.length >= deps.maxLag) peersOverflowed = true;
+      else peers.push(c.agent);
+      waker.wake();
+    });
+    try {
+      await messages.expireDue();
+      const state = await store.inboxState(caller.agentId);
+      if (afterSeq !== undefined && afterSeq < state.purgedThrough) {
+        throw errors.cursorExpired(afterSeq, state.purgedThrough);
+      }
+      const agent = await presence.get(caller.agentId);
+      let last = afterSeq ?? state.ackedCursor;
+      yield { kind: "ready", agent, cursor: last };
+
+      if (afterSeq === undefined) {
+        for (const m of await store.pendingMessages(caller.agentId, state.ackedCursor, state.head)) {
+          yield { kind: "event", event: { agentId: caller.agentId, seq: m.seq, kind: "message", message: m }, cursor: m.seq };
+        }
+        last = state.head;
+      }
+      const liveFrom = state.head;
+      const tooSlow = () => peersOverflowed || liveHead - Math.max(last, liveFrom) > deps.maxLag;
+
+      while (!signal.aborted) {
+        const events = await store.readInbox(caller.agentId, last, page);
+        for (const event of events) {
+          if (tooSlow()) throw errors.subscriberTooSlow(last);
+          yield { kind: "event", event, cursor: event.seq };
+          last = event.seq;
+        }
+        while (peers.length > 0) {
+          if (tooSlow()) throw errors.subscriberTooSlow(last);
+          yield { kind: "presence", agent: peers.shift()!, cursor: last };
+        }
+        if (events.length === page || liveHead > last) continue;
+        if (!(await waker.wait(deps.keepAliveMs, signal))) {
+          // An open stream is a connected agent: keep its presence fresh.
+          await presence.recordActivity(caller.agentId);
+          yield { kind: "keepAlive", atMs: clock.now(), cursor: last };
+        }
+      }
+    } finally {
+      unsubscribeInbox();
+      unsubscribePresence();
+    }
+  };
+}
+
+export type InboxStreams = ReturnType<typeof createInboxStreams>;

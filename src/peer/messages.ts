@@ -1,0 +1,224 @@
+import type { AgentCaller } from "../caller.js";
+import type { Clock } from "../clock.js";
+import { errors } from "../errors.js";
+import type { Bus } from "../events/bus.js";
+import { newId } from "../ids.js";
+import type { Observer } from "../observe.js";
+import type { Delivery, HubStore, InboxEvent, MessageRow, MessageStatus } from "../store/store.js";
+import { intInRange, optionalString, requireString } from "../validate.js";
+import {
+  decideAck,
+  decideCancel,
+  decideReply,
+  decideSend,
+  expiredError,
+  visibleTo,
+  type SendInput,
+} from "./rules.js";
+
+/** "Agent X's stream has rows up to seq N." */
+export interface InboxNotice {
+  agentId: string;
+  seq: number;
+}
+
+export interface MessagesDeps {
+  store: HubStore;
+  clock: Clock;
+  observer: Observer;
+  inboxBus: Bus<InboxNotice>;
+  /** Default TTL of a message (KXM_MESSAGE_TTL_MS). */
+  messageTtlMs: number;
+  /** How long ended messages are kept (KXM_MESSAGE_RETENTION_MS). */
+  messageRetentionMs: number;
+}
+
+export const messageLimits = {
+  contentMax: 32_000,
+  ttlMinMs: 1_000,
+  ttlMaxMs: 604_800_000,
+  hopsMax: 100,
+  maxHopsMin: 1,
+  maxHopsMax: 20,
+  maxHopsDefault: 5,
+} as const;
+
+/** The raw send request as both faces decode it. */
+export interface SendRequest {
+  target: string;
+  content: string;
+  delivery?: Delivery;
+  correlationId?: string;
+  replyTo?: string;
+  hops?: number;
+  maxHops?: number;
+  ttlMs?: number;
+  allowOffline?: boolean;
+  idempotencyKey?: string;
+}
+
+const content = (value: string | undefined) => requireString("content", value, messageLimits.contentMax);
+
+/** Peer messages: validation in the reference's order, one store decision per call, stream notices after commit. */
+export function createMessages(deps: MessagesDeps) {
+  const { store, clock, observer, inboxBus } = deps;
+
+  const notify = (events: InboxEvent[]) => {
+    for (const e of events) inboxBus.publish({ agentId: e.agentId, seq: e.seq });
+  };
+
+  const logFields = (m: MessageRow) => ({
+    messageId: m.id,
+    project: m.project,
+    status: m.status,
+    delivery: m.delivery,
+    from: m.fromId,
+    fromName: m.fromName,
+    to: m.toId,
+    toName: m.toName,
+  });
+
+  /** Expires due messages (lazily before reads, and on the sweep). */
+  async function expireDue(): Promise<number> {
+    const events = await store.expireMessages(clock.now(), expiredError);
+    const expired = new Map<string, MessageRow>();
+    for (const e of events) expired.set(e.message.id, e.message);
+    for (const m of expired.values()) {
+      observer.count("messagesExpired");
+      observer.log("message_expired", logFields(m));
+    }
+    notify(events);
+    return expired.size;
+  }
+
+  /** Deletes ended messages past retention (their idempotency keys are forgotten). */
+  async function purge(): Promise<number> {
+    const purged = await store.purgeMessages(clock.now() - deps.messageRetentionMs);
+    for (const m of purged) {
+      observer.count("messagesPurged");
+      observer.log("message_purged", logFields(m));
+    }
+    return purged.length;
+  }
+
+  function validateSend(req: SendRequest): SendInput {
+    const target = requireString("target", req.target, 80);
+    const text = content(req.content);
+    const correlationId = optionalString("correlationId", req.correlationId, 128);
+    const replyTo = optionalString("replyTo", req.replyTo, 80);
+    const hops = intInRange("hops", req.hops, 0, messageLimits.hopsMax, 0);
+    const maxHops = intInRange(
+      "maxHops",
+      req.maxHops,
+      messageLimits.maxHopsMin,
+      messageLimits.maxHopsMax,
+      messageLimits.maxHopsDefault,
+    );
+    if (hops >= maxHops) throw errors.hopLimitReached(hops, maxHops);
+    const ttlMs = intInRange("ttlMs", req.ttlMs, messageLimits.ttlMinMs, messageLimits.ttlMaxMs, deps.messageTtlMs);
+    const idempotencyKey = optionalString("idempotencyKey", req.idempotencyKey, 128);
+    return {
+      target,
+      content: text,
+      delivery: req.delivery ?? "followUp",
+      ...(correlationId !== undefined && { correlationId }),
+      ...(replyTo !== undefined && { replyTo }),
+      hops,
+      maxHops,
+      ttlMs,
+      allowOffline: req.allowOffline ?? false,
+      ...(idempotencyKey !== undefined && { idempotencyKey }),
+    };
+  }
+
+  return {
+    expireDue,
+    purge,
+
+    /**
+     * Sends to an agent of the caller's project. Throws protocol_error, hop_limit_reached,
+     * idempotency_conflict, target_not_found, self_target.
+     */
+    async send(caller: AgentCaller, req: SendRequest): Promise<{ message: MessageRow; idempotent: boolean }> {
+      const input = validateSend(req);
+      const nowMs = clock.now();
+      const { result, events } = await store.decideSend(
+        { senderId: caller.agentId, idempotencyKey: input.idempotencyKey, project: caller.project, target: input.target },
+        (ctx) => decideSend(ctx, { sender: caller, input, id: newId("msg"), nowMs }),
+      );
+      if (!result.idempotent) {
+        observer.count("messagesSent");
+        observer.log("message_sent", { ...logFields(result.message), hops: result.message.hops });
+      }
+      notify(events);
+      return { message: events[0]?.message ?? result.message, idempotent: result.idempotent };
+    },
+
+    /** Recipient acknowledges; advances its stream cursor. */
+    async ack(caller: AgentCaller, id: string): Promise<MessageRow> {
+      await expireDue();
+      await purge();
+      const nowMs = clock.now();
+      const { result } = await store.decideMessage(id, (cur) => decideAck(cur, { id, agentId: caller.agentId, nowMs }));
+      return result;
+    },
+
+    /** Recipient replies once; the sender's stream gets a reply event. */
+    async reply(caller: AgentCaller, id: string, text: string | undefined): Promise<MessageRow> {
+      await expireDue();
+      const nowMs = clock.now();
+      const { result, events } = await store.decideMessage(id, (cur) =>
+        decideReply(cur, { id, agentId: caller.agentId, nowMs, content: () => content(text) }),
+      );
+      observer.count("messagesReplied");
+      observer.log("message_replied", logFields(result));
+      notify(events);
+      return result;
+    },
+
+    /** Sender cancels; the recipient's stream gets a cancelled event. */
+    async cancel(caller: AgentCaller, id: string): Promise<MessageRow> {
+      await expireDue();
+      const nowMs = clock.now();
+      const { result, events } = await store.decideMessage(id, (cur) =>
+        decideCancel(cur, { id, agentId: caller.agentId, nowMs }),
+      );
+      if (result.changed) {
+        observer.count("messagesCancelled");
+        observer.log("message_cancelled", logFields(result.message));
+      }
+      notify(events);
+      return result.message;
+    },
+
+    /** A message the caller sent or received. */
+    async get(caller: AgentCaller, id: string): Promise<MessageRow> {
+      await expireDue();
+      return visibleTo(await store.getMessage(id), { id, agentId: caller.agentId });
+    },
+
+    /** The caller's inbox or outbox, newest first; the page token is the last item's position. */
+    async list(
+      caller: AgentCaller,
+      req: { box: "inbox" | "outbox"; statuses: MessageStatus[]; pageSize: number; pageToken: string },
+    ): Promise<{ messages: MessageRow[]; nextPageToken: string }> {
+      const limit = req.pageSize === 0 ? 50 : intInRange("pageSize", req.pageSize, 1, 200, 50);
+      const before = req.pageToken === "" ? undefined : decodePosition(req.pageToken);
+      await expireDue();
+      const rows = await store.listMessages({ agentId: caller.agentId, box: req.box, statuses: req.statuses, before, limit: limit + 1 });
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return { messages: page, nextPageToken: rows.length > limit && last ? encodePosition(last) : "" };
+    },
+  };
+}
+
+const encodePosition = (m: MessageRow) => Buffer.from(`${m.createdAtMs}:${m.id}`, "utf8").toString("base64url");
+
+function decodePosition(token: string): { createdAtMs: number; id: string } {
+  const [ms, id] = Buffer.from(token, "base64url").toString("utf8").split(":");
+  if (!ms || !id || !/^\d+$/.test(ms)) throw errors.protocol("pageToken is invalid", "pageToken");
+  return { createdAtMs: Number(ms), id };
+}
+
+export type Messages = ReturnType<typeof createMessages>;

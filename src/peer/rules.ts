@@ -1,0 +1,163 @@
+import { errors } from "../errors.js";
+import type { AgentRow, Delivery, MessageDecision, MessageRow, SendContext } from "../store/store.js";
+
+/**
+ * The message decisions, pure: given the stored message (or the send context), the caller and
+ * the hub time, what to write, which stream events to append, and what to answer.
+ * States: queued -> delivered (ack) -> replied; queued|delivered -> cancelled (sender) or
+ * expired (TTL). replied, cancelled, expired and error are terminal.
+ */
+
+export const cancelledError = "message cancelled by sender";
+export const expiredError = "message expired before a reply was received";
+
+/** A validated send request. */
+export interface SendInput {
+  target: string;
+  content: string;
+  delivery: Delivery;
+  correlationId?: string;
+  replyTo?: string;
+  hops: number;
+  maxHops: number;
+  ttlMs: number;
+  allowOffline: boolean;
+  idempotencyKey?: string;
+}
+
+export interface Sender {
+  agentId: string;
+  agentName: string;
+  project: string;
+}
+
+const isOpen = (m: MessageRow) => m.status === "queued" || m.status === "delivered";
+
+/**
+ * A repeat with the same idempotency key is the same request when everything but allowOffline
+ * matches (the target by the original's id or its name, case-insensitively).
+ */
+export function sameRequest(m: MessageRow, input: SendInput): boolean {
+  return (
+    (input.target === m.toId || input.target.toLowerCase() === m.toName.toLowerCase()) &&
+    input.content === m.content &&
+    input.delivery === m.delivery &&
+    input.correlationId === m.correlationId &&
+    input.replyTo === m.replyTo &&
+    input.hops === m.hops &&
+    input.maxHops === m.maxHops &&
+    input.ttlMs === m.expiresAtMs - m.createdAtMs
+  );
+}
+
+/** The recipient: by id first, else the first agent whose name matches; online unless allowed offline. */
+export function resolveTarget(candidates: AgentRow[], input: SendInput): AgentRow | undefined {
+  const reachable = (a: AgentRow) => a.online || input.allowOffline;
+  return (
+    candidates.find((a) => a.id === input.target && reachable(a)) ??
+    candidates.find((a) => a.name.toLowerCase() === input.target.toLowerCase() && reachable(a))
+  );
+}
+
+export function decideSend(
+  ctx: SendContext,
+  req: { sender: Sender; input: SendInput; id: string; nowMs: number },
+): MessageDecision<{ message: MessageRow; idempotent: boolean }> {
+  const { sender, input, nowMs } = req;
+  if (ctx.existing) {
+    if (!sameRequest(ctx.existing, input)) throw errors.idempotencyConflict(input.idempotencyKey!, ctx.existing.id);
+    return { atMs: nowMs, result: { message: ctx.existing, idempotent: true } };
+  }
+  const to = resolveTarget(ctx.candidates, input);
+  if (!to) throw errors.targetNotFound(input.target);
+  if (to.id === sender.agentId) throw errors.selfTarget();
+  const message: MessageRow = {
+    id: req.id,
+    project: sender.project,
+    fromId: sender.agentId,
+    fromName: sender.agentName,
+    toId: to.id,
+    toName: to.name,
+    content: input.content,
+    delivery: input.delivery,
+    hops: input.hops,
+    maxHops: input.maxHops,
+    seq: 0, // numbered by the store with the recipient's `message` event
+    ...(input.correlationId !== undefined && { correlationId: input.correlationId }),
+    ...(input.replyTo !== undefined && { replyTo: input.replyTo }),
+    ...(input.idempotencyKey !== undefined && { idempotencyKey: input.idempotencyKey }),
+    createdAtMs: nowMs,
+    expiresAtMs: nowMs + input.ttlMs,
+    status: "queued",
+  };
+  return {
+    atMs: nowMs,
+    write: message,
+    events: [{ agentId: to.id, kind: "message" }],
+    result: { message, idempotent: false },
+  };
+}
+
+function found(m: MessageRow | undefined, id: string): MessageRow {
+  if (!m) throw errors.messageNotFound(id);
+  return m;
+}
+
+/** Recipient only; queued -> delivered, delivered stays; advances the recipient's cursor. */
+export function decideAck(current: MessageRow | undefined, req: { id: string; agentId: string; nowMs: number }) {
+  const m = found(current, req.id);
+  if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can acknowledge this message", m.id);
+  if (!isOpen(m)) throw errors.invalidMessageState(`cannot acknowledge a ${m.status} message`, m.status);
+  const next: MessageRow = m.status === "queued" ? { ...m, status: "delivered", deliveredAtMs: req.nowMs } : m;
+  return {
+    atMs: req.nowMs,
+    ...(next !== m && { write: next }),
+    ack: { agentId: m.toId, seq: m.seq },
+    result: next,
+  } satisfies MessageDecision<MessageRow>;
+}
+
+/** Recipient only, once; the sender gets a reply event. `validate` checks the content after the state. */
+export function decideReply(
+  current: MessageRow | undefined,
+  req: { id: string; agentId: string; nowMs: number; content: () => string },
+): MessageDecision<MessageRow> {
+  const m = found(current, req.id);
+  if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can reply to this message", m.id);
+  if (m.status === "replied") throw errors.duplicateReply(m.id);
+  if (!isOpen(m)) throw errors.invalidMessageState(`cannot reply to a ${m.status} message`, m.status);
+  const next: MessageRow = {
+    ...m,
+    status: "replied",
+    reply: { content: req.content(), createdAtMs: req.nowMs },
+    repliedAtMs: req.nowMs,
+  };
+  return { atMs: req.nowMs, write: next, events: [{ agentId: m.fromId, kind: "reply" }], result: next };
+}
+
+/** Sender only; a repeat cancel answers the cancelled message unchanged; the recipient gets an event. */
+export function decideCancel(
+  current: MessageRow | undefined,
+  req: { id: string; agentId: string; nowMs: number },
+): MessageDecision<{ message: MessageRow; changed: boolean }> {
+  const m = found(current, req.id);
+  if (m.fromId !== req.agentId) throw errors.messageForbidden("only the sender can cancel this message", m.id);
+  if (m.status === "cancelled") return { atMs: req.nowMs, result: { message: m, changed: false } };
+  if (!isOpen(m)) throw errors.invalidMessageState(`cannot cancel a ${m.status} message`, m.status);
+  const next: MessageRow = { ...m, status: "cancelled", cancelledAtMs: req.nowMs, error: cancelledError };
+  return {
+    atMs: req.nowMs,
+    write: next,
+    events: [{ agentId: m.toId, kind: "cancelled" }],
+    result: { message: next, changed: true },
+  };
+}
+
+/** Sender or recipient. */
+export function visibleTo(current: MessageRow | undefined, req: { id: string; agentId: string }): MessageRow {
+  const m = found(current, req.id);
+  if (m.fromId !== req.agentId && m.toId !== req.agentId) {
+    throw errors.messageForbidden("message is not visible to this agent", m.id);
+  }
+  return m;
+}

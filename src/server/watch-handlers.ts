@@ -1,0 +1,102 @@
+import type { HandlerContext } from "@connectrpc/connect";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import type { Clock } from "../clock.js";
+import type { Bus } from "../events/bus.js";
+import { watch, type WatchFrame } from "../events/watch.js";
+import type { LeaseChange, Leases } from "../lease/leases.js";
+import type { Presence, PresenceChange } from "../presence/presence.js";
+import { LeaseEventKind } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { callerOf } from "./caller.js";
+import { agentToProto, leaseToProto, runtimeToProto } from "./convert.js";
+
+export interface WatchDeps {
+  presence: Presence;
+  leases: Leases;
+  presenceBus: Bus<PresenceChange>;
+  leaseBus: Bus<LeaseChange>;
+  clock: Clock;
+  keepAliveMs: number;
+  maxBuffered: number;
+}
+
+/** The project a watcher sees: an agent's own; a token caller's named one. */
+function watchedProject(ctx: HandlerContext, requested: string): { project: string; agentId?: string } {
+  const caller = callerOf(ctx);
+  if (caller.kind === "agent") return { project: caller.project, agentId: caller.agentId };
+  return { project: caller.kind === "project" ? caller.project : requested.trim() };
+}
+
+const leaseKinds = {
+  granted: LeaseEventKind.GRANTED,
+  renewed: LeaseEventKind.RENEWED,
+  released: LeaseEventKind.RELEASED,
+  taken_over: LeaseEventKind.TAKEN_OVER,
+} as const;
+
+const keepAliveFrame = (f: Extract<WatchFrame<unknown, unknown>, { kind: "keepAlive" }>) => ({
+  cursor: BigInt(f.cursor),
+  event: { case: "keepAlive" as const, value: { at: timestampFromMs(f.atMs) } },
+});
+
+/** WatchPresence and WatchLeases: a snapshot, then changes, from the in-process buses. */
+export function createWatchHandlers(deps: WatchDeps) {
+  const common = { clock: deps.clock, keepAliveMs: deps.keepAliveMs, maxBuffered: deps.maxBuffered };
+
+  return {
+    async *watchPresence(req: { project: string }, ctx: HandlerContext) {
+      const { project, agentId } = watchedProject(ctx, req.project);
+      const frames = watch({
+        ...common,
+        bus: deps.presenceBus,
+        filter: (c) => c.project === project,
+        snapshot: () => deps.presence.snapshot(project),
+        signal: ctx.signal,
+        ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
+      });
+      for await (const f of frames) {
+        const cursor = BigInt(f.cursor);
+        if (f.kind === "snapshot") {
+          yield {
+            cursor,
+            event: {
+              case: "snapshot" as const,
+              value: { agents: f.snapshot.agents.map(agentToProto), runtimes: f.snapshot.runtimes.map(runtimeToProto) },
+            },
+          };
+        } else if (f.kind === "change") {
+          if (f.change.agent) yield { cursor, event: { case: "agent" as const, value: agentToProto(f.change.agent) } };
+          if (f.change.runtime) yield { cursor, event: { case: "runtime" as const, value: runtimeToProto(f.change.runtime) } };
+        } else {
+          yield keepAliveFrame(f);
+        }
+      }
+    },
+
+    async *watchLeases(req: { project: string }, ctx: HandlerContext) {
+      const { project, agentId } = watchedProject(ctx, req.project);
+      const frames = watch({
+        ...common,
+        bus: deps.leaseBus,
+        filter: (c) => c.project === project,
+        snapshot: () => deps.leases.snapshot(project),
+        signal: ctx.signal,
+        ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
+      });
+      for await (const f of frames) {
+        const cursor = BigInt(f.cursor);
+        if (f.kind === "snapshot") {
+          yield { cursor, event: { case: "snapshot" as const, value: { leases: f.snapshot.map(leaseToProto) } } };
+        } else if (f.kind === "change") {
+          yield {
+            cursor,
+            event: { case: "change" as const, value: { kind: leaseKinds[f.change.kind], lease: leaseToProto(f.change.lease) } },
+          };
+        } else {
+          yield keepAliveFrame(f);
+        }
+      }
+    },
+  };
+}
+
+export type WatchHandlers = ReturnType<typeof createWatchHandlers>;

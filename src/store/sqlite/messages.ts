@@ -1,0 +1,264 @@
+import type Database from "better-sqlite3";
+import { agentFromDb, type AgentDb } from "./rows.js";
+import type {
+  InboxEvent,
+  InboxEventKind,
+  InboxState,
+  ListMessagesQuery,
+  MessageDecision,
+  MessageRow,
+  SendContext,
+} from "../store.js";
+
+interface MessageDb {
+  id: string;
+  project: string;
+  from_id: string;
+  from_name: string;
+  to_id: string;
+  to_name: string;
+  content: string;
+  delivery: string;
+  hops: number;
+  max_hops: number;
+  seq: number;
+  correlation_id: string | null;
+  reply_to: string | null;
+  idempotency_key: string | null;
+  created_at: number;
+  expires_at: number;
+  delivered_at: number | null;
+  replied_at: number | null;
+  cancelled_at: number | null;
+  status: string;
+  reply_content: string | null;
+  reply_created_at: number | null;
+  error: string | null;
+}
+
+const opt = <K extends string, V>(key: K, v: V | null) => (v === null ? {} : ({ [key]: v } as Record<K, V>));
+
+export const messageFromDb = (r: MessageDb): MessageRow => ({
+  id: r.id,
+  project: r.project,
+  fromId: r.from_id,
+  fromName: r.from_name,
+  toId: r.to_id,
+  toName: r.to_name,
+  content: r.content,
+  delivery: r.delivery as MessageRow["delivery"],
+  hops: r.hops,
+  maxHops: r.max_hops,
+  seq: r.seq,
+  ...opt("correlationId", r.correlation_id),
+  ...opt("replyTo", r.reply_to),
+  ...opt("idempotencyKey", r.idempotency_key),
+  createdAtMs: r.created_at,
+  expiresAtMs: r.expires_at,
+  ...opt("deliveredAtMs", r.delivered_at),
+  ...opt("repliedAtMs", r.replied_at),
+  ...opt("cancelledAtMs", r.cancelled_at),
+  status: r.status as MessageRow["status"],
+  ...(r.reply_content !== null && { reply: { content: r.reply_content, createdAtMs: r.reply_created_at ?? r.created_at } }),
+  ...opt("error", r.error),
+});
+
+const messageToDb = (m: MessageRow) => ({
+  id: m.id,
+  project: m.project,
+  from_id: m.fromId,
+  from_name: m.fromName,
+  to_id: m.toId,
+  to_name: m.toName,
+  content: m.content,
+  delivery: m.delivery,
+  hops: m.hops,
+  max_hops: m.maxHops,
+  seq: m.seq,
+  correlation_id: m.correlationId ?? null,
+  reply_to: m.replyTo ?? null,
+  idempotency_key: m.idempotencyKey ?? null,
+  created_at: m.createdAtMs,
+  expires_at: m.expiresAtMs,
+  delivered_at: m.deliveredAtMs ?? null,
+  replied_at: m.repliedAtMs ?? null,
+  cancelled_at: m.cancelledAtMs ?? null,
+  status: m.status,
+  reply_content: m.reply?.content ?? null,
+  reply_created_at: m.reply?.createdAtMs ?? null,
+  error: m.error ?? null,
+});
+
+/** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
+const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
+
+/**
+ * The message half of the SQLite store. `tx` runs one IMMEDIATE transaction; every decision
+ * writes the message, appends its stream events and advances cursors in that one transaction.
+ */
+export function createSqliteMessages(db: Database.Database, tx: <T>(fn: () => T) => T) {
+  const q = {
+    byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
+    byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
+    candidates: db.prepare<[string, string, string], AgentDb>(
+      "SELECT * FROM agents WHERE project = ? AND (id = ? OR name_key = ?) ORDER BY rowid",
+    ),
+    upsert: db.prepare(
+      `INSERT INTO messages (id, project, from_id, from_name, to_id, to_name, content, delivery, hops, max_hops, seq,
+         correlation_id, reply_to, idempotency_key, created_at, expires_at, delivered_at, replied_at, cancelled_at,
+         status, reply_content, reply_created_at, error)
+       VALUES (@id, @project, @from_id, @from_name, @to_id, @to_name, @content, @delivery, @hops, @max_hops, @seq,
+         @correlation_id, @reply_to, @idempotency_key, @created_at, @expires_at, @delivered_at, @replied_at,
+         @cancelled_at, @status, @reply_content, @reply_created_at, @error)
+       ON CONFLICT (id) DO UPDATE SET delivered_at = excluded.delivered_at, replied_at = excluded.replied_at,
+         cancelled_at = excluded.cancelled_at, status = excluded.status, reply_content = excluded.reply_content,
+         reply_created_at = excluded.reply_created_at, error = excluded.error`,
+    ),
+    stream: db.prepare<[string], { next_seq: number; acked_cursor: number; purged_through: number }>(
+      "SELECT next_seq, acked_cursor, purged_through FROM inbox_streams WHERE agent_id = ?",
+    ),
+    takeSeq: db.prepare<[string], { seq: number }>(
+      `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES (?, 2, 0, 0)
+       ON CONFLICT (agent_id) DO UPDATE SET next_seq = next_seq + 1 RETURNING next_seq - 1 AS seq`,
+    ),
+    appendEvent: db.prepare("INSERT INTO inbox_events (agent_id, seq, kind, message_id, created_at) VALUES (?, ?, ?, ?, ?)"),
+    ack: db.prepare(
+      `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES (@agent, 1, @seq, 0)
+       ON CONFLICT (agent_id) DO UPDATE SET acked_cursor = max(acked_cursor, @seq)`,
+    ),
+    due: db.prepare<[number], MessageDb>(
+      "SELECT * FROM messages WHERE status IN ('queued', 'delivered') AND expires_at <= ? ORDER BY expires_at, id",
+    ),
+    ended: db.prepare<[number], MessageDb>(
+      `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= ?`,
+    ),
+    eventsOf: db.prepare<[string], { agent_id: string; seq: number }>("SELECT agent_id, seq FROM inbox_events WHERE message_id = ?"),
+    deleteEvents: db.prepare("DELETE FROM inbox_events WHERE message_id = ?"),
+    deleteMessage: db.prepare("DELETE FROM messages WHERE id = ?"),
+    purgedThrough: db.prepare(
+      `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES (@agent, @seq + 1, 0, @seq)
+       ON CONFLICT (agent_id) DO UPDATE SET purged_through = max(purged_through, @seq)`,
+    ),
+    read: db.prepare<[string, number, number], MessageDb & { ev_agent: string; ev_seq: number; ev_kind: string }>(
+      `SELECT e.agent_id AS ev_agent, e.seq AS ev_seq, e.kind AS ev_kind, m.* FROM inbox_events e
+       JOIN messages m ON m.id = e.message_id WHERE e.agent_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?`,
+    ),
+    pending: db.prepare<[string, number, number], MessageDb>(
+      `SELECT * FROM messages WHERE to_id = ? AND status IN ('queued', 'delivered') AND seq > ? AND seq <= ? ORDER BY seq`,
+    ),
+    count: db.prepare<[], { n: number }>("SELECT count(*) AS n FROM messages"),
+  };
+
+  /** Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor. */
+  function apply<T>(d: MessageDecision<T>): InboxEvent[] {
+    const events: InboxEvent[] = [];
+    const numbered = (d.events ?? []).map((e) => ({ ...e, seq: q.takeSeq.get(e.agentId)!.seq }));
+    if (d.write) {
+      const first = numbered.find((e) => e.kind === "message");
+      const row = first ? { ...d.write, seq: first.seq } : d.write;
+      q.upsert.run(messageToDb(row));
+      for (const e of numbered) {
+        q.appendEvent.run(e.agentId, e.seq, e.kind, row.id, d.atMs);
+        events.push({ agentId: e.agentId, seq: e.seq, kind: e.kind, message: row });
+      }
+    }
+    if (d.ack) q.ack.run({ agent: d.ack.agentId, seq: d.ack.seq });
+    return events;
+  }
+
+  return {
+    async decideSend<T>(
+      query: { senderId: string; idempotencyKey?: string; project: string; target: string },
+      decide: (ctx: SendContext) => MessageDecision<T>,
+    ) {
+      return tx(() => {
+        const existing = query.idempotencyKey ? q.byKey.get(query.senderId, query.idempotencyKey) : undefined;
+        const candidates = q.candidates.all(query.project, query.target, query.target.toLowerCase()).map(agentFromDb);
+        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates });
+        return { result: d.result, events: apply(d) };
+      });
+    },
+
+    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined) => MessageDecision<T>) {
+      return tx(() => {
+        const r = q.byId.get(id);
+        const d = decide(r && messageFromDb(r));
+        return { result: d.result, events: apply(d) };
+      });
+    },
+
+    async getMessage(id: string) {
+      const r = q.byId.get(id);
+      return r && messageFromDb(r);
+    },
+
+    async listMessages(query: ListMessagesQuery) {
+      const column = query.box === "inbox" ? "to_id" : "from_id";
+      const where = [`${column} = ?`];
+      const args: (string | number)[] = [query.agentId];
+      if (query.statuses.length > 0) {
+        where.push(`status IN (${query.statuses.map(() => "?").join(", ")})`);
+        args.push(...query.statuses);
+      }
+      if (query.before) {
+        where.push("(created_at < ? OR (created_at = ? AND id < ?))");
+        args.push(query.before.createdAtMs, query.before.createdAtMs, query.before.id);
+      }
+      const sql = `SELECT * FROM messages WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT ?`;
+      return db.prepare<(string | number)[], MessageDb>(sql).all(...args, query.limit).map(messageFromDb);
+    },
+
+    async countMessages() {
+      return q.count.get()!.n;
+    },
+
+    async expireMessages(nowMs: number, error: string) {
+      return tx(() =>
+        q.due.all(nowMs).flatMap((r) => {
+          const m = messageFromDb(r);
+          const kind: InboxEventKind = "expired";
+          return apply({
+              atMs: nowMs,
+              write: { ...m, status: "expired", error },
+              events: [
+                { agentId: m.fromId, kind },
+                { agentId: m.toId, kind },
+              ],
+              result: undefined,
+            });
+        }),
+      );
+    },
+
+    async purgeMessages(cutoffMs: number) {
+      return tx(() =>
+        q.ended.all(cutoffMs).map((r) => {
+          for (const e of q.eventsOf.all(r.id)) q.purgedThrough.run({ agent: e.agent_id, seq: e.seq });
+          q.deleteEvents.run(r.id);
+          q.deleteMessage.run(r.id);
+          return messageFromDb(r);
+        }),
+      );
+    },
+
+    async inboxState(agentId: string): Promise<InboxState> {
+      const r = q.stream.get(agentId);
+      return r
+        ? { head: r.next_seq - 1, ackedCursor: r.acked_cursor, purgedThrough: r.purged_through }
+        : { head: 0, ackedCursor: 0, purgedThrough: 0 };
+    },
+
+    async readInbox(agentId: string, afterSeq: number, limit: number) {
+      return q.read.all(agentId, afterSeq, limit).map((r) => ({
+        agentId: r.ev_agent,
+        seq: r.ev_seq,
+        kind: r.ev_kind as InboxEventKind,
+        message: messageFromDb(r),
+      }));
+    },
+
+    async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
+      return q.pending.all(agentId, afterSeq, uptoSeq).map(messageFromDb);
+    },
+  };
+}
