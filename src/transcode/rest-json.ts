@@ -10,7 +10,8 @@ import type { DescEnum, DescField, DescMessage, DescOneof, JsonObject, JsonValue
 import { reflect, reflectList, reflectMap, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import { base64Decode, base64Encode } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence, TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
-import { rest_name } from "../../gen/ts/kxm/hub/v1/options_pb.js";
+import { closed, rest_name } from "../../gen/ts/kxm/hub/v1/options_pb.js";
+import { markUnknownProperty } from "../server/unknown-properties.js";
 
 /** A client error in one field; `field` is the dotted JSON path ("events.3.payload.lease"). */
 export class RestFieldError extends Error {
@@ -42,18 +43,40 @@ export function fromRestJson<Desc extends DescMessage>(schema: Desc, json: JsonO
 
 function decodeObject(r: ReflectMessage, json: JsonObject, prefix: string): void {
   const oneofs = new OneofGuard();
+  const isClosed = getOption(r.desc, closed);
+  if (isClosed) {
+    // A closed message keeps what it cannot hold as marks, for validation to refuse.
+    const known = new Set(r.fields.map((f) => f.jsonName));
+    for (const key of Object.keys(json)) if (!known.has(key)) markUnknownProperty(r.message, key);
+  }
   for (const field of r.fields) {
     // Own keys only: "constructor" or "__proto__" must never resolve through the prototype.
     if (!Object.hasOwn(json, field.jsonName)) continue;
     const value = json[field.jsonName];
     if (value === null) continue;
     const path = join(prefix, field.jsonName);
+    if (!isClosed) {
+      decodeField(r, field, value, path, oneofs);
+      continue;
+    }
+    try {
+      decodeField(r, field, value, path, oneofs);
+    } catch (e) {
+      if (!(e instanceof RestFieldError)) throw e;
+      r.clear(field);
+      markUnknownProperty(r.message, field.jsonName);
+    }
+  }
+}
+
+function decodeField(r: ReflectMessage, field: DescField, value: JsonValue, path: string, oneofs: OneofGuard): void {
+  {
     oneofs.claim(field, path);
     switch (field.fieldKind) {
       case "list": {
         if (!Array.isArray(value)) throw new RestFieldError(path, `${path} must be a list`);
         const list = reflectList(field);
-        value.forEach((item, i) => list.add(decodeValue(field, item, join(path, i))));
+        value.forEach((item, i) => list.add(decodeElement(field, item, join(path, i))));
         r.set(field, list);
         break;
       }
@@ -84,6 +107,16 @@ class OneofGuard {
     if (prev !== undefined) throw new RestFieldError(path, `${prev} and ${path} cannot both be set`);
     this.seen.set(field.oneof, path);
   }
+}
+
+/** A list element; one of a closed message type that is not an object becomes an empty, marked message. */
+function decodeElement(field: DescField, value: JsonValue, path: string): unknown {
+  if (field.message && getOption(field.message, closed) && !isJsonObject(value)) {
+    const r = reflect(field.message);
+    markUnknownProperty(r.message, "");
+    return r;
+  }
+  return decodeValue(field, value, path);
 }
 
 /** Decodes one singular value, list element or map value; `field` tells the element type. */

@@ -2,6 +2,7 @@ import { describe, it, expect } from "vitest";
 import { create, isFieldSet, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampDate, DurationSchema } from "@bufbuild/protobuf/wkt";
 import { fromRestJson, fromRestQuery, toRestJson, RestFieldError } from "../../src/transcode/rest-json.js";
+import { unknownProperties } from "../../src/server/unknown-properties.js";
 import {
   AcquireLeaseRequestSchema,
   AcquireLeaseResponseSchema,
@@ -74,7 +75,7 @@ describe("fromRestJson: scalars", () => {
     const e = fieldError(() => fromRestJson(SendMessageRequestSchema, { allowOffline: "yes" }));
     expect([e.field, e.message]).toEqual(["allowOffline", "allowOffline must be a boolean"]);
     expect(fromRestJson(UsageSchema, { cost: 0.25 }).cost).toBe(0.25);
-    expect(fieldError(() => fromRestJson(UsageSchema, { cost: "0.25" })).message).toBe("cost must be a number");
+    expect(fieldError(() => fromRestJson(ListLeasesRequestSchema, { pageSize: 2.5 })).message).toBe("pageSize must be an integer");
   });
 
   it("ignores unknown keys and treats null as absent", () => {
@@ -120,15 +121,26 @@ describe("fromRestJson: enums", () => {
 
 describe("fromRestJson: messages, lists, maps, oneofs, timestamps", () => {
   it("prefixes nested error paths with list indexes and json names", () => {
-    const events: JsonObject[] = [{}, {}, {}, { payload: { effect: { policy: { class: 5 } } } }];
-    const e = fieldError(() => fromRestJson(PushEventsRequestSchema, { events }));
-    expect([e.field, e.message]).toEqual(["events.3.payload.effect.policy.class", "events.3.payload.effect.policy.class must be a string"]);
+    const agents: JsonObject[] = [{}, {}, { presence: "bogus" }];
+    const e = fieldError(() => fromRestJson(ListAgentsResponseSchema, { agents }));
+    expect([e.field, e.message]).toEqual(["agents.2.presence", "agents.2.presence must be one of online, stale, offline"]);
     expect(fieldError(() => fromRestJson(PushEventsRequestSchema, { events: {} })).message).toBe("events must be a list");
-    expect(fieldError(() => fromRestJson(PushEventsRequestSchema, { events: [1] })).message).toBe("events.0 must be an object");
-    expect(fieldError(() => fromRestJson(SyncEventSchema, { payload: { counts: [] } })).message).toBe("payload.counts must be an object");
-    expect(fieldError(() => fromRestJson(SyncEventSchema, { payload: { counts: { a: -1.5 } } })).field).toBe("payload.counts.a");
-    expect(fieldError(() => fromRestJson(SyncEventSchema, { redaction: { fieldsOmitted: ["a", 2] } })).field).toBe("redaction.fieldsOmitted.1");
-    expect(fieldError(() => fromRestJson(SyncEventSchema, JSON.parse('{"payload": {"counts": {"__proto__": 1}}}'))).field).toBe("payload.counts");
+  });
+
+  it("keeps what a closed message cannot hold as marked unknown properties instead of failing", () => {
+    const events: JsonObject[] = [{ extra: 1, payload: { effect: { policy: { class: 5 } } } }, 1 as unknown as JsonObject];
+    const req = fromRestJson(PushEventsRequestSchema, { events });
+    expect(req.events).toHaveLength(2);
+    expect(unknownProperties(req.events[0]!)).toEqual(["extra"]);
+    expect(unknownProperties(req.events[0]!.payload!.effect!.policy!)).toEqual(["class"]);
+    expect(req.events[0]!.payload!.effect!.policy!.policyClass).toBeUndefined();
+    expect(unknownProperties(req.events[1]!)).toEqual([""]);
+    const counts = fromRestJson(SyncEventSchema, { payload: { counts: [] } });
+    expect(unknownProperties(counts.payload!)).toEqual(["counts"]);
+    const redaction = fromRestJson(SyncEventSchema, { redaction: { fieldsOmitted: ["a", 2] } });
+    expect(unknownProperties(redaction.redaction!)).toEqual(["fieldsOmitted"]);
+    expect(redaction.redaction!.fieldsOmitted).toEqual([]);
+    expect(unknownProperties(fromRestJson(UsageSchema, { cost: "0.25" }))).toEqual(["cost"]);
   });
 
   it("sets oneof members through the oneof and refuses two members", () => {

@@ -30,6 +30,14 @@ var file_kxm_hub_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Tag:           "bytes,51000,opt,name=rest_name",
 		Filename:      "kxm/hub/v1/options.proto",
 	},
+	{
+		ExtendedType:  (*descriptorpb.MessageOptions)(nil),
+		ExtensionType: (*bool)(nil),
+		Field:         51001,
+		Name:          "kxm.hub.v1.closed",
+		Tag:           "varint,51001,opt,name=closed",
+		Filename:      "kxm/hub/v1/options.proto",
+	},
 }
 
 // Extension fields to descriptorpb.EnumValueOptions.
@@ -42,23 +50,36 @@ var (
 	E_RestName = &file_kxm_hub_v1_options_proto_extTypes[0]
 )
 
+// Extension fields to descriptorpb.MessageOptions.
+var (
+	// A closed message: a property the schema does not name makes it invalid. Decoders that
+	// meet one (the REST face, or a binary client with a newer schema) keep it as an unknown
+	// field so that validation can refuse the message instead of silently dropping it.
+	//
+	// optional bool closed = 51001;
+	E_Closed = &file_kxm_hub_v1_options_proto_extTypes[1]
+)
+
 var File_kxm_hub_v1_options_proto protoreflect.FileDescriptor
 
 const file_kxm_hub_v1_options_proto_rawDesc = "" +
 	"\n" +
 	"\x18kxm/hub/v1/options.proto\x12\n" +
 	"kxm.hub.v1\x1a google/protobuf/descriptor.proto:@\n" +
-	"\trest_name\x12!.google.protobuf.EnumValueOptions\x18\xb8\x8e\x03 \x01(\tR\brestNameB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\trest_name\x12!.google.protobuf.EnumValueOptions\x18\xb8\x8e\x03 \x01(\tR\brestName:9\n" +
+	"\x06closed\x12\x1f.google.protobuf.MessageOptions\x18\xb9\x8e\x03 \x01(\bR\x06closedB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var file_kxm_hub_v1_options_proto_goTypes = []any{
 	(*descriptorpb.EnumValueOptions)(nil), // 0: google.protobuf.EnumValueOptions
+	(*descriptorpb.MessageOptions)(nil),   // 1: google.protobuf.MessageOptions
 }
 var file_kxm_hub_v1_options_proto_depIdxs = []int32{
 	0, // 0: kxm.hub.v1.rest_name:extendee -> google.protobuf.EnumValueOptions
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	0, // [0:1] is the sub-list for extension extendee
+	1, // 1: kxm.hub.v1.closed:extendee -> google.protobuf.MessageOptions
+	2, // [2:2] is the sub-list for method output_type
+	2, // [2:2] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	0, // [0:2] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
 }
 
@@ -74,7 +95,7 @@ func file_kxm_hub_v1_options_proto_init() {
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_options_proto_rawDesc), len(file_kxm_hub_v1_options_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   0,
-			NumExtensions: 1,
+			NumExtensions: 2,
 			NumServices:   0,
 		},
 		GoTypes:           file_kxm_hub_v1_options_proto_goTypes,

@@ -1835,7 +1835,7 @@ var File_kxm_hub_v1_sync_event_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\n" +
 	"\x1bkxm/hub/v1/sync_event.proto\x12\n" +
-	"kxm.hub.v1\"\xb2\a\n" +
+	"kxm.hub.v1\x1a\x18kxm/hub/v1/options.proto\"\xb8\a\n" +
 	"\tSyncEvent\x12\x1b\n" +
 	"\x06schema\x18\x01 \x01(\tH\x00R\x06schema\x88\x01\x01\x12+\n" +
 	"\x0fsource_event_id\x18\x02 \x01(\tH\x01R\rsourceEventId\x88\x01\x01\x12\"\n" +
@@ -1856,7 +1856,7 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\x14tool_policy_revision\x18\f \x01(\tH\vR\x12toolPolicyRevision\x88\x01\x01\x125\n" +
 	"\x14sync_policy_revision\x18\r \x01(\tH\fR\x12syncPolicyRevision\x88\x01\x01\x128\n" +
 	"\tredaction\x18\x0e \x01(\v2\x15.kxm.hub.v1.RedactionH\rR\tredaction\x88\x01\x01\x126\n" +
-	"\apayload\x18\x0f \x01(\v2\x17.kxm.hub.v1.SyncPayloadH\x0eR\apayload\x88\x01\x01B\t\n" +
+	"\apayload\x18\x0f \x01(\v2\x17.kxm.hub.v1.SyncPayloadH\x0eR\apayload\x88\x01\x01:\x04\xc8\xf3\x18\x01B\t\n" +
 	"\a_schemaB\x12\n" +
 	"\x10_source_event_idB\r\n" +
 	"\v_project_idB\t\n" +
@@ -1873,14 +1873,14 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\n" +
 	"_redactionB\n" +
 	"\n" +
-	"\b_payload\"\x9f\x01\n" +
+	"\b_payload\"\xa5\x01\n" +
 	"\tRedaction\x12\x1d\n" +
 	"\aversion\x18\x01 \x01(\tH\x00R\aversion\x88\x01\x01\x12%\n" +
 	"\x0efields_omitted\x18\x02 \x03(\tR\rfieldsOmitted\x12,\n" +
-	"\x0fvalues_replaced\x18\x03 \x01(\x03H\x01R\x0evaluesReplaced\x88\x01\x01B\n" +
+	"\x0fvalues_replaced\x18\x03 \x01(\x03H\x01R\x0evaluesReplaced\x88\x01\x01:\x04\xc8\xf3\x18\x01B\n" +
 	"\n" +
 	"\b_versionB\x12\n" +
-	"\x10_values_replaced\"\xaa\x10\n" +
+	"\x10_values_replaced\"\xb0\x10\n" +
 	"\vSyncPayload\x12$\n" +
 	"\vworkflow_id\x18\x01 \x01(\tH\x00R\n" +
 	"workflowId\x88\x01\x01\x12(\n" +
@@ -1930,7 +1930,7 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\bdegraded\x18$ \x01(\bH\x1cR\bdegraded\x88\x01\x01\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01B\x0e\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01:\x04\xc8\xf3\x18\x01B\x0e\n" +
 	"\f_workflow_idB\x10\n" +
 	"\x0e_display_titleB\x0e\n" +
 	"\f_prompt_hashB\t\n" +
@@ -1963,32 +1963,32 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\a_reasonB\f\n" +
 	"\n" +
 	"_candidateB\v\n" +
-	"\t_degraded\"\xc2\x02\n" +
+	"\t_degraded\"\xc8\x02\n" +
 	"\bExecutor\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x17\n" +
 	"\x04kind\x18\x02 \x01(\tH\x01R\x04kind\x88\x01\x01\x12.\n" +
 	"\x10executor_version\x18\x03 \x01(\tH\x02R\x0fexecutorVersion\x88\x01\x01\x12\x1d\n" +
 	"\aharness\x18\x04 \x01(\tH\x03R\aharness\x88\x01\x01\x12,\n" +
 	"\x0fharness_version\x18\x05 \x01(\tH\x04R\x0eharnessVersion\x88\x01\x01\x120\n" +
-	"\x11helper_generation\x18\x06 \x01(\tH\x05R\x10helperGeneration\x88\x01\x01B\x05\n" +
+	"\x11helper_generation\x18\x06 \x01(\tH\x05R\x10helperGeneration\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x05\n" +
 	"\x03_idB\a\n" +
 	"\x05_kindB\x13\n" +
 	"\x11_executor_versionB\n" +
 	"\n" +
 	"\b_harnessB\x12\n" +
 	"\x10_harness_versionB\x14\n" +
-	"\x12_helper_generation\"\xca\x01\n" +
+	"\x12_helper_generation\"\xd0\x01\n" +
 	"\bModelRef\x12\x1f\n" +
 	"\bprovider\x18\x01 \x01(\tH\x00R\bprovider\x88\x01\x01\x12\x19\n" +
 	"\x05model\x18\x02 \x01(\tH\x01R\x05model\x88\x01\x01\x12\x1d\n" +
 	"\aprofile\x18\x03 \x01(\tH\x02R\aprofile\x88\x01\x01\x12\x12\n" +
 	"\x04tags\x18\x04 \x03(\tR\x04tags\x12\x1f\n" +
-	"\bthinking\x18\x05 \x01(\tH\x03R\bthinking\x88\x01\x01B\v\n" +
+	"\bthinking\x18\x05 \x01(\tH\x03R\bthinking\x88\x01\x01:\x04\xc8\xf3\x18\x01B\v\n" +
 	"\t_providerB\b\n" +
 	"\x06_modelB\n" +
 	"\n" +
 	"\b_profileB\v\n" +
-	"\t_thinking\"\x81\x02\n" +
+	"\t_thinking\"\x87\x02\n" +
 	"\x06Timing\x12$\n" +
 	"\vduration_ms\x18\x01 \x01(\x03H\x00R\n" +
 	"durationMs\x88\x01\x01\x12\"\n" +
@@ -1997,12 +1997,12 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\vfinished_at\x18\x03 \x01(\tH\x02R\n" +
 	"finishedAt\x88\x01\x01\x12\x1e\n" +
 	"\bqueue_ms\x18\x04 \x01(\x03H\x03R\aqueueMs\x88\x01\x01\x12\x1e\n" +
-	"\bagent_ms\x18\x05 \x01(\x03H\x04R\aagentMs\x88\x01\x01B\x0e\n" +
+	"\bagent_ms\x18\x05 \x01(\x03H\x04R\aagentMs\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x0e\n" +
 	"\f_duration_msB\r\n" +
 	"\v_started_atB\x0e\n" +
 	"\f_finished_atB\v\n" +
 	"\t_queue_msB\v\n" +
-	"\t_agent_ms\"\x8d\x03\n" +
+	"\t_agent_ms\"\x93\x03\n" +
 	"\x05Usage\x12&\n" +
 	"\finput_tokens\x18\x01 \x01(\x03H\x00R\vinputTokens\x88\x01\x01\x12(\n" +
 	"\routput_tokens\x18\x02 \x01(\x03H\x01R\foutputTokens\x88\x01\x01\x12/\n" +
@@ -2010,7 +2010,7 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\x12cache_write_tokens\x18\x04 \x01(\x03H\x03R\x10cacheWriteTokens\x88\x01\x01\x12\x17\n" +
 	"\x04cost\x18\x05 \x01(\x01H\x04R\x04cost\x88\x01\x01\x12\x1f\n" +
 	"\bcurrency\x18\x06 \x01(\tH\x05R\bcurrency\x88\x01\x01\x12 \n" +
-	"\tcost_kind\x18\a \x01(\tH\x06R\bcostKind\x88\x01\x01B\x0f\n" +
+	"\tcost_kind\x18\a \x01(\tH\x06R\bcostKind\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x0f\n" +
 	"\r_input_tokensB\x10\n" +
 	"\x0e_output_tokensB\x14\n" +
 	"\x12_cache_read_tokensB\x15\n" +
@@ -2018,90 +2018,90 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\x05_costB\v\n" +
 	"\t_currencyB\f\n" +
 	"\n" +
-	"_cost_kind\"\xe1\x01\n" +
+	"_cost_kind\"\xe7\x01\n" +
 	"\n" +
 	"FileChange\x12(\n" +
 	"\rrepository_id\x18\x01 \x01(\tH\x00R\frepositoryId\x88\x01\x01\x12\x14\n" +
 	"\x05added\x18\x02 \x03(\tR\x05added\x12\x1a\n" +
 	"\bmodified\x18\x03 \x03(\tR\bmodified\x12\x18\n" +
 	"\adeleted\x18\x04 \x03(\tR\adeleted\x123\n" +
-	"\x13redacted_path_count\x18\x05 \x01(\x03H\x01R\x11redactedPathCount\x88\x01\x01B\x10\n" +
+	"\x13redacted_path_count\x18\x05 \x01(\x03H\x01R\x11redactedPathCount\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x10\n" +
 	"\x0e_repository_idB\x16\n" +
-	"\x14_redacted_path_count\"\xcb\x01\n" +
+	"\x14_redacted_path_count\"\xd1\x01\n" +
 	"\vEvidenceRef\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x17\n" +
 	"\x04kind\x18\x02 \x01(\tH\x01R\x04kind\x88\x01\x01\x12\x17\n" +
 	"\x04hash\x18\x03 \x01(\tH\x02R\x04hash\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x04 \x01(\tH\x03R\x06status\x88\x01\x01\x12$\n" +
 	"\vproducer_id\x18\x05 \x01(\tH\x04R\n" +
-	"producerId\x88\x01\x01B\x05\n" +
+	"producerId\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x05\n" +
 	"\x03_idB\a\n" +
 	"\x05_kindB\a\n" +
 	"\x05_hashB\t\n" +
 	"\a_statusB\x0e\n" +
-	"\f_producer_id\"\x86\x02\n" +
+	"\f_producer_id\"\x8c\x02\n" +
 	"\bArtifact\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x17\n" +
 	"\x04kind\x18\x02 \x01(\tH\x01R\x04kind\x88\x01\x01\x12\x17\n" +
 	"\x04hash\x18\x03 \x01(\tH\x02R\x04hash\x88\x01\x01\x12\x17\n" +
 	"\x04size\x18\x04 \x01(\x03H\x03R\x04size\x88\x01\x01\x12'\n" +
 	"\favailability\x18\x05 \x01(\tH\x04R\favailability\x88\x01\x01\x12+\n" +
-	"\x0eclassification\x18\x06 \x01(\tH\x05R\x0eclassification\x88\x01\x01B\x05\n" +
+	"\x0eclassification\x18\x06 \x01(\tH\x05R\x0eclassification\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x05\n" +
 	"\x03_idB\a\n" +
 	"\x05_kindB\a\n" +
 	"\x05_hashB\a\n" +
 	"\x05_sizeB\x0f\n" +
 	"\r_availabilityB\x11\n" +
-	"\x0f_classification\"\xcd\x01\n" +
+	"\x0f_classification\"\xd3\x01\n" +
 	"\aReceipt\x12\x1f\n" +
 	"\bprovider\x18\x01 \x01(\tH\x00R\bprovider\x88\x01\x01\x12\x17\n" +
 	"\x04kind\x18\x02 \x01(\tH\x01R\x04kind\x88\x01\x01\x12\x13\n" +
 	"\x02id\x18\x03 \x01(\tH\x02R\x02id\x88\x01\x01\x12\x17\n" +
 	"\x04hash\x18\x04 \x01(\tH\x03R\x04hash\x88\x01\x01\x12$\n" +
 	"\vobserved_at\x18\x05 \x01(\tH\x04R\n" +
-	"observedAt\x88\x01\x01B\v\n" +
+	"observedAt\x88\x01\x01:\x04\xc8\xf3\x18\x01B\v\n" +
 	"\t_providerB\a\n" +
 	"\x05_kindB\x05\n" +
 	"\x03_idB\a\n" +
 	"\x05_hashB\x0e\n" +
-	"\f_observed_at\"\xd4\x01\n" +
+	"\f_observed_at\"\xda\x01\n" +
 	"\x10EnvironmentEntry\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tH\x00R\x04name\x88\x01\x01\x12\x19\n" +
 	"\x05scope\x18\x02 \x01(\tH\x01R\x05scope\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x03 \x01(\tH\x02R\x06status\x88\x01\x01\x12\x1b\n" +
 	"\x06source\x18\x04 \x01(\tH\x03R\x06source\x88\x01\x01\x12\x1d\n" +
-	"\aversion\x18\x05 \x01(\tH\x04R\aversion\x88\x01\x01B\a\n" +
+	"\aversion\x18\x05 \x01(\tH\x04R\aversion\x88\x01\x01:\x04\xc8\xf3\x18\x01B\a\n" +
 	"\x05_nameB\b\n" +
 	"\x06_scopeB\t\n" +
 	"\a_statusB\t\n" +
 	"\a_sourceB\n" +
 	"\n" +
-	"\b_version\"\x9d\x01\n" +
+	"\b_version\"\xa3\x01\n" +
 	"\bRunError\x12\x1f\n" +
 	"\verror_class\x18\x01 \x01(\tH\x00R\x05class\x88\x01\x01\x12!\n" +
 	"\tcomponent\x18\x02 \x01(\tH\x01R\tcomponent\x88\x01\x01\x12!\n" +
-	"\tretryable\x18\x03 \x01(\bH\x02R\tretryable\x88\x01\x01B\x0e\n" +
+	"\tretryable\x18\x03 \x01(\bH\x02R\tretryable\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x0e\n" +
 	"\f_error_classB\f\n" +
 	"\n" +
 	"_componentB\f\n" +
 	"\n" +
-	"_retryable\"\xfe\x01\n" +
+	"_retryable\"\x84\x02\n" +
 	"\fEffectPolicy\x12 \n" +
 	"\fpolicy_class\x18\x01 \x01(\tH\x00R\x05class\x88\x01\x01\x12*\n" +
 	"\x0eshared_mutable\x18\x02 \x01(\bH\x01R\rsharedMutable\x88\x01\x01\x12,\n" +
 	"\x0fidempotency_key\x18\x03 \x01(\tH\x02R\x0eidempotencyKey\x88\x01\x01\x12(\n" +
-	"\rreceipt_query\x18\x04 \x01(\tH\x03R\freceiptQuery\x88\x01\x01B\x0f\n" +
+	"\rreceipt_query\x18\x04 \x01(\tH\x03R\freceiptQuery\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x0f\n" +
 	"\r_policy_classB\x11\n" +
 	"\x0f_shared_mutableB\x12\n" +
 	"\x10_idempotency_keyB\x10\n" +
-	"\x0e_receipt_query\"\xb6\x01\n" +
+	"\x0e_receipt_query\"\xbc\x01\n" +
 	"\x06Effect\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x125\n" +
 	"\x06policy\x18\x02 \x01(\v2\x18.kxm.hub.v1.EffectPolicyH\x01R\x06policy\x88\x01\x01\x125\n" +
-	"\x14idempotency_key_hash\x18\x03 \x01(\tH\x02R\x12idempotencyKeyHash\x88\x01\x01B\x05\n" +
+	"\x14idempotency_key_hash\x18\x03 \x01(\tH\x02R\x12idempotencyKeyHash\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x05\n" +
 	"\x03_idB\t\n" +
 	"\a_policyB\x17\n" +
-	"\x15_idempotency_key_hash\"\xfc\x01\n" +
+	"\x15_idempotency_key_hash\"\x82\x02\n" +
 	"\bLeaseRef\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12(\n" +
 	"\rfencing_token\x18\x02 \x01(\tH\x01R\ffencingToken\x88\x01\x01\x12$\n" +
@@ -2109,18 +2109,18 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"acquiredAt\x88\x01\x01\x12\"\n" +
 	"\n" +
 	"expires_at\x18\x04 \x01(\tH\x03R\texpiresAt\x88\x01\x01\x12!\n" +
-	"\toperation\x18\x05 \x01(\tH\x04R\toperation\x88\x01\x01B\x05\n" +
+	"\toperation\x18\x05 \x01(\tH\x04R\toperation\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x05\n" +
 	"\x03_idB\x10\n" +
 	"\x0e_fencing_tokenB\x0e\n" +
 	"\f_acquired_atB\r\n" +
 	"\v_expires_atB\f\n" +
 	"\n" +
-	"_operation\"E\n" +
+	"_operation\"K\n" +
 	"\x05Actor\x12\x17\n" +
 	"\x04kind\x18\x01 \x01(\tH\x00R\x04kind\x88\x01\x01\x12\x13\n" +
-	"\x02id\x18\x02 \x01(\tH\x01R\x02id\x88\x01\x01B\a\n" +
+	"\x02id\x18\x02 \x01(\tH\x01R\x02id\x88\x01\x01:\x04\xc8\xf3\x18\x01B\a\n" +
 	"\x05_kindB\x05\n" +
-	"\x03_id\"\xd0\x01\n" +
+	"\x03_id\"\xd6\x01\n" +
 	"\tCandidate\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\tH\x00R\x02id\x88\x01\x01\x12\x17\n" +
 	"\x04type\x18\x02 \x01(\tH\x01R\x04type\x88\x01\x01\x12\x1d\n" +
@@ -2128,7 +2128,7 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\n" +
 	"confidence\x18\x04 \x01(\x01H\x03R\n" +
 	"confidence\x88\x01\x01\x12\x1b\n" +
-	"\x06status\x18\x05 \x01(\tH\x04R\x06status\x88\x01\x01B\x05\n" +
+	"\x06status\x18\x05 \x01(\tH\x04R\x06status\x88\x01\x01:\x04\xc8\xf3\x18\x01B\x05\n" +
 	"\x03_idB\a\n" +
 	"\x05_typeB\n" +
 	"\n" +
@@ -2203,6 +2203,7 @@ func file_kxm_hub_v1_sync_event_proto_init() {
 	if File_kxm_hub_v1_sync_event_proto != nil {
 		return
 	}
+	file_kxm_hub_v1_options_proto_init()
 	file_kxm_hub_v1_sync_event_proto_msgTypes[0].OneofWrappers = []any{}
 	file_kxm_hub_v1_sync_event_proto_msgTypes[1].OneofWrappers = []any{}
 	file_kxm_hub_v1_sync_event_proto_msgTypes[2].OneofWrappers = []any{}

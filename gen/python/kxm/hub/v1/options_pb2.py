@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kxm/hub/v1/options.proto\x12\nkxm.hub.v1\x1a google/protobuf/descriptor.proto:@\n\trest_name\x12!.google.protobuf.EnumValueOptions\x18\xb8\x8e\x03 \x01(\tR\x08restNameB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kxm/hub/v1/options.proto\x12\nkxm.hub.v1\x1a google/protobuf/descriptor.proto:@\n\trest_name\x12!.google.protobuf.EnumValueOptions\x18\xb8\x8e\x03 \x01(\tR\x08restName:9\n\x06\x63losed\x12\x1f.google.protobuf.MessageOptions\x18\xb9\x8e\x03 \x01(\x08R\x06\x63losedB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)

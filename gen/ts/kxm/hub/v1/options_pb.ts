@@ -4,14 +4,14 @@
 
 import type { GenExtension, GenFile } from "@bufbuild/protobuf/codegenv2";
 import { extDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
-import type { EnumValueOptions } from "@bufbuild/protobuf/wkt";
+import type { EnumValueOptions, MessageOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file kxm/hub/v1/options.proto.
  */
 export const file_kxm_hub_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChhreG0vaHViL3YxL29wdGlvbnMucHJvdG8SCmt4bS5odWIudjE6QAoJcmVzdF9uYW1lEiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMYuI4DIAEoCVIIcmVzdE5hbWVCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_protobuf_descriptor]);
+  fileDesc("ChhreG0vaHViL3YxL29wdGlvbnMucHJvdG8SCmt4bS5odWIudjE6QAoJcmVzdF9uYW1lEiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMYuI4DIAEoCVIIcmVzdE5hbWU6OQoGY2xvc2VkEh8uZ29vZ2xlLnByb3RvYnVmLk1lc3NhZ2VPcHRpb25zGLmOAyABKAhSBmNsb3NlZEI0WjJnaXRodWIuY29tL2t4bS1kZXYva3htLWh1Yi9nZW4vZ28va3htL2h1Yi92MTtodWJ2MWIGcHJvdG8z", [file_google_protobuf_descriptor]);
 
 /**
  * The value's spelling on the REST face, as the reference hub writes it ("followUp",
@@ -22,4 +22,14 @@ export const file_kxm_hub_v1_options: GenFile = /*@__PURE__*/
  */
 export const rest_name: GenExtension<EnumValueOptions, string> = /*@__PURE__*/
   extDesc(file_kxm_hub_v1_options, 0);
+
+/**
+ * A closed message: a property the schema does not name makes it invalid. Decoders that
+ * meet one (the REST face, or a binary client with a newer schema) keep it as an unknown
+ * field so that validation can refuse the message instead of silently dropping it.
+ *
+ * @generated from extension: bool closed = 51001;
+ */
+export const closed: GenExtension<MessageOptions, boolean> = /*@__PURE__*/
+  extDesc(file_kxm_hub_v1_options, 1);
 

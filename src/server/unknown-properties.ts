@@ -1,0 +1,27 @@
+import type { Message } from "@bufbuild/protobuf";
+import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
+
+/**
+ * Closed messages (`option (kxm.hub.v1.closed) = true`, the sync event and its parts) must
+ * refuse properties their schema does not name, but a protobuf message cannot hold them. A
+ * decoder that meets one keeps its name as an unknown field with this number, which survives
+ * the binary hop to the handler; validation then refuses the message. The REST face marks
+ * unknown JSON keys and values of the wrong JSON type this way.
+ */
+export const unknownPropertyFieldNo = 536_870_911;
+
+/** Records that `property` of `message` could not be represented. */
+export function markUnknownProperty(message: Message, property: string): void {
+  const data = new BinaryWriter().string(property).finish();
+  message.$unknown = [...(message.$unknown ?? []), { no: unknownPropertyFieldNo, wireType: WireType.LengthDelimited, data }];
+}
+
+/**
+ * The properties of `message` its schema could not hold: marked names, and `#<n>` for any other
+ * unknown field (a binary client with a newer schema).
+ */
+export function unknownProperties(message: Message): string[] {
+  return (message.$unknown ?? []).map((u) =>
+    u.no === unknownPropertyFieldNo && u.wireType === WireType.LengthDelimited ? new BinaryReader(u.data).string() : `#${u.no}`,
+  );
+}
