@@ -180,6 +180,9 @@ export const errors = {
     new HubError("cursor_expired", `cursor ${afterSeq} is older than what the hub retains; resume from ${oldestSeq}`, {
       metadata: { afterSeq: String(afterSeq), oldestSeq: String(oldestSeq) },
     }),
+  invalidSyncBatch: () => new HubError("invalid_sync_batch", "events must be a list"),
+  syncBatchTooLarge: (max: number) =>
+    new HubError("sync_batch_too_large", `a sync batch holds at most ${max} events`, { metadata: { maxEvents: String(max) } }),
   subscriberTooSlow: (resumeAfterSeq: number) =>
     new HubError("subscriber_too_slow", "stream fell too far behind; resume from resumeAfterSeq", {
       metadata: { resumeAfterSeq: String(resumeAfterSeq) },

@@ -14,6 +14,7 @@ import type { Observer } from "./observe.js";
 import { createOpsRoutes } from "./ops/http.js";
 import { createMetrics } from "./ops/metrics.js";
 import { createLogger, createObserver } from "./ops/observer.js";
+import { createOperatorView } from "./operator/snapshot.js";
 import { createSweeper } from "./ops/sweep.js";
 import { createPresence, type PresenceChange } from "./presence/presence.js";
 import { createHttpHandler } from "./server/http-handler.js";
@@ -23,6 +24,7 @@ import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createDualServer } from "./server/listen.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
+import { createSync } from "./sync/sync.js";
 import type { HubStore } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
@@ -111,7 +113,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   ];
   /** Connect's own cap on a body it reads; the limits interceptor refuses above maxBodyBytes. */
   const readMaxBytes = config.maxBodyBytes * 4;
-  const hubRoutes = routes({ presence, leases, messages, openInbox, watches });
+  const sync = createSync({ store, clock, observer });
+  const snapshot = createOperatorView({ store, clock, presence, messages });
+  const hubRoutes = routes({ presence, leases, messages, openInbox, watches, sync, snapshot });
   const serviceRoutes = (router: ConnectRouter) => {
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);

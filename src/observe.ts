@@ -14,7 +14,11 @@ export type CounterName =
   | "messagesReplied"
   | "messagesCancelled"
   | "messagesExpired"
-  | "messagesPurged";
+  | "messagesPurged"
+  | "syncAccepted"
+  | "syncDuplicate"
+  | "syncRefused"
+  | "syncConflicts";
 
 export interface Observer {
   log(event: string, fields: Record<string, unknown>): void;

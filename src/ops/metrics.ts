@@ -38,6 +38,10 @@ export function createMetrics(store: HubStore) {
     leasesGranted: counter("kxm_leases_granted_total", "Successful lease acquires and renewals."),
     leasesRefused: counter("kxm_leases_refused_total", "Lease refusals."),
     leasesReleased: counter("kxm_leases_released_total", "Lease releases."),
+    syncAccepted: counter("kxm_sync_events_accepted_total", "Sync events stored."),
+    syncDuplicate: counter("kxm_sync_events_duplicate_total", "Sync events already stored with the same hash."),
+    syncRefused: counter("kxm_sync_events_refused_total", "Sync events rejected or in conflict."),
+    syncConflicts: counter("kxm_sync_conflicts_total", "Sync events in conflict with stored facts."),
     runtimeHeartbeats: counter("kxm_runtime_heartbeats_total", "Runtime presence heartbeats."),
   };
   // Reserved by the reference hub and always 0.

@@ -47,7 +47,8 @@ export const messageLimits = {
 export interface SendRequest {
   target: string;
   content: string;
-  delivery?: Delivery;
+  /** followUp, steer or nextTurn; anything else is refused. */
+  delivery?: string;
   correlationId?: string;
   replyTo?: string;
   hops?: number;
@@ -56,6 +57,9 @@ export interface SendRequest {
   allowOffline?: boolean;
   idempotencyKey?: string;
 }
+
+const deliveries: readonly string[] = ["followUp", "steer", "nextTurn"] satisfies Delivery[];
+const isDelivery = (d: string): d is Delivery => deliveries.includes(d);
 
 const content = (value: string | undefined) => requireString("content", value, messageLimits.contentMax);
 
@@ -104,6 +108,8 @@ export function createMessages(deps: MessagesDeps) {
   function validateSend(req: SendRequest): SendInput {
     const target = requireString("target", req.target, 80);
     const text = content(req.content);
+    const delivery = req.delivery ?? "followUp";
+    if (!isDelivery(delivery)) throw errors.protocol("delivery must be steer, followUp, or nextTurn", "delivery");
     const correlationId = optionalString("correlationId", req.correlationId, 128);
     const replyTo = optionalString("replyTo", req.replyTo, 80);
     const hops = intInRange("hops", req.hops, 0, messageLimits.hopsMax, 0);
@@ -120,7 +126,7 @@ export function createMessages(deps: MessagesDeps) {
     return {
       target,
       content: text,
-      delivery: req.delivery ?? "followUp",
+      delivery,
       ...(correlationId !== undefined && { correlationId }),
       ...(replyTo !== undefined && { replyTo }),
       hops,
@@ -151,7 +157,13 @@ export function createMessages(deps: MessagesDeps) {
         observer.log("message_sent", { ...logFields(result.message), hops: result.message.hops });
       }
       notify(events);
-      return { message: events[0]?.message ?? result.message, idempotent: result.idempotent };
+      const m = result.message;
+      if (result.idempotent && (m.status === "queued" || m.status === "delivered") && m.expiresAtMs <= nowMs) {
+        // A replayed original past its TTL is answered as GET would show it: expired.
+        await expireDue();
+        return { message: (await store.getMessage(m.id)) ?? m, idempotent: true };
+      }
+      return { message: events[0]?.message ?? m, idempotent: result.idempotent };
     },
 
     /** Recipient acknowledges; advances its stream cursor. */

@@ -174,6 +174,12 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
       return rows.filter((a) => input.includeOffline || a.online).map((a) => view(a, nowMs));
     },
 
+    /** The runtimes that heartbeated in a project, by runtime id. */
+    async runtimes(project: string): Promise<RuntimeView[]> {
+      const nowMs = clock.now();
+      return (await store.listRuntimes(project)).map((r) => runtimeView(r, nowMs));
+    },
+
     /** Records a runtime heartbeat. Throws protocol_error, invalid_runtime_id. */
     async reportRuntime(input: { project: string; runtimeId: string; host?: string }) {
       const project = requireString("project", input.project, 128);

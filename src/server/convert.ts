@@ -65,17 +65,22 @@ export const runtimeToProto = (r: RuntimeView): RuntimePresence =>
     presence: r.presence === "online" ? RuntimePresenceState.ONLINE : RuntimePresenceState.EXPIRED,
   });
 
-const deliveryToProto: Record<DomainDelivery, Delivery> = {
+export const deliveryToProto: Record<DomainDelivery, Delivery> = {
   followUp: Delivery.FOLLOW_UP,
   steer: Delivery.STEER,
   nextTurn: Delivery.NEXT_TURN,
 };
 
-/** Unset (UNSPECIFIED) is the default, followUp. */
-export const deliveryFromProto = (d: Delivery): DomainDelivery =>
-  d === Delivery.STEER ? "steer" : d === Delivery.NEXT_TURN ? "nextTurn" : "followUp";
+/**
+ * Unset (UNSPECIFIED) is undefined, the default. A number the schema does not know is passed on
+ * as its digits, for the domain's validation to refuse in its place in the order.
+ */
+export const deliveryFromProto = (d: Delivery): string | undefined =>
+  d === Delivery.UNSPECIFIED
+    ? undefined
+    : ((Object.entries(deliveryToProto) as [DomainDelivery, Delivery][]).find(([, v]) => v === d)?.[0] ?? String(d));
 
-const statusToProto: Record<DomainStatus, MessageStatus> = {
+export const statusToProto: Record<DomainStatus, MessageStatus> = {
   queued: MessageStatus.QUEUED,
   delivered: MessageStatus.DELIVERED,
   replied: MessageStatus.REPLIED,

@@ -1,5 +1,6 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { InboxStreams } from "../peer/inbox-stream.js";
+import { errors } from "../errors.js";
 import type { Messages } from "../peer/messages.js";
 import type { MessageStatus as DomainStatus } from "../store/store.js";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
@@ -39,7 +40,11 @@ export function peerHandlers(messages: Messages, openInbox: InboxStreams): Servi
       return { message: messageToProto(await messages.get(agentOf(ctx), req.messageId)) };
     },
     async listMessages(req, ctx) {
-      const statuses = req.status.map(statusFromProto).filter((s): s is DomainStatus => s !== undefined);
+      const statuses = req.status.map((s): DomainStatus => {
+        const status = statusFromProto(s);
+        if (status === undefined) throw errors.protocol(`status ${s} is not a message state`, "status");
+        return status;
+      });
       const r = await messages.list(agentOf(ctx), {
         box: boxFromProto(req.box),
         statuses,

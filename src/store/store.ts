@@ -122,6 +122,52 @@ export interface ListMessagesQuery {
   limit: number;
 }
 
+/** A run fact as stored: its key, who pushed it, its hash, its canonical JSON and the fields views need. */
+export interface SyncEventRow {
+  projectId: string;
+  runId: string;
+  sequence: number;
+  hubProject: string;
+  homeRuntimeId: string;
+  eventType: string;
+  contentHash: string;
+  receivedAtMs: number;
+  occurredAt: string;
+  /** payload.status of a run.* event. */
+  runStatus?: string;
+  workflowId?: string;
+  displayTitle?: string;
+  /** The canonical JSON text the hash covers. */
+  record: string;
+}
+
+/** What the hub already holds that bears on storing one event. */
+export interface IngestContext {
+  /** The stored event under the same key. */
+  existing?: { contentHash: string; hubProject: string };
+  /** The hub project owning the event's projectId. */
+  owner?: string;
+  /** The run's home runtime. */
+  home?: string;
+}
+
+export type IngestOutcome =
+  | { outcome: "accepted" }
+  | { outcome: "duplicate" }
+  | { outcome: "conflict"; reason: "sequence_reused" | "project_mismatch" | "home_runtime_mismatch"; existingHash?: string };
+
+/** A run with its gapless prefix (sequences 1..cursor), for the operator view. */
+export interface SyncRunView {
+  projectId: string;
+  runId: string;
+  homeRuntimeId: string;
+  cursor: number;
+  /** Events stored for the run, prefix or not. */
+  stored: number;
+  /** The prefix's events in order (only the fields views need). */
+  prefix: Pick<SyncEventRow, "sequence" | "eventType" | "occurredAt" | "runStatus" | "workflowId" | "displayTitle">[];
+}
+
 /** What a decision writes (nothing when `write` is absent) and what it answers. */
 export interface Decision<Row, T> {
   write?: Row;
@@ -195,6 +241,8 @@ export interface HubStore {
   getMessage(id: string): Promise<MessageRow | undefined>;
   listMessages(query: ListMessagesQuery): Promise<MessageRow[]>;
   countMessages(): Promise<number>;
+  /** Queued or delivered messages of a project, newest first, and how many there are. */
+  listOpenMessages(project: string, limit: number): Promise<{ messages: MessageRow[]; total: number }>;
   /** Expires every open message due at `nowMs` (status expired, `error` set); events to both parties. */
   expireMessages(nowMs: number, error: string): Promise<InboxEvent[]>;
   /** Deletes ended messages whose end is at or before `cutoffMs`, and their stream events. */
@@ -204,6 +252,20 @@ export interface HubStore {
   readInbox(agentId: string, afterSeq: number, limit: number): Promise<InboxEvent[]>;
   /** Queued or delivered messages to the agent with afterSeq < seq <= uptoSeq, by seq. */
   pendingMessages(agentId: string, afterSeq: number, uptoSeq: number): Promise<MessageRow[]>;
+
+  /**
+   * Stores a batch of run facts in one transaction, deciding each in order (later events see
+   * what earlier ones stored). Returns one outcome per event and the cursor of every run with an
+   * accepted or duplicate event.
+   */
+  pushSyncEvents(
+    events: SyncEventRow[],
+    decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome,
+  ): Promise<{ outcomes: IngestOutcome[]; cursors: { projectId: string; runId: string; cursor: number }[] }>;
+  /** A run's cursor as seen by a hub project (0 when it has none of the run). */
+  getSyncCursor(hubProject: string, projectId: string, runId: string): Promise<number>;
+  /** Every run of a hub project with its gapless prefix. */
+  listSyncRuns(hubProject: string): Promise<SyncRunView[]>;
 }
 
 /** The store refused to open; the hub does not start. */

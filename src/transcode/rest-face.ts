@@ -15,6 +15,7 @@ import { rateHeaders } from "../server/interceptors/auth.js";
 import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
 import { RestFieldError, toRestJson } from "./rest-json.js";
+import { restBodyChecks } from "./rest-quirks.js";
 import { restSuccessStatus } from "./rest-status.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -150,6 +151,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
         return refuseLocally(res, errors.routeNotFound(), requestId, headers);
       }
       const body = match.route.body === "*" ? await readBody(req) : undefined;
+      if (body) restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body);
       let input;
       try {
         input = decodeRestRequest(match.route, match.params, url.searchParams, body);

@@ -28,7 +28,7 @@ function area(file: string): string {
   return rel.length === 1 ? rel[0]! : rel[0]!;
 }
 
-const domain = ["lease", "presence", "auth", "peer"];
+const domain = ["lease", "presence", "auth", "peer", "sync", "operator"];
 const shared = ["clock.ts", "errors.ts", "observe.ts", "validate.ts", "ids.ts", "caller.ts", "config.ts"];
 /** What each area may import from src/. */
 const allowed: Record<string, string[]> = {

@@ -147,6 +147,12 @@ export function createSqliteMessages(db: Database.Database, tx: <T>(fn: () => T)
       `SELECT * FROM messages WHERE to_id = ? AND status IN ('queued', 'delivered') AND seq > ? AND seq <= ? ORDER BY seq`,
     ),
     count: db.prepare<[], { n: number }>("SELECT count(*) AS n FROM messages"),
+    open: db.prepare<[string, number], MessageDb>(
+      "SELECT * FROM messages WHERE project = ? AND status IN ('queued', 'delivered') ORDER BY created_at DESC, id DESC LIMIT ?",
+    ),
+    openCount: db.prepare<[string], { n: number }>(
+      "SELECT count(*) AS n FROM messages WHERE project = ? AND status IN ('queued', 'delivered')",
+    ),
   };
 
   /** Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor. */
@@ -210,6 +216,10 @@ export function createSqliteMessages(db: Database.Database, tx: <T>(fn: () => T)
 
     async countMessages() {
       return q.count.get()!.n;
+    },
+
+    async listOpenMessages(project: string, limit: number) {
+      return { messages: q.open.all(project, limit).map(messageFromDb), total: q.openCount.get(project)!.n };
     },
 
     async expireMessages(nowMs: number, error: string) {

@@ -40,6 +40,12 @@ const expectedShape: Record<string, string[]> = {
   ],
   inbox_events: ["agent_id", "seq", "kind", "message_id", "created_at"],
   inbox_streams: ["agent_id", "next_seq", "acked_cursor", "purged_through"],
+  sync_events: [
+    "project_id", "run_id", "sequence", "hub_project", "home_runtime_id", "event_type", "content_hash", "received_at",
+    "occurred_at", "run_status", "workflow_id", "display_title", "record",
+  ],
+  sync_projects: ["project_id", "hub_project"],
+  sync_runs: ["project_id", "run_id", "hub_project", "home_runtime_id", "cursor", "stored"],
 };
 
 /**

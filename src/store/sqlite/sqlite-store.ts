@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
 import type { AgentRow, Decision, HubStore, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
 import { createSqliteMessages } from "./messages.js";
+import { createSqliteSync } from "./sync.js";
 import { agentFromDb, type AgentDb } from "./rows.js";
 import { checkDataPath, openSchema } from "./schema.js";
 
@@ -59,6 +60,7 @@ export class SqliteStore implements HubStore {
   private readonly db: Database.Database;
   private readonly q;
   private readonly messages;
+  private readonly sync;
 
   constructor(options: SqliteStoreOptions) {
     const memory = options.path === ":memory:";
@@ -129,6 +131,7 @@ export class SqliteStore implements HubStore {
       ),
     };
     this.messages = createSqliteMessages(db, (fn) => this.tx(fn));
+    this.sync = createSqliteSync(db, (fn) => this.tx(fn));
   }
 
   decideSend: HubStore["decideSend"] = (query, decide) => this.messages.decideSend(query, decide);
@@ -136,12 +139,18 @@ export class SqliteStore implements HubStore {
   getMessage: HubStore["getMessage"] = (id) => this.messages.getMessage(id);
   listMessages: HubStore["listMessages"] = (query) => this.messages.listMessages(query);
   countMessages: HubStore["countMessages"] = () => this.messages.countMessages();
+  listOpenMessages: HubStore["listOpenMessages"] = (project, limit) => this.messages.listOpenMessages(project, limit);
   expireMessages: HubStore["expireMessages"] = (nowMs, error) => this.messages.expireMessages(nowMs, error);
   purgeMessages: HubStore["purgeMessages"] = (cutoffMs) => this.messages.purgeMessages(cutoffMs);
   inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
   readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
   pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) =>
     this.messages.pendingMessages(agentId, afterSeq, uptoSeq);
+
+  pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);
+  getSyncCursor: HubStore["getSyncCursor"] = (hubProject, projectId, runId) =>
+    this.sync.getSyncCursor(hubProject, projectId, runId);
+  listSyncRuns: HubStore["listSyncRuns"] = (hubProject) => this.sync.listSyncRuns(hubProject);
 
   /** Runs `fn` as one IMMEDIATE transaction (never spans an `await`). */
   private tx<T>(fn: () => T): T {

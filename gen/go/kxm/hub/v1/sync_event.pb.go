@@ -7,6 +7,7 @@
 package hubv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -209,7 +210,8 @@ type Redaction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required identifier of the redaction rules.
 	Version *string `protobuf:"bytes,1,opt,name=version,proto3,oneof" json:"version,omitempty"`
-	// Required (may be empty): unique field names, up to 128, each 1..128 chars.
+	// Required (may be empty): unique field names, up to 128, each 1..128 chars. Always part of
+	// the event's JSON form, as `[]` when empty; other lists are left out when empty.
 	FieldsOmitted []string `protobuf:"bytes,2,rep,name=fields_omitted,json=fieldsOmitted,proto3" json:"fields_omitted,omitempty"`
 	// Required count of replaced values, 0..100000.
 	ValuesReplaced *int64 `protobuf:"varint,3,opt,name=values_replaced,json=valuesReplaced,proto3,oneof" json:"values_replaced,omitempty"`
@@ -1835,7 +1837,7 @@ var File_kxm_hub_v1_sync_event_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\n" +
 	"\x1bkxm/hub/v1/sync_event.proto\x12\n" +
-	"kxm.hub.v1\x1a\x18kxm/hub/v1/options.proto\"\xb8\a\n" +
+	"kxm.hub.v1\x1a\x1fgoogle/api/field_behavior.proto\x1a\x18kxm/hub/v1/options.proto\"\xb8\a\n" +
 	"\tSyncEvent\x12\x1b\n" +
 	"\x06schema\x18\x01 \x01(\tH\x00R\x06schema\x88\x01\x01\x12+\n" +
 	"\x0fsource_event_id\x18\x02 \x01(\tH\x01R\rsourceEventId\x88\x01\x01\x12\"\n" +
@@ -1873,10 +1875,10 @@ const file_kxm_hub_v1_sync_event_proto_rawDesc = "" +
 	"\n" +
 	"_redactionB\n" +
 	"\n" +
-	"\b_payload\"\xa5\x01\n" +
+	"\b_payload\"\xaa\x01\n" +
 	"\tRedaction\x12\x1d\n" +
-	"\aversion\x18\x01 \x01(\tH\x00R\aversion\x88\x01\x01\x12%\n" +
-	"\x0efields_omitted\x18\x02 \x03(\tR\rfieldsOmitted\x12,\n" +
+	"\aversion\x18\x01 \x01(\tH\x00R\aversion\x88\x01\x01\x12*\n" +
+	"\x0efields_omitted\x18\x02 \x03(\tB\x03\xe0A\x02R\rfieldsOmitted\x12,\n" +
 	"\x0fvalues_replaced\x18\x03 \x01(\x03H\x01R\x0evaluesReplaced\x88\x01\x01:\x04\xc8\xf3\x18\x01B\n" +
 	"\n" +
 	"\b_versionB\x12\n" +

@@ -1,3 +1,4 @@
+from google.api import field_behavior_pb2 as _field_behavior_pb2
 from kxm.hub.v1 import options_pb2 as _options_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor

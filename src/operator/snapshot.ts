@@ -1,0 +1,109 @@
+import type { Clock } from "../clock.js";
+import type { Messages } from "../peer/messages.js";
+import type { AgentView, Presence, RuntimeView } from "../presence/presence.js";
+import type { HubStore, MessageRow } from "../store/store.js";
+import { requireString } from "../validate.js";
+
+export interface HomeRuntimeRun {
+  projectId: string;
+  runId: string;
+  workflowId?: string;
+  displayTitle?: string;
+  status?: string;
+  lastSequence: number;
+  pendingGap: boolean;
+  updatedAt?: string;
+  orphaned: boolean;
+}
+
+export interface HomeRuntime {
+  runtimeId: string;
+  host?: string;
+  heartbeatAtMs?: number;
+  leaseExpiresAtMs?: number;
+  presence: "online" | "expired" | "unknown";
+  orphaned: boolean;
+  runs: HomeRuntimeRun[];
+  runTotal: number;
+}
+
+export interface OperatorSnapshot {
+  project: string;
+  fetchedAtMs: number;
+  agents: AgentView[];
+  openMessages: MessageRow[];
+  openMessageTotal: number;
+  homeRuntimes: HomeRuntime[];
+}
+
+const maxOpenMessages = 16;
+const maxRunsPerRuntime = 16;
+
+/**
+ * What an operator sees of a project (reference-hub.md §5.4). Runs are grouped under their
+ * home runtime and described from their gapless prefix only; every runtime that ever
+ * heartbeated appears, with or without runs.
+ */
+export function createOperatorView(deps: { store: HubStore; clock: Clock; presence: Presence; messages: Messages }) {
+  const { store, clock, presence, messages } = deps;
+  return async function snapshot(input: { project: string }): Promise<OperatorSnapshot> {
+    const project = requireString("project", input.project, 128);
+    await messages.expireDue();
+    await messages.purge();
+    const nowMs = clock.now();
+    const [agents, open, runs, runtimes] = await Promise.all([
+      presence.list({ project }, { includeOffline: true }),
+      store.listOpenMessages(project, maxOpenMessages),
+      store.listSyncRuns(project),
+      presence.runtimes(project),
+    ]);
+    const byRuntime = new Map<string, RuntimeView>(runtimes.map((r) => [r.runtimeId, r]));
+    const runsByRuntime = new Map<string, HomeRuntimeRun[]>();
+    for (const run of runs) {
+      const home = byRuntime.get(run.homeRuntimeId);
+      const last = run.prefix.at(-1);
+      const status = run.prefix.findLast((e) => e.eventType.startsWith("run.") && e.runStatus !== undefined)?.runStatus;
+      const workflowId = run.prefix.findLast((e) => e.workflowId !== undefined)?.workflowId;
+      const displayTitle = run.prefix.findLast((e) => e.displayTitle !== undefined)?.displayTitle;
+      const item: HomeRuntimeRun = {
+        projectId: run.projectId,
+        runId: run.runId,
+        ...(workflowId !== undefined && { workflowId }),
+        ...(displayTitle !== undefined && { displayTitle }),
+        ...(status !== undefined && { status }),
+        lastSequence: run.cursor,
+        pendingGap: run.stored > run.prefix.length,
+        ...(last && { updatedAt: last.occurredAt }),
+        orphaned: home?.presence !== "online",
+      };
+      runsByRuntime.set(run.homeRuntimeId, [...(runsByRuntime.get(run.homeRuntimeId) ?? []), item]);
+    }
+    const ids = [...new Set([...byRuntime.keys(), ...runsByRuntime.keys()])].sort();
+    const homeRuntimes = ids.map((runtimeId): HomeRuntime => {
+      const r = byRuntime.get(runtimeId);
+      const all = (runsByRuntime.get(runtimeId) ?? []).sort((a, b) => (b.updatedAt ?? "").localeCompare(a.updatedAt ?? ""));
+      return {
+        runtimeId,
+        ...(r?.host !== undefined && { host: r.host }),
+        ...(r && { heartbeatAtMs: r.heartbeatAtMs, leaseExpiresAtMs: r.leaseExpiresAtMs }),
+        presence: r?.presence ?? "unknown",
+        orphaned: r?.presence !== "online",
+        runs: all.slice(0, maxRunsPerRuntime),
+        runTotal: all.length,
+      };
+    });
+    const onlineFirst = [...agents].sort(
+      (a, b) => Number(b.online) - Number(a.online) || a.name.localeCompare(b.name),
+    );
+    return {
+      project,
+      fetchedAtMs: nowMs,
+      agents: onlineFirst,
+      openMessages: open.messages,
+      openMessageTotal: open.total,
+      homeRuntimes,
+    };
+  };
+}
+
+export type OperatorView = ReturnType<typeof createOperatorView>;

@@ -1,0 +1,43 @@
+import { getOption, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
+import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
+import { FieldBehavior, field_behavior } from "../../gen/ts/google/api/field_behavior_pb.js";
+import { unknownProperties } from "./unknown-properties.js";
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/**
+ * A sync event's JSON form, the same whichever wire it came over: the fields that are set, under
+ * their JSON names, 64-bit integers as numbers; lists and maps only when not empty (or when the
+ * schema requires them, as `redaction.fieldsOmitted`). A property the message could not hold
+ * (see unknown-properties.ts) comes back as a key with value null, which no rule accepts. The
+ * content hash is taken over the canonical text of this form.
+ */
+export function eventJson<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): { [key: string]: Json } {
+  return objectJson(reflect(schema, message));
+}
+
+function objectJson(r: ReflectMessage): { [key: string]: Json } {
+  const out: { [key: string]: Json } = {};
+  for (const f of r.fields) {
+    if (f.fieldKind === "list") {
+      const list = r.get(f);
+      const required = getOption(f, field_behavior).includes(FieldBehavior.REQUIRED);
+      if (list.size === 0 && !required) continue;
+      out[f.jsonName] = [...list].map((v) => valueJson(v));
+    } else if (f.fieldKind === "map") {
+      const map = r.get(f);
+      if (map.size === 0) continue;
+      out[f.jsonName] = Object.fromEntries([...map].map(([k, v]) => [String(k), valueJson(v)]));
+    } else if (r.isSet(f)) {
+      out[f.jsonName] = valueJson(r.get(f));
+    }
+  }
+  for (const key of unknownProperties(r.message as Message)) out[key] = null;
+  return out;
+}
+
+function valueJson(v: unknown): Json {
+  if (typeof v === "bigint") return Number(v);
+  if (typeof v === "object" && v !== null && "fields" in v && "desc" in v) return objectJson(v as ReflectMessage);
+  return v as Json;
+}

@@ -1,0 +1,158 @@
+import { createHash } from "node:crypto";
+import canonicalizeModule from "canonicalize";
+import type { Clock } from "../clock.js";
+import { errors } from "../errors.js";
+import type { Observer } from "../observe.js";
+import type { HubStore, IngestContext, IngestOutcome, SyncEventRow } from "../store/store.js";
+import { runtimeIdPattern } from "../validate.js";
+import { checkSyncEvent } from "./schema.js";
+
+/** RFC 8785 canonical JSON. The package is CommonJS typed as ESM: the default import is the function. */
+const canonicalize = canonicalizeModule as unknown as typeof canonicalizeModule.default;
+
+export const maxSyncBatch = 100;
+
+export type SyncCode =
+  | "sync_event_invalid"
+  | "sync_runtime_mismatch"
+  | "sync_sequence_reused"
+  | "sync_project_mismatch"
+  | "sync_home_runtime_mismatch";
+
+/** The result for one pushed event, in request order, with the identity it carried. */
+export interface SyncResult {
+  projectId?: string;
+  runId?: string;
+  sequence?: number;
+  outcome: "accepted" | "duplicate" | "conflict" | "rejected";
+  code?: SyncCode;
+}
+
+type JsonObject = { [key: string]: unknown };
+
+/** `sha256:` + hex of the canonical JSON (RFC 8785: keys sorted by UTF-16 units, no whitespace). */
+export function contentHash(canonical: string): string {
+  return `sha256:${createHash("sha256").update(canonical, "utf8").digest("hex")}`;
+}
+
+/**
+ * Where one event stands against what is stored: a repeat of the same content by the same hub
+ * project is a duplicate; any other event under a stored key reuses the sequence; a projectId
+ * belongs to the first hub project that pushed it; a run keeps its first home runtime.
+ */
+export function decideIngest(e: SyncEventRow, ctx: IngestContext): IngestOutcome {
+  if (ctx.existing) {
+    return ctx.existing.contentHash === e.contentHash && ctx.existing.hubProject === e.hubProject
+      ? { outcome: "duplicate" }
+      : { outcome: "conflict", reason: "sequence_reused", existingHash: ctx.existing.contentHash };
+  }
+  if (ctx.owner !== undefined && ctx.owner !== e.hubProject) return { outcome: "conflict", reason: "project_mismatch" };
+  if (ctx.home !== undefined && ctx.home !== e.homeRuntimeId) return { outcome: "conflict", reason: "home_runtime_mismatch" };
+  return { outcome: "accepted" };
+}
+
+function echo(event: unknown): Pick<SyncResult, "projectId" | "runId" | "sequence"> {
+  const e = (typeof event === "object" && event !== null ? event : {}) as JsonObject;
+  return {
+    ...(typeof e.projectId === "string" && { projectId: e.projectId.slice(0, 144) }),
+    ...(typeof e.runId === "string" && { runId: e.runId.slice(0, 144) }),
+    ...(Number.isInteger(e.sequence) && { sequence: e.sequence as number }),
+  };
+}
+
+/** Run facts: validated and hashed first, then stored in one transaction per batch. */
+export function createSync({ store, clock, observer }: { store: HubStore; clock: Clock; observer: Observer }) {
+  return {
+    /**
+     * Stores a batch for `project`, pushed by `runtimeId`. `events` are the events' JSON forms.
+     * Throws invalid_runtime_id, sync_batch_too_large.
+     */
+    async push(project: string, input: { runtimeId: string; events: unknown[] }) {
+      const runtimeId = input.runtimeId.trim();
+      if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
+      if (input.events.length > maxSyncBatch) throw errors.syncBatchTooLarge(maxSyncBatch);
+      const receivedAtMs = clock.now();
+      const results: SyncResult[] = [];
+      const rows: SyncEventRow[] = [];
+      const slots: number[] = [];
+      for (const event of input.events) {
+        const identity = echo(event);
+        const invalid = checkSyncEvent(event);
+        if (invalid) {
+          results.push({ ...identity, outcome: "rejected", code: "sync_event_invalid" });
+          continue;
+        }
+        const e = event as JsonObject & { payload: JsonObject };
+        if (e.homeRuntimeId !== runtimeId) {
+          observer.log("security_alert", {
+            alert: "sync_runtime_mismatch",
+            project,
+            runtimeId,
+            ...identity,
+            homeRuntimeId: e.homeRuntimeId,
+          });
+          results.push({ ...identity, outcome: "rejected", code: "sync_runtime_mismatch" });
+          continue;
+        }
+        const record = canonicalize(event)!;
+        const eventType = e.eventType as string;
+        const p = e.payload;
+        rows.push({
+          projectId: e.projectId as string,
+          runId: e.runId as string,
+          sequence: e.sequence as number,
+          hubProject: project,
+          homeRuntimeId: runtimeId,
+          eventType,
+          contentHash: contentHash(record),
+          receivedAtMs,
+          occurredAt: e.occurredAt as string,
+          ...(eventType.startsWith("run.") && typeof p.status === "string" && { runStatus: p.status }),
+          ...(typeof p.workflowId === "string" && { workflowId: p.workflowId }),
+          ...(typeof p.displayTitle === "string" && { displayTitle: p.displayTitle }),
+          record,
+        });
+        slots.push(results.length);
+        results.push({ ...identity, outcome: "accepted" });
+      }
+      const { outcomes, cursors } = await store.pushSyncEvents(rows, decideIngest);
+      outcomes.forEach((o, i) => {
+        const row = rows[i]!;
+        const result = results[slots[i]!]!;
+        if (o.outcome !== "conflict") {
+          result.outcome = o.outcome;
+          return;
+        }
+        result.outcome = "conflict";
+        result.code = `sync_${o.reason}`;
+        observer.log("security_alert", {
+          alert: "sync_sequence_conflict",
+          reason: o.reason,
+          project,
+          runtimeId,
+          projectId: row.projectId,
+          runId: row.runId,
+          sequence: row.sequence,
+          presentedHash: row.contentHash,
+          ...(o.existingHash !== undefined && { existingHash: o.existingHash }),
+        });
+      });
+      for (const r of results) {
+        if (r.outcome === "accepted") observer.count("syncAccepted");
+        else if (r.outcome === "duplicate") observer.count("syncDuplicate");
+        else observer.count("syncRefused");
+        if (r.outcome === "conflict") observer.count("syncConflicts");
+      }
+      return { results, cursors };
+    },
+
+    /** The gapless cursor of one run for `project`. */
+    async cursor(project: string, input: { projectId: string; runId: string }) {
+      const projectId = input.projectId.trim();
+      const runId = input.runId.trim();
+      return { projectId, runId, cursor: await store.getSyncCursor(project, projectId, runId) };
+    },
+  };
+}
+
+export type Sync = ReturnType<typeof createSync>;
