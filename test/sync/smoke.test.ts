@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { jsonOf, startTestHub } from "../fixtures/hub.js";
+import { syncEvent } from "./fixtures.js";
+
+describe("sync smoke", () => {
+  it("accepts, dedupes, detects conflicts and keeps a gapless cursor", async () => {
+    await using t = await startTestHub({ config: { authToken: "admin" } });
+    const auth = { authorization: "Bearer admin" };
+    const push = (events: unknown[]) =>
+      t.rest("/v1/sync/events", { headers: auth, json: { project: "p", runtimeId: "rtm_runtime0001", events } });
+    const res = await push([syncEvent(), syncEvent({ sequence: 3 }), syncEvent({ extra: 1 })]);
+    expect(res.status).toBe(200);
+    const body = await jsonOf(res);
+    expect(body.results.map((r: { outcome: string }) => r.outcome)).toEqual(["accepted", "accepted", "rejected"]);
+    expect(body.results[2].code).toBe("sync_event_invalid");
+    expect(body.cursors).toEqual([{ projectId: "prj_project0001", runId: "run_run0000001", cursor: 1 }]);
+    const again = await jsonOf(await push([syncEvent(), syncEvent({ sequence: 2, payload: { summary: "x" } }), syncEvent({ sequence: 3, payload: { summary: "changed" } })]));
+    expect(again.results.map((r: { outcome: string; code?: string }) => r.code ?? r.outcome)).toEqual([
+      "duplicate",
+      "accepted",
+      "sync_sequence_reused",
+    ]);
+    expect(again.cursors[0].cursor).toBe(3);
+    expect(t.events.some((e) => e.event === "security_alert")).toBe(true);
+    const cursor = await jsonOf(await t.rest("/v1/sync/runs/prj_project0001/run_run0000001/cursor?project=p", { headers: auth }));
+    expect(cursor).toEqual({ cursor: { projectId: "prj_project0001", runId: "run_run0000001", cursor: 3 } });
+    await t.rest("/v1/runtime/presence", { headers: auth, json: { project: "p", runtimeId: "rtm_runtime0001" } });
+    const snap = await jsonOf(await t.rest("/v1/ops/snapshot?project=p", { headers: auth }));
+    expect(snap).toMatchObject({
+      project: "p",
+      agents: [],
+      openMessages: [],
+      openMessageTotal: 0,
+      homeRuntimes: [
+        {
+          runtimeId: "rtm_runtime0001",
+          presence: "online",
+          orphaned: false,
+          runTotal: 1,
+          runs: [
+            {
+              projectId: "prj_project0001",
+              runId: "run_run0000001",
+              workflowId: "wf-build",
+              displayTitle: "Build it",
+              status: "running",
+              lastSequence: 3,
+              pendingGap: false,
+              updatedAt: "2026-01-01T12:00:00.123Z",
+              orphaned: false,
+            },
+          ],
+        },
+      ],
+    });
+  });
+});
