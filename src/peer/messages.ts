@@ -147,6 +147,8 @@ export function createMessages(deps: MessagesDeps) {
      */
     async send(caller: AgentCaller, req: SendRequest): Promise<{ message: MessageRow; idempotent: boolean }> {
       const input = validateSend(req);
+      // A replay answers the original as it stands now, so apply expiry first when one is possible.
+      if (input.idempotencyKey !== undefined) await expireDue();
       const nowMs = clock.now();
       const { result, events } = await store.decideSend(
         { senderId: caller.agentId, idempotencyKey: input.idempotencyKey, project: caller.project, target: input.target },
@@ -157,13 +159,7 @@ export function createMessages(deps: MessagesDeps) {
         observer.log("message_sent", { ...logFields(result.message), hops: result.message.hops });
       }
       notify(events);
-      const m = result.message;
-      if (result.idempotent && (m.status === "queued" || m.status === "delivered") && m.expiresAtMs <= nowMs) {
-        // A replayed original past its TTL is answered as GET would show it: expired.
-        await expireDue();
-        return { message: (await store.getMessage(m.id)) ?? m, idempotent: true };
-      }
-      return { message: events[0]?.message ?? m, idempotent: result.idempotent };
+      return { message: events[0]?.message ?? result.message, idempotent: result.idempotent };
     },
 
     /** Recipient acknowledges; advances its stream cursor. */
