@@ -183,6 +183,10 @@ export function validateConfig(c: HubConfig): HubConfig {
   if (c.staleAfterMs < 100) throw new ConfigError("invalid_config", "staleAfterMs must be >= 100");
   if (c.messageTtlMs < 1_000) throw new ConfigError("invalid_config", "messageTtlMs must be >= 1000");
   if (c.messageRetentionMs < 1_000) throw new ConfigError("invalid_config", "messageRetentionMs must be >= 1000");
+  if (c.streamKeepAliveMs >= c.staleAfterMs) {
+    // An open stream keeps its agent online through its keep-alives.
+    throw new ConfigError("invalid_config", "KXM_STREAM_KEEPALIVE_MS must be below KXM_STALE_AFTER_MS");
+  }
   if (c.shutdownGraceMs < 0) throw new ConfigError("invalid_config", "shutdownGraceMs must be >= 0");
   if (c.rateLimit && (c.rateLimit.windowMs < 100 || c.rateLimit.maxRequests < 1)) {
     throw new ConfigError("invalid_config", "rate limit needs windowMs >= 100 and maxRequests >= 1");

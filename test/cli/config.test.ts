@@ -33,6 +33,7 @@ describe("configuration", () => {
       KXM_RATE_LIMIT_MAX: "5",
       KXM_CORS_ORIGINS: "http://a.example, http://b.example",
       KXM_STALE_AFTER_MS: "3000",
+      KXM_STREAM_KEEPALIVE_MS: "1000",
     });
     expect(c.port).toBe(9000);
     expect(c.projectTokens).toEqual({ p: "tok" });
@@ -50,6 +51,7 @@ describe("configuration", () => {
     [{ KXM_STALE_AFTER_MS: "99" }, "KXM_STALE_AFTER_MS"],
     [{ KXM_RATE_LIMIT_WINDOW_MS: "50" }, "KXM_RATE_LIMIT_WINDOW_MS"],
     [{ KXM_SQLITE_SYNCHRONOUS: "off" }, "KXM_SQLITE_SYNCHRONOUS"],
+    [{ KXM_STREAM_KEEPALIVE_MS: "30000" }, "KXM_STREAM_KEEPALIVE_MS must be below KXM_STALE_AFTER_MS"],
   ])("refuses %o", (env, message) => {
     const e = refusal([], env);
     expect(e).toBeInstanceOf(ConfigError);

@@ -1,0 +1,126 @@
+import { describe, expect, it } from "vitest";
+import { createClient } from "@connectrpc/connect";
+import { LeaseEventKind, LeaseService, type LeaseEvent, type WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import type { HubConfig } from "../../src/config.js";
+import { withHeaders } from "../fixtures/clients.js";
+import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
+import { ms } from "../fixtures/rpc.js";
+import { Frames, idle, StreamScope, streamProtocols } from "../fixtures/streams.js";
+
+const keepAliveMs = 15_000;
+const tokens = { p: "tok-p", q: "tok-q" };
+const config: Partial<HubConfig> = { projectTokens: tokens, cleanupIntervalMs: 3_600_000 };
+
+/** LeaseService.WatchLeases, once per streaming wire, on a fresh hub per test. */
+describe.each(streamProtocols)("WatchLeases over $name", (protocol) => {
+  const leases = (t: TestHub, headers: Record<string, string>) =>
+    createClient(LeaseService, protocol.make(t.baseUrl, [withHeaders(headers)]));
+
+  /** Watches as an agent (own project) or with a project token naming `project`. */
+  const watch = (s: StreamScope, t: TestHub, as: AgentCreds | { token: string; project: string }) =>
+    s.add((signal) =>
+      "headers" in as
+        ? leases(t, as.headers).watchLeases({}, { signal })
+        : leases(t, { authorization: `Bearer ${as.token}` }).watchLeases({ project: as.project }, { signal }),
+    );
+
+  const acquire = async (t: TestHub, as: AgentCreds, name: string, ttlMs = 60_000) =>
+    (await leases(t, as.headers).acquireLease({ name, ttlMs })).lease!;
+
+  async function snapshot(f: Frames<WatchLeasesResponse>) {
+    const r = await f.next();
+    if (r.event.case !== "snapshot") throw new Error(`expected a snapshot, got ${r.event.case}`);
+    return { cursor: r.cursor, leases: r.event.value.leases };
+  }
+
+  /** The next change; its cursor must be above the previous one. */
+  async function change(f: Frames<WatchLeasesResponse>, pos: { cursor: bigint }): Promise<LeaseEvent> {
+    const r = await f.next();
+    if (r.event.case !== "change") throw new Error(`expected a change, got ${r.event.case}`);
+    expect(r.cursor).toBeGreaterThan(pos.cursor);
+    pos.cursor = r.cursor;
+    return r.event.value;
+  }
+
+  const summary = (e: LeaseEvent) => ({
+    kind: LeaseEventKind[e.kind],
+    name: e.lease?.name,
+    holder: e.lease?.holderAgentName,
+    token: Number(e.lease?.fencingToken),
+  });
+
+  it("starts with the live leases, then reports GRANTED, RENEWED, RELEASED and TAKEN_OVER with their tokens", async () => {
+    await using t = await startTestHub({ config });
+    using s = new StreamScope();
+    const a = await t.register("alpha", "p", tokens.p);
+    const b = await t.register("beta", "p", tokens.p);
+    await acquire(t, a, "db");
+    await acquire(t, a, "cache", 5_000);
+    await acquire(t, b, "queue");
+    t.clock.advance(5_001); // cache lapses: not live any more
+
+    const w = watch(s, t, b);
+    const snap = await snapshot(w);
+    expect(snap.leases.map((l) => [l.name, l.holderAgentName, Number(l.fencingToken)])).toEqual([
+      ["db", "alpha", 1],
+      ["queue", "beta", 1],
+    ]);
+    const pos = { cursor: snap.cursor };
+
+    const granted = await acquire(t, a, "jobs", 10_000);
+    expect(summary(await change(w, pos))).toEqual({ kind: "GRANTED", name: "jobs", holder: "alpha", token: 1 });
+
+    t.clock.advance(1_000);
+    await leases(t, a.headers).renewLease({ name: "jobs", fencingToken: granted.fencingToken, ttlMs: 20_000 });
+    const renewed = await change(w, pos);
+    expect(summary(renewed)).toEqual({ kind: "RENEWED", name: "jobs", holder: "alpha", token: 1 });
+    expect(ms(renewed.lease?.expiresAt)).toBe(t.clock.now() + 20_000);
+    expect(ms(renewed.lease?.acquiredAt)).toBe(ms(granted.acquiredAt));
+
+    await acquire(t, a, "jobs", 30_000); // the holder's own live lease: extended
+    expect(summary(await change(w, pos))).toMatchObject({ kind: "RENEWED", token: 1 });
+
+    await leases(t, a.headers).releaseLease({ name: "jobs", fencingToken: granted.fencingToken });
+    expect(summary(await change(w, pos))).toEqual({ kind: "RELEASED", name: "jobs", holder: "alpha", token: 1 });
+
+    await acquire(t, b, "cache");
+    expect(summary(await change(w, pos))).toEqual({ kind: "TAKEN_OVER", name: "cache", holder: "beta", token: 2 });
+
+    await acquire(t, b, "jobs");
+    expect(summary(await change(w, pos))).toEqual({ kind: "GRANTED", name: "jobs", holder: "beta", token: 2 });
+  });
+
+  it("shows a watcher only its project's leases", async () => {
+    await using t = await startTestHub({ config });
+    using s = new StreamScope();
+    const a = await t.register("alpha", "p", tokens.p);
+    const qa = await t.register("alpha", "q", tokens.q);
+    await acquire(t, qa, "x");
+    await acquire(t, a, "x");
+
+    const wp = watch(s, t, { token: tokens.p, project: "p" });
+    const wq = watch(s, t, qa);
+    const [sp, sq] = [await snapshot(wp), await snapshot(wq)];
+    expect(sp.leases.map((l) => l.resource)).toEqual(["p/x"]);
+    expect(sq.leases.map((l) => l.resource)).toEqual(["q/x"]);
+
+    await acquire(t, qa, "y");
+    await acquire(t, a, "z");
+    await acquire(t, qa, "w");
+    expect((await change(wp, sp)).lease?.resource).toBe("p/z");
+    expect((await change(wq, sq)).lease?.resource).toBe("q/y");
+    expect((await change(wq, sq)).lease?.resource).toBe("q/w");
+  });
+
+  it("sends keep-alives while idle", async () => {
+    await using t = await startTestHub({ config });
+    using s = new StreamScope();
+    const a = await t.register("alpha", "p", tokens.p);
+    const w = watch(s, t, a);
+    const snap = await snapshot(w);
+    await idle(t.clock);
+    t.clock.advance(keepAliveMs);
+    const k = await w.next();
+    expect({ kind: k.event.case, cursor: k.cursor }).toEqual({ kind: "keepAlive", cursor: snap.cursor });
+  });
+});
