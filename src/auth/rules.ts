@@ -42,4 +42,5 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.SyncService/PushEvents": project,
   "kxm.hub.v1.SyncService/GetCursor": project,
   "kxm.hub.v1.OpsService/GetSnapshot": { kind: "adminConfigured" },
+  "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": { kind: "public" },
 };

@@ -10,10 +10,12 @@ import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
+import { ServerReflection } from "../../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { leaseHandlers } from "./lease-handlers.js";
 import { opsHandlers } from "./ops-handlers.js";
 import { peerHandlers } from "./peer-handlers.js";
 import { presenceHandlers } from "./presence-handlers.js";
+import { reflectionHandlers } from "./reflection.js";
 import { syncHandlers } from "./sync-handlers.js";
 import type { WatchHandlers } from "./watch-handlers.js";
 
@@ -37,5 +39,6 @@ export function routes(d: Domains) {
     router.service(PeerService, peerHandlers(d.messages, d.openInbox));
     router.service(SyncService, syncHandlers(d.sync));
     router.service(OpsService, opsHandlers(d.snapshot));
+    router.service(ServerReflection, reflectionHandlers(servedServices));
   };
 }
