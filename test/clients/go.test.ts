@@ -1,0 +1,73 @@
+import { spawn, spawnSync } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+import { startControl } from "../fixtures/control.js";
+import { startTestHub } from "../fixtures/hub.js";
+
+/**
+ * Issue #5's scenario through the generated Go client (gen/go, taken through the replace
+ * directive of test/clients/go/go.mod), once over Connect and once over gRPC (h2c). The hub runs
+ * here in-process; the Go tests move its clock through the control port.
+ */
+const goDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "go");
+
+/** The first run downloads Go modules (connect-go, protobuf, genproto) into the module cache. */
+const GO_TIMEOUT_MS = 280_000;
+
+function goVersion(): string {
+  const r = spawnSync("go", ["version"], { encoding: "utf8" });
+  if (r.error || r.status !== 0) {
+    throw new Error(
+      `the Go client tests need the \`go\` command (Go >= 1.26) on PATH: ${r.error?.message ?? r.stderr}`.trim(),
+    );
+  }
+  return r.stdout.trim();
+}
+
+/** Runs a command to its end (never blocking the event loop: the hub answers from this process). */
+function run(cmd: string, args: string[], opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs: number }) {
+  return new Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>((resolve, reject) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, timeout: opts.timeoutMs, killSignal: "SIGKILL" });
+    let output = "";
+    child.stdout.on("data", (d: Buffer) => (output += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (output += d.toString()));
+    child.on("error", reject);
+    child.on("close", (code, signal) => resolve({ code, signal, output }));
+  });
+}
+
+describe("Go client (gen/go)", () => {
+  it(
+    "runs the scenario over Connect and gRPC",
+    async () => {
+      const version = goVersion();
+      await using t = await startTestHub({ config: { projectTokens: { clients: "tok-clients" } } });
+      const control = await startControl(t);
+      try {
+        const started = Date.now();
+        const r = await run("go", ["test", "-count=1", "-v", "./..."], {
+          cwd: goDir,
+          env: {
+            ...process.env,
+            KXM_HUB_URL: t.baseUrl,
+            KXM_CONTROL_URL: control.url,
+            KXM_PROJECT_TOKEN: "tok-clients",
+            // Only this module's go.mod (and its replace of gen/go) decides the build.
+            GOWORK: "off",
+          },
+          timeoutMs: GO_TIMEOUT_MS,
+        });
+        const secs = ((Date.now() - started) / 1000).toFixed(1);
+        console.log(`${version}\n$ go test -count=1 -v ./...  (in test/clients/go, ${secs}s)\n${r.output}`);
+        if (r.signal) throw new Error(`go test was killed (${r.signal}) after ${secs}s; limit ${GO_TIMEOUT_MS / 1000}s`);
+        expect(r.code, "go test exit code").toBe(0);
+        expect(r.output).toContain("--- PASS: TestScenarioConnect");
+        expect(r.output).toContain("--- PASS: TestScenarioGRPC");
+      } finally {
+        await control.close();
+      }
+    },
+    300_000,
+  );
+});

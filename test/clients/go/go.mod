@@ -1,0 +1,15 @@
+module kxm-hub/test/clients/go
+
+go 1.26.0
+
+require (
+	connectrpc.com/connect v1.21.1
+	github.com/kxm-dev/kxm-hub/gen/go v0.0.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261104224025-d1e00e9f33ab
+	google.golang.org/protobuf v1.36.12
+)
+
+require google.golang.org/genproto/googleapis/api v0.0.0-20261110000943-09e21b237f2c // indirect
+
+// The generated client is used straight from the repository's gen/go, never from a registry.
+replace github.com/kxm-dev/kxm-hub/gen/go => ../../../gen/go
