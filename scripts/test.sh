@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Every check of the project, in order: generated code fresh and lint-clean (buf lint, Go build,
-# Python import), TypeScript type-check, then the vitest suites. Installs the pinned generator
-# tools itself (scripts/tools.sh); `npm ci` must have run (the README's test command does it).
+# Python import), TypeScript type-check, the vitest suites of the hub, then the client checks
+# (TypeScript, Go, Python, browser, buf curl) one file at a time, since they start toolchains
+# and a browser beside the hub. Installs what it needs itself (scripts/tools.sh,
+# scripts/setup-browser.sh, test/clients/python/setup.sh); `npm ci` must have run first (the
+# README's test command does it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
@@ -13,9 +16,17 @@ tsc --noEmit -p tsconfig.json
 
 mkdir -p .kxm
 status=0
-vitest run --reporter=default --reporter=json --outputFile=.kxm/vitest-report.json "$@" || status=$?
+vitest run --exclude 'test/clients/**' --reporter=default --reporter=json --outputFile=.kxm/vitest-hub.json "$@" || status=$?
+vitest run test/clients --no-file-parallelism --reporter=default --reporter=json --outputFile=.kxm/vitest-clients.json "$@" || status=$?
 node -e '
-  const r = JSON.parse(require("fs").readFileSync(".kxm/vitest-report.json", "utf8"));
-  console.log(`vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+  const fs = require("fs");
+  let passed = 0, failed = 0, skipped = 0;
+  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-clients.json"]) {
+    if (!fs.existsSync(f)) { failed++; console.log(`missing report ${f}`); continue; }
+    const r = JSON.parse(fs.readFileSync(f, "utf8"));
+    passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
+    if (!r.success && r.numFailedTests === 0) failed++;
+  }
+  console.log(`vitest: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 ' || true
 exit "$status"
