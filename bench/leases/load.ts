@@ -4,13 +4,12 @@
  * one ping). Used for the RPC scenarios (in the hub's thread or in a worker thread) and for
  * the store floor.
  */
-import http from "node:http";
 import { performance } from "node:perf_hooks";
-import { Code, ConnectError, createClient, type CallOptions, type Transport } from "@connectrpc/connect";
-import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { Code, ConnectError, createClient, type CallOptions } from "@connectrpc/connect";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PingService } from "./ping.js";
-import { Samples } from "./stats.js";
+import { Samples } from "../common/stats.js";
+import { makeTransport } from "../common/transport.js";
 
 export interface Phase {
   warmupMs: number;
@@ -106,23 +105,6 @@ export interface RpcScenario {
   names: string[];
   ttlMs: number;
   phase: Phase;
-}
-
-/** A Connect binary transport; `close` drops its connections. */
-export function makeTransport(baseUrl: string, httpVersion: "2" | "1.1", sockets: number) {
-  if (httpVersion === "2") {
-    const sessionManager = new Http2SessionManager(baseUrl);
-    const transport: Transport = createConnectTransport({ baseUrl, httpVersion: "2", useBinaryFormat: true, sessionManager });
-    return { transport, close: () => sessionManager.abort() };
-  }
-  const agent = new http.Agent({ keepAlive: true, maxSockets: sockets });
-  const transport: Transport = createConnectTransport({
-    baseUrl,
-    httpVersion: "1.1",
-    useBinaryFormat: true,
-    nodeOptions: { agent },
-  });
-  return { transport, close: () => agent.destroy() };
 }
 
 type PingClient = { ping(req: object, options?: CallOptions): Promise<unknown> };

@@ -20,9 +20,10 @@ import { createHub } from "../../src/hub.js";
 import { createLeases } from "../../src/lease/leases.js";
 import type { AgentCaller } from "../../src/caller.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
-import { makeTransport, runClosedLoop, runRpcScenario, type AgentCreds, type Phase, type RpcScenario, type RunResult } from "./load.js";
+import { runClosedLoop, runRpcScenario, type AgentCreds, type Phase, type RpcScenario, type RunResult } from "./load.js";
 import { PingService, pingImpl } from "./ping.js";
-import { percentile } from "./stats.js";
+import { percentile } from "../common/stats.js";
+import { makeTransport } from "../common/transport.js";
 
 const usage = `usage: node --import tsx bench/leases/run.ts [options]
   --seconds N         measured window per scenario (default 3)
