@@ -6,6 +6,7 @@ import { SyncEventSchema } from "../../gen/ts/kxm/hub/v1/sync_event_pb.js";
 import { SyncOutcome, type SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
 import { callerOf } from "./caller.js";
 import { eventJson } from "./sync-convert.js";
+import { unknownProperties } from "./unknown-properties.js";
 
 const outcomes = {
   accepted: SyncOutcome.ACCEPTED,
@@ -41,7 +42,8 @@ export function syncHandlers(sync: Sync): ServiceImpl<typeof SyncService> {
     async pushEvents(req, ctx) {
       const r = await sync.push(projectOf(ctx), {
         runtimeId: req.runtimeId,
-        events: req.events.map((e) => eventJson(SyncEventSchema, e)),
+        // The REST face marks an `events` that was missing or not a list (rest-quirks.ts).
+        events: unknownProperties(req).includes("events") ? undefined : req.events.map((e) => eventJson(SyncEventSchema, e)),
       });
       return { results: r.results.map(resultToProto), cursors: r.cursors.map(cursorToProto) };
     },

@@ -65,11 +65,13 @@ export function createSync({ store, clock, observer }: { store: HubStore; clock:
   return {
     /**
      * Stores a batch for `project`, pushed by `runtimeId`. `events` are the events' JSON forms.
-     * Throws invalid_runtime_id, sync_batch_too_large.
+     * `events` undefined means the request's list was missing or not a list (REST).
+     * Throws invalid_runtime_id, invalid_sync_batch, sync_batch_too_large, in that order.
      */
-    async push(project: string, input: { runtimeId: string; events: unknown[] }) {
+    async push(project: string, input: { runtimeId: string; events: unknown[] | undefined }) {
       const runtimeId = input.runtimeId.trim();
       if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
+      if (!Array.isArray(input.events)) throw errors.invalidSyncBatch();
       if (input.events.length > maxSyncBatch) throw errors.syncBatchTooLarge(maxSyncBatch);
       const receivedAtMs = clock.now();
       const results: SyncResult[] = [];

@@ -151,7 +151,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
         return refuseLocally(res, errors.routeNotFound(), requestId, headers);
       }
       const body = match.route.body === "*" ? await readBody(req) : undefined;
-      if (body) restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body);
+      const mark = body ? restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body) : undefined;
       let input;
       try {
         input = decodeRestRequest(match.route, match.params, url.searchParams, body);
@@ -159,6 +159,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
         if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
         throw e;
       }
+      mark?.(input);
       const out = await invoke(match.route, input, req, requestId);
       if (out.error) return refuse(res, restErrorFromConnect(out.error, requestId), requestId, out.headers);
       const message = out.message as unknown as Record<string, unknown>;

@@ -53,7 +53,11 @@ function decodeObject(r: ReflectMessage, json: JsonObject, prefix: string): void
     // Own keys only: "constructor" or "__proto__" must never resolve through the prototype.
     if (!Object.hasOwn(json, field.jsonName)) continue;
     const value = json[field.jsonName];
-    if (value === null) continue;
+    if (value === null) {
+      // No property of a closed message's schema admits null: keep it for validation to refuse.
+      if (isClosed) markUnknownProperty(r.message, field.jsonName);
+      continue;
+    }
     const path = join(prefix, field.jsonName);
     if (!isClosed) {
       decodeField(r, field, value, path, oneofs);
