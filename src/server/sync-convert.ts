@@ -1,4 +1,4 @@
-import { getOption, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
+import { getOption, type DescField, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import { FieldBehavior, field_behavior } from "../../gen/ts/google/api/field_behavior_pb.js";
 import { unknownProperties } from "./unknown-properties.js";
@@ -16,13 +16,23 @@ export function eventJson<Desc extends DescMessage>(schema: Desc, message: Messa
   return objectJson(reflect(schema, message));
 }
 
+/** Whether a list field is written even when empty (field_behavior REQUIRED), per field. */
+const requiredLists = new WeakMap<DescField, boolean>();
+function isRequiredList(f: DescField): boolean {
+  let required = requiredLists.get(f);
+  if (required === undefined) {
+    required = getOption(f, field_behavior).includes(FieldBehavior.REQUIRED);
+    requiredLists.set(f, required);
+  }
+  return required;
+}
+
 function objectJson(r: ReflectMessage): { [key: string]: Json } {
   const out: { [key: string]: Json } = {};
   for (const f of r.fields) {
     if (f.fieldKind === "list") {
       const list = r.get(f);
-      const required = getOption(f, field_behavior).includes(FieldBehavior.REQUIRED);
-      if (list.size === 0 && !required) continue;
+      if (list.size === 0 && !isRequiredList(f)) continue;
       out[f.jsonName] = [...list].map((v) => valueJson(v));
     } else if (f.fieldKind === "map") {
       const map = r.get(f);
