@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { ChildHubs } from "../fixtures/child-hub.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { defaultConfig, loadConfig } from "../../src/config.js";
@@ -25,7 +25,6 @@ import { refusalOf } from "../fixtures/rpc.js";
  * release + re-acquire rather than takeovers.
  */
 
-const repo = path.resolve(import.meta.dirname, "../..");
 const RESOURCES = ["alpha", "beta", "gamma", "delta"];
 const WORKERS = 8;
 const GRANTS_BEFORE_KILL = 300;
@@ -39,45 +38,11 @@ interface Grant {
   renewed: boolean;
 }
 
-const children = new Set<ChildProcess>();
-afterEach(() => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
-  children.clear();
-});
+const hubs = new ChildHubs();
+afterEach(() => hubs.killAll());
 
-/** Starts `node --import tsx src/main.ts` on the data file; resolves with its URL. */
-async function startChild(dir: string, dataPath: string): Promise<{ child: ChildProcess; url: string; exited: Promise<unknown> }> {
-  const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
-  Object.assign(env, {
-    KXM_PORT: "0",
-    KXM_HOST: "127.0.0.1",
-    KXM_DATA_PATH: dataPath,
-    KXM_LOG_PATH: path.join(dir, "hub.jsonl"),
-    KXM_RATE_LIMIT_MAX: "1000000",
-  });
-  const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], { cwd: repo, env, stdio: ["ignore", "pipe", "pipe"] });
-  children.add(child);
-  const exited = new Promise((resolve) => child.once("exit", resolve));
-  let out = "";
-  let err = "";
-  child.stderr!.on("data", (b: Buffer) => (err += b.toString()));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`hub did not start in time: ${err}`)), 20_000);
-    child.stdout!.on("data", (b: Buffer) => {
-      out += b.toString();
-      const m = /kxm hub listening at (\S+);/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`hub exited with ${code}: ${err}`));
-    });
-  });
-  return { child, url, exited };
-}
+/** Starts a hub process on the data file; resolves with its URL. */
+const startChild = (dir: string, dataPath: string) => hubs.start(dir, dataPath);
 
 /**
  * WORKERS agents loop acquire -> release over the resources until `enough()` or a call fails
