@@ -111,6 +111,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     createLimitsInterceptor(config.maxBodyBytes),
     createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
   ];
+  /** Aborted by close(): ends every open stream so shutdown does not wait on them. */
+  const shutdown = new AbortController();
   /** Connect's own cap on a body it reads; the limits interceptor refuses above maxBodyBytes. */
   const readMaxBytes = config.maxBodyBytes * 4;
   const sync = createSync({ store, clock, observer });
@@ -121,7 +123,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     for (const x of extras) router.service(x.service, x.impl);
   };
   // The REST face calls the same handlers through its own router instance.
-  const restRouter = createConnectRouter({ interceptors, readMaxBytes });
+  const restRouter = createConnectRouter({ interceptors, readMaxBytes, shutdownSignal: shutdown.signal });
   serviceRoutes(restRouter);
   const rest = createRestFace({
     routes: buildRestRoutes(servedServices),
@@ -135,6 +137,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     routes: serviceRoutes,
     interceptors,
     readMaxBytes,
+    shutdownSignal: shutdown.signal,
     corsOrigins: config.corsOrigins,
     observer,
     ops: createOpsRoutes({ store, metrics, authenticator }),
@@ -178,10 +181,14 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
       return { url: `http://${host}:${port}`, port };
     },
 
-    /** Graceful shutdown: stop the sweep and listening, let calls finish, force after the grace time, close the store. */
+    /**
+     * Graceful shutdown: stop the sweep, end every stream, stop listening, let unary calls
+     * finish, force-close after the grace time, close the store.
+     */
     close(): Promise<void> {
       closing ??= (async () => {
         await sweeper.stop();
+        shutdown.abort();
         const listening = dual.server.listening;
         dual.closeGracefully();
         if (listening) {

@@ -22,6 +22,8 @@ export interface HttpHandlerDeps {
   interceptors: Interceptor[];
   /** Connect's hard cap on a request body. */
   readMaxBytes: number;
+  /** Aborted when the hub shuts down: every call's signal follows it, so streams end. */
+  shutdownSignal: AbortSignal;
   corsOrigins: string[];
   observer: Observer;
   ops: (req: Req, res: Res, pathname: string) => Promise<boolean>;
@@ -50,6 +52,7 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     routes: deps.routes,
     interceptors: deps.interceptors,
     readMaxBytes: deps.readMaxBytes,
+    shutdownSignal: deps.shutdownSignal,
     contextValues: (req) => createContextValues().set(kRemoteAddress, remoteAddressOf(req)),
     fallback: fallback as unknown as NonNullable<Parameters<typeof connectNodeAdapter>[0]["fallback"]>,
   });
