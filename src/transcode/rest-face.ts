@@ -31,6 +31,12 @@ export interface RestFaceDeps {
   maxBodyBytes: number;
 }
 
+/** The request's id: its valid `x-request-id`, else a new one. */
+const requestIdFor = (req: Req) => {
+  const header = req.headers["x-request-id"];
+  return requestIdOf(typeof header === "string" ? header : null);
+};
+
 /** Headers the REST face forwards to the RPC handler. */
 const forwarded = ["authorization", "x-kxm-agent-id", "x-kxm-agent-key"];
 /** Headers of the RPC response the REST face passes back. */
@@ -140,7 +146,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
 
   /** Answers a request that no RPC path took. */
   async function handle(req: Req, res: Res): Promise<void> {
-    const requestId = requestIdOf(typeof req.headers["x-request-id"] === "string" ? req.headers["x-request-id"] : null);
+    const requestId = requestIdFor(req);
     const url = new URL(req.url ?? "/", "http://rest.internal");
     try {
       const match = matchPath(req, url.pathname);
@@ -182,7 +188,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     handle,
     /** Writes a refusal made outside the transcoder (e.g. `/metrics`) the REST way. */
     refuse(req: Req, res: Res, e: HubError) {
-      const requestId = requestIdOf(typeof req.headers["x-request-id"] === "string" ? req.headers["x-request-id"] : null);
+      const requestId = requestIdFor(req);
       refuseLocally(res, e, requestId);
     },
   };
