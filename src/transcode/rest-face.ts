@@ -110,7 +110,13 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     const method = route.method;
     const handler = byPath.get(`/${route.service.typeName}/${method.name}`);
     if (!handler) throw errors.routeNotFound();
-    const header = new Headers({ "content-type": "application/proto", "x-request-id": requestId });
+    const bytes = toBinary(method.input as DescMessage, input);
+    // The declared length spares the limits interceptor a second encoding of the request.
+    const header = new Headers({
+      "content-type": "application/proto",
+      "content-length": String(bytes.byteLength),
+      "x-request-id": requestId,
+    });
     for (const name of forwarded) {
       const v = req.headers[name];
       if (typeof v === "string") header.set(name, v);
@@ -121,17 +127,17 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
       url: `http://rest.internal${handler.requestPath}`,
       method: "POST",
       header,
-      body: createAsyncIterable([toBinary(method.input as DescMessage, input)]),
+      body: createAsyncIterable([bytes]),
       signal,
       contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)),
     });
-    const bytes = uRes.body ? await readAllBytes(uRes.body, Number.MAX_SAFE_INTEGER) : new Uint8Array();
+    const answer = uRes.body ? await readAllBytes(uRes.body, Number.MAX_SAFE_INTEGER) : new Uint8Array();
     const headers = new Headers(uRes.header);
     if (uRes.status !== 200) {
       const fallback = new ConnectError(`HTTP ${uRes.status}`, Code.Internal);
-      return { error: errorFromJsonBytes(bytes, headers, fallback), headers };
+      return { error: errorFromJsonBytes(answer, headers, fallback), headers };
     }
-    return { message: fromBinary(method.output as DescMessage, bytes), headers };
+    return { message: fromBinary(method.output as DescMessage, answer), headers };
   }
 
   /** The route for a request; a path variable that does not percent-decode is protocol_error. */
