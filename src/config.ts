@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import path from "node:path";
+import { projectNameProblem } from "./validate.js";
 
 /** Hub configuration: the reference hub's environment variables, plus matching CLI flags. */
 export interface HubConfig {
@@ -86,14 +87,28 @@ function projectTokens(raw: string): Record<string, string> {
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw new ConfigError("invalid_config", "KXM_PROJECT_TOKENS must be a JSON object");
   }
-  const out: Record<string, string> = {};
-  for (const [project, token] of Object.entries(parsed)) {
+  const entries = Object.entries(parsed).map(([project, token]): [string, string] => {
     if (project.trim() === "" || typeof token !== "string" || token.trim() === "") {
       throw new ConfigError("invalid_config", "KXM_PROJECT_TOKENS needs non-empty project names and tokens");
     }
-    out[project.trim()] = token.trim();
+    return [project, token.trim()];
+  });
+  // fromEntries defines own properties: a project named `__proto__` keeps its token.
+  return Object.fromEntries(entries);
+}
+
+/**
+ * Every project named in the token table must be a name the hub accepts, exactly as written.
+ * @NOTE README §5.1: names are no longer trimmed, so " p " cannot quietly become "p" (and two
+ * keys can never collapse into one project); the rule is the one requests get (validate.ts).
+ */
+function checkProjectTokenNames(tokens: Record<string, string>): void {
+  for (const project of Object.keys(tokens)) {
+    const problem = projectNameProblem(project);
+    if (problem !== undefined) {
+      throw new ConfigError("invalid_config", `KXM_PROJECT_TOKENS project name ${JSON.stringify(project)} ${problem}`);
+    }
   }
-  return out;
 }
 
 /** CLI flag -> environment variable; a flag wins over the variable. */
@@ -187,6 +202,7 @@ export function validateConfig(c: HubConfig): HubConfig {
     // An open stream keeps its agent online through its keep-alives.
     throw new ConfigError("invalid_config", "KXM_STREAM_KEEPALIVE_MS must be below KXM_STALE_AFTER_MS");
   }
+  checkProjectTokenNames(c.projectTokens);
   if (c.shutdownGraceMs < 0) throw new ConfigError("invalid_config", "shutdownGraceMs must be >= 0");
   if (c.rateLimit && (c.rateLimit.windowMs < 100 || c.rateLimit.maxRequests < 1)) {
     throw new ConfigError("invalid_config", "rate limit needs windowMs >= 100 and maxRequests >= 1");

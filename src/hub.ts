@@ -107,7 +107,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     extras.flatMap((x) => x.service.methods.map((m) => [`${x.service.typeName}/${m.name}`, x.auth] as const)),
   );
   const interceptors = [
-    createErrorInterceptor(observer),
+    createErrorInterceptor(observer, config.maxBodyBytes),
     createLimitsInterceptor(config.maxBodyBytes),
     createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
   ];
@@ -137,13 +137,14 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     routes: serviceRoutes,
     interceptors,
     readMaxBytes,
+    maxBodyBytes: config.maxBodyBytes,
     shutdownSignal: shutdown.signal,
     corsOrigins: config.corsOrigins,
     observer,
     ops: createOpsRoutes({ store, metrics, authenticator }),
     rest,
   });
-  const dual = createDualServer(handler);
+  const dual = createDualServer(handler, rest.rawRefusal);
   const sweeper = createSweeper({
     presence,
     leases,

@@ -38,4 +38,34 @@ export function intInRange(
   return n;
 }
 
+/** Any C0 or C1 control character, DEL included. */
+const controlCharacter = /[\u0000-\u001f\u007f-\u009f]/;
+export const projectNameMax = 128;
+
+/**
+ * Why `value` cannot name a project, or undefined when it can. Pure, so configuration
+ * (KXM_PROJECT_TOKENS) applies the same rule with its own error.
+ */
+export function projectNameProblem(value: string): string | undefined {
+  if (value.trim() === "") return "cannot be empty";
+  if (value.length > projectNameMax) return `exceeds ${projectNameMax} characters`;
+  if (controlCharacter.test(value)) return "must not contain control characters";
+  if (value.trim() !== value) return "must not start or end with whitespace";
+  return undefined;
+}
+
+/**
+ * A project name exactly as given: the one rule for every place a project name enters the hub
+ * (registration, runtime heartbeats, project-token calls, watches, the operator snapshot).
+ * Anything else the reference accepted stays valid (`org/repo`, any Unicode), up to 128 chars.
+ * @NOTE README §5.1: a project is an identity, so it is never trimmed into another one; names
+ * with control characters or outer whitespace are refused (protocol_error, field `project`).
+ */
+export function projectName(label: string, value: string | undefined): string {
+  const v = value ?? "";
+  const problem = projectNameProblem(v);
+  if (problem !== undefined) throw errors.protocol(`${label} ${problem}`, label);
+  return v;
+}
+
 export const runtimeIdPattern = /^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$/;

@@ -3,7 +3,7 @@ import { errors } from "../errors.js";
 import { secretEquals, secretMatchesHash } from "../ids.js";
 import type { Presence } from "../presence/presence.js";
 import type { HubStore } from "../store/store.js";
-import { requireString } from "../validate.js";
+import { projectName } from "../validate.js";
 import type { AuthRule } from "./rules.js";
 
 /** What a request presents. */
@@ -33,9 +33,14 @@ const bearer = (authorization: string | null) =>
  * good; only then is the agent's activity recorded.
  */
 export function createAuthenticator({ store, presence, adminToken, projectTokens, loopback }: AuthenticatorDeps) {
-  /** The project's own token, else the admin token; neither configured means open. */
+  /**
+   * The project's own token, else the admin token; neither configured means open. Only the
+   * table's own entries count: a project called `constructor` or `__proto__` is a project like
+   * any other, not a member of Object.prototype.
+   */
   function checkProjectToken(project: string, creds: Credentials): void {
-    const expected = projectTokens[project] || adminToken;
+    const own = Object.hasOwn(projectTokens, project) ? projectTokens[project] : undefined;
+    const expected = own || adminToken;
     if (expected === undefined) return;
     if (!secretEquals(bearer(creds.authorization), expected)) throw errors.invalidAuth();
   }
@@ -65,13 +70,13 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
         case "agent":
           return agentCaller(rule.idField ? String(field(rule.idField) ?? "") : creds.agentId, creds);
         case "project": {
-          const project = requireString("project", field(rule.projectField) as string | undefined, 128);
+          const project = projectName("project", field(rule.projectField) as string | undefined);
           checkProjectToken(project, creds);
           return { kind: "project", project };
         }
         case "agentOrProject": {
           if (creds.agentId !== null) return agentCaller(creds.agentId, creds);
-          const project = requireString("project", field(rule.projectField) as string | undefined, 128);
+          const project = projectName("project", field(rule.projectField) as string | undefined);
           if (isAdmin(creds) && adminToken !== undefined) return { kind: "project", project };
           checkProjectToken(project, creds);
           return { kind: "project", project };
@@ -79,7 +84,9 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
         case "public":
           return { kind: "public" };
         case "adminConfigured":
-          if (adminToken === undefined) throw errors.adminAuthNotConfigured();
+          // @NOTE spec §5.3: a loopback hub without an admin token trusts its callers as admin,
+          // for every admin-only call, as its start-up warning says.
+          if (adminToken === undefined && !loopback) throw errors.adminAuthNotConfigured();
           if (!isAdmin(creds)) throw errors.invalidAuth();
           return { kind: "admin" };
       }

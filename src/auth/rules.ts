@@ -9,7 +9,7 @@ export type AuthRule =
   | { kind: "project"; projectField: string }
   /** An agent, or a project/admin token for the project named in `projectField`. */
   | { kind: "agentOrProject"; projectField: string }
-  /** Admin token; a hub without one refuses (admin_auth_not_configured). */
+  /** Admin token; a hub without one trusts loopback callers, else refuses (admin_auth_not_configured). */
   | { kind: "adminConfigured" }
   /** No credentials (discovery services such as server reflection). */
   | { kind: "public" };

@@ -2,13 +2,14 @@ import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors, isHubError, type HubError, type LeaseView } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { HubStore } from "../store/store.js";
+import type { HubStore, LeaseKey } from "../store/store.js";
 import { intInRange, requireString } from "../validate.js";
 import type { Bus } from "../events/bus.js";
 import {
   decideAcquire,
   decideRelease,
   decideRenew,
+  displayResource,
   heldLease,
   isLapsed,
   type LeaseEventKind,
@@ -35,7 +36,6 @@ export interface LeasesDeps {
   bus?: Bus<LeaseChange>;
 }
 
-const resourceOf = (project: string, name: string) => `${project}/${name}`;
 const holderOf = (c: AgentCaller) => ({ agentId: c.agentId, agentName: c.agentName, project: c.project });
 const leaseName = (name: string | undefined) => requireString("resource", name, 200);
 
@@ -55,15 +55,18 @@ const denialReason: Partial<Record<HubError["code"], string>> = {
 export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
   let changeSeq = 0;
 
-  /** Runs one decision, counting and logging grants and refusals the way the reference does. */
+  /**
+   * Runs one decision on the caller's (project, name), counting and logging grants and refusals
+   * the way the reference does. The key is the pair itself; `resource` is only the log's form.
+   */
   async function decide(
     caller: AgentCaller,
     name: string,
-    run: (resource: string) => Promise<LeaseOutcome>,
+    run: (key: LeaseKey) => Promise<LeaseOutcome>,
   ): Promise<LeaseOutcome> {
-    const resource = resourceOf(caller.project, name);
+    const resource = displayResource(caller.project, name);
     try {
-      const outcome = await run(resource);
+      const outcome = await run({ project: caller.project, name });
       const { lease } = outcome;
       const fields = {
         resource,
@@ -104,8 +107,8 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       const name = leaseName(input.name);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const nowMs = clock.now();
-      const outcome = await decide(caller, name, (resource) =>
-        store.decideLease(resource, (cur) => decideAcquire(cur, { resource, name, holder: holderOf(caller), ttlMs, nowMs })),
+      const outcome = await decide(caller, name, (key) =>
+        store.decideLease(key, (cur) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs })),
       );
       return { lease: outcome.lease, renewed: outcome.kind === "renewed" };
     },
@@ -116,8 +119,8 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       const token = fencingToken(input.fencingToken);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const nowMs = clock.now();
-      const outcome = await decide(caller, name, (resource) =>
-        store.decideLease(resource, (cur) =>
+      const outcome = await decide(caller, name, (key) =>
+        store.decideLease(key, (cur) =>
           decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }),
         ),
       );
@@ -128,8 +131,8 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
     async release(caller: AgentCaller, input: { name: string; fencingToken?: bigint | number }) {
       const name = leaseName(input.name);
       const token = fencingToken(input.fencingToken);
-      const outcome = await decide(caller, name, (resource) =>
-        store.decideLease(resource, (cur) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token })),
+      const outcome = await decide(caller, name, (key) =>
+        store.decideLease(key, (cur) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token })),
       );
       return { released: true, lease: outcome.lease };
     },
@@ -137,7 +140,7 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
     /** The lease on a resource of the caller's project. Throws lease_not_found. */
     async get(caller: { project: string }, input: { name: string }): Promise<{ lease: LeaseView; expired: boolean }> {
       const name = leaseName(input.name);
-      const lease = heldLease(await store.getLease(resourceOf(caller.project, name)));
+      const lease = heldLease(await store.getLease({ project: caller.project, name }));
       if (!lease) throw errors.leaseNotFound(name);
       return { lease, expired: isLapsed(lease, clock.now()) };
     },
@@ -185,7 +188,7 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       const purged = await store.purgeLapsedLeases(clock.now() - leasePurgeAfterMs);
       for (const l of purged) {
         observer.log("lease_purged", {
-          resource: l.resource,
+          resource: displayResource(l.project, l.name),
           project: l.project,
           agentId: l.holderAgentId,
           fencingToken: l.fencingToken,

@@ -21,11 +21,17 @@ export interface LeaseOutcome {
   lease: LeaseView;
 }
 
+/**
+ * The display form `<project>/<name>` that REST clients (and the logs) know as `resource`. It is
+ * only ever shown, never looked up: two different leases may display alike (README §5.1).
+ */
+export const displayResource = (project: string, name: string) => `${project}/${name}`;
+
 /** A row with a holder is a lease; a row without one is only the resource's token floor. */
 export function heldLease(row: LeaseRow | undefined): LeaseView | undefined {
   if (!row || row.holderAgentId === null) return undefined;
   return {
-    resource: row.resource,
+    resource: displayResource(row.project, row.name),
     project: row.project,
     name: row.name,
     holderAgentId: row.holderAgentId,
@@ -38,11 +44,11 @@ export function heldLease(row: LeaseRow | undefined): LeaseView | undefined {
 
 export const isLapsed = (lease: LeaseView, nowMs: number) => lease.expiresAtMs <= nowMs;
 
-const toRow = (l: LeaseView): LeaseRow => ({ ...l });
+const toRow = ({ resource: _display, ...row }: LeaseView): LeaseRow => row;
 
 export function decideAcquire(
   current: LeaseRow | undefined,
-  req: { resource: string; name: string; holder: LeaseHolder; ttlMs: number; nowMs: number },
+  req: { name: string; holder: LeaseHolder; ttlMs: number; nowMs: number },
 ): Decision<LeaseRow, LeaseOutcome> {
   const held = heldLease(current);
   const expiresAtMs = req.nowMs + req.ttlMs;
@@ -53,7 +59,7 @@ export function decideAcquire(
   }
   // @NOTE README §3.7: the fence never restarts; a released resource keeps its token as floor.
   const lease: LeaseView = {
-    resource: req.resource,
+    resource: displayResource(req.holder.project, req.name),
     project: req.holder.project,
     name: req.name,
     holderAgentId: req.holder.agentId,

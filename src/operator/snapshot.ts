@@ -2,7 +2,7 @@ import type { Clock } from "../clock.js";
 import type { Messages } from "../peer/messages.js";
 import type { AgentView, Presence, RuntimeView } from "../presence/presence.js";
 import type { HubStore, MessageRow } from "../store/store.js";
-import { requireString } from "../validate.js";
+import { projectName } from "../validate.js";
 
 export interface HomeRuntimeRun {
   projectId: string;
@@ -47,7 +47,7 @@ const maxRunsPerRuntime = 16;
 export function createOperatorView(deps: { store: HubStore; clock: Clock; presence: Presence; messages: Messages }) {
   const { store, clock, presence, messages } = deps;
   return async function snapshot(input: { project: string }): Promise<OperatorSnapshot> {
-    const project = requireString("project", input.project, 128);
+    const project = projectName("project", input.project);
     await messages.expireDue();
     await messages.purge();
     const nowMs = clock.now();

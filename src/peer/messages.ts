@@ -167,7 +167,7 @@ export function createMessages(deps: MessagesDeps) {
       await expireDue();
       await purge();
       const nowMs = clock.now();
-      const { result } = await store.decideMessage(id, (cur) => decideAck(cur, { id, agentId: caller.agentId, nowMs }));
+      const { result } = await store.decideMessage(id, (cur) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
       return result;
     },
 
@@ -176,7 +176,7 @@ export function createMessages(deps: MessagesDeps) {
       await expireDue();
       const nowMs = clock.now();
       const { result, events } = await store.decideMessage(id, (cur) =>
-        decideReply(cur, { id, agentId: caller.agentId, nowMs, content: () => content(text) }),
+        decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) }),
       );
       observer.count("messagesReplied");
       observer.log("message_replied", logFields(result));
@@ -189,7 +189,7 @@ export function createMessages(deps: MessagesDeps) {
       await expireDue();
       const nowMs = clock.now();
       const { result, events } = await store.decideMessage(id, (cur) =>
-        decideCancel(cur, { id, agentId: caller.agentId, nowMs }),
+        decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }),
       );
       if (result.changed) {
         observer.count("messagesCancelled");
@@ -202,7 +202,7 @@ export function createMessages(deps: MessagesDeps) {
     /** A message the caller sent or received. */
     async get(caller: AgentCaller, id: string): Promise<MessageRow> {
       await expireDue();
-      return visibleTo(await store.getMessage(id), { id, agentId: caller.agentId });
+      return visibleTo(await store.getMessage(id), { id, agentId: caller.agentId, project: caller.project });
     },
 
     /** The caller's inbox or outbox, newest first; the page token is the last item's position. */

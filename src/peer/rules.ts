@@ -98,14 +98,18 @@ export function decideSend(
   };
 }
 
-function found(m: MessageRow | undefined, id: string): MessageRow {
-  if (!m) throw errors.messageNotFound(id);
+/**
+ * The message as the caller may know of it. Another project's message does not exist for the
+ * caller: it is message_not_found, never message_forbidden, so its existence does not leak.
+ */
+function found(m: MessageRow | undefined, req: { id: string; project: string }): MessageRow {
+  if (!m || m.project !== req.project) throw errors.messageNotFound(req.id);
   return m;
 }
 
 /** Recipient only; queued -> delivered, delivered stays; advances the recipient's cursor. */
-export function decideAck(current: MessageRow | undefined, req: { id: string; agentId: string; nowMs: number }) {
-  const m = found(current, req.id);
+export function decideAck(current: MessageRow | undefined, req: { id: string; agentId: string; project: string; nowMs: number }) {
+  const m = found(current, req);
   if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can acknowledge this message", m.id);
   if (!isOpen(m)) throw errors.invalidMessageState(`cannot acknowledge a ${m.status} message`, m.status);
   const next: MessageRow = m.status === "queued" ? { ...m, status: "delivered", deliveredAtMs: req.nowMs } : m;
@@ -120,9 +124,9 @@ export function decideAck(current: MessageRow | undefined, req: { id: string; ag
 /** Recipient only, once; the sender gets a reply event. `validate` checks the content after the state. */
 export function decideReply(
   current: MessageRow | undefined,
-  req: { id: string; agentId: string; nowMs: number; content: () => string },
+  req: { id: string; agentId: string; project: string; nowMs: number; content: () => string },
 ): MessageDecision<MessageRow> {
-  const m = found(current, req.id);
+  const m = found(current, req);
   if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can reply to this message", m.id);
   if (m.status === "replied") throw errors.duplicateReply(m.id);
   if (!isOpen(m)) throw errors.invalidMessageState(`cannot reply to a ${m.status} message`, m.status);
@@ -138,9 +142,9 @@ export function decideReply(
 /** Sender only; a repeat cancel answers the cancelled message unchanged; the recipient gets an event. */
 export function decideCancel(
   current: MessageRow | undefined,
-  req: { id: string; agentId: string; nowMs: number },
+  req: { id: string; agentId: string; project: string; nowMs: number },
 ): MessageDecision<{ message: MessageRow; changed: boolean }> {
-  const m = found(current, req.id);
+  const m = found(current, req);
   if (m.fromId !== req.agentId) throw errors.messageForbidden("only the sender can cancel this message", m.id);
   if (m.status === "cancelled") return { atMs: req.nowMs, result: { message: m, changed: false } };
   if (!isOpen(m)) throw errors.invalidMessageState(`cannot cancel a ${m.status} message`, m.status);
@@ -154,8 +158,8 @@ export function decideCancel(
 }
 
 /** Sender or recipient. */
-export function visibleTo(current: MessageRow | undefined, req: { id: string; agentId: string }): MessageRow {
-  const m = found(current, req.id);
+export function visibleTo(current: MessageRow | undefined, req: { id: string; agentId: string; project: string }): MessageRow {
+  const m = found(current, req);
   if (m.fromId !== req.agentId && m.toId !== req.agentId) {
     throw errors.messageForbidden("message is not visible to this agent", m.id);
   }

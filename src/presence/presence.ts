@@ -5,7 +5,7 @@ import { newId, sha256Hex } from "../ids.js";
 import type { Bus } from "../events/bus.js";
 import type { Observer } from "../observe.js";
 import type { AgentRow, HubStore, RuntimeRow } from "../store/store.js";
-import { optionalString, requireString, runtimeIdPattern } from "../validate.js";
+import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
 
 export type PresenceState = "online" | "stale" | "offline";
 
@@ -96,7 +96,7 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
     async register(input: { name: string; purpose?: string; project: string; model?: string; host?: string }) {
       const name = requireString("name", input.name, 64);
       const purpose = optionalString("purpose", input.purpose, 256) ?? defaultPurpose;
-      const project = requireString("project", input.project, 128);
+      const project = projectName("project", input.project);
       const model = optionalString("model", input.model, 128);
       const host = optionalString("host", input.host, 64);
       const agentKey = newId("key");
@@ -182,7 +182,7 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
 
     /** Records a runtime heartbeat. Throws protocol_error, invalid_runtime_id. */
     async reportRuntime(input: { project: string; runtimeId: string; host?: string }) {
-      const project = requireString("project", input.project, 128);
+      const project = projectName("project", input.project);
       const runtimeId = (input.runtimeId ?? "").trim();
       if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
       const host = optionalString("host", input.host, 64);

@@ -54,12 +54,50 @@ export function remoteAddressOf(req: { socket: unknown }): string {
  * only works with TLS, so each new connection is routed by its first bytes — the HTTP/2
  * client preface goes to the HTTP/2 server, anything else to the HTTP/1.1 server.
  */
-export function createDualServer(handler: Handler) {
+/** A refusal written on a bare socket, when Node's HTTP parser refused before any request. */
+export type RawRefusal = (status: number, code: "protocol_error" | "route_not_found", message: string) => string;
+
+/** Node's parser errors, as the status and words a client is told. */
+function parserRefusal(err: NodeJS.ErrnoException): { status: number; message: string } {
+  switch (err.code) {
+    case "HPE_HEADER_OVERFLOW":
+      return { status: 431, message: "request header section is too large" };
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return { status: 408, message: "request was not received in time" };
+    default:
+      return { status: 400, message: `malformed HTTP request (${err.code ?? "parse error"})` };
+  }
+}
+
+/**
+ * Answers what Node's HTTP/1.1 server would otherwise drop or answer with an empty body: a
+ * request its parser refused (`clientError`), and `CONNECT`, which the hub does not serve.
+ * Each gets the REST error body, a request id, and the connection closed.
+ */
+function answerBareRefusals(h1: http.Server, refusal: RawRefusal) {
+  h1.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (err.code === "ECONNRESET" || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const { status, message } = parserRefusal(err);
+    socket.end(refusal(status, "protocol_error", message));
+  });
+  h1.on("connect", (_req: http.IncomingMessage, socket: Duplex) => {
+    socket.on("error", () => socket.destroy());
+    socket.end(refusal(404, "route_not_found", "route not found"));
+  });
+}
+
+export function createDualServer(handler: Handler, refusal: RawRefusal) {
   const h1 = http.createServer(handler);
+  answerBareRefusals(h1, refusal);
   // h1 never listens itself (it is fed sockets), but Node starts its connection tracking —
   // which idle-connection closing and request timeouts rely on — on "listening".
   h1.emit("listening");
   const h2 = http2.createServer({}, handler);
+  // HTTP/2 CONNECT would get a bare 405; the handler answers it with the REST error body.
+  h2.on("connect", handler);
   const sessions = new Set<http2.Http2Session>();
   h2.on("session", (s) => {
     sessions.add(s);

@@ -8,6 +8,7 @@ import type { Presence, PresenceChange } from "../presence/presence.js";
 import { LeaseEventKind } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { callerOf } from "./caller.js";
 import { agentToProto, leaseToProto, runtimeToProto } from "./convert.js";
+import { projectName } from "../validate.js";
 
 export interface WatchDeps {
   presence: Presence;
@@ -23,7 +24,7 @@ export interface WatchDeps {
 function watchedProject(ctx: HandlerContext, requested: string): { project: string; agentId?: string } {
   const caller = callerOf(ctx);
   if (caller.kind === "agent") return { project: caller.project, agentId: caller.agentId };
-  return { project: caller.kind === "project" ? caller.project : requested.trim() };
+  return { project: caller.kind === "project" ? caller.project : projectName("project", requested) };
 }
 
 const leaseKinds = {

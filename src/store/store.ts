@@ -21,13 +21,20 @@ export interface AgentRow {
 }
 
 /**
- * A resource's lease row. A released resource keeps its row with no holder: its token is the
- * floor the next grant goes above.
+ * Which lease: a project and a name, always as two values. No joined string stands for a
+ * lease anywhere below the views (README §5.1), so project `alpha/repo` and name `main` never
+ * meet project `alpha` and name `repo/main`.
  */
-export interface LeaseRow {
-  resource: string;
+export interface LeaseKey {
   project: string;
   name: string;
+}
+
+/**
+ * A resource's lease row, keyed by (project, name). A released resource keeps its row with no
+ * holder: its token is the floor the next grant goes above.
+ */
+export interface LeaseRow extends LeaseKey {
   holderAgentId: string | null;
   holderAgentName: string | null;
   fencingToken: number;
@@ -217,9 +224,12 @@ export interface HubStore {
   /** Runtimes of every project whose last heartbeat is in (afterMs, uptoMs]. */
   listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]>;
 
-  /** One lease decision on one resource. */
-  decideLease<T>(resource: string, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T>;
-  getLease(resource: string): Promise<LeaseRow | undefined>;
+  /**
+   * One lease decision on one (project, name). `decide` may only write that same key and never
+   * a lower fencing token; either is a bug and rolls the decision back.
+   */
+  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T>;
+  getLease(key: LeaseKey): Promise<LeaseRow | undefined>;
   /** Held leases of a project ordered by name (released floors are never listed). */
   listLeases(query: ListLeasesQuery): Promise<LeaseRow[]>;
   /**

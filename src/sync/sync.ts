@@ -4,7 +4,7 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { HubStore, IngestContext, IngestOutcome, SyncEventRow } from "../store/store.js";
-import { runtimeIdPattern } from "../validate.js";
+import { projectName, runtimeIdPattern } from "../validate.js";
 import { checkSyncEvent } from "./schema.js";
 
 /** RFC 8785 canonical JSON. The package is CommonJS typed as ESM: the default import is the function. */
@@ -66,9 +66,12 @@ export function createSync({ store, clock, observer }: { store: HubStore; clock:
     /**
      * Stores a batch for `project`, pushed by `runtimeId`. `events` are the events' JSON forms.
      * `events` undefined means the request's list was missing or not a list (REST).
-     * Throws invalid_runtime_id, invalid_sync_batch, sync_batch_too_large, in that order.
+     * Throws protocol_error (project), invalid_runtime_id, invalid_sync_batch, sync_batch_too_large,
+     * in that order. The project rule already ran in authentication; it runs again here so a
+     * caller that skips the faces cannot store facts under a name no face would accept.
      */
-    async push(project: string, input: { runtimeId: string; events: unknown[] | undefined }) {
+    async push(hubProject: string, input: { runtimeId: string; events: unknown[] | undefined }) {
+      const project = projectName("project", hubProject);
       const runtimeId = input.runtimeId.trim();
       if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
       if (!Array.isArray(input.events)) throw errors.invalidSyncBatch();
@@ -149,7 +152,8 @@ export function createSync({ store, clock, observer }: { store: HubStore; clock:
     },
 
     /** The gapless cursor of one run for `project`. */
-    async cursor(project: string, input: { projectId: string; runId: string }) {
+    async cursor(hubProject: string, input: { projectId: string; runId: string }) {
+      const project = projectName("project", hubProject);
       const projectId = input.projectId.trim();
       const runId = input.runId.trim();
       return { projectId, runId, cursor: await store.getSyncCursor(project, projectId, runId) };

@@ -1,4 +1,4 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { fromBinary, toBinary, type DescMessage, type JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
@@ -10,11 +10,12 @@ import type { Observer } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import { kRemoteAddress } from "../server/context.js";
 import { remoteAddressOf } from "../server/listen.js";
+import type { RequestTarget } from "../server/node-adapter.js";
 import { requestIdOf } from "../server/interceptors/errors.js";
 import { rateHeaders } from "../server/interceptors/auth.js";
 import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
-import { RestFieldError, toRestJson } from "./rest-json.js";
+import { assertWellFormedJson, RestFieldError, toRestJson } from "./rest-json.js";
 import { restBodyChecks } from "./rest-quirks.js";
 import { restSuccessStatus } from "./rest-status.js";
 
@@ -102,6 +103,12 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
       throw errors.invalidJson();
     }
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw errors.invalidJson();
+    try {
+      assertWellFormedJson(parsed);
+    } catch (e) {
+      if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
+      throw e;
+    }
     return parsed as JsonObject;
   }
 
@@ -151,11 +158,10 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
   }
 
   /** Answers a request that no RPC path took. */
-  async function handle(req: Req, res: Res): Promise<void> {
+  async function handle(req: Req, res: Res, target: RequestTarget): Promise<void> {
     const requestId = requestIdFor(req);
-    const url = new URL(req.url ?? "/", "http://rest.internal");
     try {
-      const match = matchPath(req, url.pathname);
+      const match = matchPath(req, target.pathname);
       if (!match) {
         const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
         const headers = rateHeaders(verdict, new Headers());
@@ -166,7 +172,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
       const mark = body ? restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body) : undefined;
       let input;
       try {
-        input = decodeRestRequest(match.route, match.params, url.searchParams, body);
+        input = decodeRestRequest(match.route, match.params, new URLSearchParams(target.search), body);
       } catch (e) {
         if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
         throw e;
@@ -190,8 +196,28 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     }
   }
 
+  /** A whole HTTP/1.1 refusal for a bare socket (the parser refused; no request object exists). */
+  function rawRefusal(status: number, code: "protocol_error" | "route_not_found", message: string): string {
+    const requestId = requestIdOf(null);
+    observer.count("errors");
+    observer.log("request_error", { requestId, statusCode: status, code });
+    const body = JSON.stringify({ error: message, code, requestId });
+    return [
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}`,
+      "content-type: application/json; charset=utf-8",
+      `content-length: ${Buffer.byteLength(body)}`,
+      `x-request-id: ${requestId}`,
+      "cache-control: no-store",
+      "x-content-type-options: nosniff",
+      "connection: close",
+      "",
+      body,
+    ].join("\r\n");
+  }
+
   return {
     handle,
+    rawRefusal,
     /** Writes a refusal made outside the transcoder (e.g. `/metrics`) the REST way. */
     refuse(req: Req, res: Res, e: HubError) {
       const requestId = requestIdFor(req);

@@ -28,6 +28,26 @@ const isJsonObject = (v: unknown): v is JsonObject => typeof v === "object" && v
 
 // Decoding
 
+/** A UTF-16 surrogate without its pair: JSON can carry one (`"\udc00"`), UTF-8 cannot. */
+const loneSurrogate = /\p{Cs}/u;
+
+/**
+ * Refuses a lone surrogate in any string or key of a parsed JSON body, naming where it is: no
+ * protobuf string (nor SQLite text) can hold one, so it is the client's error, not ours.
+ */
+export function assertWellFormedJson(value: unknown, path = ""): void {
+  if (typeof value === "string") {
+    if (loneSurrogate.test(value)) throw new RestFieldError(path, `${path || "body"} is not valid Unicode (lone surrogate)`);
+  } else if (Array.isArray(value)) {
+    value.forEach((v, i) => assertWellFormedJson(v, `${path}[${i}]`));
+  } else if (isJsonObject(value)) {
+    for (const [k, v] of Object.entries(value)) {
+      if (loneSurrogate.test(k)) throw new RestFieldError(path, `a key of ${path || "body"} is not valid Unicode (lone surrogate)`);
+      assertWellFormedJson(v, join(path, k));
+    }
+  }
+}
+
 /**
  * Strictly decodes a REST JSON object into `into` (or a new message). Keys present in `json`
  * replace what `into` held; `null` and absent keys leave the field as it was; unknown keys are

@@ -29,14 +29,14 @@ describe("configuration", () => {
   it("reads the environment, and a flag wins over its variable", () => {
     const c = loadConfig(["--port", "9000"], {
       KXM_PORT: "8000",
-      KXM_PROJECT_TOKENS: '{" p ":" tok "}',
+      KXM_PROJECT_TOKENS: '{"p":" tok ","org/repo":"t2"}',
       KXM_RATE_LIMIT_MAX: "5",
       KXM_CORS_ORIGINS: "http://a.example, http://b.example",
       KXM_STALE_AFTER_MS: "3000",
       KXM_STREAM_KEEPALIVE_MS: "1000",
     });
     expect(c.port).toBe(9000);
-    expect(c.projectTokens).toEqual({ p: "tok" });
+    expect(c.projectTokens).toEqual({ p: "tok", "org/repo": "t2" });
     expect(c.rateLimit).toEqual({ windowMs: 60_000, maxRequests: 5 });
     expect(c.corsOrigins).toEqual(["http://a.example", "http://b.example"]);
     expect(c.cleanupIntervalMs).toBe(1_000);
@@ -48,6 +48,11 @@ describe("configuration", () => {
     [{ KXM_PORT: "abc" }, "KXM_PORT"],
     [{ KXM_PROJECT_TOKENS: "[]" }, "KXM_PROJECT_TOKENS"],
     [{ KXM_PROJECT_TOKENS: '{"p":""}' }, "KXM_PROJECT_TOKENS"],
+    // README §5.1: project names are taken exactly as written, never trimmed into another one.
+    [{ KXM_PROJECT_TOKENS: '{" p ":"tok"}' }, 'KXM_PROJECT_TOKENS project name " p " must not start or end with whitespace'],
+    [{ KXM_PROJECT_TOKENS: '{"p\\u0001":"tok"}' }, "must not contain control characters"],
+    [{ KXM_PROJECT_TOKENS: '{"p\\u0085":"tok"}' }, "must not contain control characters"],
+    [{ KXM_PROJECT_TOKENS: JSON.stringify({ ["x".repeat(129)]: "tok" }) }, "exceeds 128 characters"],
     [{ KXM_STALE_AFTER_MS: "99" }, "KXM_STALE_AFTER_MS"],
     [{ KXM_RATE_LIMIT_WINDOW_MS: "50" }, "KXM_RATE_LIMIT_WINDOW_MS"],
     [{ KXM_SQLITE_SYNCHRONOUS: "off" }, "KXM_SQLITE_SYNCHRONOUS"],
@@ -56,6 +61,12 @@ describe("configuration", () => {
     const e = refusal([], env);
     expect(e).toBeInstanceOf(ConfigError);
     expect((e as ConfigError).message).toContain(message);
+  });
+
+  it("keeps a token for a project named __proto__ as an own entry", () => {
+    const c = loadConfig([], { KXM_PROJECT_TOKENS: '{"__proto__":"tok"}' });
+    expect(Object.hasOwn(c.projectTokens, "__proto__")).toBe(true);
+    expect(c.projectTokens["__proto__"]).toBe("tok");
   });
 
   it("binds beyond loopback only with an admin token", () => {

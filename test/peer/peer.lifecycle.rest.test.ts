@@ -165,16 +165,16 @@ describe("GET /v1/messages/{id}", () => {
     expect(await expectRestOk(await getMessage(t, b, m.id))).toEqual({ message: m });
   });
 
-  it("refuses a third agent of the project and another project's agent with 403 (lookups are global)", async () => {
+  it("refuses a third agent of the project with 403; another project's agent gets 404, as for an unknown id", async () => {
     await using t = await startTestHub();
     const { m } = await oneMessage(t);
     const third = await t.register("gamma");
     const stranger = await t.register("delta", "q");
-    const msg = "message is not visible to this agent";
-    await expectRestError(await getMessage(t, third, m.id), 403, "message_forbidden", { message: msg });
-    await expectRestError(await getMessage(t, stranger, m.id), 403, "message_forbidden", { message: msg });
-    await expectRestError(await ack(t, stranger, m.id), 403, "message_forbidden");
-    await expectRestError(await cancel(t, stranger, m.id), 403, "message_forbidden");
+    await expectRestError(await getMessage(t, third, m.id), 403, "message_forbidden", { message: "message is not visible to this agent" });
+    // @NOTE spec §5.1: another project's message does not exist for the caller; nothing confirms it does.
+    for (const res of [await getMessage(t, stranger, m.id), await ack(t, stranger, m.id), await cancel(t, stranger, m.id)]) {
+      await expectRestError(res, 404, "message_not_found");
+    }
     await expectRestError(await getMessage(t, stranger, "msg_00000000000000000000000000000001"), 404, "message_not_found");
   });
 

@@ -111,9 +111,14 @@ describe.each(protocols)("PeerService over $name", (protocol) => {
     const m = await sendOk(A, { target: "beta", content: "q" });
     const C = client(await t.register("gamma"));
     const Q = client(await t.register("delta", "q"));
-    for (const c of [C, Q]) {
-      expectRefusal(await refused(c.getMessage({ messageId: m.id })), "permission_denied", "MESSAGE_FORBIDDEN", { messageId: m.id });
-    }
+    expectRefusal(await refused(C.getMessage({ messageId: m.id })), "permission_denied", "MESSAGE_FORBIDDEN", { messageId: m.id });
+    // Another project's message is not found, as an unknown id would be.
+    const calls = [
+      () => Q.getMessage({ messageId: m.id }),
+      () => Q.ackMessage({ messageId: m.id }),
+      () => Q.replyMessage({ messageId: m.id, content: "x" }),
+    ];
+    for (const call of calls) expectRefusal(await refused(call()), "not_found", "MESSAGE_NOT_FOUND", { messageId: m.id });
     const missing = "msg_00000000000000000000000000000000";
     expectRefusal(await refused(A.getMessage({ messageId: missing })), "not_found", "MESSAGE_NOT_FOUND", { messageId: missing });
     expectRefusal(await refused(Q.ackMessage({ messageId: missing })), "not_found", "MESSAGE_NOT_FOUND");

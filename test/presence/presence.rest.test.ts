@@ -60,7 +60,8 @@ describe("POST /v1/agents/register", () => {
   it("keeps purpose, model and host when given, trimmed", async () => {
     await using t = await startTestHub();
     const body = await expectRestOk(
-      await registerRaw(t, { name: "  alpha  ", project: " p ", purpose: " reviews ", model: " gpt ", host: " box-1 " }),
+      // The project is taken as written, never trimmed (README §5.1; test/presence/project-names.test.ts).
+      await registerRaw(t, { name: "  alpha  ", project: "p", purpose: " reviews ", model: " gpt ", host: " box-1 " }),
       201,
     );
     expect(body.agent).toMatchObject({ name: "alpha", project: "p", purpose: "reviews", model: "gpt", host: "box-1" });

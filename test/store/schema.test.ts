@@ -66,8 +66,8 @@ describe("SqliteStore open rules", () => {
     const s = open(file);
     expect(s.storage).toBe("sqlite");
     expect(await s.ready()).toBe(true);
-    await s.decideLease("p/db", () => ({
-      write: { resource: "p/db", project: "p", name: "db", holderAgentId: null, holderAgentName: null, fencingToken: 7, acquiredAtMs: 1, expiresAtMs: 2 },
+    await s.decideLease({ project: "p", name: "db" }, () => ({
+      write: { project: "p", name: "db", holderAgentId: null, holderAgentName: null, fencingToken: 7, acquiredAtMs: 1, expiresAtMs: 2 },
       result: undefined,
     }));
     await s.close();
@@ -75,7 +75,7 @@ describe("SqliteStore open rules", () => {
     expect(fs.statSync(path.join(dir, "nested")).mode & 0o777).toBe(0o700);
     expect(version(file)).toBe(schemaVersion);
     const again = open(file);
-    expect((await again.getLease("p/db"))?.fencingToken).toBe(7);
+    expect((await again.getLease({ project: "p", name: "db" }))?.fencingToken).toBe(7);
     await again.close();
   });
 
@@ -111,6 +111,18 @@ describe("SqliteStore open rules", () => {
     await open(file).close();
     const db = new Database(file);
     db.exec("ALTER TABLE leases DROP COLUMN acquired_at");
+    db.close();
+    expect(refusal(file)).toBe("runtime_schema_shape_invalid");
+  });
+
+  it("refuses the current version with leases keyed by anything but (project, name): runtime_schema_shape_invalid", async () => {
+    const file = path.join(dir, "kxm.db");
+    await open(file).close();
+    const db = new Database(file);
+    db.exec(`CREATE TABLE joined AS SELECT * FROM leases; DROP TABLE leases;
+      CREATE TABLE leases (project TEXT NOT NULL, name TEXT NOT NULL, holder_agent_id TEXT, holder_agent_name TEXT,
+        fencing_token INTEGER NOT NULL, acquired_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, PRIMARY KEY (name));
+      DROP TABLE joined;`);
     db.close();
     expect(refusal(file)).toBe("runtime_schema_shape_invalid");
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { AgentRow, HubStore, LeaseRow } from "../../src/store/store.js";
+import type { AgentRow, HubStore, LeaseKey, LeaseRow } from "../../src/store/store.js";
 
 /**
  * What every HubStore must do, whatever its database. Run by store.sqlite.test.ts; a PostgreSQL
@@ -16,10 +16,9 @@ export function storeContract(name: string, open: () => Promise<HubStore>) {
     lastSeenAtMs: 1_000,
     online,
   });
-  const lease = (resource: string, token: number, holder: string | null = "agt_a"): LeaseRow => ({
-    resource,
-    project: "p",
-    name: resource.slice(2),
+  const x = { project: "p", name: "x" };
+  const lease = (key: LeaseKey, token: number, holder: string | null = "agt_a"): LeaseRow => ({
+    ...key,
     holderAgentId: holder,
     holderAgentName: holder && "alpha",
     fencingToken: token,
@@ -30,29 +29,56 @@ export function storeContract(name: string, open: () => Promise<HubStore>) {
   describe(`store contract: ${name}`, () => {
     it("writes what a decision returns and answers its result", async () => {
       const store = await open();
-      const r = await store.decideLease("p/x", (cur) => ({ write: lease("p/x", (cur?.fencingToken ?? 0) + 1), result: "ok" }));
+      const r = await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), result: "ok" }));
       expect(r).toBe("ok");
-      expect(await store.getLease("p/x")).toEqual(lease("p/x", 1));
+      expect(await store.getLease(x)).toEqual(lease(x, 1));
       await store.close();
     });
 
     it("writes nothing when a decision throws", async () => {
       const store = await open();
-      await store.decideLease("p/x", () => ({ write: lease("p/x", 1), result: undefined }));
+      await store.decideLease(x, () => ({ write: lease(x, 1), result: undefined }));
       await expect(
-        store.decideLease("p/x", () => {
+        store.decideLease(x, () => {
           throw new Error("refused");
         }),
       ).rejects.toThrow("refused");
-      expect((await store.getLease("p/x"))?.fencingToken).toBe(1);
+      expect((await store.getLease(x))?.fencingToken).toBe(1);
       await store.close();
     });
 
     it("never lowers a fencing token", async () => {
       const store = await open();
-      await store.decideLease("p/x", () => ({ write: lease("p/x", 5), result: undefined }));
-      await expect(store.decideLease("p/x", () => ({ write: lease("p/x", 4), result: undefined }))).rejects.toThrow();
-      expect((await store.getLease("p/x"))?.fencingToken).toBe(5);
+      await store.decideLease(x, () => ({ write: lease(x, 5), result: undefined }));
+      await expect(store.decideLease(x, () => ({ write: lease(x, 4), result: undefined }))).rejects.toThrow();
+      expect((await store.getLease(x))?.fencingToken).toBe(5);
+      await store.close();
+    });
+
+    it("keys leases by (project, name): project alpha/repo shares nothing with alpha's repo/main", async () => {
+      const store = await open();
+      const outer = { project: "alpha", name: "repo/main" };
+      const inner = { project: "alpha/repo", name: "main" };
+      await store.decideLease(outer, () => ({ write: lease(outer, 5), result: 0 }));
+      const seen = await store.decideLease(inner, (cur) => ({ write: lease(inner, (cur?.fencingToken ?? 0) + 1, "agt_r"), result: cur }));
+      expect(seen).toBeUndefined();
+      expect(await store.getLease(outer)).toEqual(lease(outer, 5));
+      expect(await store.getLease(inner)).toEqual(lease(inner, 1, "agt_r"));
+      const list = (project: string) => store.listLeases({ project, limit: 10, includeExpired: true, nowMs: 0 });
+      expect((await list("alpha")).map((l) => [l.project, l.name])).toEqual([["alpha", "repo/main"]]);
+      expect((await list("alpha/repo")).map((l) => [l.project, l.name])).toEqual([["alpha/repo", "main"]]);
+      await store.close();
+    });
+
+    it("refuses a decision that writes a lease other than the one it was shown", async () => {
+      const store = await open();
+      const other = { project: "p", name: "y" };
+      await expect(store.decideLease(x, () => ({ write: lease(other, 1), result: 0 }))).rejects.toThrow();
+      await expect(
+        store.decideLease(x, () => ({ write: lease({ project: "p/x", name: "" }, 1), result: 0 })),
+      ).rejects.toThrow();
+      expect(await store.getLease(x)).toBeUndefined();
+      expect(await store.getLease(other)).toBeUndefined();
       await store.close();
     });
 
@@ -60,9 +86,9 @@ export function storeContract(name: string, open: () => Promise<HubStore>) {
       const store = await open();
       const results = await Promise.all(
         Array.from({ length: 20 }, () =>
-          store.decideLease("p/x", (cur) => {
+          store.decideLease(x, (cur) => {
             const next = (cur?.fencingToken ?? 0) + 1;
-            return { write: lease("p/x", next), result: next };
+            return { write: lease(x, next), result: next };
           }),
         ),
       );
@@ -72,14 +98,15 @@ export function storeContract(name: string, open: () => Promise<HubStore>) {
 
     it("lists held leases by name, pages, and hides released floors and lapsed leases unless asked", async () => {
       const store = await open();
-      for (const [r, holder, expires] of [
-        ["p/a", "agt_a", 9_000],
-        ["p/b", null, 9_000],
-        ["p/c", "agt_a", 2_000],
-        ["p/d", "agt_a", 9_000],
-        ["q/a", "agt_a", 9_000],
+      for (const [project, name, holder, expires] of [
+        ["p", "a", "agt_a", 9_000],
+        ["p", "b", null, 9_000],
+        ["p", "c", "agt_a", 2_000],
+        ["p", "d", "agt_a", 9_000],
+        ["q", "a", "agt_a", 9_000],
       ] as const) {
-        await store.decideLease(r, () => ({ write: { ...lease(r, 1, holder), project: r[0]!, expiresAtMs: expires }, result: 0 }));
+        const key = { project, name };
+        await store.decideLease(key, () => ({ write: { ...lease(key, 1, holder), expiresAtMs: expires }, result: 0 }));
       }
       const names = async (q: Partial<Parameters<HubStore["listLeases"]>[0]>) =>
         (await store.listLeases({ project: "p", limit: 10, includeExpired: false, nowMs: 5_000, ...q })).map((l) => l.name);
@@ -91,10 +118,10 @@ export function storeContract(name: string, open: () => Promise<HubStore>) {
 
     it("purges lapsed holders and keeps their rows as token floors", async () => {
       const store = await open();
-      await store.decideLease("p/x", () => ({ write: lease("p/x", 3), result: 0 }));
+      await store.decideLease(x, () => ({ write: lease(x, 3), result: 0 }));
       expect(await store.purgeLapsedLeases(5_999)).toEqual([]);
       expect((await store.purgeLapsedLeases(6_000)).map((l) => l.fencingToken)).toEqual([3]);
-      expect(await store.getLease("p/x")).toMatchObject({ holderAgentId: null, fencingToken: 3 });
+      expect(await store.getLease(x)).toMatchObject({ holderAgentId: null, fencingToken: 3 });
       await store.close();
     });
 

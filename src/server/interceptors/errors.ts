@@ -1,6 +1,6 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
-import { errorTable, isHubError, type ConnectCodeName, type HubError } from "../../errors.js";
+import { errors, errorTable, isHubError, type ConnectCodeName, type HubError } from "../../errors.js";
 import type { Observer } from "../../observe.js";
 import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
 import { LeaseSchema } from "../../../gen/ts/kxm/hub/v1/lease_pb.js";
@@ -33,6 +33,23 @@ export function toConnectError(e: HubError, headers?: Headers): ConnectError {
   return new ConnectError(e.message, connectCode[errorTable[e.code].connect], headers, details, e);
 }
 
+/** Messages of connect's request-decoding failures that it raises as `internal`. */
+const decodeFailure = /^(parse binary|received compressed envelope|invalid envelope|protocol error|decompression failed)/;
+
+/**
+ * The hub error a framework refusal stands for, or undefined when it is not one (it has
+ * ErrorInfo already, or its code is the protocol's own answer, like `unimplemented` for an
+ * unknown encoding). `maxBodyBytes` is the limit a too-large body is refused with.
+ */
+export function hubErrorOfFramework(e: ConnectError, maxBodyBytes: number): HubError | undefined {
+  if (e.findDetails(ErrorInfoSchema).length > 0) return undefined;
+  if (e.code === Code.InvalidArgument || (e.code === Code.Internal && decodeFailure.test(e.rawMessage))) {
+    return errors.protocol(`malformed request: ${e.rawMessage}`);
+  }
+  if (e.code === Code.ResourceExhausted) return errors.payloadTooLarge(maxBodyBytes);
+  return undefined;
+}
+
 const validRequestId = /^[A-Za-z0-9._-]{1,80}$/;
 
 /** Echoes a well-formed `x-request-id`, else makes `req_<32 hex>`. */
@@ -45,14 +62,16 @@ export function requestIdOf(header: string | null): string {
  * maps every error once. HubErrors become typed ConnectErrors; anything else is `internal`,
  * logged with its cause and never sent.
  */
-export function createErrorInterceptor(observer: Observer): Interceptor {
+export function createErrorInterceptor(observer: Observer, maxBodyBytes: number): Interceptor {
   function map(e: unknown, requestId: string, extraHeaders: Headers): ConnectError {
     let err: ConnectError;
     if (isHubError(e)) {
       if (e.code === "internal_error") observer.log("internal_error", { requestId, error: String(e.cause ?? e) });
       err = toConnectError(e);
     } else if (e instanceof ConnectError) {
-      err = e;
+      // A stream's request is read inside the interceptors, so its decoding refusals land here.
+      const typed = hubErrorOfFramework(e, maxBodyBytes);
+      err = typed ? toConnectError(typed) : e;
     } else {
       observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
       err = new ConnectError("internal server error", Code.Internal);
@@ -81,6 +100,9 @@ export function createErrorInterceptor(observer: Observer): Interceptor {
           } catch (e) {
             throw map(e, requestId, extraHeaders);
           }
+          // @NOTE spec §5.7: a stream that ends because its deadline passed says so.
+          const reason: unknown = req.signal.reason;
+          if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) throw map(reason, requestId, extraHeaders);
         })(),
       };
     } catch (e) {

@@ -31,7 +31,7 @@ export const schemaVersion = migrations[migrations.length - 1]!.version;
 /** Tables and columns the current version must have; checked on every open. */
 const expectedShape: Record<string, string[]> = {
   agents: ["id", "project", "name", "name_key", "purpose", "model", "host", "key_hash", "connected_at", "last_seen_at", "online"],
-  leases: ["resource", "project", "name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at"],
+  leases: ["project", "name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at"],
   runtime_presence: ["project", "runtime_id", "host", "registered_at", "heartbeat_at"],
   messages: [
     "id", "project", "from_id", "from_name", "to_id", "to_name", "content", "delivery", "hops", "max_hops", "seq",
@@ -46,6 +46,16 @@ const expectedShape: Record<string, string[]> = {
   ],
   sync_projects: ["project_id", "hub_project"],
   sync_runs: ["project_id", "run_id", "hub_project", "home_runtime_id", "cursor", "stored"],
+};
+
+/**
+ * Primary keys the current version must have, column by column. A key that pairs a project with
+ * a name is two columns, never one joined string (README §5.1; migration 009 for leases).
+ */
+const expectedKeys: Record<string, string[]> = {
+  leases: ["project", "name"],
+  agents: ["id"],
+  runtime_presence: ["project", "runtime_id"],
 };
 
 /**
@@ -94,18 +104,32 @@ export function openSchema(db: Database.Database): void {
     }
     for (const m of migrations) {
       if (m.version > version) {
-        db.exec(m.sql);
+        try {
+          db.exec(m.sql);
+        } catch (e) {
+          // The surrounding transaction rolls back: the file stays at its version, untouched.
+          throw new StoreOpenError(
+            "runtime_schema_shape_invalid",
+            `store schema ${version} cannot be migrated to ${m.version}: ${(e as Error).message}`,
+          );
+        }
         db.pragma(`user_version = ${m.version}`);
       }
     }
     for (const [table, columns] of Object.entries(expectedShape)) {
-      const have = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name));
+      const info = db.prepare(`PRAGMA table_info(${table})`).all() as { name: string; pk: number }[];
+      const have = new Set(info.map((c) => c.name));
       const missing = columns.filter((c) => !have.has(c));
       if (missing.length > 0) {
         throw new StoreOpenError(
           "runtime_schema_shape_invalid",
           have.size === 0 ? `store is missing table ${table}` : `table ${table} is missing ${missing.join(", ")}`,
         );
+      }
+      const key = info.filter((c) => c.pk > 0).sort((x, y) => x.pk - y.pk).map((c) => c.name);
+      const wanted = expectedKeys[table];
+      if (wanted && JSON.stringify(key) !== JSON.stringify(wanted)) {
+        throw new StoreOpenError("runtime_schema_shape_invalid", `table ${table} must be keyed by (${wanted.join(", ")})`);
       }
     }
   }).immediate();

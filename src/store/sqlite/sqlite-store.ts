@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import type { AgentRow, Decision, HubStore, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
+import type { AgentRow, Decision, HubStore, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
 import { createSqliteMessages } from "./messages.js";
 import { createSqliteSync } from "./sync.js";
 import { agentFromDb, type AgentDb } from "./rows.js";
@@ -17,7 +17,6 @@ export interface SqliteStoreOptions {
 }
 
 interface LeaseDb {
-  resource: string;
   project: string;
   name: string;
   holder_agent_id: string | null;
@@ -36,7 +35,6 @@ interface RuntimeDb {
 }
 
 const leaseFromDb = (r: LeaseDb): LeaseRow => ({
-  resource: r.resource,
   project: r.project,
   name: r.name,
   holderAgentId: r.holder_agent_id,
@@ -110,11 +108,11 @@ export class SqliteStore implements HubStore {
          ON CONFLICT (project, runtime_id) DO UPDATE SET host = excluded.host,
            registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at`,
       ),
-      lease: db.prepare<[string], LeaseDb>("SELECT * FROM leases WHERE resource = ?"),
+      lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
       upsertLease: db.prepare(
-        `INSERT INTO leases (resource, project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
-         VALUES (@resource, @project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at)
-         ON CONFLICT (resource) DO UPDATE SET holder_agent_id = excluded.holder_agent_id,
+        `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+         VALUES (@project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at)
+         ON CONFLICT (project, name) DO UPDATE SET holder_agent_id = excluded.holder_agent_id,
            holder_agent_name = excluded.holder_agent_name, fencing_token = excluded.fencing_token,
            acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
       ),
@@ -257,17 +255,20 @@ export class SqliteStore implements HubStore {
     return this.q.runtimesBetween.all(afterMs, uptoMs).map(runtimeFromDb);
   }
 
-  async decideLease<T>(resource: string, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
+  async decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
     return this.tx(() => {
-      const r = this.q.lease.get(resource);
+      const r = this.q.lease.get(key.project, key.name);
       const d = decide(r && leaseFromDb(r));
       if (d.write) {
+        // A decision writes the row it was shown, never another key: that is the isolation.
+        if (d.write.project !== key.project || d.write.name !== key.name) {
+          throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
+        }
         if (r && d.write.fencingToken < r.fencing_token) {
           // The fence only grows; a decision that would lower it is a bug, never a write.
-          throw new Error(`fencing token for ${resource} would go down from ${r.fencing_token}`);
+          throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${r.fencing_token}`);
         }
         this.q.upsertLease.run({
-          resource: d.write.resource,
           project: d.write.project,
           name: d.write.name,
           holder_agent_id: d.write.holderAgentId,
@@ -281,8 +282,8 @@ export class SqliteStore implements HubStore {
     });
   }
 
-  async getLease(resource: string): Promise<LeaseRow | undefined> {
-    const r = this.q.lease.get(resource);
+  async getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
+    const r = this.q.lease.get(key.project, key.name);
     return r && leaseFromDb(r);
   }
 

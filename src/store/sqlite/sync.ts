@@ -77,7 +77,8 @@ export function createSqliteSync(db: Database.Database, tx: <T>(fn: () => T) => 
             while (q.has.get(e.projectId, e.runId, cursor + 1)) cursor++;
             q.setCursor.run(cursor, 1, e.projectId, e.runId);
           }
-          if (outcome.outcome !== "conflict") touched.set(`${e.projectId}\u0000${e.runId}`, e);
+          // Keyed by the pair itself (JSON of the two strings is one-to-one), not a joined string.
+          if (outcome.outcome !== "conflict") touched.set(JSON.stringify([e.projectId, e.runId]), e);
           return outcome;
         });
         const cursors = [...touched.values()].map(({ projectId, runId }) => ({

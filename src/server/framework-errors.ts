@@ -1,0 +1,105 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
+import { readAllBytes, createAsyncIterable, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { hubErrorOfFramework, toConnectError } from "./interceptors/errors.js";
+
+/**
+ * Refusals that connect itself raises while it reads a request (before any interceptor runs, for
+ * unary calls) carry no ErrorInfo, and a body that does not decode comes out as `internal`
+ * ("parse binary: …", a compressed flag without an encoding). Those are the client's errors:
+ * this module turns each into the hub's own typed error, so every face answers a malformed
+ * request with `invalid_argument` + ErrorInfo (`PROTOCOL_ERROR`), never a 5xx.
+ */
+
+type Replace = (e: ConnectError | undefined) => ConnectError | undefined;
+
+const contentType = (res: UniversalServerResponse) => new Headers(res.header).get("content-type") ?? "";
+
+/** A Connect unary refusal is a JSON body with a non-200 status. */
+async function connectUnary(res: UniversalServerResponse, replacement: Replace): Promise<UniversalServerResponse> {
+  const header = new Headers(res.header);
+  // Framework refusals are small and never compressed; a compressed body is the hub's own error.
+  if (header.has("content-encoding")) return res;
+  const bytes = res.body ? await readAllBytes(res.body, Number.MAX_SAFE_INTEGER) : new Uint8Array();
+  let typed: ConnectError | undefined;
+  try {
+    typed = replacement(errorFromJsonBytes(bytes, undefined, new ConnectError("", Code.Unknown)));
+  } catch {
+    typed = undefined; // not an error body connect could read: pass it on as it is
+  }
+  if (!typed) return { ...res, body: createAsyncIterable([bytes]) };
+  const body = errorToJsonBytes(typed, {});
+  header.set("content-length", String(body.byteLength));
+  return { ...res, status: 400, header, body: createAsyncIterable([body]) };
+}
+
+/** gRPC sends its status in HTTP trailers once the body has ended. */
+function grpc(res: UniversalServerResponse, replacement: Replace): UniversalServerResponse {
+  const { body, trailer } = res;
+  if (!body || !trailer) return res;
+  return {
+    ...res,
+    body: (async function* () {
+      yield* body;
+      const typed = replacement(findTrailerError(trailer));
+      if (typed) setTrailerStatus(trailer, typed);
+    })(),
+  };
+}
+
+/** gRPC-Web sends its status as the body's last envelope (flag 0x80). */
+function grpcWeb(res: UniversalServerResponse, replacement: Replace): UniversalServerResponse {
+  const { body } = res;
+  if (!body) return res;
+  return {
+    ...res,
+    body: (async function* () {
+      for await (const chunk of body) {
+        if (chunk.byteLength < 5 || (chunk[0]! & trailerFlag) !== trailerFlag) {
+          yield chunk;
+          continue;
+        }
+        const trailer = trailerParse(chunk.subarray(5));
+        const typed = replacement(findTrailerError(trailer));
+        if (!typed) {
+          yield chunk;
+          continue;
+        }
+        setTrailerStatus(trailer, typed);
+        const data = trailerSerialize(trailer);
+        const out = new Uint8Array(5 + data.byteLength);
+        out[0] = trailerFlag;
+        new DataView(out.buffer).setUint32(1, data.byteLength);
+        out.set(data, 5);
+        yield out;
+      }
+    })(),
+  };
+}
+
+/** `handler`, with connect's own request-decoding refusals answered as typed hub errors. */
+export function withTypedFrameworkErrors(handler: UniversalHandler, maxBodyBytes: number): UniversalHandler {
+  /** The typed replacement of a framework refusal, or undefined to keep it as it is. */
+  const replacement = (e: ConnectError | undefined): ConnectError | undefined => {
+    const hub = e && hubErrorOfFramework(e, maxBodyBytes);
+    return hub && toConnectError(hub);
+  };
+  const wrapped = async (req: Parameters<UniversalHandler>[0]) => {
+    const res = await handler(req);
+    const type = contentType(res);
+    if (type.startsWith("application/grpc-web")) return grpcWeb(res, replacement);
+    if (type.startsWith("application/grpc")) return grpc(res, replacement);
+    if (res.status !== 200 && type.startsWith("application/json")) return connectUnary(res, replacement);
+    return res;
+  };
+  return Object.assign(wrapped, {
+    protocolNames: handler.protocolNames,
+    supportedContentType: handler.supportedContentType,
+    allowedMethods: handler.allowedMethods,
+    requestPath: handler.requestPath,
+    service: handler.service,
+    method: handler.method,
+  });
+}

@@ -1,0 +1,114 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
+import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import { withTypedFrameworkErrors } from "./framework-errors.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+/** The request target as the hub reads it: an origin-form path and its query. */
+export interface RequestTarget {
+  pathname: string;
+  search: string;
+}
+
+/**
+ * Reads an origin-form request target (`/path?query`). Anything else — `*`, an absolute URL, an
+ * authority, no target at all — is undefined. A target that starts with `//` is a path here,
+ * never a scheme-relative URL: `//evil/v1/agents` must not route to `/v1/agents`.
+ */
+export function parseRequestTarget(url: string | undefined): RequestTarget | undefined {
+  if (url === undefined || !url.startsWith("/")) return undefined;
+  try {
+    const u = new URL(`http://hub.internal${url}`);
+    if (u.host !== "hub.internal") return undefined;
+    return { pathname: u.pathname, search: u.search };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The request's authority (`:authority` or `Host`) when it makes a valid URL, else undefined. */
+function validAuthority(req: Req): string | undefined {
+  const authority = "authority" in req && req.authority ? req.authority : req.headers.host;
+  if (typeof authority !== "string" || authority === "") return undefined;
+  try {
+    return new URL(`http://${authority}`).host === "" ? undefined : authority;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The longest deadline a Node timer can hold (2^31 - 1 ms, about 24.8 days). */
+export const maxDeadlineMs = 2 ** 31 - 1;
+const grpcTimeoutUnitMs: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000001 };
+
+/**
+ * @NOTE spec §5.7: a client deadline longer than a timer can hold is clamped to the longest
+ * one, never treated as already passed (Node fires an overflowing timer at once).
+ */
+export function clampDeadline(header: Headers): void {
+  const connect = header.get("connect-timeout-ms");
+  if (connect !== null && /^\d{1,10}$/.test(connect) && Number(connect) > maxDeadlineMs) {
+    header.set("connect-timeout-ms", String(maxDeadlineMs));
+  }
+  const grpc = header.get("grpc-timeout");
+  const m = grpc === null ? null : /^(\d{1,8})([HMSmun])$/.exec(grpc);
+  if (m && Number(m[1]) * grpcTimeoutUnitMs[m[2]!]! > maxDeadlineMs) {
+    header.set("grpc-timeout", `${Math.floor(maxDeadlineMs / 1_000)}S`); // grpc-timeout holds 8 digits at most
+  }
+}
+
+export interface RpcAdapterOptions {
+  routes: (router: ConnectRouter) => void;
+  interceptors: Interceptor[];
+  readMaxBytes: number;
+  /** The limit a too-large request is refused with (payload_too_large). */
+  maxBodyBytes: number;
+  shutdownSignal: AbortSignal;
+  contextValues: (req: Req) => ContextValues;
+  /** Answers requests that are no RPC: `target` is their parsed origin-form target, if any. */
+  fallback: (req: Req, res: Res, target: RequestTarget | undefined) => void;
+  /** A request with an RPC path but no usable authority. */
+  badAuthority: (req: Req, res: Res) => void;
+  /** A call that failed outside connect's own error handling (a bug, or the client went away). */
+  onFailure: (req: Req, res: Res, method: string, error: unknown) => void;
+}
+
+/**
+ * The RPC face on Node's request events: connect's router for Connect, gRPC and gRPC-Web, with
+ * connect's own decoding refusals typed (framework-errors.ts) and client deadlines clamped.
+ * Like connect-node's adapter, but it reads the request target itself, so a malformed one is
+ * the fallback's to answer instead of an exception.
+ */
+export function createRpcAdapter(o: RpcAdapterOptions) {
+  const router = createConnectRouter({
+    interceptors: o.interceptors,
+    readMaxBytes: o.readMaxBytes,
+    shutdownSignal: o.shutdownSignal,
+    acceptCompression: [compressionGzip, compressionBrotli],
+  });
+  o.routes(router);
+  const byPath = new Map(router.handlers.map((h) => [h.requestPath, withTypedFrameworkErrors(h, o.maxBodyBytes)]));
+
+  return {
+    router,
+    handle(req: Req, res: Res): void {
+      const target = parseRequestTarget(req.url);
+      const handler = target && byPath.get(target.pathname);
+      if (!handler) return o.fallback(req, res, target);
+      if (validAuthority(req) === undefined) return o.badAuthority(req, res);
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, o.contextValues(req));
+      clampDeadline(uReq.header);
+      handler(uReq)
+        .then((uRes) => universalResponseToNodeResponse(uRes, res))
+        .catch((reason: unknown) => {
+          // The client went away mid-answer: nothing to tell it, nothing to log.
+          if (ConnectError.from(reason).code === Code.Aborted) return;
+          o.onFailure(req, res, `${handler.service.typeName}/${handler.method.name}`, reason);
+        });
+    },
+  };
+}

@@ -1,0 +1,311 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import { syncEvent } from "../sync/fixtures.js";
+
+/**
+ * The authorization matrix (README "Authentication", spec README §3.1/§5.1/§5.3): every RPC and
+ * REST route × every class of caller, against a hub seeded with look-alike projects. This file
+ * holds the tables and the model of the documented rules that computes each expected answer;
+ * matrix.harness.ts runs a case, matrix.{rpc,rest}.test.ts run the tables over each face.
+ */
+
+export const ADMIN = "tok-admin";
+
+/** The projects every hub of the matrix is seeded with; `alpha` is the target of every request. */
+export const PROJECTS = [
+  { name: "alpha", code: "xa", token: "tok-alpha" },
+  { name: "alpha/repo", code: "xr", token: "tok-alpha-repo" }, // `/`-extension of alpha
+  { name: "beta", code: "xb", token: "tok-beta" },
+  { name: "alph", code: "xp" }, // prefix of alpha, no token of its own (the admin token is its token)
+  { name: "alpha2", code: "x2" }, // alpha is its prefix, no token of its own
+] as const;
+
+export type ProjectName = (typeof PROJECTS)[number]["name"];
+export const TARGET: ProjectName = "alpha";
+
+/** A documented auth rule (mirrors src/auth/rules.ts; matrix.rpc.test.ts checks they agree). */
+export type Rule =
+  | { kind: "agent"; idField?: string }
+  | { kind: "project"; projectField: string }
+  | { kind: "agentOrProject"; projectField: string }
+  | { kind: "adminConfigured" }
+  | { kind: "public" };
+
+export interface SeedAgent {
+  id: string;
+  key: string;
+  name: string;
+  project: string;
+  /** False once unregistered (its key rotated away). */
+  live: boolean;
+}
+
+export interface SeedProject {
+  name: string;
+  code: string;
+  token?: string;
+  one: SeedAgent;
+  two: SeedAgent;
+  /** `one` holds `main` (token 1); in alpha it also holds `repo/main` (token 2). */
+  message: string;
+  runtimeId: string;
+  syncProjectId: string;
+  runId: string;
+  /** Strings only this project's members may ever see. */
+  secrets: string[];
+}
+
+export interface Seed {
+  projects: Record<string, SeedProject>;
+  /** alpha's unregistered agent (old key). */
+  gone: SeedAgent;
+  /** alpha: a message `one` sent to `two` (in flight; one may cancel it). */
+  sentByOne: string;
+  agents: Map<string, SeedAgent>;
+  /** Seeding steps the hub refused (expected none). */
+  problems: string[];
+}
+
+/** What the hub is configured with, for the model. */
+export interface AuthEnv {
+  admin?: string;
+  tokens: Record<string, string>;
+  loopback: boolean;
+}
+
+export interface Creds {
+  bearer?: string;
+  agentId?: string;
+  agentKey?: string;
+}
+
+// --- callers ----------------------------------------------------------------------------------
+
+export interface CallerClass {
+  name: string;
+  /** The project the caller belongs to (own-project variants and the lease alias use it). */
+  home: string;
+  creds(s: Seed, env: AuthEnv): Creds;
+}
+
+const as = (a: SeedAgent) => ({ agentId: a.id, agentKey: a.key });
+const tokenOf = (s: Seed, p: string, env: AuthEnv) => s.projects[p]!.token ?? env.admin;
+
+export const callers: CallerClass[] = [
+  { name: "owner (alpha token + alpha agent)", home: "alpha", creds: (s) => ({ bearer: "tok-alpha", ...as(s.projects.alpha!.one) }) },
+  { name: "no credentials", home: "alpha", creds: () => ({}) },
+  { name: "wrong token + alpha agent", home: "alpha", creds: (s) => ({ bearer: "tok-wrong", ...as(s.projects.alpha!.one) }) },
+  { name: "beta token + alpha agent", home: "beta", creds: (s) => ({ bearer: "tok-beta", ...as(s.projects.alpha!.one) }) },
+  { name: "alpha token + beta agent", home: "alpha", creds: (s) => ({ bearer: "tok-alpha", ...as(s.projects.beta!.one) }) },
+  {
+    name: "alpha token + alpha agent id, wrong key",
+    home: "alpha",
+    creds: (s) => ({ bearer: "tok-alpha", agentId: s.projects.alpha!.one.id, agentKey: `key_${"0".repeat(32)}` }),
+  },
+  { name: "alpha token + unregistered agent's old key", home: "alpha", creds: (s) => ({ bearer: "tok-alpha", ...as(s.gone) }) },
+  { name: "admin token", home: "alph", creds: (_s, env) => ({ bearer: env.admin }) },
+  { name: "admin token + alpha agent", home: "alpha", creds: (s, env) => ({ bearer: env.admin, ...as(s.projects.alpha!.one) }) },
+  { name: "beta identity", home: "beta", creds: (s, env) => ({ bearer: tokenOf(s, "beta", env), ...as(s.projects.beta!.one) }) },
+  { name: "alpha2 identity (prefix)", home: "alpha2", creds: (s, env) => ({ bearer: tokenOf(s, "alpha2", env), ...as(s.projects.alpha2!.one) }) },
+  { name: "alph identity (prefix)", home: "alph", creds: (s, env) => ({ bearer: tokenOf(s, "alph", env), ...as(s.projects.alph!.one) }) },
+  {
+    name: "alpha/repo identity (extension)",
+    home: "alpha/repo",
+    creds: (s, env) => ({ bearer: tokenOf(s, "alpha/repo", env), ...as(s.projects["alpha/repo"]!.one) }),
+  },
+  { name: "alpha/repo token only", home: "alpha/repo", creds: () => ({ bearer: "tok-alpha-repo" }) },
+];
+
+// --- the model of the documented rules ------------------------------------------------------------
+
+/** Who the hub must take the caller for: an agent, a project's operator, or the admin. */
+export type As = { kind: "agent"; project: string; agentId: string } | { kind: "project"; project: string } | { kind: "admin" };
+export type Authn = { as: As } | { refused: string };
+
+/** A project's own token, else the admin token; neither configured means open (README). */
+export function accepts(env: AuthEnv, project: string, bearer: string | undefined): boolean {
+  const expected = (Object.hasOwn(env.tokens, project) ? env.tokens[project] : undefined) ?? env.admin;
+  return expected === undefined || bearer === expected;
+}
+
+export function authenticate(rule: Rule, env: AuthEnv, agents: Map<string, SeedAgent>, c: Creds, req: JsonObject): Authn {
+  const agent = (id: string | undefined): Authn => {
+    const a = id ? agents.get(id) : undefined;
+    if (!a || !a.live || a.key !== c.agentKey) return { refused: "invalid_agent_identity" };
+    if (!accepts(env, a.project, c.bearer)) return { refused: "invalid_auth" };
+    return { as: { kind: "agent", project: a.project, agentId: a.id } };
+  };
+  const project = (field: string) => String(req[field] ?? "");
+  switch (rule.kind) {
+    case "agent":
+      return agent(rule.idField ? String(req[rule.idField] ?? "") : c.agentId);
+    case "project":
+      return accepts(env, project(rule.projectField), c.bearer) ? { as: { kind: "project", project: project(rule.projectField) } } : { refused: "invalid_auth" };
+    case "agentOrProject":
+      if (c.agentId !== undefined) return agent(c.agentId);
+      // Spec §5.3: the admin (a configured admin token) may watch any named project.
+      if (env.admin !== undefined && c.bearer === env.admin) return { as: { kind: "project", project: project(rule.projectField) } };
+      return accepts(env, project(rule.projectField), c.bearer) ? { as: { kind: "project", project: project(rule.projectField) } } : { refused: "invalid_auth" };
+    case "adminConfigured":
+      // Spec §5.3: a loopback hub without an admin token takes every caller as admin.
+      if (env.admin === undefined) return env.loopback ? { as: { kind: "admin" } } : { refused: "admin_auth_not_configured" };
+      return c.bearer === env.admin ? { as: { kind: "admin" } } : { refused: "invalid_auth" };
+    case "public":
+      return { as: { kind: "admin" } };
+  }
+}
+
+// --- methods ----------------------------------------------------------------------------------
+
+/** What a request builder knows: the seed and the caller's own project. */
+export interface Ctx {
+  s: Seed;
+  home: string;
+  /** alpha's lease name as the caller's project would spell it: `main` from alpha/repo aliases `alpha/repo/main`. */
+  leaseName: string;
+  leaseToken: number;
+}
+
+export const ctxFor = (s: Seed, home: string): Ctx =>
+  home === "alpha/repo" ? { s, home, leaseName: "main", leaseToken: 1 } : { s, home, leaseName: "repo/main", leaseToken: 2 };
+
+/** The answer a call must get once authenticated as `as`: "ok" or a refusal code. */
+export type Expect = (as: As) => string;
+
+export interface MethodRow {
+  /** `<service type name>/<method>`; variants share it. */
+  rpc: string;
+  variant?: string;
+  rule: Rule;
+  request(c: Ctx): JsonObject;
+  expect: Expect;
+  /** Extra checks of a successful answer (payload as JSON); returns problems. */
+  check?(as: As, payload: Json, c: Ctx): string[];
+  /** The REST success status (default 200). */
+  restStatus?: number;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Json = any;
+
+const agentRule: Rule = { kind: "agent" };
+const agentPath: Rule = { kind: "agent", idField: "agentId" };
+const projectRule: Rule = { kind: "project", projectField: "project" };
+const watcher: Rule = { kind: "agentOrProject", projectField: "project" };
+
+const ok: Expect = () => "ok";
+const inTarget = (a: As) => a.kind !== "agent" || a.project === TARGET;
+/** Answers about alpha's objects: ok inside alpha, else the not-found that leaks nothing. */
+const alphaOnly = (code: string): Expect => (a) => (inTarget(a) ? "ok" : code);
+/** Lease calls: the alias name `main` from alpha/repo is alpha/repo's own lease. */
+const leaseExpect: Expect = (a) => (a.kind === "agent" && a.project !== TARGET && a.project !== "alpha/repo" ? "lease_not_found" : "ok");
+const projectOf = (a: As) => (a.kind === "admin" ? TARGET : a.project);
+const sameProject = (what: string, list: Json[] | undefined, a: As) =>
+  (list ?? []).filter((x) => x.project !== projectOf(a)).map((x) => `${what} of project ${x.project} listed to ${projectOf(a)}`);
+const leaseOf = (a: As, p: Json) => (p.lease && p.lease.project !== projectOf(a) ? [`lease of project ${p.lease.project} answered to ${projectOf(a)}`] : []);
+const num = (v: unknown) => Number(v ?? 0);
+/** A stream of alpha must show the changes made in alpha while it is open (see probeAlpha). */
+const seesProbe = (what: string) => (a: As, frames: Json) =>
+  projectOf(a) !== TARGET || JSON.stringify(frames).includes(what) ? [] : [`alpha's stream missed the live change ${what}`];
+const outcomeName = (v: unknown) => String(v ?? "").toLowerCase().replace(/^sync_outcome_/, "");
+const alphaEvent = (c: Ctx) => {
+  const p = c.s.projects.alpha!;
+  return syncEvent({ projectId: p.syncProjectId, runId: p.runId, homeRuntimeId: p.runtimeId, sequence: 2, sourceEventId: "evt_matrix0002" }) as JsonObject;
+};
+
+export const methodRows: MethodRow[] = [
+  { rpc: "kxm.hub.v1.PresenceService/RegisterAgent", rule: projectRule, request: () => ({ name: "xa-new", project: "alpha" }), expect: ok, restStatus: 201 },
+  { rpc: "kxm.hub.v1.PresenceService/Heartbeat", rule: agentPath, request: (c) => ({ agentId: c.s.projects.alpha!.one.id }), expect: ok },
+  { rpc: "kxm.hub.v1.PresenceService/UnregisterAgent", rule: agentPath, request: (c) => ({ agentId: c.s.projects.alpha!.one.id }), expect: ok, restStatus: 204 },
+  { rpc: "kxm.hub.v1.PresenceService/ListAgents", rule: agentRule, request: () => ({ includeOffline: true }), expect: ok, check: (a, p) => sameProject("agent", p.agents, a) },
+  {
+    rpc: "kxm.hub.v1.PresenceService/ReportRuntimePresence",
+    rule: projectRule,
+    request: (c) => ({ project: "alpha", runtimeId: c.s.projects.alpha!.runtimeId }),
+    expect: ok,
+  },
+  { rpc: "kxm.hub.v1.PresenceService/WatchPresence", rule: watcher, request: () => ({ project: "alpha" }), expect: ok, check: seesProbe("xa-probe") },
+  {
+    rpc: "kxm.hub.v1.LeaseService/AcquireLease",
+    rule: agentRule,
+    request: (c) => ({ name: c.leaseName, ttlMs: 60_000 }),
+    expect: ok,
+    check: (a, p) => [...leaseOf(a, p), ...(a.kind === "agent" && p.lease?.holderAgentId !== a.agentId ? ["lease answered with another holder"] : [])],
+  },
+  { rpc: "kxm.hub.v1.LeaseService/RenewLease", rule: agentRule, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken, ttlMs: 60_000 }), expect: leaseExpect, check: leaseOf },
+  { rpc: "kxm.hub.v1.LeaseService/ReleaseLease", rule: agentRule, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken }), expect: leaseExpect },
+  { rpc: "kxm.hub.v1.LeaseService/GetLease", rule: agentRule, request: (c) => ({ name: c.leaseName }), expect: leaseExpect, check: leaseOf },
+  { rpc: "kxm.hub.v1.LeaseService/ListLeases", rule: agentRule, request: () => ({ includeExpired: true }), expect: ok, check: (a, p) => sameProject("lease", p.leases, a) },
+  { rpc: "kxm.hub.v1.LeaseService/WatchLeases", rule: watcher, request: () => ({ project: "alpha" }), expect: ok, check: seesProbe('"name":"probe"') },
+  {
+    rpc: "kxm.hub.v1.PeerService/SendMessage",
+    rule: agentRule,
+    request: (c) => ({ target: c.s.projects.alpha!.two.id, content: "matrix hello" }),
+    expect: alphaOnly("target_not_found"),
+    restStatus: 202,
+  },
+  {
+    rpc: "kxm.hub.v1.PeerService/SendMessage",
+    variant: "target by name",
+    rule: agentRule,
+    request: (c) => ({ target: c.s.projects.alpha!.two.name, content: "matrix hello" }),
+    expect: alphaOnly("target_not_found"),
+    restStatus: 202,
+  },
+  { rpc: "kxm.hub.v1.PeerService/AckMessage", rule: agentRule, request: (c) => ({ messageId: c.s.projects.alpha!.message }), expect: alphaOnly("message_not_found") },
+  {
+    rpc: "kxm.hub.v1.PeerService/ReplyMessage",
+    rule: agentRule,
+    request: (c) => ({ messageId: c.s.projects.alpha!.message, content: "matrix reply" }),
+    expect: alphaOnly("message_not_found"),
+  },
+  { rpc: "kxm.hub.v1.PeerService/CancelMessage", rule: agentRule, request: (c) => ({ messageId: c.s.sentByOne }), expect: alphaOnly("message_not_found") },
+  { rpc: "kxm.hub.v1.PeerService/GetMessage", rule: agentRule, request: (c) => ({ messageId: c.s.projects.alpha!.message }), expect: alphaOnly("message_not_found") },
+  { rpc: "kxm.hub.v1.PeerService/ListMessages", rule: agentRule, request: () => ({}), expect: ok, check: (a, p) => sameProject("message", p.messages, a) },
+  { rpc: "kxm.hub.v1.PeerService/Subscribe", rule: agentRule, request: () => ({ afterSeq: 0 }), expect: ok, check: seesProbe("secret-xa-probe") },
+  {
+    rpc: "kxm.hub.v1.SyncService/PushEvents",
+    rule: projectRule,
+    request: (c) => ({ project: "alpha", runtimeId: c.s.projects.alpha!.runtimeId, events: [alphaEvent(c)] }),
+    expect: ok,
+    check: (_a, p) => (outcomeName(p.results?.[0]?.outcome) === "accepted" ? [] : [`outcome ${JSON.stringify(p.results)}`]),
+  },
+  {
+    rpc: "kxm.hub.v1.SyncService/PushEvents",
+    variant: "alpha's run, pushed as the caller's project",
+    rule: projectRule,
+    request: (c) => ({ project: c.home, runtimeId: c.s.projects.alpha!.runtimeId, events: [alphaEvent(c)] }),
+    expect: ok,
+    check: (a, p) => {
+      const want = projectOf(a) === TARGET ? "accepted" : "conflict";
+      return outcomeName(p.results?.[0]?.outcome) === want ? [] : [`outcome ${JSON.stringify(p.results)}, want ${want}`];
+    },
+  },
+  {
+    rpc: "kxm.hub.v1.SyncService/GetCursor",
+    rule: projectRule,
+    request: (c) => ({ project: "alpha", projectId: c.s.projects.alpha!.syncProjectId, runId: c.s.projects.alpha!.runId }),
+    expect: ok,
+    check: (_a, p) => (num(p.cursor?.cursor) === 1 ? [] : [`cursor ${JSON.stringify(p.cursor)}`]),
+  },
+  {
+    rpc: "kxm.hub.v1.SyncService/GetCursor",
+    variant: "alpha's run, read as the caller's project",
+    rule: projectRule,
+    request: (c) => ({ project: c.home, projectId: c.s.projects.alpha!.syncProjectId, runId: c.s.projects.alpha!.runId }),
+    expect: ok,
+    check: (a, p) => {
+      const want = projectOf(a) === TARGET ? 1 : 0;
+      return num(p.cursor?.cursor) === want ? [] : [`cursor ${JSON.stringify(p.cursor)}, want ${want}`];
+    },
+  },
+  { rpc: "kxm.hub.v1.OpsService/GetSnapshot", rule: { kind: "adminConfigured" }, request: () => ({ project: "alpha" }), expect: ok },
+];
+
+/** REST routes outside the proto (src/ops/http.ts). */
+export const opsRows: { path: string; rule: Rule }[] = [
+  { path: "/metrics", rule: { kind: "adminConfigured" } },
+  { path: "/health", rule: { kind: "public" } },
+  { path: "/ready", rule: { kind: "public" } },
+];
+
+export const rowName = (r: MethodRow) => `${r.rpc.replace(/^kxm\.hub\.v1\./, "")}${r.variant ? ` (${r.variant})` : ""}`;

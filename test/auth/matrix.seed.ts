@@ -1,0 +1,209 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { syncEvent } from "../sync/fixtures.js";
+import { ADMIN, PROJECTS, TARGET, type AuthEnv, type Creds, type Json, type Seed, type SeedAgent, type SeedProject } from "./matrix.cases.js";
+
+/** The matrix's hubs: configuration, seed, state fingerprints, and the live changes streams are probed with. */
+
+export const KEEPALIVE_MS = 1_000;
+
+/** A seeded hub, its configuration as the model sees it, and the state every case starts from. */
+export interface MatrixHub {
+  t: TestHub;
+  seed: Seed;
+  auth: AuthEnv;
+  baseline: Map<string, string[]>;
+}
+
+/** One hub reused while cases leave it untouched; a case that changed anything discards it. */
+export class HubPool {
+  private hub?: Promise<MatrixHub>;
+  constructor(private readonly withAdmin = true) {}
+  get(): Promise<MatrixHub> {
+    return (this.hub ??= startMatrixHub(this.withAdmin));
+  }
+  async discard(): Promise<void> {
+    const h = this.hub;
+    this.hub = undefined;
+    if (h) await (await h).t.close();
+  }
+}
+
+async function startMatrixHub(withAdmin: boolean): Promise<MatrixHub> {
+  const tokens: Record<string, string> = {};
+  for (const p of PROJECTS) if ("token" in p) tokens[p.name] = p.token;
+  const auth: AuthEnv = { tokens, loopback: true, ...(withAdmin && { admin: ADMIN }) };
+  const t = await startTestHub({
+    config: { projectTokens: tokens, authToken: auth.admin, streamKeepAliveMs: KEEPALIVE_MS, shutdownGraceMs: 200 },
+  });
+  const seed = await seedHub(t, auth);
+  return { t, seed, auth, baseline: await fingerprint(t, seed) };
+}
+
+const bearerHeader = (b: string | undefined): Record<string, string> => (b ? { authorization: `Bearer ${b}` } : {});
+export const headersOf = (c: Creds): Record<string, string> => ({
+  ...bearerHeader(c.bearer),
+  ...(c.agentId !== undefined && { "x-kxm-agent-id": c.agentId }),
+  ...(c.agentKey !== undefined && { "x-kxm-agent-key": c.agentKey }),
+});
+
+/**
+ * Per project: agents `one` and `two` (alpha also an unregistered `gone`), `one` holding `main`
+ * (alpha's `one` also `repo/main`, fencing token 2, which alpha/repo's `main` collides with under
+ * a joined key), a message from `two` to `one` in flight (alpha also one from `one` to `two`), a
+ * runtime heartbeat and one sync event. Then 5 s pass, so any activity write shows.
+ */
+async function seedHub(t: TestHub, auth: AuthEnv): Promise<Seed> {
+  const problems: string[] = [];
+  const call = async (what: string, path: string, init: Parameters<TestHub["rest"]>[1]): Promise<Json> => {
+    const res = await t.rest(path, init);
+    const text = await res.text();
+    if (!res.ok) problems.push(`${what}: ${res.status} ${text}`);
+    return res.ok && text ? JSON.parse(text) : {};
+  };
+  const projects: Record<string, SeedProject> = {};
+  const agents = new Map<string, SeedAgent>();
+  let gone: SeedAgent | undefined;
+  let sentByOne = "";
+  for (const p of PROJECTS) {
+    const token = "token" in p ? p.token : auth.admin;
+    const h = bearerHeader(token);
+    const register = async (suffix: string): Promise<SeedAgent> => {
+      const name = `${p.code}-${suffix}`;
+      const body = await call(`register ${name}`, "/v1/agents/register", { json: { name, project: p.name }, headers: h });
+      if (!body.agent) throw new Error(`seed: ${problems.join("; ")}`);
+      const a = { id: body.agent.id, key: body.agentKey, name, project: p.name, live: true };
+      agents.set(a.id, a);
+      return a;
+    };
+    const ah = (a: SeedAgent) => ({ ...h, "x-kxm-agent-id": a.id, "x-kxm-agent-key": a.key });
+    const one = await register("one");
+    const two = await register("two");
+    const lease = (a: SeedAgent, name: string, verb: string, json: JsonObject) =>
+      call(`${p.name}: ${verb} ${name}`, `/v1/leases/${encodeURIComponent(name)}/${verb}`, { json, headers: ah(a) });
+    if (p.name === TARGET) {
+      await lease(one, "repo/main", "acquire", { ttlMs: 60_000 });
+      await lease(one, "repo/main", "release", { fencingToken: 1 });
+      const again = await lease(one, "repo/main", "acquire", { ttlMs: 60_000 });
+      if (again.lease?.fencingToken !== 2) problems.push(`alpha: repo/main granted token ${again.lease?.fencingToken}, want 2`);
+    }
+    const main = await lease(one, "main", "acquire", { ttlMs: 60_000 });
+    if (main.lease && (main.lease.fencingToken !== 1 || main.lease.project !== p.name)) {
+      problems.push(`${p.name}: main granted as ${JSON.stringify(main.lease)}`);
+    }
+    const m1 = await call(`${p.name}: send`, "/v1/messages", { json: { target: one.id, content: `secret-${p.code}-m1` }, headers: ah(two) });
+    if (p.name === TARGET) {
+      const m2 = await call(`${p.name}: send 2`, "/v1/messages", { json: { target: two.id, content: `secret-${p.code}-m2` }, headers: ah(one) });
+      sentByOne = m2.message?.id ?? "";
+      const g = await register("gone");
+      await call("unregister gone", `/v1/agents/${g.id}`, { method: "DELETE", headers: ah(g) });
+      gone = { ...g, live: false };
+      agents.set(g.id, gone);
+    }
+    const runtimeId = `rtm_${p.code}runtime`;
+    const syncProjectId = `prj_${p.code}project`;
+    const runId = `run_${p.code}run001`;
+    await call(`${p.name}: runtime`, "/v1/runtime/presence", { json: { project: p.name, runtimeId }, headers: h });
+    const event = syncEvent({ projectId: syncProjectId, runId, homeRuntimeId: runtimeId, sourceEventId: `evt_${p.code}event1` });
+    const pushed = await call(`${p.name}: push`, "/v1/sync/events", { json: { project: p.name, runtimeId, events: [event] }, headers: h });
+    if (pushed.results?.[0]?.outcome !== "accepted") problems.push(`${p.name}: push answered ${JSON.stringify(pushed)}`);
+    const message = m1.message?.id ?? "";
+    const secrets = [one, two, ...(p.name === TARGET && gone ? [gone] : [])].flatMap((a) => [a.id, a.key, a.name]);
+    secrets.push(message, `secret-${p.code}-m1`, runtimeId, syncProjectId, runId);
+    if (p.name === TARGET) secrets.push(sentByOne, `secret-${p.code}-m2`, "xa-probe", "secret-xa-probe");
+    projects[p.name] = { name: p.name, code: p.code, ...("token" in p && { token: p.token }), one, two, message, runtimeId, syncProjectId, runId, secrets };
+  }
+  t.clock.advance(5_000);
+  return { projects, gone: gone!, sentByOne, agents, problems };
+}
+
+// --- state fingerprint ------------------------------------------------------------------------
+
+interface RawDb {
+  prepare(sql: string): { all(): Record<string, unknown>[] };
+}
+
+/**
+ * Everything the hub stores, per project: every SQLite row (partitioned by its `project`,
+ * `hub_project` or agent's project), and what the HubStore answers for the project (agents with
+ * their online flag and lastSeen, leases with tokens, each agent's messages, stream events and
+ * cursors, sync runs and cursors). Rows of no project go under "(unscoped)".
+ */
+export async function fingerprint(t: TestHub, seed: Seed): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  /** One entry per row or list element, so a diff names exactly what changed. */
+  const add = (project: string, what: string, v: unknown) => {
+    if (!out.has(project)) out.set(project, []);
+    const items = Array.isArray(v) ? (v.length ? v : ["(none)"]) : [v];
+    out.get(project)!.push(...items.map((x) => `${what} ${JSON.stringify(x)}`));
+  };
+  const store = t.hub.store;
+  const db = (store as unknown as { db?: RawDb }).db;
+  const names = new Set<string>(PROJECTS.map((p) => p.name));
+  if (db && typeof db.prepare === "function") {
+    const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name").all();
+    const ownerOf = new Map(db.prepare("SELECT id, project FROM agents").all().map((r) => [r.id, r.project as string]));
+    for (const { name } of tables) {
+      const rows = db.prepare(`SELECT * FROM "${String(name)}"`).all();
+      for (const r of rows) {
+        const project = (r.project ?? r.hub_project ?? ownerOf.get(r.agent_id) ?? "(unscoped)") as string;
+        names.add(project);
+        add(project, `row ${String(name)}`, r);
+      }
+    }
+  }
+  const nowMs = t.clock.now();
+  const runs = Object.values(seed.projects).map((p) => [p.syncProjectId, p.runId] as const);
+  for (const p of [...names].filter((n) => n !== "(unscoped)")) {
+    const agents = await store.listAgents(p);
+    add(p, "agents", agents);
+    add(p, "runtimes", await store.listRuntimes(p));
+    add(p, "leases", await store.listLeases({ project: p, limit: 1_000, includeExpired: true, nowMs }));
+    for (const a of agents) {
+      add(p, `inbox state ${a.id}`, await store.inboxState(a.id));
+      add(p, `inbox events ${a.id}`, await store.readInbox(a.id, 0, 1_000));
+      for (const box of ["inbox", "outbox"] as const) {
+        add(p, `${box} ${a.id}`, await store.listMessages({ agentId: a.id, box, statuses: [], limit: 1_000 }));
+      }
+    }
+    add(p, "sync runs", await store.listSyncRuns(p));
+    for (const [projectId, runId] of runs) add(p, `cursor ${projectId}/${runId}`, await store.getSyncCursor(p, projectId, runId));
+  }
+  for (const v of out.values()) v.sort();
+  return out;
+}
+
+/** Projects whose state differs, except `allowed`; each with what was removed and added. */
+export function changes(before: Map<string, string[]>, after: Map<string, string[]>, allowed: string[]): string[] {
+  const out: string[] = [];
+  for (const p of new Set([...before.keys(), ...after.keys()])) {
+    if (allowed.includes(p)) continue;
+    const b = before.get(p) ?? [];
+    const a = after.get(p) ?? [];
+    const removed = b.filter((x) => !a.includes(x));
+    const added = a.filter((x) => !b.includes(x));
+    if (removed.length || added.length) out.push(`${p}: -${cut(removed.join(" | "))} +${cut(added.join(" | "))}`);
+  }
+  return out;
+}
+
+export const cut = (s: string, n = 400) => (s.length > n ? `${s.slice(0, n)}…` : s);
+export const sameState = (a: Map<string, string[]>, b: Map<string, string[]>) => changes(a, b, []).length === 0;
+
+/**
+ * Changes in alpha while a stream is open: a lease, a new agent, a message to alpha's `one`.
+ * Only alpha's streams may show them.
+ */
+export async function probeAlpha(h: MatrixHub): Promise<void> {
+  const a = h.seed.projects[TARGET]!;
+  const auth = { authorization: "Bearer tok-alpha" };
+  const two = { ...auth, "x-kxm-agent-id": a.two.id, "x-kxm-agent-key": a.two.key };
+  for (const [path, json, headers] of [
+    ["/v1/leases/probe/acquire", { ttlMs: 60_000 }, two],
+    ["/v1/agents/register", { name: "xa-probe", project: TARGET }, auth],
+    ["/v1/messages", { target: a.one.id, content: "secret-xa-probe" }, two],
+  ] as const) {
+    const res = await h.t.rest(path, { json, headers });
+    if (!res.ok) throw new Error(`probe ${path}: ${res.status} ${await res.text()}`);
+  }
+}
