@@ -57,18 +57,25 @@ function grpcWeb(res: UniversalServerResponse, replacement: Replace): UniversalS
     ...res,
     body: (async function* () {
       for await (const chunk of body) {
-        if (chunk.byteLength < 5 || (chunk[0]! & trailerFlag) !== trailerFlag) {
+        // Framework refusals travel in a small, uncompressed trailer envelope (flags exactly 0x80).
+        if (chunk.byteLength < 5 || chunk[0] !== trailerFlag) {
           yield chunk;
           continue;
         }
-        const trailer = trailerParse(chunk.subarray(5));
-        const typed = replacement(findTrailerError(trailer));
+        let trailer: Headers;
+        let typed: ConnectError | undefined;
+        try {
+          trailer = trailerParse(chunk.subarray(5));
+          typed = replacement(findTrailerError(trailer));
+        } catch {
+          typed = undefined; // not a trailer connect could read: pass it on as it is
+        }
         if (!typed) {
           yield chunk;
           continue;
         }
-        setTrailerStatus(trailer, typed);
-        const data = trailerSerialize(trailer);
+        setTrailerStatus(trailer!, typed);
+        const data = trailerSerialize(trailer!);
         const out = new Uint8Array(5 + data.byteLength);
         out[0] = trailerFlag;
         new DataView(out.buffer).setUint32(1, data.byteLength);
