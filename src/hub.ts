@@ -22,6 +22,7 @@ import { createAuthInterceptor } from "./server/interceptors/auth.js";
 import { createErrorInterceptor } from "./server/interceptors/errors.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createDualServer } from "./server/listen.js";
+import { strictJson } from "./server/node-adapter.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
 import { createSync } from "./sync/sync.js";
@@ -113,8 +114,11 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   ];
   /** Aborted by close(): ends every open stream so shutdown does not wait on them. */
   const shutdown = new AbortController();
-  /** Connect's own cap on a body it reads; the limits interceptor refuses above maxBodyBytes. */
-  const readMaxBytes = config.maxBodyBytes * 4;
+  /**
+   * Connect's cap on every request message it reads, after decompression and without a declared
+   * length too (streams over HTTP/2); its refusal is answered as payload_too_large.
+   */
+  const readMaxBytes = config.maxBodyBytes;
   const sync = createSync({ store, clock, observer });
   const snapshot = createOperatorView({ store, clock, presence, messages });
   const hubRoutes = routes({ presence, leases, messages, openInbox, watches, sync, snapshot });
@@ -123,7 +127,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     for (const x of extras) router.service(x.service, x.impl);
   };
   // The REST face calls the same handlers through its own router instance.
-  const restRouter = createConnectRouter({ interceptors, readMaxBytes, shutdownSignal: shutdown.signal });
+  const restRouter = createConnectRouter({ interceptors, readMaxBytes, shutdownSignal: shutdown.signal, jsonOptions: strictJson });
   serviceRoutes(restRouter);
   const rest = createRestFace({
     routes: buildRestRoutes(servedServices),

@@ -3,6 +3,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
+import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { withTypedFrameworkErrors } from "./framework-errors.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -15,19 +16,14 @@ export interface RequestTarget {
 }
 
 /**
- * Reads an origin-form request target (`/path?query`). Anything else — `*`, an absolute URL, an
- * authority, no target at all — is undefined. A target that starts with `//` is a path here,
- * never a scheme-relative URL: `//evil/v1/agents` must not route to `/v1/agents`.
+ * Reads an origin-form request target (`/path?query`) exactly as sent: no dot-segment removal
+ * (`/v1/x/../agents` is no route), and `//evil/v1/agents` is a path, never a URL with a host.
+ * Anything else — `*`, an absolute URL, an authority, no target at all — is undefined.
  */
 export function parseRequestTarget(url: string | undefined): RequestTarget | undefined {
-  if (url === undefined || !url.startsWith("/")) return undefined;
-  try {
-    const u = new URL(`http://hub.internal${url}`);
-    if (u.host !== "hub.internal") return undefined;
-    return { pathname: u.pathname, search: u.search };
-  } catch {
-    return undefined;
-  }
+  if (url === undefined || !url.startsWith("/") || url.includes("#")) return undefined;
+  const q = url.indexOf("?");
+  return q < 0 ? { pathname: url, search: "" } : { pathname: url.slice(0, q), search: url.slice(q) };
 }
 
 /** The request's authority (`:authority` or `Host`) when it makes a valid URL, else undefined. */
@@ -61,6 +57,15 @@ export function clampDeadline(header: Headers): void {
   }
 }
 
+/**
+ * Connect JSON that is not UTF-8 is refused (invalid_argument), never decoded with U+FFFD. The
+ * router's option type omits the text codec that its JSON serialization reads
+ * (`JsonSerializationOptions.textDecoder`); test/server/hostile.test.ts holds the behaviour.
+ */
+export const strictJson: Partial<JsonReadOptions & JsonWriteOptions> & { textDecoder: TextDecoder } = {
+  textDecoder: new TextDecoder("utf-8", { fatal: true }),
+};
+
 export interface RpcAdapterOptions {
   routes: (router: ConnectRouter) => void;
   interceptors: Interceptor[];
@@ -89,6 +94,7 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
     readMaxBytes: o.readMaxBytes,
     shutdownSignal: o.shutdownSignal,
     acceptCompression: [compressionGzip, compressionBrotli],
+    jsonOptions: strictJson,
   });
   o.routes(router);
   const byPath = new Map(router.handlers.map((h) => [h.requestPath, withTypedFrameworkErrors(h, o.maxBodyBytes)]));

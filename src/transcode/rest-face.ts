@@ -38,6 +38,9 @@ const requestIdFor = (req: Req) => {
   return requestIdOf(typeof header === "string" ? header : null);
 };
 
+/** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
 /** Headers the REST face forwards to the RPC handler. */
 const forwarded = ["authorization", "x-kxm-agent-id", "x-kxm-agent-key"];
 /** Headers of the RPC response the REST face passes back. */
@@ -94,13 +97,13 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     }
     if (size === 0) return {};
     // @NOTE README §3.4: only a body that is there needs the JSON content type.
-    const type = String(req.headers["content-type"] ?? "").toLowerCase();
-    if (!type.startsWith("application/json")) throw errors.unsupportedMediaType();
+    const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+    if (type !== "application/json") throw errors.unsupportedMediaType();
     let parsed: unknown;
     try {
-      parsed = JSON.parse(Buffer.concat(chunks).toString("utf8"));
+      parsed = JSON.parse(utf8.decode(Buffer.concat(chunks)));
     } catch {
-      throw errors.invalidJson();
+      throw errors.invalidJson("request body must be a JSON object in UTF-8");
     }
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw errors.invalidJson();
     try {
@@ -150,7 +153,8 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
   /** The route for a request; a path variable that does not percent-decode is protocol_error. */
   function matchPath(req: Req, pathname: string) {
     try {
-      return matchRestRoute(routes, (req.method ?? "GET").toUpperCase(), pathname);
+      // HTTP methods are case-sensitive: `get` is no GET.
+      return matchRestRoute(routes, req.method ?? "", pathname);
     } catch (e) {
       if (e instanceof RestPathError) throw errors.protocol(e.message);
       throw e;

@@ -33,17 +33,22 @@ const loneSurrogate = /\p{Cs}/u;
 
 /**
  * Refuses a lone surrogate in any string or key of a parsed JSON body, naming where it is: no
- * protobuf string (nor SQLite text) can hold one, so it is the client's error, not ours.
+ * protobuf string (nor SQLite text) can hold one, so it is the client's error, not ours. The
+ * walk keeps its own stack: a body nested thousands of levels deep is a value like any other.
  */
-export function assertWellFormedJson(value: unknown, path = ""): void {
-  if (typeof value === "string") {
-    if (loneSurrogate.test(value)) throw new RestFieldError(path, `${path || "body"} is not valid Unicode (lone surrogate)`);
-  } else if (Array.isArray(value)) {
-    value.forEach((v, i) => assertWellFormedJson(v, `${path}[${i}]`));
-  } else if (isJsonObject(value)) {
-    for (const [k, v] of Object.entries(value)) {
-      if (loneSurrogate.test(k)) throw new RestFieldError(path, `a key of ${path || "body"} is not valid Unicode (lone surrogate)`);
-      assertWellFormedJson(v, join(path, k));
+export function assertWellFormedJson(root: unknown): void {
+  const pending: [unknown, string][] = [[root, ""]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [value, path] = next;
+    if (typeof value === "string") {
+      if (loneSurrogate.test(value)) throw new RestFieldError(path, `${path || "body"} is not valid Unicode (lone surrogate)`);
+    } else if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--) pending.push([value[i], `${path}[${i}]`]);
+    } else if (isJsonObject(value)) {
+      for (const [k, v] of Object.entries(value).reverse()) {
+        if (loneSurrogate.test(k)) throw new RestFieldError(path, `a key of ${path || "body"} is not valid Unicode (lone surrogate)`);
+        pending.push([v, join(path, k)]);
+      }
     }
   }
 }

@@ -1,16 +1,14 @@
-import net from "node:net";
-import http2 from "node:http2";
+import type http2 from "node:http2";
 import zlib from "node:zlib";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { findTrailerError } from "@connectrpc/connect/protocol-grpc";
-import { trailerParse } from "@connectrpc/connect/protocol-grpc-web";
 import { errorFromJsonBytes, endStreamFromJson } from "@connectrpc/connect/protocol-connect";
-import { ErrorInfoSchema } from "../../gen/ts/google/rpc/error_details_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 import { withHeaders } from "../fixtures/clients.js";
 import { Frames, idle, streamProtocols } from "../fixtures/streams.js";
+import { envelope, grpcWebError, h2, parsed, raw, reasonOf } from "../fixtures/wire.js";
 
 /**
  * Regression tests for requests that once crashed the hub or got a 5xx / `internal`: each now
@@ -23,59 +21,6 @@ beforeEach(async () => {
 });
 afterEach(() => t.close());
 
-const port = () => Number(new URL(t.baseUrl).port);
-
-/** Writes `bytes` on a fresh TCP connection and returns all the hub wrote until it closed. */
-function raw(bytes: string | Buffer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(port(), "127.0.0.1", () => s.write(bytes));
-    let out = "";
-    s.on("data", (d: Buffer) => (out += d.toString("latin1")));
-    s.on("close", () => resolve(out));
-    s.on("error", reject);
-  });
-}
-
-/** Status line and JSON body of a raw HTTP/1.1 answer. */
-function parsed(answer: string) {
-  const [head, body = ""] = answer.split("\r\n\r\n");
-  const lines = head!.split("\r\n");
-  const header = new Map(lines.slice(1).map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
-  return { status: Number(lines[0]!.split(" ")[1]), header, json: JSON.parse(body) as Record<string, unknown> };
-}
-
-/** One HTTP/2 request; resolves with status, headers, trailers and body. */
-function h2(headers: http2.OutgoingHttpHeaders, body?: Buffer) {
-  return new Promise<{ status: number; headers: http2.IncomingHttpHeaders; trailers: Headers; body: Buffer }>((resolve, reject) => {
-    const session = http2.connect(t.baseUrl);
-    session.on("error", reject);
-    const req = session.request(headers);
-    const chunks: Buffer[] = [];
-    let head: http2.IncomingHttpHeaders = {};
-    const trailers = new Headers();
-    req.on("response", (h) => (head = h));
-    req.on("trailers", (h) => {
-      for (const [k, v] of Object.entries(h)) if (typeof v === "string") trailers.set(k, v);
-    });
-    req.on("data", (d: Buffer) => chunks.push(d));
-    req.on("end", () => {
-      session.close();
-      resolve({ status: Number(head[":status"]), headers: head, trailers, body: Buffer.concat(chunks) });
-    });
-    req.on("error", reject);
-    req.end(body);
-  });
-}
-
-const envelope = (flags: number, data: Uint8Array, declared = data.byteLength) => {
-  const out = Buffer.alloc(5 + data.byteLength);
-  out[0] = flags;
-  out.writeUInt32BE(declared, 1);
-  out.set(data, 5);
-  return out;
-};
-
-const reasonOf = (e: ConnectError | undefined) => e?.findDetails(ErrorInfoSchema)[0]?.reason;
 const alive = async () => expect((await t.rest("/health")).status).toBe(200);
 
 /** Bytes that are no RegisterAgentRequest: field 1 (string) whose length varint never ends. */
@@ -86,7 +31,7 @@ describe("request targets", () => {
   it.each(["//", "///", "//[", "//a:b", "//%zz", "//evil/health"])(
     "answers %s over HTTP/1.1 with route_not_found, and lives",
     async (target) => {
-      const r = parsed(await raw(`GET ${target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+      const r = parsed(await raw(t.baseUrl, `GET ${target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
       expect(r.status).toBe(404);
       expect(r.json).toMatchObject({ code: "route_not_found", requestId: expect.any(String) });
       await alive();
@@ -94,19 +39,19 @@ describe("request targets", () => {
   );
 
   it.each(["//", "///", "//[", "//a:b", "//%zz"])("answers :path %s over HTTP/2 with route_not_found", async (path) => {
-    const r = await h2({ ":method": "GET", ":path": path });
+    const r = await h2(t.baseUrl, { ":method": "GET", ":path": path });
     expect(r.status).toBe(404);
     expect(JSON.parse(r.body.toString())).toMatchObject({ code: "route_not_found" });
     await alive();
   });
 
   it("never reads //host/path as a URL with a host: //evil/v1/agents does not reach /v1/agents", async () => {
-    const r = parsed(await raw(`GET //evil/v1/agents?project=p HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+    const r = parsed(await raw(t.baseUrl, `GET //evil/v1/agents?project=p HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
     expect(r.status).toBe(404);
   });
 
   it.each(["*", "http://x/v1/agents?project=p"])("refuses the non-origin-form target %s with protocol_error", async (target) => {
-    const r = parsed(await raw(`GET ${target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+    const r = parsed(await raw(t.baseUrl, `GET ${target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
     expect(r.status).toBe(400);
     expect(r.json).toMatchObject({ code: "protocol_error" });
   });
@@ -117,7 +62,7 @@ describe("request targets", () => {
   ])("refuses an RPC with %s as protocol_error instead of throwing", async (_, host) => {
     const version = host ? "1.1" : "1.0";
     const r = parsed(
-      await raw(`POST ${registerPath} HTTP/${version}\r\n${host}content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`),
+      await raw(t.baseUrl, `POST ${registerPath} HTTP/${version}\r\n${host}content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`),
     );
     expect(r.status).toBe(400);
     expect(r.json).toMatchObject({ code: "protocol_error" });
@@ -178,7 +123,7 @@ describe("malformed RPC bodies", () => {
   });
 
   const grpcCall = (body: Buffer, extra: http2.OutgoingHttpHeaders = {}) =>
-    h2({ ":method": "POST", ":path": registerPath, "content-type": "application/grpc", te: "trailers", ...extra }, body);
+    h2(t.baseUrl, { ":method": "POST", ":path": registerPath, "content-type": "application/grpc", te: "trailers", ...extra }, body);
 
   it.each([
     ["garbage protobuf", envelope(0, garbage), {}],
@@ -205,16 +150,7 @@ describe("malformed RPC bodies", () => {
       headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1" },
       body: envelope(0, garbage),
     });
-    const body = new Uint8Array(await res.arrayBuffer());
-    // The trailer is the last envelope (flag 0x80).
-    let at = 0;
-    let trailer: Headers | undefined;
-    while (at + 5 <= body.length) {
-      const len = new DataView(body.buffer, body.byteOffset + at + 1, 4).getUint32(0);
-      if (body[at]! & 0x80) trailer = trailerParse(body.subarray(at + 5, at + 5 + len));
-      at += 5 + len;
-    }
-    const e = findTrailerError(trailer ?? res.headers);
+    const e = grpcWebError(new Uint8Array(await res.arrayBuffer()), res.headers);
     expect([e?.code, reasonOf(e)]).toEqual([Code.InvalidArgument, "PROTOCOL_ERROR"]);
   });
 
@@ -238,7 +174,7 @@ describe("parser refusals get the error body", () => {
     ["Content-Length with Transfer-Encoding", "POST /v1/agents/register HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", 400],
     ["headers over 16 KiB", `GET /health HTTP/1.1\r\nhost: x\r\nx-a: ${"a".repeat(20_000)}\r\n\r\n`, 431],
   ] as const)("%s", async (_, request, status) => {
-    const r = parsed(await raw(request));
+    const r = parsed(await raw(t.baseUrl, request));
     expect(r.status).toBe(status);
     expect(r.json).toMatchObject({ code: "protocol_error", requestId: expect.stringMatching(/^req_/) });
     expect(r.header.get("x-request-id")).toBe(r.json.requestId);
@@ -246,12 +182,12 @@ describe("parser refusals get the error body", () => {
   });
 
   it("CONNECT over HTTP/1.1 gets route_not_found", async () => {
-    const r = parsed(await raw("CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n"));
+    const r = parsed(await raw(t.baseUrl, "CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n\r\n"));
     expect([r.status, r.json.code]).toEqual([404, "route_not_found"]);
   });
 
   it("CONNECT over HTTP/2 gets route_not_found", async () => {
-    const r = await h2({ ":method": "CONNECT", ":authority": "example.com:443" });
+    const r = await h2(t.baseUrl, { ":method": "CONNECT", ":authority": "example.com:443" });
     expect([r.status, JSON.parse(r.body.toString()).code]).toEqual([404, "route_not_found"]);
   });
 });
@@ -284,3 +220,4 @@ describe.each(streamProtocols)("stream deadlines over $name", (protocol) => {
     expect(e instanceof ConnectError && e.code).toBe(Code.DeadlineExceeded);
   });
 });
+

@@ -45,11 +45,15 @@ export function createAuthInterceptor({ authenticator, limiter, clock, extraRule
     if (!req.stream) {
       message = req.message as Record<string, unknown>;
     } else if (req.method.methodKind === "server_streaming") {
-      // The single request message arrives as a one-element stream: read it, hand it on.
-      const first = await req.message[Symbol.asyncIterator]().next();
-      message = first.done ? undefined : (first.value as Record<string, unknown>);
+      // The single request message arrives as a one-element stream: read it to its end (exactly
+      // one message, or the request is malformed), then hand it on.
+      const it = req.message[Symbol.asyncIterator]();
+      const first = await it.next();
+      if (first.done) throw errors.protocol("a server-streaming call needs exactly one request message");
+      if (!(await it.next()).done) throw errors.protocol("a server-streaming call takes one request message, not more");
+      message = first.value as Record<string, unknown>;
       const replay = (async function* () {
-        if (!first.done) yield first.value;
+        yield first.value;
       })();
       req = { ...req, message: replay };
     }

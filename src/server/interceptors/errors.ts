@@ -33,7 +33,10 @@ export function toConnectError(e: HubError, headers?: Headers): ConnectError {
   return new ConnectError(e.message, connectCode[errorTable[e.code].connect], headers, details, e);
 }
 
-/** Messages of connect's request-decoding failures that it raises as `internal`. */
+/**
+ * Messages of connect's request-decoding failures that it raises as `internal` (or, for a
+ * missing or extra request message, `unimplemented`).
+ */
 const decodeFailure = /^(parse binary|received compressed envelope|invalid envelope|protocol error|decompression failed)/;
 
 /**
@@ -43,7 +46,8 @@ const decodeFailure = /^(parse binary|received compressed envelope|invalid envel
  */
 export function hubErrorOfFramework(e: ConnectError, maxBodyBytes: number): HubError | undefined {
   if (e.findDetails(ErrorInfoSchema).length > 0) return undefined;
-  if (e.code === Code.InvalidArgument || (e.code === Code.Internal && decodeFailure.test(e.rawMessage))) {
+  const decoding = (e.code === Code.Internal || e.code === Code.Unimplemented) && decodeFailure.test(e.rawMessage);
+  if (e.code === Code.InvalidArgument || decoding) {
     return errors.protocol(`malformed request: ${e.rawMessage}`);
   }
   if (e.code === Code.ResourceExhausted) return errors.payloadTooLarge(maxBodyBytes);
