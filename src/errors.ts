@@ -56,6 +56,7 @@ export const errorTable = {
   invalid_sync_batch: { connect: "invalid_argument", rest: 400 },
   sync_batch_too_large: { connect: "invalid_argument", rest: 413 },
   subscriber_too_slow: { connect: "resource_exhausted", rest: 429 },
+  hub_shutting_down: { connect: "unavailable", rest: 503 },
 } as const satisfies Record<string, Row>;
 
 export type HubCode = keyof typeof errorTable;
@@ -187,4 +188,6 @@ export const errors = {
     new HubError("subscriber_too_slow", "stream fell too far behind; resume from resumeAfterSeq", {
       metadata: { resumeAfterSeq: String(resumeAfterSeq) },
     }),
+  /** The hub is stopping: retry, on another replica when there is one. */
+  hubShuttingDown: () => new HubError("hub_shutting_down", "the hub is shutting down; retry (on another replica if there is one)"),
 };

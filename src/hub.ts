@@ -6,6 +6,7 @@ import { createAuthenticator } from "./auth/authenticate.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
 import { systemClock, type Clock } from "./clock.js";
 import { isLoopback, validateConfig, type HubConfig } from "./config.js";
+import { errors } from "./errors.js";
 import { createBus } from "./events/bus.js";
 import { createLeases, type LeaseChange } from "./lease/leases.js";
 import { createInboxStreams } from "./peer/inbox-stream.js";
@@ -19,7 +20,7 @@ import { createSweeper } from "./ops/sweep.js";
 import { createPresence, type PresenceChange } from "./presence/presence.js";
 import { createHttpHandler } from "./server/http-handler.js";
 import { createAuthInterceptor } from "./server/interceptors/auth.js";
-import { createErrorInterceptor } from "./server/interceptors/errors.js";
+import { createErrorInterceptor, toConnectError } from "./server/interceptors/errors.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createDualServer } from "./server/listen.js";
 import { strictJson } from "./server/node-adapter.js";
@@ -192,13 +193,18 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
      */
     close(): Promise<void> {
       closing ??= (async () => {
+        const startedAtMs = performance.now();
         await sweeper.stop();
-        shutdown.abort();
+        // Streams end with `unavailable` and new calls are refused, on every connection.
+        shutdown.abort(toConnectError(errors.hubShuttingDown()));
         const listening = dual.server.listening;
         dual.closeGracefully();
+        let forced = false;
         if (listening) {
+          // The grace time is a ceiling: the hub stops as soon as the last connection is gone.
           await new Promise<void>((resolve) => {
             const force = setTimeout(() => {
+              forced = true;
               dual.closeAll();
               resolve();
             }, config.shutdownGraceMs);
@@ -210,6 +216,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
           });
         }
         await store.close();
+        observer.log("hub_stopped", { forced, durationMs: Math.round(performance.now() - startedAtMs) });
         logger?.flush();
       })();
       return closing;

@@ -98,6 +98,8 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     try {
       deps.observer.count("requests");
       res.setHeader("referrer-policy", "no-referrer");
+      // @NOTE spec §5.8: once shutdown begins no new call is taken, on any connection.
+      if (deps.shutdownSignal.aborted) return answer(req, res, errors.hubShuttingDown());
       if (cors(req, res)) return;
       rpc.handle(req, res);
     } catch (e) {

@@ -90,7 +90,19 @@ function answerBareRefusals(h1: http.Server, refusal: RawRefusal) {
 }
 
 export function createDualServer(handler: Handler, refusal: RawRefusal) {
-  const h1 = http.createServer(handler);
+  let draining = false;
+  /** HTTP/1.1 answers under way: once draining, each closes its connection when it is done. */
+  const inFlight = new Set<http.ServerResponse>();
+  const closeWhenDone = (res: http.ServerResponse) => {
+    if (!res.headersSent) res.setHeader("connection", "close");
+    else res.once("finish", () => res.socket?.end());
+  };
+  const h1 = http.createServer((req, res) => {
+    if (draining) closeWhenDone(res);
+    inFlight.add(res);
+    res.once("close", () => inFlight.delete(res));
+    handler(req, res);
+  });
   answerBareRefusals(h1, refusal);
   // h1 never listens itself (it is fed sockets), but Node starts its connection tracking —
   // which idle-connection closing and request timeouts rely on — on "listening".
@@ -104,11 +116,17 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
     s.once("close", () => sessions.delete(s));
   });
   const sockets = new Set<net.Socket>();
+  /** Connections that have not sent their first bytes yet (not routed to h1 or h2). */
+  const unrouted = new Set<net.Socket>();
   // noDelay: the HTTP/2 server writes through a replay duplex and cannot disable Nagle itself;
   // with Nagle on, every h2 response waited ~40 ms for the client's delayed ACK.
   const server = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
-    socket.once("close", () => sockets.delete(socket));
+    unrouted.add(socket);
+    socket.once("close", () => {
+      sockets.delete(socket);
+      unrouted.delete(socket);
+    });
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       seen = Buffer.concat([seen, chunk]);
@@ -116,6 +134,7 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
       const looksH2 = seen.subarray(0, n).equals(h2Preface.subarray(0, n));
       if (looksH2 && seen.length < h2Preface.length) return; // wait for the whole preface
       socket.off("data", onData);
+      unrouted.delete(socket);
       if (looksH2) {
         h2.emit("connection", replay(socket, seen));
       } else {
@@ -130,12 +149,20 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
   });
   return {
     server,
-    /** Stops accepting; closes idle HTTP/1.1 connections and asks HTTP/2 sessions to finish. */
+    /**
+     * Stops taking new calls on every connection while the calls under way finish: no new
+     * connections; idle HTTP/1.1 connections closed and busy ones closed after their answer
+     * (`connection: close`); every HTTP/2 session sent GOAWAY, so clients open no new streams.
+     * The server's "close" event follows once the last connection is gone.
+     */
     closeGracefully() {
+      draining = true;
       server.close();
       h1.close(); // stops the tracking timer and closes idle keep-alive connections
       h1.closeIdleConnections();
+      for (const res of inFlight) closeWhenDone(res);
       for (const s of sessions) s.close();
+      for (const s of unrouted) s.destroy();
     },
     /** Ends every remaining connection. */
     closeAll() {

@@ -17,6 +17,7 @@ const connectCodes: Record<string, Code> = {
   unimplemented: Code.Unimplemented,
   internal: Code.Internal,
   unauthenticated: Code.Unauthenticated,
+  unavailable: Code.Unavailable,
 };
 
 describe("every error code through both faces", () => {

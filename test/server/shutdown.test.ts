@@ -1,13 +1,18 @@
-import { createClient } from "@connectrpc/connect";
+import http from "node:http";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { withHeaders } from "../fixtures/clients.js";
 import { startTestHub } from "../fixtures/hub.js";
 import { streamProtocols } from "../fixtures/streams.js";
+import { reasonOf } from "../fixtures/wire.js";
+
+/** What a call that was refused or cut off ended with (undefined: it did not end in an error). */
+const failure = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => ConnectError.from(e));
 
 describe.each(streamProtocols)("shutdown over $name", (p) => {
-  it("ends open streams instead of waiting out the grace time", async () => {
+  it("ends open streams with unavailable, refuses new calls on the old connection, and stops without the grace time", async () => {
     // A grace time far beyond the test timeout: close() must not need it.
     const t = await startTestHub({ config: { shutdownGraceMs: 600_000 } });
     const a = await t.register("alpha");
@@ -17,13 +22,42 @@ describe.each(streamProtocols)("shutdown over $name", (p) => {
     expect((await inbox.next()).value?.event.case).toBe("ready");
     expect((await watch.next()).value?.event.case).toBe("snapshot");
 
-    const inboxEnd = inbox.next();
-    const watchEnd = watch.next();
-    inboxEnd.catch(() => undefined);
-    watchEnd.catch(() => undefined);
-    await t.close();
-    // Each stream ends: cleanly, or with the transport's error once the connection closes.
-    await expect(inboxEnd.then((r) => r.done, () => true)).resolves.toBe(true);
-    await expect(watchEnd.then((r) => r.done, () => true)).resolves.toBe(true);
+    const inboxEnd = failure(inbox.next());
+    const watchEnd = failure(watch.next());
+    const closed = t.close();
+    for (const end of [await inboxEnd, await watchEnd]) {
+      expect([end?.code, reasonOf(end)]).toEqual([Code.Unavailable, "HUB_SHUTTING_DOWN"]);
+    }
+    // The same client (same connection, if it is still there) gets no new call through.
+    const late = await failure(createClient(PresenceService, transport).listAgents({}));
+    expect(late).toBeInstanceOf(ConnectError);
+    await closed;
+    expect(t.events.find((e) => e.event === "hub_stopped")?.fields).toMatchObject({ forced: false });
   }, 15_000);
+});
+
+describe("shutdown over HTTP/1.1 keep-alive", () => {
+  it("closes idle keep-alive connections at once instead of waiting out the grace time", async () => {
+    const t = await startTestHub({ config: { shutdownGraceMs: 600_000 } });
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const get = (path: string) =>
+      new Promise<{ status: number; connection?: string; code?: string }>((resolve, reject) => {
+        http
+          .get(t.baseUrl + path, { agent }, (res) => {
+            let body = "";
+            res.on("data", (d: Buffer) => (body += d));
+            res.on("end", () =>
+              resolve({ status: res.statusCode!, connection: res.headers.connection, code: body ? JSON.parse(body).code : undefined }),
+            );
+          })
+          .on("error", reject);
+      });
+    expect((await get("/health")).status).toBe(200);
+    const idle = Object.values(agent.freeSockets).flat()[0]!;
+    const idleClosed = new Promise((r) => idle.once("close", r));
+    await t.close();
+    await idleClosed; // the idle keep-alive connection was closed by the hub, not left open
+    expect(t.events.find((e) => e.event === "hub_stopped")?.fields).toMatchObject({ forced: false });
+    agent.destroy();
+  });
 });

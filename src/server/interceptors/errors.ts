@@ -104,9 +104,13 @@ export function createErrorInterceptor(observer: Observer, maxBodyBytes: number)
           } catch (e) {
             throw map(e, requestId, extraHeaders);
           }
-          // @NOTE spec §5.7: a stream that ends because its deadline passed says so.
+          // @NOTE spec §5.7, §5.8: a stream that ends because its deadline passed, or because the
+          // hub is shutting down (unavailable: reconnect, to another replica if there is one),
+          // says so instead of ending as if it were complete.
           const reason: unknown = req.signal.reason;
-          if (reason instanceof ConnectError && reason.code === Code.DeadlineExceeded) throw map(reason, requestId, extraHeaders);
+          if (reason instanceof ConnectError && (reason.code === Code.DeadlineExceeded || reason.code === Code.Unavailable)) {
+            throw map(reason, requestId, extraHeaders);
+          }
         })(),
       };
     } catch (e) {
