@@ -13,7 +13,7 @@ export interface HubConfig {
   projectTokens: Record<string, string>;
   /** SQLite file path, or ":memory:". */
   dataPath: string;
-  /** JSON-lines log file; undefined logs to stdout only. */
+  /** JSON-lines log file; undefined (`KXM_LOG_PATH=-`) logs to stdout. */
   logPath: string | undefined;
   staleAfterMs: number;
   messageTtlMs: number;
@@ -28,16 +28,23 @@ export interface HubConfig {
   sqliteSynchronous: "full" | "normal";
   /** Largest request body in bytes. */
   maxBodyBytes: number;
-  /** Idle time after which a stream sends a keep-alive frame. */
+  /**
+   * Idle time after which a stream sends a keep-alive frame; below staleAfterMs (an open stream
+   * keeps its agent online). loadConfig derives it from staleAfterMs unless it is set.
+   */
   streamKeepAliveMs: number;
   /** Events a stream may fall behind (or buffer) before it is cut off with a resume cursor. */
   streamMaxLag: number;
 }
 
-/** Invalid configuration: the hub refuses to start. */
+/**
+ * The hub refuses to start with what it was given: `invalid_config` (a value, flag or command it
+ * does not accept), `address_in_use` (the host and port are taken), `log_path_invalid` (the log
+ * file cannot be opened for appending). The store's own refusals are StoreOpenError's.
+ */
 export class ConfigError extends Error {
   constructor(
-    readonly code: string,
+    readonly code: "invalid_config" | "address_in_use" | "log_path_invalid",
     message: string,
   ) {
     super(message);
@@ -111,38 +118,129 @@ function checkProjectTokenNames(tokens: Record<string, string>): void {
   }
 }
 
-/** CLI flag -> environment variable; a flag wins over the variable. */
-const flags = {
-  host: "KXM_HOST",
-  port: "KXM_PORT",
-  "auth-token": "KXM_AUTH_TOKEN",
-  "project-tokens": "KXM_PROJECT_TOKENS",
-  "data-path": "KXM_DATA_PATH",
-  "log-path": "KXM_LOG_PATH",
-  "stale-after-ms": "KXM_STALE_AFTER_MS",
-  "message-ttl-ms": "KXM_MESSAGE_TTL_MS",
-  "message-retention-ms": "KXM_MESSAGE_RETENTION_MS",
-  "rate-limit-max": "KXM_RATE_LIMIT_MAX",
-  "rate-limit-window-ms": "KXM_RATE_LIMIT_WINDOW_MS",
-  "cors-origins": "KXM_CORS_ORIGINS",
-  "sqlite-synchronous": "KXM_SQLITE_SYNCHRONOUS",
-  "stream-keepalive-ms": "KXM_STREAM_KEEPALIVE_MS",
-  "stream-max-lag": "KXM_STREAM_MAX_LAG",
-} as const;
+/** The stream keep-alive when KXM_STREAM_KEEPALIVE_MS is not set: 15 s, or half of stale-after. */
+export const defaultKeepAliveMs = (staleAfterMs: number) =>
+  Math.min(defaultConfig.streamKeepAliveMs, Math.floor(staleAfterMs / 2));
 
-export const configHelp = Object.entries(flags)
-  .map(([flag, env]) => `  --${flag.padEnd(22)} ${env}`)
-  .join("\n");
+export interface FlagDoc {
+  /** The environment variable the flag overrides, if any. */
+  env?: string;
+  /** Placeholder of the value in the help text. */
+  value: string;
+  meaning: string;
+  default: string;
+}
+
+/** CLI flag -> environment variable, meaning and default (the help text and the README table). */
+const flags = {
+  host: {
+    env: "KXM_HOST",
+    value: "addr",
+    meaning: "bind address; a non-loopback address needs KXM_AUTH_TOKEN",
+    default: defaultConfig.host,
+  },
+  port: { env: "KXM_PORT", value: "n", meaning: "port, 0..65535 (0 = ephemeral)", default: String(defaultConfig.port) },
+  "auth-token": { env: "KXM_AUTH_TOKEN", value: "token", meaning: "admin token", default: "none (loopback callers trusted as admin)" },
+  "project-tokens": {
+    env: "KXM_PROJECT_TOKENS",
+    value: "json",
+    meaning: "JSON object {project: token}",
+    default: "none",
+  },
+  "data-path": { env: "KXM_DATA_PATH", value: "file", meaning: "SQLite file, or :memory:", default: defaultConfig.dataPath },
+  "log-path": {
+    env: "KXM_LOG_PATH",
+    value: "file",
+    meaning: "JSON-lines log file; - writes the log to stdout",
+    default: defaultConfig.logPath!,
+  },
+  "stale-after-ms": {
+    env: "KXM_STALE_AFTER_MS",
+    value: "ms",
+    meaning: "presence lease of an agent or runtime, >= 100",
+    default: String(defaultConfig.staleAfterMs),
+  },
+  "message-ttl-ms": {
+    env: "KXM_MESSAGE_TTL_MS",
+    value: "ms",
+    meaning: "default message TTL, >= 1000",
+    default: String(defaultConfig.messageTtlMs),
+  },
+  "message-retention-ms": {
+    env: "KXM_MESSAGE_RETENTION_MS",
+    value: "ms",
+    meaning: "retention of ended messages, >= 1000",
+    default: String(defaultConfig.messageRetentionMs),
+  },
+  "rate-limit-max": {
+    env: "KXM_RATE_LIMIT_MAX",
+    value: "n",
+    meaning: "requests per window and identity",
+    default: String((defaultConfig.rateLimit as { maxRequests: number }).maxRequests),
+  },
+  "rate-limit-window-ms": {
+    env: "KXM_RATE_LIMIT_WINDOW_MS",
+    value: "ms",
+    meaning: "rate window, >= 100",
+    default: String((defaultConfig.rateLimit as { windowMs: number }).windowMs),
+  },
+  "cors-origins": {
+    env: "KXM_CORS_ORIGINS",
+    value: "list",
+    meaning: "comma-separated browser origins, or *",
+    default: "none (no CORS headers)",
+  },
+  "sqlite-synchronous": {
+    env: "KXM_SQLITE_SYNCHRONOUS",
+    value: "mode",
+    meaning: "full or normal (README Durability)",
+    default: defaultConfig.sqliteSynchronous,
+  },
+  "stream-keepalive-ms": {
+    env: "KXM_STREAM_KEEPALIVE_MS",
+    value: "ms",
+    meaning: "idle time before a stream sends a keep-alive frame, >= 100 and below the stale-after time",
+    default: `min(${defaultConfig.streamKeepAliveMs}, stale-after / 2), ${defaultConfig.streamKeepAliveMs} with the default stale-after`,
+  },
+  "stream-max-lag": {
+    env: "KXM_STREAM_MAX_LAG",
+    value: "n",
+    meaning: "events a stream may fall behind before it is cut off (resumable)",
+    default: String(defaultConfig.streamMaxLag),
+  },
+} as const satisfies Record<string, FlagDoc>;
+
+/** Help lines for a flag table: `--flag <value>  ENV`, then its meaning and default. */
+export function flagHelp(table: Record<string, FlagDoc>): string {
+  return Object.entries(table)
+    .map(([flag, d]) => {
+      const head = `  --${`${flag} <${d.value}>`.padEnd(30)} ${d.env ?? ""}`.trimEnd();
+      return `${head}\n      ${d.meaning} (default: ${d.default})`;
+    })
+    .join("\n");
+}
+
+/** The serve command's flags, each with its environment variable, meaning and default. */
+export const configHelp = flagHelp(flags);
+
+/** True for the problems util.parseArgs reports about the arguments (unknown flag, missing value). */
+export const isArgumentError = (e: unknown) => /^ERR_PARSE_ARGS_/.test((e as { code?: string }).code ?? "");
 
 /** Reads the configuration from CLI arguments and the environment; throws ConfigError. */
 export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
-  const { values } = parseArgs({
-    args: argv,
-    options: Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
-    strict: true,
-  });
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
+      strict: true,
+    }));
+  } catch (e) {
+    if (isArgumentError(e)) throw new ConfigError("invalid_config", (e as Error).message);
+    throw e;
+  }
   const get = (flag: keyof typeof flags): string | undefined => {
-    const v = (values as Record<string, string | undefined>)[flag] ?? env[flags[flag]];
+    const v = (values as Record<string, string | undefined>)[flag] ?? env[flags[flag].env];
     return v === undefined || v.trim() === "" ? undefined : v;
   };
   const c: HubConfig = { ...defaultConfig };
@@ -156,7 +254,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   const dataPath = get("data-path");
   if (dataPath) c.dataPath = dataPath.trim();
   const logPath = get("log-path");
-  if (logPath) c.logPath = logPath.trim();
+  // `-` is the container convention for standard output.
+  if (logPath) c.logPath = logPath.trim() === "-" ? undefined : logPath.trim();
   const stale = get("stale-after-ms");
   if (stale) c.staleAfterMs = int("KXM_STALE_AFTER_MS", stale, 100);
   const ttl = get("message-ttl-ms");
@@ -183,7 +282,19 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
     c.sqliteSynchronous = s;
   }
   const keepAlive = get("stream-keepalive-ms");
-  if (keepAlive) c.streamKeepAliveMs = int("KXM_STREAM_KEEPALIVE_MS", keepAlive, 100);
+  if (keepAlive) {
+    c.streamKeepAliveMs = int("KXM_STREAM_KEEPALIVE_MS", keepAlive, 100);
+    if (c.streamKeepAliveMs >= c.staleAfterMs) {
+      // Only a value the user set can conflict; the derived one is always below.
+      throw new ConfigError(
+        "invalid_config",
+        `KXM_STREAM_KEEPALIVE_MS (${c.streamKeepAliveMs}) must be below KXM_STALE_AFTER_MS ` +
+          `(${c.staleAfterMs}${stale ? "" : ", the default"}): an open stream keeps its agent online`,
+      );
+    }
+  } else {
+    c.streamKeepAliveMs = defaultKeepAliveMs(c.staleAfterMs);
+  }
   const maxLag = get("stream-max-lag");
   if (maxLag) c.streamMaxLag = int("KXM_STREAM_MAX_LAG", maxLag, 1);
   c.cleanupIntervalMs = Math.max(250, Math.floor(c.staleAfterMs / 3));
@@ -200,7 +311,10 @@ export function validateConfig(c: HubConfig): HubConfig {
   if (c.messageRetentionMs < 1_000) throw new ConfigError("invalid_config", "messageRetentionMs must be >= 1000");
   if (c.streamKeepAliveMs >= c.staleAfterMs) {
     // An open stream keeps its agent online through its keep-alives.
-    throw new ConfigError("invalid_config", "KXM_STREAM_KEEPALIVE_MS must be below KXM_STALE_AFTER_MS");
+    throw new ConfigError(
+      "invalid_config",
+      `streamKeepAliveMs (${c.streamKeepAliveMs}) must be below staleAfterMs (${c.staleAfterMs})`,
+    );
   }
   checkProjectTokenNames(c.projectTokens);
   if (c.shutdownGraceMs < 0) throw new ConfigError("invalid_config", "shutdownGraceMs must be >= 0");

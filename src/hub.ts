@@ -22,6 +22,7 @@ import { createHttpHandler } from "./server/http-handler.js";
 import { createAuthInterceptor } from "./server/interceptors/auth.js";
 import { createErrorInterceptor, toConnectError } from "./server/interceptors/errors.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
+import { createObserveInterceptor } from "./server/interceptors/observe.js";
 import { createDualServer } from "./server/listen.js";
 import { strictJson } from "./server/node-adapter.js";
 import { routes, servedServices } from "./server/routes.js";
@@ -59,7 +60,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const clock = overrides.clock ?? systemClock;
   const store =
     overrides.store ?? new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous });
-  const metrics = createMetrics(store);
+  // Held leases come from the store, so the gauge is right from the first scrape after a restart.
+  const heldLeases = async () => (await store.listProjects(clock.now())).reduce((n, p) => n + p.heldLeases, 0);
+  const metrics = createMetrics(store, { heldLeases });
   const logger = overrides.log === false ? undefined : createLogger(config.logPath);
   const observer = createObserver(logger, metrics, overrides.tap);
 
@@ -109,6 +112,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     extras.flatMap((x) => x.service.methods.map((m) => [`${x.service.typeName}/${m.name}`, x.auth] as const)),
   );
   const interceptors = [
+    createObserveInterceptor(observer),
     createErrorInterceptor(observer, config.maxBodyBytes),
     createLimitsInterceptor(config.maxBodyBytes),
     createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
@@ -121,8 +125,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
    */
   const readMaxBytes = config.maxBodyBytes;
   const sync = createSync({ store, clock, observer });
-  const snapshot = createOperatorView({ store, clock, presence, messages });
-  const hubRoutes = routes({ presence, leases, messages, openInbox, watches, sync, snapshot });
+  const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
+  const hubRoutes = routes({ presence, leases, messages, openInbox, watches, sync, operator });
   const serviceRoutes = (router: ConnectRouter) => {
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);

@@ -81,6 +81,14 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
           checkProjectToken(project, creds);
           return { kind: "project", project };
         }
+        case "agentOrOperator": {
+          const named = field(rule.projectField);
+          if (creds.agentId !== null || named === undefined || named === "") return agentCaller(creds.agentId, creds);
+          const project = projectName("project", named as string);
+          // @NOTE spec §5.3: operators read a named project without an agent identity.
+          if (!isAdmin(creds)) checkProjectToken(project, creds);
+          return { kind: "project", project };
+        }
         case "public":
           return { kind: "public" };
         case "adminConfigured":

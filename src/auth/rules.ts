@@ -9,6 +9,12 @@ export type AuthRule =
   | { kind: "project"; projectField: string }
   /** An agent, or a project/admin token for the project named in `projectField`. */
   | { kind: "agentOrProject"; projectField: string }
+  /**
+   * An operator read: with agent headers, or without a project named in `projectField`, the
+   * agent (its own project); else the admin token or that project's own token (a loopback hub
+   * without an admin token trusts its callers as admin).
+   */
+  | { kind: "agentOrOperator"; projectField: string }
   /** Admin token; a hub without one trusts loopback callers, else refuses (admin_auth_not_configured). */
   | { kind: "adminConfigured" }
   /** No credentials (discovery services such as server reflection). */
@@ -18,19 +24,20 @@ const agent: AuthRule = { kind: "agent" };
 const agentPath: AuthRule = { kind: "agent", idField: "agentId" };
 const project: AuthRule = { kind: "project", projectField: "project" };
 const watcher: AuthRule = { kind: "agentOrProject", projectField: "project" };
+const reader: AuthRule = { kind: "agentOrOperator", projectField: "project" };
 
 export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.PresenceService/RegisterAgent": project,
   "kxm.hub.v1.PresenceService/Heartbeat": agentPath,
   "kxm.hub.v1.PresenceService/UnregisterAgent": agentPath,
-  "kxm.hub.v1.PresenceService/ListAgents": agent,
+  "kxm.hub.v1.PresenceService/ListAgents": reader,
   "kxm.hub.v1.PresenceService/ReportRuntimePresence": project,
   "kxm.hub.v1.PresenceService/WatchPresence": watcher,
   "kxm.hub.v1.LeaseService/AcquireLease": agent,
   "kxm.hub.v1.LeaseService/RenewLease": agent,
   "kxm.hub.v1.LeaseService/ReleaseLease": agent,
-  "kxm.hub.v1.LeaseService/GetLease": agent,
-  "kxm.hub.v1.LeaseService/ListLeases": agent,
+  "kxm.hub.v1.LeaseService/GetLease": reader,
+  "kxm.hub.v1.LeaseService/ListLeases": reader,
   "kxm.hub.v1.LeaseService/WatchLeases": watcher,
   "kxm.hub.v1.PeerService/SendMessage": agent,
   "kxm.hub.v1.PeerService/AckMessage": agent,
@@ -42,5 +49,6 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.SyncService/PushEvents": project,
   "kxm.hub.v1.SyncService/GetCursor": project,
   "kxm.hub.v1.OpsService/GetSnapshot": { kind: "adminConfigured" },
+  "kxm.hub.v1.OpsService/ListProjects": { kind: "adminConfigured" },
   "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": { kind: "public" },
 };

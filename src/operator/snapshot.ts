@@ -1,4 +1,6 @@
 import type { Clock } from "../clock.js";
+import type { LeaseView } from "../errors.js";
+import type { Leases } from "../lease/leases.js";
 import type { Messages } from "../peer/messages.js";
 import type { AgentView, Presence, RuntimeView } from "../presence/presence.js";
 import type { HubStore, MessageRow } from "../store/store.js";
@@ -34,9 +36,21 @@ export interface OperatorSnapshot {
   openMessages: MessageRow[];
   openMessageTotal: number;
   homeRuntimes: HomeRuntime[];
+  /** Live leases by name, at most maxLeases. */
+  leases: LeaseView[];
+}
+
+/** A project as the operator's list shows it. */
+export interface ProjectSummary {
+  project: string;
+  agents: number;
+  onlineAgents: number;
+  heldLeases: number;
+  hasToken: boolean;
 }
 
 const maxOpenMessages = 16;
+const maxLeases = 100;
 const maxRunsPerRuntime = 16;
 
 /**
@@ -44,18 +58,41 @@ const maxRunsPerRuntime = 16;
  * home runtime and described from their gapless prefix only; every runtime that ever
  * heartbeated appears, with or without runs.
  */
-export function createOperatorView(deps: { store: HubStore; clock: Clock; presence: Presence; messages: Messages }) {
-  const { store, clock, presence, messages } = deps;
-  return async function snapshot(input: { project: string }): Promise<OperatorSnapshot> {
+export function createOperatorView(deps: {
+  store: HubStore;
+  clock: Clock;
+  presence: Presence;
+  messages: Messages;
+  leases: Leases;
+  /** Projects with their own token (they are listed even before they hold anything). */
+  tokenProjects: string[];
+}) {
+  const { store, clock, presence, messages, leases } = deps;
+
+  /** Every project the hub knows, by name: stored data or a configured token. */
+  async function listProjects(): Promise<ProjectSummary[]> {
+    const counts = new Map((await store.listProjects(clock.now())).map((c) => [c.project, c]));
+    const tokens = new Set(deps.tokenProjects);
+    return [...new Set([...counts.keys(), ...tokens])].sort().map((project) => ({
+      project,
+      agents: counts.get(project)?.agents ?? 0,
+      onlineAgents: counts.get(project)?.onlineAgents ?? 0,
+      heldLeases: counts.get(project)?.heldLeases ?? 0,
+      hasToken: tokens.has(project),
+    }));
+  }
+
+  async function snapshot(input: { project: string }): Promise<OperatorSnapshot> {
     const project = projectName("project", input.project);
     await messages.expireDue();
     await messages.purge();
     const nowMs = clock.now();
-    const [agents, open, runs, runtimes] = await Promise.all([
+    const [agents, open, runs, runtimes, held] = await Promise.all([
       presence.list({ project }, { includeOffline: true }),
       store.listOpenMessages(project, maxOpenMessages),
       store.listSyncRuns(project),
       presence.runtimes(project),
+      leases.list({ project }, { includeExpired: false, pageSize: maxLeases, pageToken: "" }),
     ]);
     const byRuntime = new Map<string, RuntimeView>(runtimes.map((r) => [r.runtimeId, r]));
     const runsByRuntime = new Map<string, HomeRuntimeRun[]>();
@@ -102,8 +139,11 @@ export function createOperatorView(deps: { store: HubStore; clock: Clock; presen
       openMessages: open.messages,
       openMessageTotal: open.total,
       homeRuntimes,
+      leases: held.leases,
     };
-  };
+  }
+
+  return { snapshot, listProjects };
 }
 
 export type OperatorView = ReturnType<typeof createOperatorView>;

@@ -1,13 +1,41 @@
-import { Counter, Gauge, Registry } from "prom-client";
-import type { CounterName } from "../observe.js";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { CallReport, CounterName, StreamKind } from "../observe.js";
 import type { HubStore } from "../store/store.js";
 
+/** The server streams the hub serves; their gauge series exist (at 0) before any opens. */
+export const streamKinds: readonly StreamKind[] = ["subscribe", "watch_presence", "watch_leases"];
+
+/** Request latency buckets in seconds: SQLite calls take well under a millisecond. */
+const durationBuckets = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
 /**
- * Prometheus metrics with the reference hub's names, registered in the reference's order.
- * Counters live in memory (reset on restart); the gauges read the store at scrape time.
- * Workflow and context counters are out of scope and not exported.
+ * Node's process metrics (`process_*`, `nodejs_*`) describe the process, not a hub, so they live
+ * in one registry per process: every hub (tests build many) renders the same collectors, and
+ * their GC and event-loop observers are installed once.
  */
-export function createMetrics(store: HubStore) {
+let processRegistry: Registry | undefined;
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+export interface MetricsSources {
+  /** Held leases now (read from the store at scrape time); without it the gauge is not exported. */
+  heldLeases?: () => Promise<number>;
+  /** Export Node's process metrics (default true). */
+  processMetrics?: boolean;
+}
+
+/**
+ * Prometheus metrics: the reference hub's names first, in the reference's order, then the
+ * hub's own (per-method calls and latency, open streams, held leases), then Node's process
+ * metrics. Counters live in memory (reset on restart); the gauges read the store, or the
+ * hub's own state, at scrape time.
+ */
+export function createMetrics(store: HubStore, sources: MetricsSources = {}) {
   const registry = new Registry();
   new Gauge({
     name: "kxm_online_agents",
@@ -48,12 +76,66 @@ export function createMetrics(store: HubStore) {
   counter("kxm_attempt_latency_seconds_total", "Reserved; always 0.");
   counter("kxm_metered_cost_usd_total", "Reserved; always 0.");
 
+  const callLabels = ["face", "service", "method", "code"] as const;
+  const calls = new Counter({
+    name: "kxm_rpc_requests_total",
+    help: 'Finished requests by face (rpc, rest, http), RPC service and method ("" when the request named none) and Connect code ("ok" on success).',
+    labelNames: callLabels,
+    registers: [registry],
+  });
+  const durations = new Histogram({
+    name: "kxm_rpc_duration_seconds",
+    help: "Time from a request's arrival to its last byte (a stream's whole life), by face, service and method.",
+    labelNames: ["face", "service", "method"] as const,
+    buckets: durationBuckets,
+    registers: [registry],
+  });
+  const streams = new Gauge({
+    name: "kxm_open_streams",
+    help: "Server streams open now, by kind.",
+    labelNames: ["kind"] as const,
+    registers: [registry],
+  });
+  for (const kind of streamKinds) streams.set({ kind }, 0);
+  const heldLeases = sources.heldLeases;
+  if (heldLeases) {
+    new Gauge({
+      name: "kxm_held_leases",
+      help: "Leases held now (a holder, not lapsed).",
+      registers: [registry],
+      async collect() {
+        this.set(await heldLeases());
+      },
+    });
+  }
+  const registries = sources.processMetrics === false ? [registry] : [registry, processMetrics()];
+
   return {
     count(name: CounterName, by = 1) {
       counters[name].inc(by);
     },
+    call(r: CallReport) {
+      const labels = { face: r.face, service: r.service, method: r.method };
+      calls.inc({ ...labels, code: r.code });
+      durations.observe(labels, r.durationMs / 1_000);
+    },
+    stream(kind: StreamKind, delta: 1 | -1) {
+      streams.inc({ kind }, delta);
+    },
     contentType: "text/plain; version=0.0.4; charset=utf-8",
-    render: () => registry.metrics(),
+    /**
+     * The exposition: every registry in order, without the blank lines prom-client puts between
+     * metrics, and with NaN spelled as the format spells it (prom-client writes "Nan").
+     */
+    async render(): Promise<string> {
+      const texts = await Promise.all(registries.map((r) => r.metrics()));
+      const lines = texts
+        .join("\n")
+        .split("\n")
+        .filter((line) => line !== "")
+        .map((line) => (line.endsWith(" Nan") && !line.startsWith("#") ? `${line.slice(0, -3)}NaN` : line));
+      return `${lines.join("\n")}\n`;
+    },
   };
 }
 

@@ -1,27 +1,68 @@
-import fs from "node:fs";
-import path from "node:path";
 import pino from "pino";
-import type { Observer } from "../observe.js";
+import type { CallReport, FaceObserver } from "../observe.js";
+import { openLogFile } from "./log-destination.js";
 import type { Metrics } from "./metrics.js";
 
-/** JSON-lines logger: one object per event, `event` holding the reference hub's event name. */
-export function createLogger(logPath: string | undefined): pino.Logger {
-  const options: pino.LoggerOptions = { base: undefined, timestamp: pino.stdTimeFunctions.isoTime, messageKey: "msg" };
+/**
+ * JSON-lines logger: one object per event, `event` holding the reference hub's event name.
+ * `level` is the lowest level written ("debug" adds a `request_completed` line per call).
+ */
+export function createLogger(logPath: string | undefined, level: pino.LevelWithSilent = "info"): pino.Logger {
+  const options: pino.LoggerOptions = { base: undefined, level, timestamp: pino.stdTimeFunctions.isoTime, messageKey: "msg" };
   if (!logPath) return pino(options, pino.destination({ dest: 1, sync: false }));
-  fs.mkdirSync(path.dirname(path.resolve(logPath)), { recursive: true, mode: 0o700 });
-  return pino(options, pino.destination({ dest: logPath, sync: false, mkdir: true }));
+  // Opened synchronously: an unusable path refuses the start (log_path_invalid) before listening.
+  return pino(options, pino.destination({ dest: openLogFile(logPath), sync: false }));
 }
 
-/** The Observer domain code reports to: log lines and Prometheus counters. */
-export function createObserver(logger: pino.Logger | undefined, metrics: Metrics, tap?: Observer): Observer {
+/** Codes that say the hub failed, not the caller. */
+const serverFaults = new Set(["internal", "unknown", "data_loss"]);
+
+/**
+ * The log line of a finished call: `request_completed` at debug for a success (one per call
+ * would flood info under load), `request_error` at info for a refusal and at error when the
+ * hub itself failed.
+ */
+export function callLogLine(r: CallReport): { level: "debug" | "info" | "error"; event: string; fields: Record<string, unknown> } {
+  const fields: Record<string, unknown> = {
+    requestId: r.requestId,
+    face: r.face,
+    method: r.service === "" ? "" : `${r.service}/${r.method}`,
+    route: r.route,
+    ...(r.path !== undefined && { path: r.path }),
+    caller: r.caller,
+    ...(r.statusCode !== undefined && { statusCode: r.statusCode }),
+    code: r.reason ?? r.code,
+    connectCode: r.code,
+    durationMs: Math.round(r.durationMs * 1_000) / 1_000,
+  };
+  if (r.code === "ok") return { level: "debug", event: "request_completed", fields };
+  return { level: serverFaults.has(r.code) ? "error" : "info", event: "request_error", fields };
+}
+
+/**
+ * The Observer domain code reports to: log lines and Prometheus metrics. `tap` (tests) sees
+ * every log event, the call log lines included, and every counter, call and stream change.
+ */
+export function createObserver(logger: pino.Logger | undefined, metrics: Metrics, tap?: Partial<FaceObserver>): FaceObserver {
   return {
     log(event, fields) {
       logger?.info({ event, ...fields });
-      tap?.log(event, fields);
+      tap?.log?.(event, fields);
     },
     count(counter, by) {
       metrics.count(counter, by);
-      tap?.count(counter, by);
+      tap?.count?.(counter, by);
+    },
+    call(report) {
+      metrics.call(report);
+      const line = callLogLine(report);
+      logger?.[line.level]({ event: line.event, ...line.fields });
+      tap?.log?.(line.event, line.fields);
+      tap?.call?.(report);
+    },
+    stream(kind, delta) {
+      metrics.stream(kind, delta);
+      tap?.stream?.(kind, delta);
     },
   };
 }

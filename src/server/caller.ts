@@ -16,3 +16,10 @@ export function agentOf(ctx: HandlerContext): AgentCaller {
   if (caller.kind !== "agent") throw errors.internal(new Error("agent method reached without an agent caller"));
   return caller;
 }
+
+/** The project a read is about: an agent's own, or the one an operator's token named. */
+export function readProjectOf(ctx: HandlerContext): { project: string } {
+  const caller = callerOf(ctx);
+  if (caller.kind === "agent" || caller.kind === "project") return { project: caller.project };
+  throw errors.internal(new Error("project read reached without an agent or project caller"));
+}

@@ -3,6 +3,7 @@ import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protoc
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { readAllBytes, createAsyncIterable, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
+import { kCall, noteOutcome } from "./call-record.js";
 import { hubErrorOfFramework, toConnectError } from "./interceptors/errors.js";
 
 /**
@@ -89,11 +90,18 @@ function grpcWeb(res: UniversalServerResponse, replacement: Replace): UniversalS
 /** `handler`, with connect's own request-decoding refusals answered as typed hub errors. */
 export function withTypedFrameworkErrors(handler: UniversalHandler, maxBodyBytes: number): UniversalHandler {
   /** The typed replacement of a framework refusal, or undefined to keep it as it is. */
-  const replacement = (e: ConnectError | undefined): ConnectError | undefined => {
+  const typedOf = (e: ConnectError | undefined): ConnectError | undefined => {
     const hub = e && hubErrorOfFramework(e, maxBodyBytes);
     return hub && toConnectError(hub);
   };
   const wrapped = async (req: Parameters<UniversalHandler>[0]) => {
+    const call = req.contextValues?.get(kCall);
+    /** The typed replacement; a refusal the interceptors never saw is also the call's outcome. */
+    const replacement = (e: ConnectError | undefined): ConnectError | undefined => {
+      const typed = typedOf(e);
+      if (e && call && call.code === undefined) noteOutcome(call, typed ?? e);
+      return typed;
+    };
     const res = await handler(req);
     const type = contentType(res);
     if (type.startsWith("application/grpc-web")) return grpcWeb(res, replacement);

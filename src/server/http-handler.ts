@@ -1,9 +1,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
+import { codeFromHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { errors, isHubError, type HubError } from "../errors.js";
-import type { Observer } from "../observe.js";
+import type { FaceObserver } from "../observe.js";
+import { finishCall, kCall, startCall, type CallRecord } from "./call-record.js";
 import { kRemoteAddress } from "./context.js";
+import { requestIdOf } from "./interceptors/errors.js";
 import { remoteAddressOf } from "./listen.js";
 import { createCors } from "./cors.js";
 import { createRpcAdapter, type RequestTarget } from "./node-adapter.js";
@@ -13,8 +16,10 @@ type Res = ServerResponse | Http2ServerResponse;
 
 /** The REST face, as the dispatcher sees it (transcode/rest-face.ts). */
 export interface RestFallback {
-  handle(req: Req, res: Res, target: RequestTarget): Promise<void>;
-  refuse(req: Req, res: Res, e: HubError): void;
+  /** Answers a request no RPC path took, and reports it as `call` (made here if absent). */
+  handle(req: Req, res: Res, target: RequestTarget, at?: { requestId: string; call: CallRecord }): Promise<void>;
+  /** Writes a refusal the REST way and reports it as `call` (an `http` call if absent). */
+  refuse(req: Req, res: Res, e: HubError, call?: CallRecord): void;
 }
 
 export interface HttpHandlerDeps {
@@ -27,7 +32,7 @@ export interface HttpHandlerDeps {
   /** Aborted when the hub shuts down: every call's signal follows it, so streams end. */
   shutdownSignal: AbortSignal;
   corsOrigins: string[];
-  observer: Observer;
+  observer: FaceObserver;
   ops: (req: Req, res: Res, pathname: string) => Promise<boolean>;
   rest: RestFallback;
 }
@@ -43,39 +48,70 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
   const cors = createCors(deps.corsOrigins);
 
   /** Answers a failure nobody else handled: the typed refusal, or 500 for anything else. */
-  const lastLine = (req: Req, res: Res, e: unknown) => {
-    if (isHubError(e)) return answer(req, res, e);
+  const lastLine = (req: Req, res: Res, e: unknown, call?: CallRecord) => {
+    if (isHubError(e)) return answer(req, res, e, call);
     deps.observer.log("internal_error", {
       requestId: req.headers["x-request-id"],
       method: req.method,
       error: e instanceof Error ? (e.stack ?? e.message) : String(e),
     });
-    answer(req, res, errors.internal(e));
+    answer(req, res, errors.internal(e), call);
   };
 
   /** Writes a refusal the REST way, unless an answer is already on its way. */
-  const answer = (req: Req, res: Res, e: HubError) => {
+  const answer = (req: Req, res: Res, e: HubError, call?: CallRecord) => {
     if (res.headersSent) {
       res.destroy();
       return;
     }
     try {
-      deps.rest.refuse(req, res, e);
+      deps.rest.refuse(req, res, e, call);
     } catch {
       res.destroy();
     }
   };
 
+  /**
+   * A request no RPC path took. Its request id is fixed here, so `/health`, `/ready` and
+   * `/metrics` echo it as the REST face does. Ops answers are not calls (kxm_requests_total
+   * counts them); their refusals are, as `http` calls.
+   */
   const fallback = (req: Req, res: Res, target: RequestTarget | undefined) => {
+    const call = startCall("http", { path: target?.pathname ?? req.url ?? "" });
     if (!target) {
       // CONNECT names an authority, not a path: the hub routes no such thing.
-      if (req.method === "CONNECT") return answer(req, res, errors.routeNotFound());
-      return answer(req, res, errors.protocol("request target must be an origin-form path", "path"));
+      if (req.method === "CONNECT") return answer(req, res, errors.routeNotFound(), call);
+      return answer(req, res, errors.protocol("request target must be an origin-form path", "path"), call);
     }
+    const header = req.headers["x-request-id"];
+    const requestId = requestIdOf(typeof header === "string" ? header : null);
+    res.setHeader("x-request-id", requestId);
+    call.requestId = requestId;
     deps
       .ops(req, res, target.pathname)
-      .then((answered) => (answered ? undefined : deps.rest.handle(req, res, target)))
-      .catch((e: unknown) => lastLine(req, res, e));
+      .then((answered) => (answered ? undefined : deps.rest.handle(req, res, target, { requestId, call })))
+      .catch((e: unknown) => lastLine(req, res, e, call));
+  };
+
+  /**
+   * An RPC call is over: reports it with the outcome the interceptors (or connect) noted. A call
+   * whose response closed before it was whole, or before any outcome while its answer was under
+   * way (status 200: a stream the client reset), was cancelled by the client.
+   */
+  const settled = (res: Res, call: CallRecord | undefined, finished: boolean) => {
+    if (!call) return;
+    try {
+      if (call.code === undefined) {
+        // Else refused by connect before any interceptor, with no error body (e.g. 415, 405).
+        const status = res.statusCode;
+        call.code = status === 200 ? "canceled" : status === 415 ? "invalid_argument" : codeToString(codeFromHttpStatus(status));
+      } else if (call.code === "ok" && !finished) {
+        call.code = "canceled";
+      }
+      finishCall(deps.observer, call);
+    } catch (e) {
+      deps.observer.log("internal_error", { requestId: call.requestId, error: String(e) });
+    }
   };
 
   const rpc = createRpcAdapter({
@@ -84,14 +120,19 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     readMaxBytes: deps.readMaxBytes,
     maxBodyBytes: deps.maxBodyBytes,
     shutdownSignal: deps.shutdownSignal,
-    contextValues: (req) => createContextValues().set(kRemoteAddress, remoteAddressOf(req)),
+    contextValues: (req, handler) =>
+      createContextValues()
+        .set(kRemoteAddress, remoteAddressOf(req))
+        .set(kCall, startCall("rpc", { service: handler.service.typeName, method: handler.method.name, route: handler.requestPath })),
     fallback,
-    badAuthority: (req, res) => answer(req, res, errors.protocol("request has no valid Host or :authority", "host")),
-    onFailure: (req, res, method, error) => {
-      if (!res.headersSent) return lastLine(req, res, error);
+    badAuthority: (req, res, values) =>
+      answer(req, res, errors.protocol("request has no valid Host or :authority", "host"), values.get(kCall)),
+    onFailure: (req, res, method, error, values) => {
+      if (!res.headersSent) return lastLine(req, res, error, values.get(kCall));
       deps.observer.log("response_failed", { method, error: String(error) });
       res.destroy();
     },
+    settled: (_req, res, values, finished) => settled(res, values.get(kCall), finished),
   });
 
   return (req: Req, res: Res) => {

@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Leases } from "../lease/leases.js";
 import type { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
-import { agentOf } from "./caller.js";
+import { agentOf, readProjectOf } from "./caller.js";
 import { leaseToProto } from "./convert.js";
 import type { WatchHandlers } from "./watch-handlers.js";
 
@@ -21,11 +21,11 @@ export function leaseHandlers(leases: Leases, watches: WatchHandlers): ServiceIm
       return { released: r.released, lease: leaseToProto(r.lease) };
     },
     async getLease(req, ctx) {
-      const r = await leases.get(agentOf(ctx), req);
+      const r = await leases.get(readProjectOf(ctx), req);
       return { lease: leaseToProto(r.lease), expired: r.expired };
     },
     async listLeases(req, ctx) {
-      const r = await leases.list(agentOf(ctx), req);
+      const r = await leases.list(readProjectOf(ctx), req);
       return { leases: r.leases.map(leaseToProto), nextPageToken: r.nextPageToken };
     },
     watchLeases: watches.watchLeases,

@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { withTypedFrameworkErrors } from "./framework-errors.js";
@@ -73,13 +74,16 @@ export interface RpcAdapterOptions {
   /** The limit a too-large request is refused with (payload_too_large). */
   maxBodyBytes: number;
   shutdownSignal: AbortSignal;
-  contextValues: (req: Req) => ContextValues;
+  /** The context values of a call of `handler` (its call record among them). */
+  contextValues: (req: Req, handler: UniversalHandler) => ContextValues;
   /** Answers requests that are no RPC: `target` is their parsed origin-form target, if any. */
   fallback: (req: Req, res: Res, target: RequestTarget | undefined) => void;
   /** A request with an RPC path but no usable authority. */
-  badAuthority: (req: Req, res: Res) => void;
+  badAuthority: (req: Req, res: Res, values: ContextValues) => void;
   /** A call that failed outside connect's own error handling (a bug, or the client went away). */
-  onFailure: (req: Req, res: Res, method: string, error: unknown) => void;
+  onFailure: (req: Req, res: Res, method: string, error: unknown, values: ContextValues) => void;
+  /** A call is over: its response closed, `finished` when the whole answer was written first. */
+  settled?: (req: Req, res: Res, values: ContextValues, finished: boolean) => void;
 }
 
 /**
@@ -105,15 +109,21 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
       const target = parseRequestTarget(req.url);
       const handler = target && byPath.get(target.pathname);
       if (!handler) return o.fallback(req, res, target);
-      if (validAuthority(req) === undefined) return o.badAuthority(req, res);
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, o.contextValues(req));
+      const values = o.contextValues(req, handler);
+      if (validAuthority(req) === undefined) return o.badAuthority(req, res, values);
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
       clampDeadline(uReq.header);
+      // connect-node's writer waits for an "end" a Node response never emits: the response's own
+      // "finish" and "close" tell when the call is over, and whether the client stayed for it.
+      let finished = false;
+      res.once("finish", () => (finished = true));
+      res.once("close", () => o.settled?.(req, res, values, finished));
       handler(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((reason: unknown) => {
           // The client went away mid-answer: nothing to tell it, nothing to log.
           if (ConnectError.from(reason).code === Code.Aborted) return;
-          o.onFailure(req, res, `${handler.service.typeName}/${handler.method.name}`, reason);
+          o.onFailure(req, res, `${handler.service.typeName}/${handler.method.name}`, reason, values);
         });
     },
   };

@@ -3,7 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { OperatorView } from "../operator/snapshot.js";
 import type { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { RuntimePresenceState } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
-import { agentToProto, deliveryToProto, statusToProto } from "./convert.js";
+import { agentToProto, deliveryToProto, leaseToProto, statusToProto } from "./convert.js";
 
 const runtimePresence = {
   online: RuntimePresenceState.ONLINE,
@@ -11,11 +11,14 @@ const runtimePresence = {
   unknown: RuntimePresenceState.UNKNOWN,
 } as const;
 
-/** OpsService: the operator snapshot. */
-export function opsHandlers(snapshot: OperatorView): ServiceImpl<typeof OpsService> {
+/** OpsService: the operator snapshot and the list of projects. */
+export function opsHandlers(operator: OperatorView): ServiceImpl<typeof OpsService> {
   return {
+    async listProjects() {
+      return { projects: await operator.listProjects() };
+    },
     async getSnapshot(req) {
-      const s = await snapshot(req);
+      const s = await operator.snapshot(req);
       return {
         project: s.project,
         fetchedAt: timestampFromMs(s.fetchedAtMs),
@@ -40,6 +43,7 @@ export function opsHandlers(snapshot: OperatorView): ServiceImpl<typeof OpsServi
           runs: h.runs.map((r) => ({ ...r, lastSequence: BigInt(r.lastSequence) })),
           runTotal: h.runTotal,
         })),
+        leases: s.leases.map(leaseToProto),
       };
     },
   };

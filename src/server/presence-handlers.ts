@@ -1,7 +1,7 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Presence } from "../presence/presence.js";
 import type { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
-import { agentOf } from "./caller.js";
+import { agentOf, readProjectOf } from "./caller.js";
 import { agentToProto, runtimeToProto } from "./convert.js";
 import type { WatchHandlers } from "./watch-handlers.js";
 
@@ -20,7 +20,7 @@ export function presenceHandlers(presence: Presence, watches: WatchHandlers): Se
       return {};
     },
     async listAgents(req, ctx) {
-      const agents = await presence.list(agentOf(ctx), { includeOffline: req.includeOffline });
+      const agents = await presence.list(readProjectOf(ctx), { includeOffline: req.includeOffline });
       return { agents: agents.map(agentToProto) };
     },
     async reportRuntimePresence(req, ctx) {

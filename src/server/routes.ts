@@ -26,7 +26,7 @@ export interface Domains {
   openInbox: InboxStreams;
   watches: WatchHandlers;
   sync: Sync;
-  snapshot: OperatorView;
+  operator: OperatorView;
 }
 
 /** The services this hub serves. The REST face derives its routes from the same list. */
@@ -38,7 +38,7 @@ export function routes(d: Domains) {
     router.service(LeaseService, leaseHandlers(d.leases, d.watches));
     router.service(PeerService, peerHandlers(d.messages, d.openInbox));
     router.service(SyncService, syncHandlers(d.sync));
-    router.service(OpsService, opsHandlers(d.snapshot));
+    router.service(OpsService, opsHandlers(d.operator));
     router.service(ServerReflection, reflectionHandlers(servedServices));
   };
 }

@@ -191,6 +191,15 @@ export interface ListLeasesQuery {
   nowMs: number;
 }
 
+/** What the store holds of one project (ListProjects). */
+export interface ProjectCounts {
+  project: string;
+  agents: number;
+  onlineAgents: number;
+  /** Leases held and not lapsed at the query's nowMs. */
+  heldLeases: number;
+}
+
 export interface HubStore {
   /** "sqlite", or "memory" for an in-memory database. */
   readonly storage: "sqlite" | "memory";
@@ -202,6 +211,8 @@ export interface HubStore {
   /** Agents of a project in registration order. */
   listAgents(project: string): Promise<AgentRow[]>;
   countOnlineAgents(): Promise<number>;
+  /** Every project with agents, live leases, runtimes or runs, by name, with its counts. */
+  listProjects(nowMs: number): Promise<ProjectCounts[]>;
   /** Register/resume under (project, case-folded name); `decide` sees the agent holding the name. */
   decideRegistration<T>(
     project: string,
@@ -278,17 +289,41 @@ export interface HubStore {
   listSyncRuns(hubProject: string): Promise<SyncRunView[]>;
 }
 
-/** The store refused to open; the hub does not start. */
+/**
+ * The store refused to open (the hub does not start) or to be restored into:
+ * - `runtime_schema_outdated` / `runtime_schema_newer`: a schema this release cannot use;
+ * - `runtime_schema_shape_invalid`: tables or keys are not the ones its version must have;
+ * - `runtime_store_invalid`: the file is not a SQLite database (or a damaged one);
+ * - `runtime_path_invalid`: the path (or its directory) cannot be opened or created;
+ * - `runtime_store_locked`: another hub process holds the file (one process per data file).
+ */
 export class StoreOpenError extends Error {
   constructor(
     readonly code:
       | "runtime_schema_outdated"
       | "runtime_schema_newer"
       | "runtime_schema_shape_invalid"
-      | "runtime_path_invalid",
+      | "runtime_store_invalid"
+      | "runtime_path_invalid"
+      | "runtime_store_locked",
     message: string,
   ) {
     super(message);
     this.name = "StoreOpenError";
+  }
+}
+
+/**
+ * A backup the store will not write or restore: `backup_exists` (the output file or its
+ * manifest is already there; nothing is overwritten), `backup_corrupt` (the manifest is missing
+ * or unreadable, or the file does not match its sha256).
+ */
+export class BackupError extends Error {
+  constructor(
+    readonly code: "backup_exists" | "backup_corrupt",
+    message: string,
+  ) {
+    super(message);
+    this.name = "BackupError";
   }
 }

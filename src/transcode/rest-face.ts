@@ -6,8 +6,9 @@ import { errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { createAsyncIterable, readAllBytes, type UniversalHandler } from "@connectrpc/connect/protocol";
 import type { Clock } from "../clock.js";
 import { errors, isHubError, type HubError } from "../errors.js";
-import type { Observer } from "../observe.js";
+import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
+import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../server/call-record.js";
 import { kRemoteAddress } from "../server/context.js";
 import { remoteAddressOf } from "../server/listen.js";
 import type { RequestTarget } from "../server/node-adapter.js";
@@ -28,7 +29,7 @@ export interface RestFaceDeps {
   handlers: UniversalHandler[];
   limiter: RateLimiter;
   clock: Clock;
-  observer: Observer;
+  observer: FaceObserver;
   maxBodyBytes: number;
 }
 
@@ -79,11 +80,21 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     send(res, err.status, requestId, err.body, headers);
   }
 
-  /** A refusal of the REST face itself: counted and logged here (RPC refusals are by the interceptor). */
-  function refuseLocally(res: Res, e: HubError, requestId: string, headers = new Headers()) {
+  /** Reports the call once its answer is written. */
+  function finish(call: CallRecord, requestId: string, statusCode: number) {
+    finishCall(observer, call, { requestId, statusCode });
+  }
+
+  /**
+   * A refusal of the REST face itself: counted here (RPC refusals are by the interceptor), and
+   * reported as the call's outcome.
+   */
+  function refuseLocally(res: Res, e: HubError, requestId: string, call: CallRecord, headers = new Headers()) {
     observer.count("errors");
-    observer.log("request_error", { requestId, statusCode: restErrorFromHub(e, requestId).status, code: e.code });
-    refuse(res, restErrorFromHub(e, requestId), requestId, headers);
+    const err = restErrorFromHub(e, requestId);
+    refuse(res, err, requestId, headers);
+    noteOutcome(call, e);
+    finish(call, requestId, err.status);
   }
 
   /** Reads a JSON object body: 415, 413 and 400 as the reference; empty means `{}`. */
@@ -116,7 +127,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
   }
 
   /** Calls the method's Connect handler in-process with the binary Connect protocol. */
-  async function invoke(route: RestRoute, input: ReturnType<typeof decodeRestRequest>, req: Req, requestId: string) {
+  async function invoke(route: RestRoute, input: ReturnType<typeof decodeRestRequest>, req: Req, requestId: string, call: CallRecord) {
     const method = route.method;
     const handler = byPath.get(`/${route.service.typeName}/${method.name}`);
     if (!handler) throw errors.routeNotFound();
@@ -139,7 +150,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
       header,
       body: createAsyncIterable([bytes]),
       signal,
-      contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)),
+      contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
     });
     const answer = uRes.body ? await readAllBytes(uRes.body, Number.MAX_SAFE_INTEGER) : new Uint8Array();
     const headers = new Headers(uRes.header);
@@ -161,17 +172,27 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     }
   }
 
-  /** Answers a request that no RPC path took. */
-  async function handle(req: Req, res: Res, target: RequestTarget): Promise<void> {
-    const requestId = requestIdFor(req);
+  /**
+   * Answers a request that no RPC path took, and reports it: as the route's method once a
+   * route matched, else with no method and its path.
+   */
+  async function handle(req: Req, res: Res, target: RequestTarget, at?: { requestId: string; call: CallRecord }): Promise<void> {
+    const requestId = at?.requestId ?? requestIdFor(req);
+    const call = at?.call ?? startCall("rest");
+    call.face = "rest";
+    call.path = target.pathname.slice(0, 200);
     try {
       const match = matchPath(req, target.pathname);
       if (!match) {
         const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
         const headers = rateHeaders(verdict, new Headers());
-        if (verdict?.retryAfterMs !== undefined) return refuseLocally(res, errors.rateLimited(verdict.retryAfterMs), requestId, headers);
-        return refuseLocally(res, errors.routeNotFound(), requestId, headers);
+        if (verdict?.retryAfterMs !== undefined) return refuseLocally(res, errors.rateLimited(verdict.retryAfterMs), requestId, call, headers);
+        return refuseLocally(res, errors.routeNotFound(), requestId, call, headers);
       }
+      call.service = match.route.service.typeName;
+      call.method = match.route.method.name;
+      call.route = `${match.route.verb} ${match.route.template}`;
+      call.path = undefined;
       const body = match.route.body === "*" ? await readBody(req) : undefined;
       const mark = body ? restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body) : undefined;
       let input;
@@ -182,21 +203,28 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
         throw e;
       }
       mark?.(input);
-      const out = await invoke(match.route, input, req, requestId);
-      if (out.error) return refuse(res, restErrorFromConnect(out.error, requestId), requestId, out.headers);
+      const out = await invoke(match.route, input, req, requestId, call);
+      if (out.error) {
+        const err = restErrorFromConnect(out.error, requestId);
+        refuse(res, err, requestId, out.headers);
+        if (call.code === undefined) noteOutcome(call, out.error);
+        return finish(call, requestId, err.status);
+      }
       const message = out.message as unknown as Record<string, unknown>;
       const status = restSuccessStatus[match.route.method.name]?.(message, out.headers) ?? 200;
       const json = status === 204 ? undefined : toRestJson(match.route.method.output as DescMessage, out.message);
       send(res, status, requestId, json, out.headers);
+      call.code ??= "ok";
+      finish(call, requestId, status);
     } catch (e) {
       if (isHubError(e)) {
         // The rest of an oversized body is never read: end the HTTP/1.1 connection after the
         // answer, or the unread bytes would wedge the next request sent on it.
         if (e.code === "payload_too_large" && req.httpVersionMajor === 1) res.setHeader("connection", "close");
-        return refuseLocally(res, e, requestId);
+        return refuseLocally(res, e, requestId, call);
       }
       observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
-      refuseLocally(res, errors.internal(e), requestId);
+      refuseLocally(res, errors.internal(e), requestId, call);
     }
   }
 
@@ -204,7 +232,9 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
   function rawRefusal(status: number, code: "protocol_error" | "route_not_found", message: string): string {
     const requestId = requestIdOf(null);
     observer.count("errors");
-    observer.log("request_error", { requestId, statusCode: status, code });
+    const call = startCall("http");
+    noteOutcome(call, code === "route_not_found" ? errors.routeNotFound() : errors.protocol(message));
+    finish(call, requestId, status);
     const body = JSON.stringify({ error: message, code, requestId });
     return [
       `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? "Error"}`,
@@ -222,10 +252,13 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
   return {
     handle,
     rawRefusal,
-    /** Writes a refusal made outside the transcoder (e.g. `/metrics`) the REST way. */
-    refuse(req: Req, res: Res, e: HubError) {
-      const requestId = requestIdFor(req);
-      refuseLocally(res, e, requestId);
+    /**
+     * Writes a refusal made outside the transcoder (e.g. `/metrics`) the REST way, and reports
+     * it as `call` (an RPC call that failed outside connect), else as an `http` call.
+     */
+    refuse(req: Req, res: Res, e: HubError, call?: CallRecord) {
+      const requestId = call?.requestId ?? requestIdFor(req);
+      refuseLocally(res, e, requestId, call ?? startCall("http"));
     },
   };
 }

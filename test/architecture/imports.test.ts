@@ -3,7 +3,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 
 /**
- * Imports point one way: main -> hub -> server|transcode|ops -> domain -> store interface
+ * Imports point one way: main|cli -> hub -> server|transcode|ops -> domain -> store interface
  * <- store/sqlite. Only the faces (server/, transcode/) and the composition root talk
  * Connect or use generated code; domain and store never see a transport.
  */
@@ -39,6 +39,9 @@ const allowed: Record<string, string[]> = {
   ops: ["ops", ...domain, "store", ...shared],
   server: ["server", ...domain, "events", "store", ...shared],
   transcode: ["transcode", "server", "auth", ...shared],
+  // The command line (serve, backup, restore) sits beside main.ts, above the composition root:
+  // it starts the hub, and backup/restore call the SQLite store's file operations directly.
+  cli: ["cli", "hub.ts", "ops", "store", "store/sqlite", ...shared],
 };
 const connectUsers = new Set(["server", "transcode", "hub.ts"]);
 

@@ -27,6 +27,7 @@ export type Rule =
   | { kind: "agent"; idField?: string }
   | { kind: "project"; projectField: string }
   | { kind: "agentOrProject"; projectField: string }
+  | { kind: "agentOrOperator"; projectField: string }
   | { kind: "adminConfigured" }
   | { kind: "public" };
 
@@ -145,6 +146,14 @@ export function authenticate(rule: Rule, env: AuthEnv, agents: Map<string, SeedA
       // Spec §5.3: the admin (a configured admin token) may watch any named project.
       if (env.admin !== undefined && c.bearer === env.admin) return { as: { kind: "project", project: project(rule.projectField) } };
       return accepts(env, project(rule.projectField), c.bearer) ? { as: { kind: "project", project: project(rule.projectField) } } : { refused: "invalid_auth" };
+    case "agentOrOperator": {
+      // An operator read: an agent (or no project named) reads its own project; else the admin
+      // (a loopback hub without an admin token takes every caller as admin) or the project's token.
+      const named = project(rule.projectField);
+      if (c.agentId !== undefined || named === "") return agent(c.agentId);
+      const admin = env.admin === undefined ? env.loopback : c.bearer === env.admin;
+      return admin || accepts(env, named, c.bearer) ? { as: { kind: "project", project: named } } : { refused: "invalid_auth" };
+    }
     case "adminConfigured":
       // Spec §5.3: a loopback hub without an admin token takes every caller as admin.
       if (env.admin === undefined) return env.loopback ? { as: { kind: "admin" } } : { refused: "admin_auth_not_configured" };
@@ -182,6 +191,8 @@ export interface MethodRow {
   check?(as: As, payload: Json, c: Ctx): string[];
   /** The REST success status (default 200). */
   restStatus?: number;
+  /** The admin's answer may name every project (ListProjects). */
+  adminSeesAll?: boolean;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -191,6 +202,7 @@ const agentRule: Rule = { kind: "agent" };
 const agentPath: Rule = { kind: "agent", idField: "agentId" };
 const projectRule: Rule = { kind: "project", projectField: "project" };
 const watcher: Rule = { kind: "agentOrProject", projectField: "project" };
+const reader: Rule = { kind: "agentOrOperator", projectField: "project" };
 
 const ok: Expect = () => "ok";
 const inTarget = (a: As) => a.kind !== "agent" || a.project === TARGET;
@@ -216,7 +228,15 @@ export const methodRows: MethodRow[] = [
   { rpc: "kxm.hub.v1.PresenceService/RegisterAgent", rule: projectRule, request: () => ({ name: "xa-new", project: "alpha" }), expect: ok, restStatus: 201 },
   { rpc: "kxm.hub.v1.PresenceService/Heartbeat", rule: agentPath, request: (c) => ({ agentId: c.s.projects.alpha!.one.id }), expect: ok },
   { rpc: "kxm.hub.v1.PresenceService/UnregisterAgent", rule: agentPath, request: (c) => ({ agentId: c.s.projects.alpha!.one.id }), expect: ok, restStatus: 204 },
-  { rpc: "kxm.hub.v1.PresenceService/ListAgents", rule: agentRule, request: () => ({ includeOffline: true }), expect: ok, check: (a, p) => sameProject("agent", p.agents, a) },
+  { rpc: "kxm.hub.v1.PresenceService/ListAgents", rule: reader, request: () => ({ includeOffline: true }), expect: ok, check: (a, p) => sameProject("agent", p.agents, a) },
+  {
+    rpc: "kxm.hub.v1.PresenceService/ListAgents",
+    variant: "naming alpha (operator read)",
+    rule: reader,
+    request: () => ({ project: "alpha", includeOffline: true }),
+    expect: ok,
+    check: (a, p) => sameProject("agent", p.agents, a),
+  },
   {
     rpc: "kxm.hub.v1.PresenceService/ReportRuntimePresence",
     rule: projectRule,
@@ -233,8 +253,25 @@ export const methodRows: MethodRow[] = [
   },
   { rpc: "kxm.hub.v1.LeaseService/RenewLease", rule: agentRule, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken, ttlMs: 60_000 }), expect: leaseExpect, check: leaseOf },
   { rpc: "kxm.hub.v1.LeaseService/ReleaseLease", rule: agentRule, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken }), expect: leaseExpect },
-  { rpc: "kxm.hub.v1.LeaseService/GetLease", rule: agentRule, request: (c) => ({ name: c.leaseName }), expect: leaseExpect, check: leaseOf },
-  { rpc: "kxm.hub.v1.LeaseService/ListLeases", rule: agentRule, request: () => ({ includeExpired: true }), expect: ok, check: (a, p) => sameProject("lease", p.leases, a) },
+  { rpc: "kxm.hub.v1.LeaseService/GetLease", rule: reader, request: (c) => ({ name: c.leaseName }), expect: leaseExpect, check: leaseOf },
+  {
+    rpc: "kxm.hub.v1.LeaseService/GetLease",
+    variant: "naming alpha (operator read)",
+    rule: reader,
+    request: () => ({ project: "alpha", name: "repo/main" }),
+    // An agent reads its own project whatever it names, and only alpha has a lease `repo/main`.
+    expect: (a) => (a.kind === "agent" && a.project !== TARGET ? "lease_not_found" : "ok"),
+    check: leaseOf,
+  },
+  { rpc: "kxm.hub.v1.LeaseService/ListLeases", rule: reader, request: () => ({ includeExpired: true }), expect: ok, check: (a, p) => sameProject("lease", p.leases, a) },
+  {
+    rpc: "kxm.hub.v1.LeaseService/ListLeases",
+    variant: "naming alpha (operator read)",
+    rule: reader,
+    request: () => ({ project: "alpha", includeExpired: true }),
+    expect: ok,
+    check: (a, p) => sameProject("lease", p.leases, a),
+  },
   { rpc: "kxm.hub.v1.LeaseService/WatchLeases", rule: watcher, request: () => ({ project: "alpha" }), expect: ok, check: seesProbe('"name":"probe"') },
   {
     rpc: "kxm.hub.v1.PeerService/SendMessage",
@@ -299,6 +336,7 @@ export const methodRows: MethodRow[] = [
     },
   },
   { rpc: "kxm.hub.v1.OpsService/GetSnapshot", rule: { kind: "adminConfigured" }, request: () => ({ project: "alpha" }), expect: ok },
+  { rpc: "kxm.hub.v1.OpsService/ListProjects", rule: { kind: "adminConfigured" }, request: () => ({}), expect: ok, adminSeesAll: true },
 ];
 
 /** REST routes outside the proto (src/ops/http.ts). */

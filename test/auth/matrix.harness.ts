@@ -186,7 +186,8 @@ export async function runCase(
 
   const after = mid ?? (await fingerprint(h.t, h.seed));
   const own = as && as.kind !== "admin" ? [as.project] : [];
-  const visible = as?.kind === "admin" ? ("path" in row && row.path === "/metrics" ? Object.keys(h.seed.projects) : [TARGET]) : own;
+  const seesAll = ("path" in row && row.path === "/metrics") || ("adminSeesAll" in row && row.adminSeesAll === true);
+  const visible = as?.kind === "admin" ? (seesAll ? Object.keys(h.seed.projects) : [TARGET]) : own;
   const supplied = JSON.stringify(req) + JSON.stringify(creds);
   const leaks = Object.values(h.seed.projects)
     .filter((p) => !visible.includes(p.name))

@@ -56,11 +56,33 @@ describe("configuration", () => {
     [{ KXM_STALE_AFTER_MS: "99" }, "KXM_STALE_AFTER_MS"],
     [{ KXM_RATE_LIMIT_WINDOW_MS: "50" }, "KXM_RATE_LIMIT_WINDOW_MS"],
     [{ KXM_SQLITE_SYNCHRONOUS: "off" }, "KXM_SQLITE_SYNCHRONOUS"],
-    [{ KXM_STREAM_KEEPALIVE_MS: "30000" }, "KXM_STREAM_KEEPALIVE_MS must be below KXM_STALE_AFTER_MS"],
+    [{ KXM_STREAM_KEEPALIVE_MS: "30000" }, "KXM_STREAM_KEEPALIVE_MS (30000) must be below KXM_STALE_AFTER_MS (30000, the default)"],
+    [{ KXM_STALE_AFTER_MS: "1000", KXM_STREAM_KEEPALIVE_MS: "1000" }, "KXM_STREAM_KEEPALIVE_MS (1000) must be below KXM_STALE_AFTER_MS (1000)"],
+    [{ KXM_STALE_AFTER_MS: "abc" }, "KXM_STALE_AFTER_MS must be an integer"],
   ])("refuses %o", (env, message) => {
     const e = refusal([], env);
     expect(e).toBeInstanceOf(ConfigError);
     expect((e as ConfigError).message).toContain(message);
+  });
+
+  it("derives the stream keep-alive from the stale-after time unless it is set", () => {
+    expect(loadConfig([], {}).streamKeepAliveMs).toBe(15_000);
+    expect(loadConfig([], { KXM_STALE_AFTER_MS: "1000" }).streamKeepAliveMs).toBe(500);
+    expect(loadConfig([], { KXM_STALE_AFTER_MS: "100" }).streamKeepAliveMs).toBe(50);
+    expect(loadConfig([], { KXM_STALE_AFTER_MS: "90000" }).streamKeepAliveMs).toBe(15_000);
+    expect(loadConfig(["--stream-keepalive-ms", "900"], { KXM_STALE_AFTER_MS: "1000" }).streamKeepAliveMs).toBe(900);
+  });
+
+  it("takes KXM_LOG_PATH=- as standard output", () => {
+    expect(loadConfig([], { KXM_LOG_PATH: "-" }).logPath).toBeUndefined();
+    expect(loadConfig(["--log-path", "-"], {}).logPath).toBeUndefined();
+    expect(loadConfig([], { KXM_LOG_PATH: "./-x" }).logPath).toBe("./-x");
+  });
+
+  it("refuses an unknown flag as invalid_config", () => {
+    const e = refusal(["--nope", "1"], {});
+    expect(e).toBeInstanceOf(ConfigError);
+    expect((e as ConfigError).code).toBe("invalid_config");
   });
 
   it("keeps a token for a project named __proto__ as an own entry", () => {

@@ -20,10 +20,10 @@ function readmeCommands(): string[] {
 }
 
 describe("the README's buf curl examples", () => {
-  it("register, acquire over Connect and gRPC, and use reflection against a running hub", async () => {
+  it("register, acquire over Connect and gRPC, use reflection, and read as an operator against a running hub", async () => {
     await using t = await startTestHub();
     const commands = readmeCommands();
-    expect(commands).toHaveLength(5);
+    expect(commands).toHaveLength(8);
     const env: NodeJS.ProcessEnv = { ...process.env };
     const sh = async (command: string) => {
       const { stdout } = await run("bash", ["-c", command.replaceAll("http://127.0.0.1:7331", t.baseUrl)], {
@@ -55,5 +55,13 @@ describe("the README's buf curl examples", () => {
 
     const listed = JSON.parse(await sh(commands[4]!));
     expect(listed.leases).toEqual([expect.objectContaining({ name: "repo/main", holderAgentId: registered.agent.id })]);
+
+    // Operator reads: no agent identity (a loopback hub without an admin token trusts its callers).
+    const held = JSON.parse(await sh(commands[5]!));
+    expect(held).toMatchObject({ lease: { project: "demo", name: "repo/main", holderAgentName: "builder" } });
+    const agents = JSON.parse(await sh(commands[6]!));
+    expect(agents.agents).toEqual([expect.objectContaining({ id: registered.agent.id, name: "builder" })]);
+    const projects = JSON.parse(await sh(commands[7]!));
+    expect(projects.projects).toEqual([{ project: "demo", agents: 1, onlineAgents: 1, heldLeases: 1 }]);
   }, 60_000);
 });

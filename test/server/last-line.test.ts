@@ -36,7 +36,12 @@ const boomImpl = {
 describe("last line of defence", () => {
   it("a handler that throws synchronously gets 500 internal_error with a request id; the server lives", async () => {
     const events: LogEvent[] = [];
-    const observer = { log: (event: string, fields: Record<string, unknown>) => events.push({ event, fields }), count: () => {} };
+    const observer = {
+      log: (event: string, fields: Record<string, unknown>) => events.push({ event, fields }),
+      count: () => {},
+      call: () => {},
+      stream: () => {},
+    };
     const handler = createHttpHandler({
       routes: () => {},
       interceptors: [],

@@ -43,6 +43,7 @@ describe("buildRestRoutes", () => {
       "POST /v1/sync/events PushEvents body=*",
       "GET /v1/sync/runs/{project_id}/{run_id}/cursor GetCursor body=",
       "GET /v1/ops/snapshot GetSnapshot body=",
+      "GET /v1/ops/projects ListProjects body=",
     ]);
     expect(routes.every((r) => ALL.includes(r.service))).toBe(true);
   });

@@ -220,7 +220,7 @@ describe("toRestJson", () => {
       sequence: 7,
     });
     const snap = toRestJson(GetSnapshotResponseSchema, create(GetSnapshotResponseSchema, { project: "p" }));
-    expect(snap).toEqual({ project: "p", agents: [], openMessages: [], openMessageTotal: 0, homeRuntimes: [] });
+    expect(snap).toEqual({ project: "p", agents: [], openMessages: [], openMessageTotal: 0, homeRuntimes: [], leases: [] });
   });
 
   it("writes a oneof member under its json name", () => {

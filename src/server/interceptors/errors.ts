@@ -62,9 +62,9 @@ export function requestIdOf(header: string | null): string {
 }
 
 /**
- * Outermost interceptor: gives every call a request id (response header `x-request-id`), and
- * maps every error once. HubErrors become typed ConnectErrors; anything else is `internal`,
- * logged with its cause and never sent.
+ * Gives every call a request id (response header `x-request-id`), and maps every error once:
+ * HubErrors become typed ConnectErrors; anything else is `internal`, logged with its cause and
+ * never sent. Only the observe interceptor runs outside it, so it sees the mapped outcome.
  */
 export function createErrorInterceptor(observer: Observer, maxBodyBytes: number): Interceptor {
   function map(e: unknown, requestId: string, extraHeaders: Headers): ConnectError {
@@ -81,8 +81,8 @@ export function createErrorInterceptor(observer: Observer, maxBodyBytes: number)
       err = new ConnectError("internal server error", Code.Internal);
     }
     extraHeaders.forEach((v, k) => err.metadata.set(k, v));
+    // The request_error line is the call's report (interceptors/observe.ts), with its method and caller.
     observer.count("errors");
-    observer.log("request_error", { requestId, code: Code[err.code], reason: reasonOf(err) });
     return err;
   }
 
@@ -117,8 +117,4 @@ export function createErrorInterceptor(observer: Observer, maxBodyBytes: number)
       throw map(e, requestId, extraHeaders);
     }
   };
-}
-
-function reasonOf(err: ConnectError): string | undefined {
-  return err.findDetails(ErrorInfoSchema)[0]?.reason;
 }

@@ -46,6 +46,7 @@ const expectedShape: Record<string, string[]> = {
   ],
   sync_projects: ["project_id", "hub_project"],
   sync_runs: ["project_id", "run_id", "hub_project", "home_runtime_id", "cursor", "stored"],
+  fence_base: ["id", "floor"],
 };
 
 /**
@@ -59,8 +60,8 @@ const expectedKeys: Record<string, string[]> = {
 };
 
 /**
- * Refuses a path that is, or whose WAL/SHM companions are, a symlink or not a regular file, and
- * creates the parent directory with mode 0700.
+ * Refuses a path that is, or whose WAL/SHM companions are, a symlink or not a regular file.
+ * Creates nothing (open.ts makes the directory).
  */
 export function checkDataPath(file: string): void {
   for (const p of [file, `${file}-wal`, `${file}-shm`]) {
@@ -74,7 +75,6 @@ export function checkDataPath(file: string): void {
       throw new StoreOpenError("runtime_path_invalid", `${p} must be a regular file, not a link or directory`);
     }
   }
-  fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true, mode: 0o700 });
 }
 
 /** Applies the open rules in one IMMEDIATE transaction; throws StoreOpenError. */

@@ -1,9 +1,10 @@
-import Database from "better-sqlite3";
-import type { AgentRow, Decision, HubStore, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
+import type Database from "better-sqlite3";
+import type { AgentRow, Decision, HubStore, ProjectCounts, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
 import { createSqliteMessages } from "./messages.js";
 import { createSqliteSync } from "./sync.js";
+import type { StoreLock } from "./lock.js";
+import { openDatabase } from "./open.js";
 import { agentFromDb, type AgentDb } from "./rows.js";
-import { checkDataPath, openSchema } from "./schema.js";
 
 export interface SqliteStoreOptions {
   /** File path, or ":memory:". */
@@ -52,29 +53,30 @@ const runtimeFromDb = (r: RuntimeDb): RuntimeRow => ({
   heartbeatAtMs: r.heartbeat_at,
 });
 
+/** An unleased resource's row: no holder, the fence base as its token. */
+const floorRow = (key: LeaseKey, base: number): LeaseDb => ({
+  project: key.project,
+  name: key.name,
+  holder_agent_id: null,
+  holder_agent_name: null,
+  fencing_token: base,
+  acquired_at: 0,
+  expires_at: 0,
+});
+
 /** The embedded store. Every decision is one synchronous IMMEDIATE transaction. */
 export class SqliteStore implements HubStore {
   readonly storage: "sqlite" | "memory";
   private readonly db: Database.Database;
+  private readonly lock: StoreLock | undefined;
   private readonly q;
   private readonly messages;
   private readonly sync;
 
+  /** Opens the file and holds its process lock until close(); throws StoreOpenError (open.ts). */
   constructor(options: SqliteStoreOptions) {
-    const memory = options.path === ":memory:";
-    this.storage = memory ? "memory" : "sqlite";
-    if (!memory) checkDataPath(options.path);
-    this.db = new Database(options.path);
-    try {
-      this.db.pragma("journal_mode = WAL");
-      this.db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
-      this.db.pragma("busy_timeout = 5000");
-      this.db.pragma("foreign_keys = ON");
-      openSchema(this.db);
-    } catch (e) {
-      this.db.close();
-      throw e;
-    }
+    this.storage = options.path === ":memory:" ? "memory" : "sqlite";
+    ({ db: this.db, lock: this.lock } = openDatabase(options.path, options.synchronous));
     const db = this.db;
     this.q = {
       ping: db.prepare("SELECT 1 AS ok"),
@@ -82,6 +84,16 @@ export class SqliteStore implements HubStore {
       agentByName: db.prepare<[string, string], AgentDb>("SELECT * FROM agents WHERE project = ? AND name_key = ?"),
       agentsOfProject: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE project = ? ORDER BY rowid"),
       onlineCount: db.prepare<[], { n: number }>("SELECT count(*) AS n FROM agents WHERE online = 1"),
+      projects: db.prepare<[number, number], { project: string; agents: number; online: number; held: number }>(
+        `WITH names (project) AS (
+           SELECT project FROM agents UNION SELECT project FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at > ?
+           UNION SELECT project FROM runtime_presence UNION SELECT hub_project FROM sync_runs)
+         SELECT n.project,
+           (SELECT count(*) FROM agents a WHERE a.project = n.project) AS agents,
+           (SELECT count(*) FROM agents a WHERE a.project = n.project AND a.online = 1) AS online,
+           (SELECT count(*) FROM leases l WHERE l.project = n.project AND l.holder_agent_id IS NOT NULL AND l.expires_at > ?) AS held
+         FROM names n ORDER BY n.project`,
+      ),
       upsertAgent: db.prepare(
         `INSERT INTO agents (id, project, name, name_key, purpose, model, host, key_hash, connected_at, last_seen_at, online)
          VALUES (@id, @project, @name, @name_key, @purpose, @model, @host, @key_hash, @connected_at, @last_seen_at, @online)
@@ -109,6 +121,7 @@ export class SqliteStore implements HubStore {
            registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at`,
       ),
       lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
+      fenceBase: db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base"),
       upsertLease: db.prepare(
         `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
          VALUES (@project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at)
@@ -165,6 +178,7 @@ export class SqliteStore implements HubStore {
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+    this.lock?.release();
   }
 
   async getAgent(id: string): Promise<AgentRow | undefined> {
@@ -178,6 +192,12 @@ export class SqliteStore implements HubStore {
 
   async countOnlineAgents(): Promise<number> {
     return this.q.onlineCount.get()!.n;
+  }
+
+  async listProjects(nowMs: number): Promise<ProjectCounts[]> {
+    return this.q.projects
+      .all(nowMs, nowMs)
+      .map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held }));
   }
 
   private writeAgent(a: AgentRow): void {
@@ -257,7 +277,10 @@ export class SqliteStore implements HubStore {
 
   async decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
     return this.tx(() => {
-      const r = this.q.lease.get(key.project, key.name);
+      // A resource without a row stands on the store's fence base (0 until a restore raised it):
+      // the rules see it as a released floor, so its first grant is base + 1 (README §5.2).
+      const base = this.q.fenceBase.get()!.floor;
+      const r = this.q.lease.get(key.project, key.name) ?? (base > 0 ? floorRow(key, base) : undefined);
       const d = decide(r && leaseFromDb(r));
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.

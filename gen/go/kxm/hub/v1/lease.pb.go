@@ -537,7 +537,11 @@ func (x *ReleaseLeaseResponse) GetLease() *Lease {
 type GetLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Lease name, trimmed, 1..200 chars.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The project to read, for an operator without an agent identity (the admin token, or the
+	// project's own token; REST: query `project`). Empty: the calling agent's own project. An
+	// agent always reads its own project.
+	Project       string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -575,6 +579,13 @@ func (*GetLeaseRequest) Descriptor() ([]byte, []int) {
 func (x *GetLeaseRequest) GetName() string {
 	if x != nil {
 		return x.Name
+	}
+	return ""
+}
+
+func (x *GetLeaseRequest) GetProject() string {
+	if x != nil {
+		return x.Project
 	}
 	return ""
 }
@@ -643,7 +654,10 @@ type ListLeasesRequest struct {
 	// Page size, 1..1000; 0 uses 100.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// next_page_token of the previous page; empty for the first page.
-	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// The project to list, for an operator without an agent identity (the admin token, or the
+	// project's own token; REST: query `project`). Empty: the calling agent's own project.
+	Project       string `protobuf:"bytes,4,opt,name=project,proto3" json:"project,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -695,6 +709,13 @@ func (x *ListLeasesRequest) GetPageSize() int32 {
 func (x *ListLeasesRequest) GetPageToken() string {
 	if x != nil {
 		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListLeasesRequest) GetProject() string {
+	if x != nil {
+		return x.Project
 	}
 	return ""
 }
@@ -1053,17 +1074,19 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\x0e_fencing_token\"[\n" +
 	"\x14ReleaseLeaseResponse\x12\x1a\n" +
 	"\breleased\x18\x01 \x01(\bR\breleased\x12'\n" +
-	"\x05lease\x18\x02 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\"*\n" +
+	"\x05lease\x18\x02 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\"D\n" +
 	"\x0fGetLeaseRequest\x12\x17\n" +
-	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\"U\n" +
+	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\"U\n" +
 	"\x10GetLeaseResponse\x12'\n" +
 	"\x05lease\x18\x01 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n" +
-	"\aexpired\x18\x02 \x01(\bR\aexpired\"x\n" +
+	"\aexpired\x18\x02 \x01(\bR\aexpired\"\x92\x01\n" +
 	"\x11ListLeasesRequest\x12'\n" +
 	"\x0finclude_expired\x18\x01 \x01(\bR\x0eincludeExpired\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"g\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\x12\x18\n" +
+	"\aproject\x18\x04 \x01(\tR\aproject\"g\n" +
 	"\x12ListLeasesResponse\x12)\n" +
 	"\x06leases\x18\x01 \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\".\n" +

@@ -23,6 +23,171 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ListProjects input (none).
+type ListProjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsRequest) Reset() {
+	*x = ListProjectsRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsRequest) ProtoMessage() {}
+
+func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
+func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+}
+
+// One project as ListProjects sees it.
+type ProjectSummary struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's name.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Registered agents, online or not.
+	Agents int32 `protobuf:"varint,2,opt,name=agents,proto3" json:"agents,omitempty"`
+	// Agents online now.
+	OnlineAgents int32 `protobuf:"varint,3,opt,name=online_agents,json=onlineAgents,proto3" json:"online_agents,omitempty"`
+	// Live leases (held and not lapsed on the hub clock).
+	HeldLeases int32 `protobuf:"varint,4,opt,name=held_leases,json=heldLeases,proto3" json:"held_leases,omitempty"`
+	// The project has its own token (KXM_PROJECT_TOKENS).
+	HasToken      bool `protobuf:"varint,5,opt,name=has_token,json=hasToken,proto3" json:"has_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectSummary) Reset() {
+	*x = ProjectSummary{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectSummary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectSummary) ProtoMessage() {}
+
+func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
+func (*ProjectSummary) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProjectSummary) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ProjectSummary) GetAgents() int32 {
+	if x != nil {
+		return x.Agents
+	}
+	return 0
+}
+
+func (x *ProjectSummary) GetOnlineAgents() int32 {
+	if x != nil {
+		return x.OnlineAgents
+	}
+	return 0
+}
+
+func (x *ProjectSummary) GetHeldLeases() int32 {
+	if x != nil {
+		return x.HeldLeases
+	}
+	return 0
+}
+
+func (x *ProjectSummary) GetHasToken() bool {
+	if x != nil {
+		return x.HasToken
+	}
+	return false
+}
+
+// ListProjects result.
+type ListProjectsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Projects by name.
+	Projects      []*ProjectSummary `protobuf:"bytes,1,rep,name=projects,proto3" json:"projects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectsResponse) Reset() {
+	*x = ListProjectsResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectsResponse) ProtoMessage() {}
+
+func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
+func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListProjectsResponse) GetProjects() []*ProjectSummary {
+	if x != nil {
+		return x.Projects
+	}
+	return nil
+}
+
 // GetSnapshot input.
 type GetSnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -34,7 +199,7 @@ type GetSnapshotRequest struct {
 
 func (x *GetSnapshotRequest) Reset() {
 	*x = GetSnapshotRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +211,7 @@ func (x *GetSnapshotRequest) String() string {
 func (*GetSnapshotRequest) ProtoMessage() {}
 
 func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +224,7 @@ func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetSnapshotRequest) GetProject() string {
@@ -92,7 +257,7 @@ type OpenMessage struct {
 
 func (x *OpenMessage) Reset() {
 	*x = OpenMessage{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +269,7 @@ func (x *OpenMessage) String() string {
 func (*OpenMessage) ProtoMessage() {}
 
 func (x *OpenMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +282,7 @@ func (x *OpenMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessage.ProtoReflect.Descriptor instead.
 func (*OpenMessage) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *OpenMessage) GetId() string {
@@ -196,7 +361,7 @@ type HomeRuntimeRun struct {
 
 func (x *HomeRuntimeRun) Reset() {
 	*x = HomeRuntimeRun{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -208,7 +373,7 @@ func (x *HomeRuntimeRun) String() string {
 func (*HomeRuntimeRun) ProtoMessage() {}
 
 func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -221,7 +386,7 @@ func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntimeRun.ProtoReflect.Descriptor instead.
 func (*HomeRuntimeRun) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HomeRuntimeRun) GetProjectId() string {
@@ -312,7 +477,7 @@ type HomeRuntime struct {
 
 func (x *HomeRuntime) Reset() {
 	*x = HomeRuntime{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +489,7 @@ func (x *HomeRuntime) String() string {
 func (*HomeRuntime) ProtoMessage() {}
 
 func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +502,7 @@ func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntime.ProtoReflect.Descriptor instead.
 func (*HomeRuntime) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HomeRuntime) GetRuntimeId() string {
@@ -410,14 +575,16 @@ type GetSnapshotResponse struct {
 	// How many open messages the project has.
 	OpenMessageTotal int32 `protobuf:"varint,5,opt,name=open_message_total,json=openMessageTotal,proto3" json:"open_message_total,omitempty"`
 	// Runtimes by runtime id, each with its runs.
-	HomeRuntimes  []*HomeRuntime `protobuf:"bytes,6,rep,name=home_runtimes,json=homeRuntimes,proto3" json:"home_runtimes,omitempty"`
+	HomeRuntimes []*HomeRuntime `protobuf:"bytes,6,rep,name=home_runtimes,json=homeRuntimes,proto3" json:"home_runtimes,omitempty"`
+	// Live leases of the project by name, at most 100.
+	Leases        []*Lease `protobuf:"bytes,7,rep,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetSnapshotResponse) Reset() {
 	*x = GetSnapshotResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +596,7 @@ func (x *GetSnapshotResponse) String() string {
 func (*GetSnapshotResponse) ProtoMessage() {}
 
 func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +609,7 @@ func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetSnapshotResponse) GetProject() string {
@@ -487,12 +654,29 @@ func (x *GetSnapshotResponse) GetHomeRuntimes() []*HomeRuntime {
 	return nil
 }
 
+func (x *GetSnapshotResponse) GetLeases() []*Lease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
 var File_kxm_hub_v1_ops_proto protoreflect.FileDescriptor
 
 const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"\x14kxm/hub/v1/ops.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"3\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x15\n" +
+	"\x13ListProjectsRequest\"\xa5\x01\n" +
+	"\x0eProjectSummary\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12\x16\n" +
+	"\x06agents\x18\x02 \x01(\x05R\x06agents\x12#\n" +
+	"\ronline_agents\x18\x03 \x01(\x05R\fonlineAgents\x12\x1f\n" +
+	"\vheld_leases\x18\x04 \x01(\x05R\n" +
+	"heldLeases\x12\x1b\n" +
+	"\thas_token\x18\x05 \x01(\bR\bhasToken\"N\n" +
+	"\x14ListProjectsResponse\x126\n" +
+	"\bprojects\x18\x01 \x03(\v2\x1a.kxm.hub.v1.ProjectSummaryR\bprojects\"3\n" +
 	"\x12GetSnapshotRequest\x12\x1d\n" +
 	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\"\xb2\x02\n" +
 	"\vOpenMessage\x12\x0e\n" +
@@ -535,7 +719,7 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\trun_total\x18\b \x01(\x05R\brunTotalB\a\n" +
 	"\x05_hostB\x0f\n" +
 	"\r_heartbeat_atB\x13\n" +
-	"\x11_lease_expires_at\"\xbf\x02\n" +
+	"\x11_lease_expires_at\"\xea\x02\n" +
 	"\x13GetSnapshotResponse\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x129\n" +
 	"\n" +
@@ -543,10 +727,12 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\x06agents\x18\x03 \x03(\v2\x11.kxm.hub.v1.AgentR\x06agents\x12<\n" +
 	"\ropen_messages\x18\x04 \x03(\v2\x17.kxm.hub.v1.OpenMessageR\fopenMessages\x12,\n" +
 	"\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n" +
-	"\rhome_runtimes\x18\x06 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes2v\n" +
+	"\rhome_runtimes\x18\x06 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes\x12)\n" +
+	"\x06leases\x18\a \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases2\xe3\x01\n" +
 	"\n" +
 	"OpsService\x12h\n" +
-	"\vGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshotB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\vGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n" +
+	"\fListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projectsB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_ops_proto_rawDescOnce sync.Once
@@ -560,38 +746,46 @@ func file_kxm_hub_v1_ops_proto_rawDescGZIP() []byte {
 	return file_kxm_hub_v1_ops_proto_rawDescData
 }
 
-var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_kxm_hub_v1_ops_proto_goTypes = []any{
-	(*GetSnapshotRequest)(nil),    // 0: kxm.hub.v1.GetSnapshotRequest
-	(*OpenMessage)(nil),           // 1: kxm.hub.v1.OpenMessage
-	(*HomeRuntimeRun)(nil),        // 2: kxm.hub.v1.HomeRuntimeRun
-	(*HomeRuntime)(nil),           // 3: kxm.hub.v1.HomeRuntime
-	(*GetSnapshotResponse)(nil),   // 4: kxm.hub.v1.GetSnapshotResponse
-	(MessageStatus)(0),            // 5: kxm.hub.v1.MessageStatus
-	(Delivery)(0),                 // 6: kxm.hub.v1.Delivery
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
-	(RuntimePresenceState)(0),     // 8: kxm.hub.v1.RuntimePresenceState
-	(*Agent)(nil),                 // 9: kxm.hub.v1.Agent
+	(*ListProjectsRequest)(nil),   // 0: kxm.hub.v1.ListProjectsRequest
+	(*ProjectSummary)(nil),        // 1: kxm.hub.v1.ProjectSummary
+	(*ListProjectsResponse)(nil),  // 2: kxm.hub.v1.ListProjectsResponse
+	(*GetSnapshotRequest)(nil),    // 3: kxm.hub.v1.GetSnapshotRequest
+	(*OpenMessage)(nil),           // 4: kxm.hub.v1.OpenMessage
+	(*HomeRuntimeRun)(nil),        // 5: kxm.hub.v1.HomeRuntimeRun
+	(*HomeRuntime)(nil),           // 6: kxm.hub.v1.HomeRuntime
+	(*GetSnapshotResponse)(nil),   // 7: kxm.hub.v1.GetSnapshotResponse
+	(MessageStatus)(0),            // 8: kxm.hub.v1.MessageStatus
+	(Delivery)(0),                 // 9: kxm.hub.v1.Delivery
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(RuntimePresenceState)(0),     // 11: kxm.hub.v1.RuntimePresenceState
+	(*Agent)(nil),                 // 12: kxm.hub.v1.Agent
+	(*Lease)(nil),                 // 13: kxm.hub.v1.Lease
 }
 var file_kxm_hub_v1_ops_proto_depIdxs = []int32{
-	5,  // 0: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
-	6,  // 1: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
-	7,  // 2: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
-	7,  // 3: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
-	7,  // 4: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
-	8,  // 5: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
-	2,  // 6: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
-	7,  // 7: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	9,  // 8: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
-	1,  // 9: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
-	3,  // 10: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	0,  // 11: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
-	4,  // 12: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	1,  // 0: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
+	8,  // 1: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
+	9,  // 2: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
+	10, // 3: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
+	10, // 4: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
+	10, // 5: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
+	11, // 6: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
+	5,  // 7: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
+	10, // 8: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	12, // 9: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
+	4,  // 10: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
+	6,  // 11: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	13, // 12: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
+	3,  // 13: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
+	0,  // 14: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
+	7,  // 15: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
+	2,  // 16: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_ops_proto_init() }
@@ -599,18 +793,19 @@ func file_kxm_hub_v1_ops_proto_init() {
 	if File_kxm_hub_v1_ops_proto != nil {
 		return
 	}
+	file_kxm_hub_v1_lease_proto_init()
 	file_kxm_hub_v1_peer_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
-	file_kxm_hub_v1_ops_proto_msgTypes[1].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[2].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[3].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[4].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[5].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_ops_proto_rawDesc), len(file_kxm_hub_v1_ops_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -690,8 +690,11 @@ type ListAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Include offline agents. REST query `includeOffline=true` (exactly "true"); unset = false.
 	IncludeOffline bool `protobuf:"varint,1,opt,name=include_offline,json=includeOffline,proto3" json:"include_offline,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The project to list, for an operator without an agent identity (the admin token, or the
+	// project's own token; REST: query `project`). Empty: the calling agent's own project.
+	Project       string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListAgentsRequest) Reset() {
@@ -731,10 +734,17 @@ func (x *ListAgentsRequest) GetIncludeOffline() bool {
 	return false
 }
 
+func (x *ListAgentsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
 // ListAgents result.
 type ListAgentsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Agents of the caller's project in registration order; offline ones only when asked.
+	// Agents of the project in registration order; offline ones only when asked.
 	Agents        []*Agent `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1216,9 +1226,10 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\x05agent\x18\x01 \x01(\v2\x11.kxm.hub.v1.AgentR\x05agent\"8\n" +
 	"\x16UnregisterAgentRequest\x12\x1e\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x03\xe0A\x02R\aagentId\"\x19\n" +
-	"\x17UnregisterAgentResponse\"<\n" +
+	"\x17UnregisterAgentResponse\"V\n" +
 	"\x11ListAgentsRequest\x12'\n" +
-	"\x0finclude_offline\x18\x01 \x01(\bR\x0eincludeOffline\"?\n" +
+	"\x0finclude_offline\x18\x01 \x01(\bR\x0eincludeOffline\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\"?\n" +
 	"\x12ListAgentsResponse\x12)\n" +
 	"\x06agents\x18\x01 \x03(\v2\x11.kxm.hub.v1.AgentR\x06agents\"\x83\x01\n" +
 	"\x1cReportRuntimePresenceRequest\x12\x1d\n" +

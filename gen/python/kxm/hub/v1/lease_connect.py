@@ -75,14 +75,16 @@ class LeaseService(Protocol):
     async def get_lease(self, request: GetLeaseRequest, ctx: RequestContext[GetLeaseRequest, GetLeaseResponse], /) -> GetLeaseResponse:
         """
         Reads who holds a resource. A released resource reads as not found.
-        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def list_leases(self, request: ListLeasesRequest, ctx: RequestContext[ListLeasesRequest, ListLeasesResponse], /) -> ListLeasesResponse:
         """
-        Lists the leases of the caller's project by resource name, paged.
-        Errors: PROTOCOL_ERROR (page_size, page_token).
+        Lists the leases of a project by resource name, paged.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -306,7 +308,8 @@ class LeaseServiceClient(ConnectClient):
     ) -> GetLeaseResponse:
         """
         Reads who holds a resource. A released resource reads as not found.
-        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         return await self.execute_unary(
             request=request,
@@ -329,8 +332,9 @@ class LeaseServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ListLeasesResponse:
         """
-        Lists the leases of the caller's project by resource name, paged.
-        Errors: PROTOCOL_ERROR (page_size, page_token).
+        Lists the leases of a project by resource name, paged.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         return await self.execute_unary(
             request=request,
@@ -409,14 +413,16 @@ class LeaseServiceSync(Protocol):
     def get_lease(self, request: GetLeaseRequest, ctx: RequestContext[GetLeaseRequest, GetLeaseResponse], /) -> GetLeaseResponse:
         """
         Reads who holds a resource. A released resource reads as not found.
-        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def list_leases(self, request: ListLeasesRequest, ctx: RequestContext[ListLeasesRequest, ListLeasesResponse], /) -> ListLeasesResponse:
         """
-        Lists the leases of the caller's project by resource name, paged.
-        Errors: PROTOCOL_ERROR (page_size, page_token).
+        Lists the leases of a project by resource name, paged.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -638,7 +644,8 @@ class LeaseServiceClientSync(ConnectClientSync):
     ) -> GetLeaseResponse:
         """
         Reads who holds a resource. A released resource reads as not found.
-        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         return self.execute_unary(
             request=request,
@@ -661,8 +668,9 @@ class LeaseServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ListLeasesResponse:
         """
-        Lists the leases of the caller's project by resource name, paged.
-        Errors: PROTOCOL_ERROR (page_size, page_token).
+        Lists the leases of a project by resource name, paged.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
         return self.execute_unary(
             request=request,

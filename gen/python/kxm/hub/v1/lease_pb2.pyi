@@ -97,10 +97,12 @@ class ReleaseLeaseResponse(_message.Message):
     def __init__(self, released: _Optional[bool] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class GetLeaseRequest(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "project")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    project: str
+    def __init__(self, name: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
 
 class GetLeaseResponse(_message.Message):
     __slots__ = ("lease", "expired")
@@ -111,14 +113,16 @@ class GetLeaseResponse(_message.Message):
     def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., expired: _Optional[bool] = ...) -> None: ...
 
 class ListLeasesRequest(_message.Message):
-    __slots__ = ("include_expired", "page_size", "page_token")
+    __slots__ = ("include_expired", "page_size", "page_token", "project")
     INCLUDE_EXPIRED_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
     include_expired: bool
     page_size: int
     page_token: str
-    def __init__(self, include_expired: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    project: str
+    def __init__(self, include_expired: _Optional[bool] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
 
 class ListLeasesResponse(_message.Message):
     __slots__ = ("leases", "next_page_token")

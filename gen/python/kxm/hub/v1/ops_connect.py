@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .ops_pb2 import GetSnapshotRequest, GetSnapshotResponse
+from .ops_pb2 import GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Iterable, Mapping
@@ -39,15 +39,24 @@ _GZIP_COMPRESSION = GzipCompression()
 
 class OpsService(Protocol):
     """
-    OpsService: what an operator sees of one project.
+    OpsService: what an operator sees of the hub and of one project.
 
-    Authentication: the admin token; a hub without one answers ADMIN_AUTH_NOT_CONFIGURED.
+    Authentication: the admin token; a hub without one trusts its callers when it listens on
+    loopback only, and answers ADMIN_AUTH_NOT_CONFIGURED otherwise.
     """
     async def get_snapshot(self, request: GetSnapshotRequest, ctx: RequestContext[GetSnapshotRequest, GetSnapshotResponse], /) -> GetSnapshotResponse:
         """
         A snapshot of a project: agents, open messages (no bodies) and runs grouped by their home
         runtime. Applies message expiry and the retention purge first.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_projects(self, request: ListProjectsRequest, ctx: RequestContext[ListProjectsRequest, ListProjectsResponse], /) -> ListProjectsResponse:
+        """
+        Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
+        configured token), by name, with counts.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -76,6 +85,17 @@ class OpsServiceASGIApplication(ConnectASGIApplication[OpsService]):
                     ),
                     function=svc.get_snapshot,
                 ),
+                "/kxm.hub.v1.OpsService/ListProjects": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListProjects",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ListProjectsRequest,
+                        output=ListProjectsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_projects,
+                ),
             },
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
@@ -91,9 +111,10 @@ class OpsServiceASGIApplication(ConnectASGIApplication[OpsService]):
 
 class OpsServiceClient(ConnectClient):
     """
-    OpsService: what an operator sees of one project.
+    OpsService: what an operator sees of the hub and of one project.
 
-    Authentication: the admin token; a hub without one answers ADMIN_AUTH_NOT_CONFIGURED.
+    Authentication: the admin token; a hub without one trusts its callers when it listens on
+    loopback only, and answers ADMIN_AUTH_NOT_CONFIGURED otherwise.
     """
     def __init__(
         self,
@@ -144,18 +165,52 @@ class OpsServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def list_projects(
+        self,
+        request: ListProjectsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListProjectsResponse:
+        """
+        Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
+        configured token), by name, with counts.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListProjects",
+                service_name="kxm.hub.v1.OpsService",
+                input=ListProjectsRequest,
+                output=ListProjectsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OpsServiceSync(Protocol):
     """
-    OpsService: what an operator sees of one project.
+    OpsService: what an operator sees of the hub and of one project.
 
-    Authentication: the admin token; a hub without one answers ADMIN_AUTH_NOT_CONFIGURED.
+    Authentication: the admin token; a hub without one trusts its callers when it listens on
+    loopback only, and answers ADMIN_AUTH_NOT_CONFIGURED otherwise.
     """
     def get_snapshot(self, request: GetSnapshotRequest, ctx: RequestContext[GetSnapshotRequest, GetSnapshotResponse], /) -> GetSnapshotResponse:
         """
         A snapshot of a project: agents, open messages (no bodies) and runs grouped by their home
         runtime. Applies message expiry and the retention purge first.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_projects(self, request: ListProjectsRequest, ctx: RequestContext[ListProjectsRequest, ListProjectsResponse], /) -> ListProjectsResponse:
+        """
+        Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
+        configured token), by name, with counts.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -182,6 +237,17 @@ class OpsServiceWSGIApplication(ConnectWSGIApplication):
                     ),
                     function=service.get_snapshot,
                 ),
+                "/kxm.hub.v1.OpsService/ListProjects": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListProjects",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ListProjectsRequest,
+                        output=ListProjectsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_projects,
+                ),
             },
             interceptors=interceptors,
             read_max_bytes=read_max_bytes,
@@ -197,9 +263,10 @@ class OpsServiceWSGIApplication(ConnectWSGIApplication):
 
 class OpsServiceClientSync(ConnectClientSync):
     """
-    OpsService: what an operator sees of one project.
+    OpsService: what an operator sees of the hub and of one project.
 
-    Authentication: the admin token; a hub without one answers ADMIN_AUTH_NOT_CONFIGURED.
+    Authentication: the admin token; a hub without one trusts its callers when it listens on
+    loopback only, and answers ADMIN_AUTH_NOT_CONFIGURED otherwise.
     """
     def __init__(
         self,
@@ -244,6 +311,31 @@ class OpsServiceClientSync(ConnectClientSync):
                 service_name="kxm.hub.v1.OpsService",
                 input=GetSnapshotRequest,
                 output=GetSnapshotResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_projects(
+        self,
+        request: ListProjectsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListProjectsResponse:
+        """
+        Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
+        configured token), by name, with counts.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListProjects",
+                service_name="kxm.hub.v1.OpsService",
+                input=ListProjectsRequest,
+                output=ListProjectsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -25,11 +25,12 @@ _sym_db = _symbol_database.Default()
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from kxm.hub.v1 import lease_pb2 as kxm_dot_hub_dot_v1_dot_lease__pb2
 from kxm.hub.v1 import peer_pb2 as kxm_dot_hub_dot_v1_dot_peer__pb2
 from kxm.hub.v1 import presence_pb2 as kxm_dot_hub_dot_v1_dot_presence__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14kxm/hub/v1/ops.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"3\n\x12GetSnapshotRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\"\xb2\x02\n\x0bOpenMessage\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x31\n\x06status\x18\x02 \x01(\x0e\x32\x19.kxm.hub.v1.MessageStatusR\x06status\x12\x1b\n\tfrom_name\x18\x03 \x01(\tR\x08\x66romName\x12\x17\n\x07to_name\x18\x04 \x01(\tR\x06toName\x12\x30\n\x08\x64\x65livery\x18\x05 \x01(\x0e\x32\x14.kxm.hub.v1.DeliveryR\x08\x64\x65livery\x12\x39\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12*\n\x0e\x63orrelation_id\x18\x07 \x01(\tH\x00R\rcorrelationId\x88\x01\x01\x42\x11\n\x0f_correlation_id\"\xf5\x02\n\x0eHomeRuntimeRun\x12\x1d\n\nproject_id\x18\x01 \x01(\tR\tprojectId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12$\n\x0bworkflow_id\x18\x03 \x01(\tH\x00R\nworkflowId\x88\x01\x01\x12(\n\rdisplay_title\x18\x04 \x01(\tH\x01R\x0c\x64isplayTitle\x88\x01\x01\x12\x1b\n\x06status\x18\x05 \x01(\tH\x02R\x06status\x88\x01\x01\x12#\n\rlast_sequence\x18\x06 \x01(\x03R\x0clastSequence\x12\x1f\n\x0bpending_gap\x18\x07 \x01(\x08R\npendingGap\x12\"\n\nupdated_at\x18\x08 \x01(\tH\x03R\tupdatedAt\x88\x01\x01\x12\x1a\n\x08orphaned\x18\t \x01(\x08R\x08orphanedB\x0e\n\x0c_workflow_idB\x10\n\x0e_display_titleB\t\n\x07_statusB\r\n\x0b_updated_at\"\xaa\x03\n\x0bHomeRuntime\x12\x1d\n\nruntime_id\x18\x01 \x01(\tR\truntimeId\x12\x17\n\x04host\x18\x02 \x01(\tH\x00R\x04host\x88\x01\x01\x12\x42\n\x0cheartbeat_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x01R\x0bheartbeatAt\x88\x01\x01\x12I\n\x10lease_expires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02R\x0eleaseExpiresAt\x88\x01\x01\x12<\n\x08presence\x18\x05 \x01(\x0e\x32 .kxm.hub.v1.RuntimePresenceStateR\x08presence\x12\x1a\n\x08orphaned\x18\x06 \x01(\x08R\x08orphaned\x12.\n\x04runs\x18\x07 \x03(\x0b\x32\x1a.kxm.hub.v1.HomeRuntimeRunR\x04runs\x12\x1b\n\trun_total\x18\x08 \x01(\x05R\x08runTotalB\x07\n\x05_hostB\x0f\n\r_heartbeat_atB\x13\n\x11_lease_expires_at\"\xbf\x02\n\x13GetSnapshotResponse\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x39\n\nfetched_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tfetchedAt\x12)\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\x12<\n\ropen_messages\x18\x04 \x03(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x0copenMessages\x12,\n\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n\rhome_runtimes\x18\x06 \x03(\x0b\x32\x17.kxm.hub.v1.HomeRuntimeR\x0chomeRuntimes2v\n\nOpsService\x12h\n\x0bGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshotB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14kxm/hub/v1/ops.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x15\n\x13ListProjectsRequest\"\xa5\x01\n\x0eProjectSummary\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x16\n\x06\x61gents\x18\x02 \x01(\x05R\x06\x61gents\x12#\n\ronline_agents\x18\x03 \x01(\x05R\x0conlineAgents\x12\x1f\n\x0bheld_leases\x18\x04 \x01(\x05R\nheldLeases\x12\x1b\n\thas_token\x18\x05 \x01(\x08R\x08hasToken\"N\n\x14ListProjectsResponse\x12\x36\n\x08projects\x18\x01 \x03(\x0b\x32\x1a.kxm.hub.v1.ProjectSummaryR\x08projects\"3\n\x12GetSnapshotRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\"\xb2\x02\n\x0bOpenMessage\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x31\n\x06status\x18\x02 \x01(\x0e\x32\x19.kxm.hub.v1.MessageStatusR\x06status\x12\x1b\n\tfrom_name\x18\x03 \x01(\tR\x08\x66romName\x12\x17\n\x07to_name\x18\x04 \x01(\tR\x06toName\x12\x30\n\x08\x64\x65livery\x18\x05 \x01(\x0e\x32\x14.kxm.hub.v1.DeliveryR\x08\x64\x65livery\x12\x39\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12*\n\x0e\x63orrelation_id\x18\x07 \x01(\tH\x00R\rcorrelationId\x88\x01\x01\x42\x11\n\x0f_correlation_id\"\xf5\x02\n\x0eHomeRuntimeRun\x12\x1d\n\nproject_id\x18\x01 \x01(\tR\tprojectId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12$\n\x0bworkflow_id\x18\x03 \x01(\tH\x00R\nworkflowId\x88\x01\x01\x12(\n\rdisplay_title\x18\x04 \x01(\tH\x01R\x0c\x64isplayTitle\x88\x01\x01\x12\x1b\n\x06status\x18\x05 \x01(\tH\x02R\x06status\x88\x01\x01\x12#\n\rlast_sequence\x18\x06 \x01(\x03R\x0clastSequence\x12\x1f\n\x0bpending_gap\x18\x07 \x01(\x08R\npendingGap\x12\"\n\nupdated_at\x18\x08 \x01(\tH\x03R\tupdatedAt\x88\x01\x01\x12\x1a\n\x08orphaned\x18\t \x01(\x08R\x08orphanedB\x0e\n\x0c_workflow_idB\x10\n\x0e_display_titleB\t\n\x07_statusB\r\n\x0b_updated_at\"\xaa\x03\n\x0bHomeRuntime\x12\x1d\n\nruntime_id\x18\x01 \x01(\tR\truntimeId\x12\x17\n\x04host\x18\x02 \x01(\tH\x00R\x04host\x88\x01\x01\x12\x42\n\x0cheartbeat_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x01R\x0bheartbeatAt\x88\x01\x01\x12I\n\x10lease_expires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02R\x0eleaseExpiresAt\x88\x01\x01\x12<\n\x08presence\x18\x05 \x01(\x0e\x32 .kxm.hub.v1.RuntimePresenceStateR\x08presence\x12\x1a\n\x08orphaned\x18\x06 \x01(\x08R\x08orphaned\x12.\n\x04runs\x18\x07 \x03(\x0b\x32\x1a.kxm.hub.v1.HomeRuntimeRunR\x04runs\x12\x1b\n\trun_total\x18\x08 \x01(\x05R\x08runTotalB\x07\n\x05_hostB\x0f\n\r_heartbeat_atB\x13\n\x11_lease_expires_at\"\xea\x02\n\x13GetSnapshotResponse\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x39\n\nfetched_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tfetchedAt\x12)\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\x12<\n\ropen_messages\x18\x04 \x03(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x0copenMessages\x12,\n\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n\rhome_runtimes\x18\x06 \x03(\x0b\x32\x17.kxm.hub.v1.HomeRuntimeR\x0chomeRuntimes\x12)\n\x06leases\x18\x07 \x03(\x0b\x32\x11.kxm.hub.v1.LeaseR\x06leases2\xe3\x01\n\nOpsService\x12h\n\x0bGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n\x0cListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projectsB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,16 +42,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETSNAPSHOTREQUEST'].fields_by_name['project']._serialized_options = b'\340A\002'
   _globals['_OPSSERVICE'].methods_by_name['GetSnapshot']._loaded_options = None
   _globals['_OPSSERVICE'].methods_by_name['GetSnapshot']._serialized_options = b'\202\323\344\223\002\022\022\020/v1/ops/snapshot'
-  _globals['_GETSNAPSHOTREQUEST']._serialized_start=182
-  _globals['_GETSNAPSHOTREQUEST']._serialized_end=233
-  _globals['_OPENMESSAGE']._serialized_start=236
-  _globals['_OPENMESSAGE']._serialized_end=542
-  _globals['_HOMERUNTIMERUN']._serialized_start=545
-  _globals['_HOMERUNTIMERUN']._serialized_end=918
-  _globals['_HOMERUNTIME']._serialized_start=921
-  _globals['_HOMERUNTIME']._serialized_end=1347
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=1350
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=1669
-  _globals['_OPSSERVICE']._serialized_start=1671
-  _globals['_OPSSERVICE']._serialized_end=1789
+  _globals['_OPSSERVICE'].methods_by_name['ListProjects']._loaded_options = None
+  _globals['_OPSSERVICE'].methods_by_name['ListProjects']._serialized_options = b'\202\323\344\223\002\022\022\020/v1/ops/projects'
+  _globals['_LISTPROJECTSREQUEST']._serialized_start=206
+  _globals['_LISTPROJECTSREQUEST']._serialized_end=227
+  _globals['_PROJECTSUMMARY']._serialized_start=230
+  _globals['_PROJECTSUMMARY']._serialized_end=395
+  _globals['_LISTPROJECTSRESPONSE']._serialized_start=397
+  _globals['_LISTPROJECTSRESPONSE']._serialized_end=475
+  _globals['_GETSNAPSHOTREQUEST']._serialized_start=477
+  _globals['_GETSNAPSHOTREQUEST']._serialized_end=528
+  _globals['_OPENMESSAGE']._serialized_start=531
+  _globals['_OPENMESSAGE']._serialized_end=837
+  _globals['_HOMERUNTIMERUN']._serialized_start=840
+  _globals['_HOMERUNTIMERUN']._serialized_end=1213
+  _globals['_HOMERUNTIME']._serialized_start=1216
+  _globals['_HOMERUNTIME']._serialized_end=1642
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=1645
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=2007
+  _globals['_OPSSERVICE']._serialized_start=2010
+  _globals['_OPSSERVICE']._serialized_end=2237
 # @@protoc_insertion_point(module_scope)

@@ -3,6 +3,7 @@ import datetime
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from kxm.hub.v1 import lease_pb2 as _lease_pb2
 from kxm.hub.v1 import peer_pb2 as _peer_pb2
 from kxm.hub.v1 import presence_pb2 as _presence_pb2
 from google.protobuf.internal import containers as _containers
@@ -12,6 +13,30 @@ from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListProjectsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ProjectSummary(_message.Message):
+    __slots__ = ("project", "agents", "online_agents", "held_leases", "has_token")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    ONLINE_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    HELD_LEASES_FIELD_NUMBER: _ClassVar[int]
+    HAS_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    agents: int
+    online_agents: int
+    held_leases: int
+    has_token: bool
+    def __init__(self, project: _Optional[str] = ..., agents: _Optional[int] = ..., online_agents: _Optional[int] = ..., held_leases: _Optional[int] = ..., has_token: _Optional[bool] = ...) -> None: ...
+
+class ListProjectsResponse(_message.Message):
+    __slots__ = ("projects",)
+    PROJECTS_FIELD_NUMBER: _ClassVar[int]
+    projects: _containers.RepeatedCompositeFieldContainer[ProjectSummary]
+    def __init__(self, projects: _Optional[_Iterable[_Union[ProjectSummary, _Mapping]]] = ...) -> None: ...
 
 class GetSnapshotRequest(_message.Message):
     __slots__ = ("project",)
@@ -80,17 +105,19 @@ class HomeRuntime(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., host: _Optional[str] = ..., heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., presence: _Optional[_Union[_presence_pb2.RuntimePresenceState, str]] = ..., orphaned: _Optional[bool] = ..., runs: _Optional[_Iterable[_Union[HomeRuntimeRun, _Mapping]]] = ..., run_total: _Optional[int] = ...) -> None: ...
 
 class GetSnapshotResponse(_message.Message):
-    __slots__ = ("project", "fetched_at", "agents", "open_messages", "open_message_total", "home_runtimes")
+    __slots__ = ("project", "fetched_at", "agents", "open_messages", "open_message_total", "home_runtimes", "leases")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     FETCHED_AT_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     OPEN_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     OPEN_MESSAGE_TOTAL_FIELD_NUMBER: _ClassVar[int]
     HOME_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
     project: str
     fetched_at: _timestamp_pb2.Timestamp
     agents: _containers.RepeatedCompositeFieldContainer[_presence_pb2.Agent]
     open_messages: _containers.RepeatedCompositeFieldContainer[OpenMessage]
     open_message_total: int
     home_runtimes: _containers.RepeatedCompositeFieldContainer[HomeRuntime]
-    def __init__(self, project: _Optional[str] = ..., fetched_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agents: _Optional[_Iterable[_Union[_presence_pb2.Agent, _Mapping]]] = ..., open_messages: _Optional[_Iterable[_Union[OpenMessage, _Mapping]]] = ..., open_message_total: _Optional[int] = ..., home_runtimes: _Optional[_Iterable[_Union[HomeRuntime, _Mapping]]] = ...) -> None: ...
+    leases: _containers.RepeatedCompositeFieldContainer[_lease_pb2.Lease]
+    def __init__(self, project: _Optional[str] = ..., fetched_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agents: _Optional[_Iterable[_Union[_presence_pb2.Agent, _Mapping]]] = ..., open_messages: _Optional[_Iterable[_Union[OpenMessage, _Mapping]]] = ..., open_message_total: _Optional[int] = ..., home_runtimes: _Optional[_Iterable[_Union[HomeRuntime, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[_lease_pb2.Lease, _Mapping]]] = ...) -> None: ...

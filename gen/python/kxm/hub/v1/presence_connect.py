@@ -74,8 +74,9 @@ class PresenceService(Protocol):
 
     async def list_agents(self, request: ListAgentsRequest, ctx: RequestContext[ListAgentsRequest, ListAgentsResponse], /) -> ListAgentsResponse:
         """
-        Lists the agents of the caller's project in registration order.
-        Auth: agent. Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
+        Lists the agents of a project in registration order.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -307,8 +308,9 @@ class PresenceServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ListAgentsResponse:
         """
-        Lists the agents of the caller's project in registration order.
-        Auth: agent. Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
+        Lists the agents of a project in registration order.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """
         return await self.execute_unary(
             request=request,
@@ -412,8 +414,9 @@ class PresenceServiceSync(Protocol):
 
     def list_agents(self, request: ListAgentsRequest, ctx: RequestContext[ListAgentsRequest, ListAgentsResponse], /) -> ListAgentsResponse:
         """
-        Lists the agents of the caller's project in registration order.
-        Auth: agent. Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
+        Lists the agents of a project in registration order.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -643,8 +646,9 @@ class PresenceServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ListAgentsResponse:
         """
-        Lists the agents of the caller's project in registration order.
-        Auth: agent. Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
+        Lists the agents of a project in registration order.
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """
         return self.execute_unary(
             request=request,

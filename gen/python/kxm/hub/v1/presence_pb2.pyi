@@ -124,10 +124,12 @@ class UnregisterAgentResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ListAgentsRequest(_message.Message):
-    __slots__ = ("include_offline",)
+    __slots__ = ("include_offline", "project")
     INCLUDE_OFFLINE_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
     include_offline: bool
-    def __init__(self, include_offline: _Optional[bool] = ...) -> None: ...
+    project: str
+    def __init__(self, include_offline: _Optional[bool] = ..., project: _Optional[str] = ...) -> None: ...
 
 class ListAgentsResponse(_message.Message):
     __slots__ = ("agents",)

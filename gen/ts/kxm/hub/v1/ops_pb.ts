@@ -8,6 +8,8 @@ import { file_google_api_annotations } from "../../../google/api/annotations_pb.
 import { file_google_api_field_behavior } from "../../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Lease } from "./lease_pb.js";
+import { file_kxm_hub_v1_lease } from "./lease_pb.js";
 import type { Delivery, MessageStatus } from "./peer_pb.js";
 import { file_kxm_hub_v1_peer } from "./peer_pb.js";
 import type { Agent, RuntimePresenceState } from "./presence_pb.js";
@@ -18,7 +20,92 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/ops.proto.
  */
 export const file_kxm_hub_v1_ops: GenFile = /*@__PURE__*/
-  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSIqChJHZXRTbmFwc2hvdFJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECIvABCgtPcGVuTWVzc2FnZRIKCgJpZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5reG0uaHViLnYxLk1lc3NhZ2VTdGF0dXMSEQoJZnJvbV9uYW1lGAMgASgJEg8KB3RvX25hbWUYBCABKAkSJgoIZGVsaXZlcnkYBSABKA4yFC5reG0uaHViLnYxLkRlbGl2ZXJ5Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKDmNvcnJlbGF0aW9uX2lkGAcgASgJSACIAQFCEQoPX2NvcnJlbGF0aW9uX2lkIpICCg5Ib21lUnVudGltZVJ1bhISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIYCgt3b3JrZmxvd19pZBgDIAEoCUgAiAEBEhoKDWRpc3BsYXlfdGl0bGUYBCABKAlIAYgBARITCgZzdGF0dXMYBSABKAlIAogBARIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEhMKC3BlbmRpbmdfZ2FwGAcgASgIEhcKCnVwZGF0ZWRfYXQYCCABKAlIA4gBARIQCghvcnBoYW5lZBgJIAEoCEIOCgxfd29ya2Zsb3dfaWRCEAoOX2Rpc3BsYXlfdGl0bGVCCQoHX3N0YXR1c0INCgtfdXBkYXRlZF9hdCLYAgoLSG9tZVJ1bnRpbWUSEgoKcnVudGltZV9pZBgBIAEoCRIRCgRob3N0GAIgASgJSACIAQESNQoMaGVhcnRiZWF0X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjkKEGxlYXNlX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQESMgoIcHJlc2VuY2UYBSABKA4yIC5reG0uaHViLnYxLlJ1bnRpbWVQcmVzZW5jZVN0YXRlEhAKCG9ycGhhbmVkGAYgASgIEigKBHJ1bnMYByADKAsyGi5reG0uaHViLnYxLkhvbWVSdW50aW1lUnVuEhEKCXJ1bl90b3RhbBgIIAEoBUIHCgVfaG9zdEIPCg1faGVhcnRiZWF0X2F0QhMKEV9sZWFzZV9leHBpcmVzX2F0IvUBChNHZXRTbmFwc2hvdFJlc3BvbnNlEg8KB3Byb2plY3QYASABKAkSLgoKZmV0Y2hlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoGYWdlbnRzGAMgAygLMhEua3htLmh1Yi52MS5BZ2VudBIuCg1vcGVuX21lc3NhZ2VzGAQgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRIaChJvcGVuX21lc3NhZ2VfdG90YWwYBSABKAUSLgoNaG9tZV9ydW50aW1lcxgGIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUydgoKT3BzU2VydmljZRJoCgtHZXRTbmFwc2hvdBIeLmt4bS5odWIudjEuR2V0U25hcHNob3RSZXF1ZXN0Gh8ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvc25hcHNob3RCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSIVChNMaXN0UHJvamVjdHNSZXF1ZXN0InAKDlByb2plY3RTdW1tYXJ5Eg8KB3Byb2plY3QYASABKAkSDgoGYWdlbnRzGAIgASgFEhUKDW9ubGluZV9hZ2VudHMYAyABKAUSEwoLaGVsZF9sZWFzZXMYBCABKAUSEQoJaGFzX3Rva2VuGAUgASgIIkQKFExpc3RQcm9qZWN0c1Jlc3BvbnNlEiwKCHByb2plY3RzGAEgAygLMhoua3htLmh1Yi52MS5Qcm9qZWN0U3VtbWFyeSIqChJHZXRTbmFwc2hvdFJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECIvABCgtPcGVuTWVzc2FnZRIKCgJpZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5reG0uaHViLnYxLk1lc3NhZ2VTdGF0dXMSEQoJZnJvbV9uYW1lGAMgASgJEg8KB3RvX25hbWUYBCABKAkSJgoIZGVsaXZlcnkYBSABKA4yFC5reG0uaHViLnYxLkRlbGl2ZXJ5Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKDmNvcnJlbGF0aW9uX2lkGAcgASgJSACIAQFCEQoPX2NvcnJlbGF0aW9uX2lkIpICCg5Ib21lUnVudGltZVJ1bhISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIYCgt3b3JrZmxvd19pZBgDIAEoCUgAiAEBEhoKDWRpc3BsYXlfdGl0bGUYBCABKAlIAYgBARITCgZzdGF0dXMYBSABKAlIAogBARIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEhMKC3BlbmRpbmdfZ2FwGAcgASgIEhcKCnVwZGF0ZWRfYXQYCCABKAlIA4gBARIQCghvcnBoYW5lZBgJIAEoCEIOCgxfd29ya2Zsb3dfaWRCEAoOX2Rpc3BsYXlfdGl0bGVCCQoHX3N0YXR1c0INCgtfdXBkYXRlZF9hdCLYAgoLSG9tZVJ1bnRpbWUSEgoKcnVudGltZV9pZBgBIAEoCRIRCgRob3N0GAIgASgJSACIAQESNQoMaGVhcnRiZWF0X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjkKEGxlYXNlX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQESMgoIcHJlc2VuY2UYBSABKA4yIC5reG0uaHViLnYxLlJ1bnRpbWVQcmVzZW5jZVN0YXRlEhAKCG9ycGhhbmVkGAYgASgIEigKBHJ1bnMYByADKAsyGi5reG0uaHViLnYxLkhvbWVSdW50aW1lUnVuEhEKCXJ1bl90b3RhbBgIIAEoBUIHCgVfaG9zdEIPCg1faGVhcnRiZWF0X2F0QhMKEV9sZWFzZV9leHBpcmVzX2F0IpgCChNHZXRTbmFwc2hvdFJlc3BvbnNlEg8KB3Byb2plY3QYASABKAkSLgoKZmV0Y2hlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoGYWdlbnRzGAMgAygLMhEua3htLmh1Yi52MS5BZ2VudBIuCg1vcGVuX21lc3NhZ2VzGAQgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRIaChJvcGVuX21lc3NhZ2VfdG90YWwYBSABKAUSLgoNaG9tZV9ydW50aW1lcxgGIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSIQoGbGVhc2VzGAcgAygLMhEua3htLmh1Yi52MS5MZWFzZTLjAQoKT3BzU2VydmljZRJoCgtHZXRTbmFwc2hvdBIeLmt4bS5odWIudjEuR2V0U25hcHNob3RSZXF1ZXN0Gh8ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvc25hcHNob3QSawoMTGlzdFByb2plY3RzEh8ua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXF1ZXN0GiAua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXNwb25zZSIYgtPkkwISEhAvdjEvb3BzL3Byb2plY3RzQjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+
+/**
+ * ListProjects input (none).
+ *
+ * @generated from message kxm.hub.v1.ListProjectsRequest
+ */
+export type ListProjectsRequest = Message<"kxm.hub.v1.ListProjectsRequest"> & {
+};
+
+/**
+ * Describes the message kxm.hub.v1.ListProjectsRequest.
+ * Use `create(ListProjectsRequestSchema)` to create a new message.
+ */
+export const ListProjectsRequestSchema: GenMessage<ListProjectsRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 0);
+
+/**
+ * One project as ListProjects sees it.
+ *
+ * @generated from message kxm.hub.v1.ProjectSummary
+ */
+export type ProjectSummary = Message<"kxm.hub.v1.ProjectSummary"> & {
+  /**
+   * The project's name.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * Registered agents, online or not.
+   *
+   * @generated from field: int32 agents = 2;
+   */
+  agents: number;
+
+  /**
+   * Agents online now.
+   *
+   * @generated from field: int32 online_agents = 3;
+   */
+  onlineAgents: number;
+
+  /**
+   * Live leases (held and not lapsed on the hub clock).
+   *
+   * @generated from field: int32 held_leases = 4;
+   */
+  heldLeases: number;
+
+  /**
+   * The project has its own token (KXM_PROJECT_TOKENS).
+   *
+   * @generated from field: bool has_token = 5;
+   */
+  hasToken: boolean;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ProjectSummary.
+ * Use `create(ProjectSummarySchema)` to create a new message.
+ */
+export const ProjectSummarySchema: GenMessage<ProjectSummary> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 1);
+
+/**
+ * ListProjects result.
+ *
+ * @generated from message kxm.hub.v1.ListProjectsResponse
+ */
+export type ListProjectsResponse = Message<"kxm.hub.v1.ListProjectsResponse"> & {
+  /**
+   * Projects by name.
+   *
+   * @generated from field: repeated kxm.hub.v1.ProjectSummary projects = 1;
+   */
+  projects: ProjectSummary[];
+};
+
+/**
+ * Describes the message kxm.hub.v1.ListProjectsResponse.
+ * Use `create(ListProjectsResponseSchema)` to create a new message.
+ */
+export const ListProjectsResponseSchema: GenMessage<ListProjectsResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 2);
 
 /**
  * GetSnapshot input.
@@ -39,7 +126,7 @@ export type GetSnapshotRequest = Message<"kxm.hub.v1.GetSnapshotRequest"> & {
  * Use `create(GetSnapshotRequestSchema)` to create a new message.
  */
 export const GetSnapshotRequestSchema: GenMessage<GetSnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 0);
+  messageDesc(file_kxm_hub_v1_ops, 3);
 
 /**
  * An open message without its body.
@@ -102,7 +189,7 @@ export type OpenMessage = Message<"kxm.hub.v1.OpenMessage"> & {
  * Use `create(OpenMessageSchema)` to create a new message.
  */
 export const OpenMessageSchema: GenMessage<OpenMessage> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 1);
+  messageDesc(file_kxm_hub_v1_ops, 4);
 
 /**
  * One run as its home runtime reported it (gapless prefix only).
@@ -179,7 +266,7 @@ export type HomeRuntimeRun = Message<"kxm.hub.v1.HomeRuntimeRun"> & {
  * Use `create(HomeRuntimeRunSchema)` to create a new message.
  */
 export const HomeRuntimeRunSchema: GenMessage<HomeRuntimeRun> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 2);
+  messageDesc(file_kxm_hub_v1_ops, 5);
 
 /**
  * A runtime and the runs it owns.
@@ -249,7 +336,7 @@ export type HomeRuntime = Message<"kxm.hub.v1.HomeRuntime"> & {
  * Use `create(HomeRuntimeSchema)` to create a new message.
  */
 export const HomeRuntimeSchema: GenMessage<HomeRuntime> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 3);
+  messageDesc(file_kxm_hub_v1_ops, 6);
 
 /**
  * GetSnapshot result.
@@ -298,6 +385,13 @@ export type GetSnapshotResponse = Message<"kxm.hub.v1.GetSnapshotResponse"> & {
    * @generated from field: repeated kxm.hub.v1.HomeRuntime home_runtimes = 6;
    */
   homeRuntimes: HomeRuntime[];
+
+  /**
+   * Live leases of the project by name, at most 100.
+   *
+   * @generated from field: repeated kxm.hub.v1.Lease leases = 7;
+   */
+  leases: Lease[];
 };
 
 /**
@@ -305,12 +399,13 @@ export type GetSnapshotResponse = Message<"kxm.hub.v1.GetSnapshotResponse"> & {
  * Use `create(GetSnapshotResponseSchema)` to create a new message.
  */
 export const GetSnapshotResponseSchema: GenMessage<GetSnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 4);
+  messageDesc(file_kxm_hub_v1_ops, 7);
 
 /**
- * OpsService: what an operator sees of one project.
+ * OpsService: what an operator sees of the hub and of one project.
  *
- * Authentication: the admin token; a hub without one answers ADMIN_AUTH_NOT_CONFIGURED.
+ * Authentication: the admin token; a hub without one trusts its callers when it listens on
+ * loopback only, and answers ADMIN_AUTH_NOT_CONFIGURED otherwise.
  *
  * @generated from service kxm.hub.v1.OpsService
  */
@@ -326,6 +421,18 @@ export const OpsService: GenService<{
     methodKind: "unary";
     input: typeof GetSnapshotRequestSchema;
     output: typeof GetSnapshotResponseSchema;
+  },
+  /**
+   * Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
+   * configured token), by name, with counts.
+   * Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.ListProjects
+   */
+  listProjects: {
+    methodKind: "unary";
+    input: typeof ListProjectsRequestSchema;
+    output: typeof ListProjectsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kxm_hub_v1_ops, 0);

@@ -66,10 +66,12 @@ type LeaseServiceClient interface {
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
 	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
 	// Reads who holds a resource. A released resource reads as not found.
-	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND.
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	GetLease(context.Context, *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error)
-	// Lists the leases of the caller's project by resource name, paged.
-	// Errors: PROTOCOL_ERROR (page_size, page_token).
+	// Lists the leases of a project by resource name, paged.
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	ListLeases(context.Context, *connect.Request[v1.ListLeasesRequest]) (*connect.Response[v1.ListLeasesResponse], error)
 	// Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
 	// release and takeover, with keep-alive frames while idle. Server streaming; no REST mapping.
@@ -183,10 +185,12 @@ type LeaseServiceHandler interface {
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
 	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
 	// Reads who holds a resource. A released resource reads as not found.
-	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND.
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	GetLease(context.Context, *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error)
-	// Lists the leases of the caller's project by resource name, paged.
-	// Errors: PROTOCOL_ERROR (page_size, page_token).
+	// Lists the leases of a project by resource name, paged.
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	ListLeases(context.Context, *connect.Request[v1.ListLeasesRequest]) (*connect.Response[v1.ListLeasesResponse], error)
 	// Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
 	// release and takeover, with keep-alive frames while idle. Server streaming; no REST mapping.

@@ -35,6 +35,8 @@ const (
 const (
 	// OpsServiceGetSnapshotProcedure is the fully-qualified name of the OpsService's GetSnapshot RPC.
 	OpsServiceGetSnapshotProcedure = "/kxm.hub.v1.OpsService/GetSnapshot"
+	// OpsServiceListProjectsProcedure is the fully-qualified name of the OpsService's ListProjects RPC.
+	OpsServiceListProjectsProcedure = "/kxm.hub.v1.OpsService/ListProjects"
 )
 
 // OpsServiceClient is a client for the kxm.hub.v1.OpsService service.
@@ -43,6 +45,10 @@ type OpsServiceClient interface {
 	// runtime. Applies message expiry and the retention purge first.
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
 	GetSnapshot(context.Context, *connect.Request[v1.GetSnapshotRequest]) (*connect.Response[v1.GetSnapshotResponse], error)
+	// Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
+	// configured token), by name, with counts.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+	ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error)
 }
 
 // NewOpsServiceClient constructs a client for the kxm.hub.v1.OpsService service. By default, it
@@ -62,17 +68,29 @@ func NewOpsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(opsServiceMethods.ByName("GetSnapshot")),
 			connect.WithClientOptions(opts...),
 		),
+		listProjects: connect.NewClient[v1.ListProjectsRequest, v1.ListProjectsResponse](
+			httpClient,
+			baseURL+OpsServiceListProjectsProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("ListProjects")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // opsServiceClient implements OpsServiceClient.
 type opsServiceClient struct {
-	getSnapshot *connect.Client[v1.GetSnapshotRequest, v1.GetSnapshotResponse]
+	getSnapshot  *connect.Client[v1.GetSnapshotRequest, v1.GetSnapshotResponse]
+	listProjects *connect.Client[v1.ListProjectsRequest, v1.ListProjectsResponse]
 }
 
 // GetSnapshot calls kxm.hub.v1.OpsService.GetSnapshot.
 func (c *opsServiceClient) GetSnapshot(ctx context.Context, req *connect.Request[v1.GetSnapshotRequest]) (*connect.Response[v1.GetSnapshotResponse], error) {
 	return c.getSnapshot.CallUnary(ctx, req)
+}
+
+// ListProjects calls kxm.hub.v1.OpsService.ListProjects.
+func (c *opsServiceClient) ListProjects(ctx context.Context, req *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error) {
+	return c.listProjects.CallUnary(ctx, req)
 }
 
 // OpsServiceHandler is an implementation of the kxm.hub.v1.OpsService service.
@@ -81,6 +99,10 @@ type OpsServiceHandler interface {
 	// runtime. Applies message expiry and the retention purge first.
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
 	GetSnapshot(context.Context, *connect.Request[v1.GetSnapshotRequest]) (*connect.Response[v1.GetSnapshotResponse], error)
+	// Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
+	// configured token), by name, with counts.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+	ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error)
 }
 
 // NewOpsServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -96,10 +118,18 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(opsServiceMethods.ByName("GetSnapshot")),
 		connect.WithHandlerOptions(opts...),
 	)
+	opsServiceListProjectsHandler := connect.NewUnaryHandler(
+		OpsServiceListProjectsProcedure,
+		svc.ListProjects,
+		connect.WithSchema(opsServiceMethods.ByName("ListProjects")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kxm.hub.v1.OpsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OpsServiceGetSnapshotProcedure:
 			opsServiceGetSnapshotHandler.ServeHTTP(w, r)
+		case OpsServiceListProjectsProcedure:
+			opsServiceListProjectsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -111,4 +141,8 @@ type UnimplementedOpsServiceHandler struct{}
 
 func (UnimplementedOpsServiceHandler) GetSnapshot(context.Context, *connect.Request[v1.GetSnapshotRequest]) (*connect.Response[v1.GetSnapshotResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.GetSnapshot is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.ListProjects is not implemented"))
 }

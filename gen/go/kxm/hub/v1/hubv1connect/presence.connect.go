@@ -70,8 +70,9 @@ type PresenceServiceClient interface {
 	// refused (a new RegisterAgent resumes the agent).
 	// Auth: agent (id from the request). Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
 	UnregisterAgent(context.Context, *connect.Request[v1.UnregisterAgentRequest]) (*connect.Response[v1.UnregisterAgentResponse], error)
-	// Lists the agents of the caller's project in registration order.
-	// Auth: agent. Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
+	// Lists the agents of a project in registration order.
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
 	ListAgents(context.Context, *connect.Request[v1.ListAgentsRequest]) (*connect.Response[v1.ListAgentsResponse], error)
 	// Records a heartbeat of a workflow runtime (first call registers it).
 	// Auth: project token for `project`. Idempotent.
@@ -191,8 +192,9 @@ type PresenceServiceHandler interface {
 	// refused (a new RegisterAgent resumes the agent).
 	// Auth: agent (id from the request). Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
 	UnregisterAgent(context.Context, *connect.Request[v1.UnregisterAgentRequest]) (*connect.Response[v1.UnregisterAgentResponse], error)
-	// Lists the agents of the caller's project in registration order.
-	// Auth: agent. Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
+	// Lists the agents of a project in registration order.
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
 	ListAgents(context.Context, *connect.Request[v1.ListAgentsRequest]) (*connect.Response[v1.ListAgentsResponse], error)
 	// Records a heartbeat of a workflow runtime (first call registers it).
 	// Auth: project token for `project`. Idempotent.

@@ -1,0 +1,363 @@
+import { createHash } from "node:crypto";
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { makeDirs } from "../dirs.js";
+import { BackupError, StoreOpenError } from "../store.js";
+import { lockStore } from "./lock.js";
+import { asOpenRefusal, companionsOf } from "./open.js";
+import { checkDataPath, firstSchemaVersion, openSchema, schemaVersion } from "./schema.js";
+
+/**
+ * Backup and restore of the SQLite store (README "Backup and restore", §5.2).
+ *
+ * A backup is a consistent copy taken with SQLite's online backup API while the hub runs (a
+ * `cp` of a WAL database misses whatever is still in `-wal`), plus a manifest beside it. A
+ * restore never lets the restored hub hand out a fencing token again: in one transaction it
+ * raises every resource's floor, and the fence base of resources it has no row for, by a margin,
+ * and releases every lease, so each holder re-acquires and gets a token above the margin.
+ */
+
+export const manifestFormat = "kxm-hub-backup/1";
+
+/** The highest fencing token of one resource (project, name), as the backup holds it. */
+export interface FenceEntry {
+  project: string;
+  name: string;
+  fencingToken: number;
+}
+
+/** `<backup>.manifest.json`: what restore checks before it touches the target. */
+export interface BackupManifest {
+  format: typeof manifestFormat;
+  /** Base name of the backup file the manifest describes. */
+  file: string;
+  bytes: number;
+  /** Hex sha256 of the backup file. */
+  sha256: string;
+  schemaVersion: number;
+  /** package.json version of the hub that wrote the backup. */
+  hubVersion: string;
+  /** ISO time the backup was taken. */
+  createdAt: string;
+  /** Floor of resources without a row (0 unless the source was itself restored). */
+  fenceBase: number;
+  fences: FenceEntry[];
+}
+
+export interface RestoreSummary {
+  schemaVersion: number;
+  resources: number;
+  leasesReleased: number;
+  margin: number;
+  fenceBase: number;
+  highestTokenBefore: number;
+}
+
+export const manifestPathOf = (backupFile: string) => `${backupFile}.manifest.json`;
+
+/** Largest margin: tokens must stay exact in a JSON number. */
+export const maxFenceMargin = 1_000_000_000_000;
+
+/** sqlite3_backup_step(-1)-like: after the first (empty) step, copy every page in one step. */
+const allPages = 0x7fffffff;
+
+function sha256Of(file: string): string {
+  const hash = createHash("sha256");
+  const fd = fs.openSync(file, "r");
+  try {
+    const buf = Buffer.allocUnsafe(1 << 20);
+    for (let n; (n = fs.readSync(fd, buf, 0, buf.length, null)) > 0; ) hash.update(buf.subarray(0, n));
+  } finally {
+    fs.closeSync(fd);
+  }
+  return hash.digest("hex");
+}
+
+function fsyncFile(file: string): void {
+  const fd = fs.openSync(file, "r+");
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function fsyncDir(dir: string): void {
+  try {
+    const fd = fs.openSync(dir, "r");
+    try {
+      fs.fsyncSync(fd);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    // not every platform can fsync a directory; the rename is still atomic
+  }
+}
+
+/** Refuses a file whose schema this release cannot describe; returns its version. */
+function checkVersion(db: Database.Database, what: string): number {
+  const version = db.pragma("user_version", { simple: true }) as number;
+  if (version > schemaVersion) {
+    throw new StoreOpenError("runtime_schema_newer", `${what} has schema ${version}, newer than this hub's ${schemaVersion}; use a newer kxm-hub`);
+  }
+  if (version < firstSchemaVersion) {
+    throw new StoreOpenError(
+      version === 0 ? "runtime_schema_shape_invalid" : "runtime_schema_outdated",
+      `${what} has schema ${version}, not a kxm-hub store this release can read`,
+    );
+  }
+  return version;
+}
+
+/** Every resource's highest token, and the fence base (absent before schema 10). */
+export function readFences(db: Database.Database): { fences: FenceEntry[]; fenceBase: number } {
+  const fences = db
+    .prepare<[], FenceEntry>("SELECT project, name, fencing_token AS fencingToken FROM leases ORDER BY project, name")
+    .all();
+  const hasBase = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fence_base'").get();
+  const fenceBase = hasBase
+    ? db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base").get()!.floor
+    : 0;
+  return { fences, fenceBase };
+}
+
+/**
+ * The restore step, in ONE transaction: every resource's fence floor and the fence base go up
+ * by `margin`, and every lease is released (holder NULL). A holder's next call finds no lease
+ * (`lease_not_found`); it re-acquires and gets a token above anything handed out before or after
+ * the backup, unless more than `margin` grants were made on one resource after it (README §5.2).
+ */
+export function bumpFence(db: Database.Database, margin: number): { resources: number; leasesReleased: number } {
+  return db
+    .transaction(() => {
+      const held = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM leases WHERE holder_agent_id IS NOT NULL").get()!.n;
+      const bumped = db
+        .prepare("UPDATE leases SET fencing_token = fencing_token + ?, holder_agent_id = NULL, holder_agent_name = NULL")
+        .run(margin);
+      db.prepare("UPDATE fence_base SET floor = floor + ?").run(margin);
+      return { resources: bumped.changes, leasesReleased: held };
+    })
+    .immediate();
+}
+
+const errnoOf = (e: unknown) => (e as { code?: string }).code ?? "";
+
+/**
+ * A file-system failure (ENOSPC, EACCES, ..., or SQLite's CANTOPEN, FULL, IOERR) as the refusal
+ * `runtime_path_invalid`; refusals and anything else pass through.
+ */
+function writeRefusal(e: unknown, what: string): unknown {
+  if (e instanceof StoreOpenError || e instanceof BackupError) return e;
+  if (/^(E[A-Z]+|SQLITE_(CANTOPEN|FULL|IOERR|READONLY|PERM)\w*)$/.test(errnoOf(e))) {
+    return new StoreOpenError("runtime_path_invalid", `${what}: ${(e as Error).message}`);
+  }
+  return e;
+}
+
+/**
+ * Gives the finished file `from` the name `to`, never replacing an existing `to` (backup_exists):
+ * link() refuses an existing name atomically where rename() would replace it; on a file system
+ * without hard links, an exclusive copy does the same.
+ */
+function placeNew(from: string, to: string): void {
+  const exists = () => new BackupError("backup_exists", `${to} appeared while the backup was written; nothing overwritten`);
+  try {
+    fs.linkSync(from, to);
+  } catch (e) {
+    if (errnoOf(e) === "EEXIST") throw exists();
+    if (!["EPERM", "ENOTSUP", "EOPNOTSUPP", "ENOSYS", "EXDEV"].includes(errnoOf(e))) throw e;
+    try {
+      fs.copyFileSync(from, to, fs.constants.COPYFILE_EXCL);
+    } catch (e2) {
+      throw errnoOf(e2) === "EEXIST" ? exists() : e2;
+    }
+  }
+}
+
+/** The manifest as JSON: one line per field, and one per resource. */
+function manifestText({ fences, ...head }: BackupManifest): string {
+  const lines = fences.map((f) => `    ${JSON.stringify(f)}`).join(",\n");
+  const list = fences.length === 0 ? "[]" : `[\n${lines}\n  ]`;
+  return `${JSON.stringify(head, null, 2).slice(0, -2)},\n  "fences": ${list}\n}\n`;
+}
+
+/**
+ * Writes a consistent copy of the store at `dbPath` to `out` while a hub may be writing it, and
+ * `<out>.manifest.json` beside it (written last: a backup without its manifest is incomplete).
+ * Throws BackupError `backup_exists` when either is already there (nothing is overwritten, also
+ * against a concurrent backup to the same name), StoreOpenError when the source is not a store
+ * this release can read. The copy is a single file in rollback-journal mode.
+ */
+export async function backupTo(
+  dbPath: string,
+  out: string,
+  meta: { hubVersion: string; nowMs: number },
+): Promise<BackupManifest> {
+  const manifestPath = manifestPathOf(out);
+  for (const p of [out, manifestPath]) {
+    if (fs.existsSync(p)) throw new BackupError("backup_exists", `${p} already exists; backups are never overwritten`);
+  }
+  if (dbPath === ":memory:" || !fs.existsSync(dbPath)) {
+    throw new StoreOpenError("runtime_path_invalid", `no store at ${dbPath}`);
+  }
+  checkDataPath(dbPath);
+  try {
+    makeDirs(path.dirname(path.resolve(out)));
+  } catch (e) {
+    throw new StoreOpenError("runtime_path_invalid", `cannot create the directory of ${out}: ${(e as Error).message}`);
+  }
+  const tmp = `${out}.tmp-${process.pid}`;
+  const tmpManifest = `${manifestPath}.tmp-${process.pid}`;
+  try {
+    let source: Database.Database | undefined;
+    try {
+      try {
+        // Read-write (a read-only connection cannot always join a WAL database), but never written.
+        source = new Database(dbPath, { fileMustExist: true });
+        checkVersion(source, dbPath);
+      } catch (e) {
+        throw asOpenRefusal(e, dbPath);
+      }
+      await source.backup(tmp, { progress: () => allPages });
+    } finally {
+      source?.close();
+    }
+    const copy = new Database(tmp);
+    let version: number;
+    let fences: ReturnType<typeof readFences>;
+    try {
+      copy.pragma("journal_mode = DELETE"); // one self-contained file
+      version = checkVersion(copy, tmp);
+      const check = copy.pragma("quick_check", { simple: true });
+      if (check !== "ok") throw new StoreOpenError("runtime_store_invalid", `the copy of ${dbPath} fails quick_check: ${String(check)}`);
+      fences = readFences(copy);
+    } finally {
+      copy.close();
+    }
+    fs.chmodSync(tmp, 0o600); // agent key digests and tokens: readable by the operator only
+    fsyncFile(tmp);
+    const manifest: BackupManifest = {
+      format: manifestFormat,
+      file: path.basename(out),
+      bytes: fs.statSync(tmp).size,
+      sha256: sha256Of(tmp),
+      schemaVersion: version,
+      hubVersion: meta.hubVersion,
+      createdAt: new Date(meta.nowMs).toISOString(),
+      fenceBase: fences.fenceBase,
+      fences: fences.fences,
+    };
+    fs.writeFileSync(tmpManifest, manifestText(manifest), { mode: 0o600 });
+    fsyncFile(tmpManifest);
+    placeNew(tmp, out);
+    try {
+      placeNew(tmpManifest, manifestPath); // last: a backup without its manifest is incomplete
+    } catch (e) {
+      fs.rmSync(out, { force: true }); // ours: placeNew made it
+      throw e;
+    }
+    fsyncDir(path.dirname(path.resolve(out)));
+    return manifest;
+  } catch (e) {
+    throw writeRefusal(e, `cannot write the backup ${out}`);
+  } finally {
+    for (const p of [tmp, ...companionsOf(tmp), tmpManifest]) fs.rmSync(p, { force: true });
+  }
+}
+
+/** Reads and checks the manifest and the file's hash; throws BackupError `backup_corrupt`. */
+export function readManifest(from: string): BackupManifest {
+  const manifestPath = manifestPathOf(from);
+  let manifest: BackupManifest;
+  try {
+    manifest = JSON.parse(fs.readFileSync(manifestPath, "utf8")) as BackupManifest;
+  } catch (e) {
+    throw new BackupError("backup_corrupt", `cannot read the manifest ${manifestPath}: ${(e as Error).message}`);
+  }
+  if (manifest?.format !== manifestFormat || typeof manifest.sha256 !== "string" || !Number.isInteger(manifest.schemaVersion)) {
+    throw new BackupError("backup_corrupt", `${manifestPath} is not a ${manifestFormat} manifest`);
+  }
+  let actual: string;
+  try {
+    actual = sha256Of(from);
+  } catch (e) {
+    throw new BackupError("backup_corrupt", `cannot read the backup ${from}: ${(e as Error).message}`);
+  }
+  if (actual !== manifest.sha256) {
+    throw new BackupError("backup_corrupt", `${from} does not match its manifest (sha256 ${actual}, manifest says ${manifest.sha256})`);
+  }
+  return manifest;
+}
+
+/**
+ * Restores the backup `from` into `dataPath`, for a hub that is not running there. Checks the
+ * manifest and hash (`backup_corrupt`) and the schema (`runtime_schema_newer`), takes the data
+ * file's process lock (`runtime_store_locked` while a hub holds it), prepares a copy beside the
+ * target (migrated to this release's schema, fence bumped by `margin`, leases released), removes
+ * the target's stale `-wal`/`-shm`, and renames the copy into place. The target is untouched
+ * until that rename.
+ */
+export function restoreFrom(options: { from: string; dataPath: string; margin: number }): RestoreSummary {
+  const { from, dataPath, margin } = options;
+  if (!Number.isSafeInteger(margin) || margin < 1 || margin > maxFenceMargin) {
+    throw new RangeError(`fence margin must be an integer in 1..${maxFenceMargin}`);
+  }
+  if (dataPath === ":memory:") throw new StoreOpenError("runtime_path_invalid", "cannot restore into :memory:");
+  const manifest = readManifest(from);
+  if (manifest.schemaVersion > schemaVersion) {
+    throw new StoreOpenError(
+      "runtime_schema_newer",
+      `${from} has schema ${manifest.schemaVersion}, newer than this hub's ${schemaVersion}; restore it with a newer kxm-hub`,
+    );
+  }
+  checkDataPath(dataPath);
+  try {
+    makeDirs(path.dirname(path.resolve(dataPath)));
+  } catch (e) {
+    throw new StoreOpenError("runtime_path_invalid", `cannot create the directory of ${dataPath}: ${(e as Error).message}`);
+  }
+  const lock = lockStore(dataPath);
+  const tmp = `${dataPath}.restore-${process.pid}`;
+  try {
+    fs.copyFileSync(from, tmp);
+    if (sha256Of(tmp) !== manifest.sha256) throw new BackupError("backup_corrupt", `${from} changed while it was copied`);
+    let summary: RestoreSummary;
+    const db = new Database(tmp);
+    try {
+      db.pragma("journal_mode = DELETE");
+      const version = checkVersion(db, from);
+      openSchema(db); // migrates an older backup and checks its shape
+      const before = readFences(db);
+      const highest = before.fences.reduce((m, f) => Math.max(m, f.fencingToken), before.fenceBase);
+      if (highest + margin > Number.MAX_SAFE_INTEGER) {
+        throw new RangeError(`token ${highest} + margin ${margin} would exceed ${Number.MAX_SAFE_INTEGER}`);
+      }
+      const bumped = bumpFence(db, margin);
+      summary = {
+        schemaVersion: version,
+        resources: bumped.resources,
+        leasesReleased: bumped.leasesReleased,
+        margin,
+        fenceBase: before.fenceBase + margin,
+        highestTokenBefore: highest,
+      };
+    } catch (e) {
+      throw asOpenRefusal(e, from);
+    } finally {
+      db.close();
+    }
+    fsyncFile(tmp);
+    // The old file's WAL must not be replayed onto the restored one: remove it before the rename.
+    for (const p of companionsOf(dataPath)) fs.rmSync(p, { force: true });
+    fs.renameSync(tmp, dataPath);
+    fsyncDir(path.dirname(path.resolve(dataPath)));
+    return summary;
+  } catch (e) {
+    throw writeRefusal(e, `cannot restore into ${dataPath}`);
+  } finally {
+    for (const p of [tmp, ...companionsOf(tmp)]) fs.rmSync(p, { force: true });
+    lock.release();
+  }
+}

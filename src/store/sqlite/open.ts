@@ -1,0 +1,101 @@
+import fs from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { makeDirs } from "../dirs.js";
+import { StoreOpenError } from "../store.js";
+import { lockStore, type StoreLock } from "./lock.js";
+import { checkDataPath, openSchema } from "./schema.js";
+
+export interface OpenedDatabase {
+  db: Database.Database;
+  /** Held until the store closes; none for `:memory:`. */
+  lock: StoreLock | undefined;
+}
+
+/** The files SQLite keeps beside a database. */
+export const companionsOf = (file: string) => [`${file}-wal`, `${file}-shm`, `${file}-journal`];
+
+/**
+ * Maps what better-sqlite3 and the file system throw while opening to the store's refusal
+ * codes: a file that is not a database (or a damaged one) is `runtime_store_invalid`, one that
+ * cannot be opened or written is `runtime_path_invalid`. Anything else is rethrown as is.
+ */
+export function asOpenRefusal(e: unknown, file: string): unknown {
+  if (e instanceof StoreOpenError) return e;
+  const code = (e as { code?: string }).code ?? "";
+  const message = (e as Error).message;
+  if (code === "SQLITE_NOTADB" || code.startsWith("SQLITE_CORRUPT")) {
+    return new StoreOpenError("runtime_store_invalid", `${file} is not a kxm-hub database: ${message}`);
+  }
+  if (/^(SQLITE_(CANTOPEN|READONLY|IOERR|PERM|AUTH|FULL)|E[A-Z]+$)/.test(code)) {
+    return new StoreOpenError("runtime_path_invalid", `cannot open ${file}: ${message}`);
+  }
+  return e;
+}
+
+/** Creates the data file's directory (mode 0700); returns the topmost directory it created. */
+function makeDataDir(file: string): string | undefined {
+  try {
+    return makeDirs(path.dirname(path.resolve(file)));
+  } catch (e) {
+    throw new StoreOpenError("runtime_path_invalid", `cannot create the directory of ${file}: ${(e as Error).message}`);
+  }
+}
+
+/** Removes the directories makeDataDir created, deepest first, while they are empty. */
+function removeDataDir(file: string, created: string | undefined): void {
+  if (created === undefined) return;
+  for (let dir = path.dirname(path.resolve(file)); dir.startsWith(created); dir = path.dirname(dir)) {
+    try {
+      fs.rmdirSync(dir);
+    } catch {
+      return; // not empty (someone else is using it): keep it and everything above
+    }
+    if (dir === created) return;
+  }
+}
+
+function configure(db: Database.Database, synchronous: "full" | "normal"): void {
+  db.pragma("journal_mode = WAL");
+  db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
+  db.pragma("busy_timeout = 5000");
+  db.pragma("foreign_keys = ON");
+}
+
+/**
+ * Opens (creating if absent) the store's database: path checks, the directory, the process lock,
+ * then the file and its schema (openSchema). Throws StoreOpenError. A refused open leaves the
+ * disk as it found it: the database, its companions, the lock file and directories it created are
+ * removed again, while the lock is still held, so no other hub can be using them.
+ */
+export function openDatabase(file: string, synchronous: "full" | "normal"): OpenedDatabase {
+  if (file === ":memory:") {
+    const db = new Database(file);
+    configure(db, synchronous);
+    openSchema(db);
+    return { db, lock: undefined };
+  }
+  checkDataPath(file);
+  const createdDir = makeDataDir(file);
+  let lock: StoreLock;
+  try {
+    lock = lockStore(file);
+  } catch (e) {
+    removeDataDir(file, createdDir);
+    throw e;
+  }
+  const existed = fs.existsSync(file);
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(file);
+    configure(db, synchronous);
+    openSchema(db);
+    return { db, lock };
+  } catch (e) {
+    db?.close(); // an existing file's companions are SQLite's to tidy (the last close does)
+    if (!existed) for (const p of [file, ...companionsOf(file)]) fs.rmSync(p, { force: true });
+    lock.release({ discard: true });
+    removeDataDir(file, createdDir);
+    throw asOpenRefusal(e, file);
+  }
+}
