@@ -2,6 +2,9 @@ import { parseArgs } from "node:util";
 import path from "node:path";
 import { projectNameProblem } from "./validate.js";
 
+export const logLevels = ["debug", "info", "warn", "error"] as const;
+export type LogLevel = (typeof logLevels)[number];
+
 /** Hub configuration: the reference hub's environment variables, plus matching CLI flags. */
 export interface HubConfig {
   host: string;
@@ -15,6 +18,8 @@ export interface HubConfig {
   dataPath: string;
   /** JSON-lines log file; undefined (`KXM_LOG_PATH=-`) logs to stdout. */
   logPath: string | undefined;
+  /** Lowest level written: `debug` adds a `request_completed` line per call. */
+  logLevel: LogLevel;
   staleAfterMs: number;
   messageTtlMs: number;
   messageRetentionMs: number;
@@ -59,6 +64,7 @@ export const defaultConfig: HubConfig = {
   projectTokens: {},
   dataPath: path.join(".kxm", "state", "kxm.db"),
   logPath: path.join(".kxm", "logs", "kxm-hub.jsonl"),
+  logLevel: "info",
   staleAfterMs: 30_000,
   messageTtlMs: 86_400_000,
   messageRetentionMs: 604_800_000,
@@ -153,6 +159,12 @@ const flags = {
     value: "file",
     meaning: "JSON-lines log file; - writes the log to stdout",
     default: defaultConfig.logPath!,
+  },
+  "log-level": {
+    env: "KXM_LOG_LEVEL",
+    value: "level",
+    meaning: "lowest level logged: debug (adds request_completed per call), info, warn, error",
+    default: defaultConfig.logLevel,
   },
   "stale-after-ms": {
     env: "KXM_STALE_AFTER_MS",
@@ -256,6 +268,12 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   const logPath = get("log-path");
   // `-` is the container convention for standard output.
   if (logPath) c.logPath = logPath.trim() === "-" ? undefined : logPath.trim();
+  const level = get("log-level");
+  if (level) {
+    const l = level.trim().toLowerCase();
+    if (!logLevels.includes(l as LogLevel)) throw new ConfigError("invalid_config", `KXM_LOG_LEVEL must be one of ${logLevels.join(", ")}`);
+    c.logLevel = l as LogLevel;
+  }
   const stale = get("stale-after-ms");
   if (stale) c.staleAfterMs = int("KXM_STALE_AFTER_MS", stale, 100);
   const ttl = get("message-ttl-ms");

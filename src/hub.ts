@@ -63,7 +63,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   // Held leases come from the store, so the gauge is right from the first scrape after a restart.
   const heldLeases = async () => (await store.listProjects(clock.now())).reduce((n, p) => n + p.heldLeases, 0);
   const metrics = createMetrics(store, { heldLeases });
-  const logger = overrides.log === false ? undefined : createLogger(config.logPath);
+  const logger = overrides.log === false ? undefined : createLogger(config.logPath, config.logLevel);
   const observer = createObserver(logger, metrics, overrides.tap);
 
   const presenceBus = createBus<PresenceChange>();
