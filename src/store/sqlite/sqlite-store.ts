@@ -176,6 +176,12 @@ export class SqliteStore implements HubStore {
     }
   }
 
+  /** The floor row of a resource that has none, or undefined while the fence base is 0. */
+  private floorOf(key: LeaseKey): LeaseDb | undefined {
+    const base = this.q.fenceBase.get()!.floor;
+    return base > 0 ? floorRow(key, base) : undefined;
+  }
+
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
     this.lock?.release();
@@ -279,8 +285,7 @@ export class SqliteStore implements HubStore {
     return this.tx(() => {
       // A resource without a row stands on the store's fence base (0 until a restore raised it):
       // the rules see it as a released floor, so its first grant is base + 1 (README §5.2).
-      const base = this.q.fenceBase.get()!.floor;
-      const r = this.q.lease.get(key.project, key.name) ?? (base > 0 ? floorRow(key, base) : undefined);
+      const r = this.q.lease.get(key.project, key.name) ?? this.floorOf(key);
       const d = decide(r && leaseFromDb(r));
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
