@@ -1,21 +1,17 @@
-import { toBinary } from "@bufbuild/protobuf";
 import type { Interceptor } from "@connectrpc/connect";
 import { errors } from "../../errors.js";
 
 /**
- * Refuses request messages over `maxBytes` with payload_too_large (and its ErrorInfo), by the
- * declared content length when there is one, else by the message's encoded size. Connect's own
- * `readMaxBytes` stays as a hard cap above this, for bodies too big to read at all.
+ * Refuses a request whose declared content length is over `maxBytes` with payload_too_large
+ * (and its ErrorInfo) before any handler runs. A request without a declared length (gRPC over
+ * HTTP/2, streams) is held to the same limit by connect itself, which reads no message over
+ * `readMaxBytes` (= maxBytes, after decompression too); framework-errors.ts answers that refusal
+ * as payload_too_large, so no message is encoded a second time here to measure it.
  */
 export function createLimitsInterceptor(maxBytes: number): Interceptor {
   return (next) => async (req) => {
     const declared = Number(req.header.get("content-length") ?? Number.NaN);
-    const size = Number.isFinite(declared)
-      ? declared
-      : req.stream
-        ? 0
-        : toBinary(req.method.input, req.message).byteLength;
-    if (size > maxBytes) throw errors.payloadTooLarge(maxBytes);
+    if (Number.isFinite(declared) && declared > maxBytes) throw errors.payloadTooLarge(maxBytes);
     return next(req);
   };
 }
