@@ -6,7 +6,7 @@ import { errors, isHubError, type HubError } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
 import { finishCall, kCall, startCall, type CallRecord } from "./call-record.js";
 import { kRemoteAddress } from "./context.js";
-import { requestIdOf } from "./interceptors/errors.js";
+import { requestIdOfRequest } from "./interceptors/errors.js";
 import { remoteAddressOf } from "./listen.js";
 import { createCors } from "./cors.js";
 import { createRpcAdapter, type RequestTarget } from "./node-adapter.js";
@@ -50,12 +50,15 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
   /** Answers a failure nobody else handled: the typed refusal, or 500 for anything else. */
   const lastLine = (req: Req, res: Res, e: unknown, call?: CallRecord) => {
     if (isHubError(e)) return answer(req, res, e, call);
+    // One id for the log line and the answer: the call's, else the request's (validated).
+    const record = call ?? startCall("http");
+    record.requestId ??= requestIdOfRequest(req);
     deps.observer.log("internal_error", {
-      requestId: req.headers["x-request-id"],
+      requestId: record.requestId,
       method: req.method,
       error: e instanceof Error ? (e.stack ?? e.message) : String(e),
     });
-    answer(req, res, errors.internal(e), call);
+    answer(req, res, errors.internal(e), record);
   };
 
   /** Writes a refusal the REST way, unless an answer is already on its way. */
@@ -83,8 +86,7 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
       if (req.method === "CONNECT") return answer(req, res, errors.routeNotFound(), call);
       return answer(req, res, errors.protocol("request target must be an origin-form path", "path"), call);
     }
-    const header = req.headers["x-request-id"];
-    const requestId = requestIdOf(typeof header === "string" ? header : null);
+    const requestId = requestIdOfRequest(req);
     res.setHeader("x-request-id", requestId);
     call.requestId = requestId;
     deps

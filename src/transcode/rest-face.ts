@@ -12,7 +12,7 @@ import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../s
 import { kRemoteAddress } from "../server/context.js";
 import { remoteAddressOf } from "../server/listen.js";
 import type { RequestTarget } from "../server/node-adapter.js";
-import { requestIdOf } from "../server/interceptors/errors.js";
+import { requestIdOf, requestIdOfRequest } from "../server/interceptors/errors.js";
 import { rateHeaders } from "../server/interceptors/auth.js";
 import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
@@ -32,12 +32,6 @@ export interface RestFaceDeps {
   observer: FaceObserver;
   maxBodyBytes: number;
 }
-
-/** The request's id: its valid `x-request-id`, else a new one. */
-const requestIdFor = (req: Req) => {
-  const header = req.headers["x-request-id"];
-  return requestIdOf(typeof header === "string" ? header : null);
-};
 
 /** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -177,7 +171,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
    * route matched, else with no method and its path.
    */
   async function handle(req: Req, res: Res, target: RequestTarget, at?: { requestId: string; call: CallRecord }): Promise<void> {
-    const requestId = at?.requestId ?? requestIdFor(req);
+    const requestId = at?.requestId ?? requestIdOfRequest(req);
     const call = at?.call ?? startCall("rest");
     call.face = "rest";
     call.path = target.pathname.slice(0, 200);
@@ -257,7 +251,7 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
      * it as `call` (an RPC call that failed outside connect), else as an `http` call.
      */
     refuse(req: Req, res: Res, e: HubError, call?: CallRecord) {
-      const requestId = call?.requestId ?? requestIdFor(req);
+      const requestId = call?.requestId ?? requestIdOfRequest(req);
       refuseLocally(res, e, requestId, call ?? startCall("http"));
     },
   };

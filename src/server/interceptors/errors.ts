@@ -61,6 +61,12 @@ export function requestIdOf(header: string | null): string {
   return header !== null && validRequestId.test(header) ? header : `req_${randomUUID().replaceAll("-", "")}`;
 }
 
+/** The request id of a Node request: its well-formed `x-request-id`, else a new one. */
+export function requestIdOfRequest(req: { headers: Record<string, string | string[] | undefined> }): string {
+  const header = req.headers["x-request-id"];
+  return requestIdOf(typeof header === "string" ? header : null);
+}
+
 /**
  * Gives every call a request id (response header `x-request-id`), and maps every error once:
  * HubErrors become typed ConnectErrors; anything else is `internal`, logged with its cause and
