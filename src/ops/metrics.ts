@@ -97,6 +97,24 @@ export function createMetrics(store: HubStore, sources: MetricsSources = {}) {
     registers: [registry],
   });
   for (const kind of streamKinds) streams.set({ kind }, 0);
+  new Counter({
+    name: "kxm_store_commits_total",
+    help: "Store transactions committed (group commit: each holds one or more decisions, one WAL sync).",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(store.commitStats().commits);
+    },
+  });
+  new Counter({
+    name: "kxm_store_decisions_total",
+    help: "Store decisions committed, refusals included; over kxm_store_commits_total, the mean batch size.",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(store.commitStats().works);
+    },
+  });
   const heldLeases = sources.heldLeases;
   if (heldLeases) {
     new Gauge({

@@ -200,12 +200,22 @@ export interface ProjectCounts {
   heldLeases: number;
 }
 
+/** What group commit has done since the store opened (metrics). */
+export interface CommitStats {
+  /** Transactions committed, each holding one or more decisions. */
+  commits: number;
+  /** Decisions in them (refusals included). */
+  works: number;
+}
+
 export interface HubStore {
   /** "sqlite", or "memory" for an in-memory database. */
   readonly storage: "sqlite" | "memory";
-  /** True when the store answers a trivial query. */
+  /** True when the store answers a trivial query (false once a commit could not be made durable). */
   ready(): Promise<boolean>;
+  /** Commits what is queued, then closes. */
   close(): Promise<void>;
+  commitStats(): Readonly<CommitStats>;
 
   getAgent(id: string): Promise<AgentRow | undefined>;
   /** Agents of a project in registration order. */

@@ -5,6 +5,7 @@ import { ChildHubs } from "../fixtures/child-hub.js";
 import { afterEach, describe, expect, it } from "vitest";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { defaultConfig, loadConfig } from "../../src/config.js";
+import { fdatasyncWal } from "../../src/store/sqlite/batch.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { clientFor, hubClients, protocols, withHeaders, type HubClients } from "../fixtures/clients.js";
 import { refusalOf } from "../fixtures/rpc.js";
@@ -16,11 +17,11 @@ import { refusalOf } from "../fixtures/rpc.js";
  * new one is started on the same file. Every token answered before the kill must stay behind
  * the fence: after the restart each resource's grants are above every pre-crash token.
  *
- * Why it holds: each lease decision is one IMMEDIATE transaction committed synchronously by
- * better-sqlite3 before the handler returns, so no answer leaves the process before its commit is
- * in the WAL. A SIGKILL loses only the process, not the OS page cache, so committed frames
- * survive it under any `synchronous` level; the default `synchronous=FULL` also fsyncs the WAL on
- * every commit, which extends the guarantee to an OS crash or power loss (NORMAL would not).
+ * Why it holds: each lease decision is a savepoint of a group-commit batch, and its answer
+ * leaves only after the batch's COMMIT is in the WAL and (FULL, the default) the WAL is
+ * fdatasynced. A SIGKILL loses only the process, not the OS page cache, so committed frames
+ * survive it under either level; FULL's sync extends the guarantee to an OS crash or power loss
+ * (NORMAL would not). test/store/group-commit.test.ts holds the sync to show the order.
  * Leases here use the real clock (the child has no fake clock), so tokens grow through
  * release + re-acquire rather than takeovers.
  */
@@ -76,13 +77,29 @@ const connect = (url: string, agents: { name: string; headers: Record<string, st
   agents.map((a, i) => ({ name: a.name, c: hubClients(protocols[i % protocols.length]!.make(url, [withHeaders(a.headers)])) }));
 
 describe("fencing tokens across a SIGKILL", () => {
-  it("synchronous=FULL is the default durability setting", () => {
+  it("FULL is the default durability setting: the WAL is synced after each writing batch", async () => {
     expect(defaultConfig.sqliteSynchronous).toBe("full");
     expect(loadConfig([], {}).sqliteSynchronous).toBe("full");
-    const store = new SqliteStore({ path: ":memory:", synchronous: defaultConfig.sqliteSynchronous });
-    const db = (store as unknown as { db: { pragma(s: string, o: { simple: true }): unknown } }).db;
-    expect(db.pragma("synchronous", { simple: true })).toBe(2); // 2 = FULL
-    void store.close();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-full-"));
+    let syncs = 0;
+    const store = new SqliteStore({
+      path: path.join(dir, "kxm.db"),
+      synchronous: defaultConfig.sqliteSynchronous,
+      walSync: (file) => {
+        const real = fdatasyncWal(file);
+        return { sync: () => (syncs++, real.sync()), close: real.close };
+      },
+    });
+    try {
+      await store.decideLease({ project: "p", name: "r" }, () => ({
+        write: { project: "p", name: "r", holderAgentId: "a", holderAgentName: "a", fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 },
+        result: undefined,
+      }));
+      expect(syncs).toBe(1);
+    } finally {
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("no token answered before the kill is handed out again after the restart", async () => {

@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import type { StoreAccess } from "./batch.js";
 import { agentFromDb, type AgentDb } from "./rows.js";
 import type {
   InboxEvent,
@@ -93,10 +94,11 @@ const messageToDb = (m: MessageRow) => ({
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
 
 /**
- * The message half of the SQLite store. `tx` runs one IMMEDIATE transaction; every decision
- * writes the message, appends its stream events and advances cursors in that one transaction.
+ * The message half of the SQLite store. `tx` runs one decision (one savepoint of a batch's
+ * transaction); every decision writes the message, appends its stream events and advances
+ * cursors in it, all or nothing.
  */
-export function createSqliteMessages(db: Database.Database, tx: <T>(fn: () => T) => T) {
+export function createSqliteMessages(db: Database.Database, { tx, read }: StoreAccess) {
   const q = {
     byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
     byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
@@ -193,12 +195,14 @@ export function createSqliteMessages(db: Database.Database, tx: <T>(fn: () => T)
       });
     },
 
-    async getMessage(id: string) {
-      const r = q.byId.get(id);
-      return r && messageFromDb(r);
+    getMessage(id: string) {
+      return read(() => {
+        const r = q.byId.get(id);
+        return r && messageFromDb(r);
+      });
     },
 
-    async listMessages(query: ListMessagesQuery) {
+    listMessages(query: ListMessagesQuery) {
       const column = query.box === "inbox" ? "to_id" : "from_id";
       const where = [`${column} = ?`];
       const args: (string | number)[] = [query.agentId];
@@ -211,15 +215,15 @@ export function createSqliteMessages(db: Database.Database, tx: <T>(fn: () => T)
         args.push(query.before.createdAtMs, query.before.createdAtMs, query.before.id);
       }
       const sql = `SELECT * FROM messages WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT ?`;
-      return db.prepare<(string | number)[], MessageDb>(sql).all(...args, query.limit).map(messageFromDb);
+      return read(() => db.prepare<(string | number)[], MessageDb>(sql).all(...args, query.limit).map(messageFromDb));
     },
 
-    async countMessages() {
-      return q.count.get()!.n;
+    countMessages() {
+      return read(() => q.count.get()!.n);
     },
 
-    async listOpenMessages(project: string, limit: number) {
-      return { messages: q.open.all(project, limit).map(messageFromDb), total: q.openCount.get(project)!.n };
+    listOpenMessages(project: string, limit: number) {
+      return read(() => ({ messages: q.open.all(project, limit).map(messageFromDb), total: q.openCount.get(project)!.n }));
     },
 
     async expireMessages(nowMs: number, error: string) {
@@ -251,24 +255,28 @@ export function createSqliteMessages(db: Database.Database, tx: <T>(fn: () => T)
       );
     },
 
-    async inboxState(agentId: string): Promise<InboxState> {
-      const r = q.stream.get(agentId);
-      return r
-        ? { head: r.next_seq - 1, ackedCursor: r.acked_cursor, purgedThrough: r.purged_through }
-        : { head: 0, ackedCursor: 0, purgedThrough: 0 };
+    inboxState(agentId: string): Promise<InboxState> {
+      return read(() => {
+        const r = q.stream.get(agentId);
+        return r
+          ? { head: r.next_seq - 1, ackedCursor: r.acked_cursor, purgedThrough: r.purged_through }
+          : { head: 0, ackedCursor: 0, purgedThrough: 0 };
+      });
     },
 
-    async readInbox(agentId: string, afterSeq: number, limit: number) {
-      return q.read.all(agentId, afterSeq, limit).map((r) => ({
-        agentId: r.ev_agent,
-        seq: r.ev_seq,
-        kind: r.ev_kind as InboxEventKind,
-        message: messageFromDb(r),
-      }));
+    readInbox(agentId: string, afterSeq: number, limit: number) {
+      return read(() =>
+        q.read.all(agentId, afterSeq, limit).map((r) => ({
+          agentId: r.ev_agent,
+          seq: r.ev_seq,
+          kind: r.ev_kind as InboxEventKind,
+          message: messageFromDb(r),
+        })),
+      );
     },
 
-    async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
-      return q.pending.all(agentId, afterSeq, uptoSeq).map(messageFromDb);
+    pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
+      return read(() => q.pending.all(agentId, afterSeq, uptoSeq).map(messageFromDb));
     },
   };
 }

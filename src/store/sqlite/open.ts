@@ -55,9 +55,14 @@ function removeDataDir(file: string, created: string | undefined): void {
   }
 }
 
-function configure(db: Database.Database, synchronous: "full" | "normal"): void {
+/**
+ * WAL with `synchronous=NORMAL` whatever the configured durability: a commit writes the WAL
+ * without syncing it, and checkpoints sync both files. FULL durability is the store's own WAL
+ * sync after each batch's commit (batch.ts), before any of the batch is answered.
+ */
+function configure(db: Database.Database): void {
   db.pragma("journal_mode = WAL");
-  db.pragma(`synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`);
+  db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
 }
@@ -68,10 +73,10 @@ function configure(db: Database.Database, synchronous: "full" | "normal"): void 
  * disk as it found it: the database, its companions, the lock file and directories it created are
  * removed again, while the lock is still held, so no other hub can be using them.
  */
-export function openDatabase(file: string, synchronous: "full" | "normal"): OpenedDatabase {
+export function openDatabase(file: string): OpenedDatabase {
   if (file === ":memory:") {
     const db = new Database(file);
-    configure(db, synchronous);
+    configure(db);
     openSchema(db);
     return { db, lock: undefined };
   }
@@ -88,7 +93,7 @@ export function openDatabase(file: string, synchronous: "full" | "normal"): Open
   let db: Database.Database | undefined;
   try {
     db = new Database(file);
-    configure(db, synchronous);
+    configure(db);
     openSchema(db);
     return { db, lock };
   } catch (e) {

@@ -1,5 +1,7 @@
 import type Database from "better-sqlite3";
-import type { AgentRow, Decision, HubStore, ProjectCounts, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
+import type { AgentRow, CommitStats, Decision, HubStore, ProjectCounts, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
+import { GroupCommit } from "../group-commit.js";
+import { fdatasyncWal, sqliteBatches, type WalSync, type Work } from "./batch.js";
 import { createSqliteMessages } from "./messages.js";
 import { createSqliteSync } from "./sync.js";
 import type { StoreLock } from "./lock.js";
@@ -10,11 +12,16 @@ export interface SqliteStoreOptions {
   /** File path, or ":memory:". */
   path: string;
   /**
-   * FULL (default): WAL is fsynced on every commit, so every answered decision (a fencing token
-   * handed out, an accepted event) survives a crash of the process and of the machine.
-   * NORMAL survives a process crash but may lose the last commits on power loss.
+   * FULL (default): the WAL is synced after every commit and before any of its decisions is
+   * answered, so every answered decision (a fencing token handed out, an accepted event)
+   * survives a crash of the process and of the machine. NORMAL survives a process crash but may
+   * lose the last commits on power loss.
    */
   synchronous: "full" | "normal";
+  /** How FULL syncs the WAL (default: fdatasync of the `-wal` file, off the event loop). */
+  walSync?: (file: string) => WalSync;
+  /** Most decisions one batch commits together (default 128). */
+  maxBatch?: number;
 }
 
 interface LeaseDb {
@@ -64,11 +71,17 @@ const floorRow = (key: LeaseKey, base: number): LeaseDb => ({
   expires_at: 0,
 });
 
-/** The embedded store. Every decision is one synchronous IMMEDIATE transaction. */
+/**
+ * The embedded store. Decisions go through group commit (store/group-commit.ts): those that
+ * arrive together run in one IMMEDIATE transaction, a savepoint each, and are answered after one
+ * COMMIT and one WAL sync. Reads wait while a committed batch is not durable yet.
+ */
 export class SqliteStore implements HubStore {
   readonly storage: "sqlite" | "memory";
   private readonly db: Database.Database;
   private readonly lock: StoreLock | undefined;
+  private readonly commits: GroupCommit<Work>;
+  private walSync: WalSync | undefined;
   private readonly q;
   private readonly messages;
   private readonly sync;
@@ -76,8 +89,14 @@ export class SqliteStore implements HubStore {
   /** Opens the file and holds its process lock until close(); throws StoreOpenError (open.ts). */
   constructor(options: SqliteStoreOptions) {
     this.storage = options.path === ":memory:" ? "memory" : "sqlite";
-    ({ db: this.db, lock: this.lock } = openDatabase(options.path, options.synchronous));
+    ({ db: this.db, lock: this.lock } = openDatabase(options.path));
     const db = this.db;
+    const syncs = options.synchronous === "full" && this.storage === "sqlite";
+    const openSync = options.walSync ?? fdatasyncWal;
+    this.commits = new GroupCommit(
+      sqliteBatches(db, () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined)),
+      options.maxBatch,
+    );
     this.q = {
       ping: db.prepare("SELECT 1 AS ok"),
       agentById: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
@@ -141,8 +160,9 @@ export class SqliteStore implements HubStore {
          WHERE holder_agent_id IS NOT NULL AND expires_at <= ?`,
       ),
     };
-    this.messages = createSqliteMessages(db, (fn) => this.tx(fn));
-    this.sync = createSqliteSync(db, (fn) => this.tx(fn));
+    const access = { tx: <T>(fn: () => T) => this.tx(fn), read: <T>(fn: () => T) => this.read(fn) };
+    this.messages = createSqliteMessages(db, access);
+    this.sync = createSqliteSync(db, access);
   }
 
   decideSend: HubStore["decideSend"] = (query, decide) => this.messages.decideSend(query, decide);
@@ -163,12 +183,29 @@ export class SqliteStore implements HubStore {
     this.sync.getSyncCursor(hubProject, projectId, runId);
   listSyncRuns: HubStore["listSyncRuns"] = (hubProject) => this.sync.listSyncRuns(hubProject);
 
-  /** Runs `fn` as one IMMEDIATE transaction (never spans an `await`). */
-  private tx<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+  /**
+   * Runs `fn` as one decision of the next batch (its own savepoint in the batch's transaction;
+   * never spans an `await`); resolves once the batch is durable.
+   */
+  private tx<T>(fn: () => T): Promise<T> {
+    return this.commits.submit<T>(fn);
+  }
+
+  /** Runs a read once every commit made so far is durable. */
+  private async read<T>(fn: () => T): Promise<T> {
+    const pending = this.commits.durable();
+    if (pending) await pending;
+    if (this.commits.failed !== undefined) throw this.commits.failed;
+    return fn();
+  }
+
+  /** Batches committed and the decisions in them, since the store opened (metrics). */
+  commitStats(): Readonly<CommitStats> {
+    return this.commits.stats;
   }
 
   async ready(): Promise<boolean> {
+    if (this.commits.failed !== undefined) return false;
     try {
       return (this.q.ping.get() as { ok: number }).ok === 1;
     } catch {
@@ -182,28 +219,36 @@ export class SqliteStore implements HubStore {
     return base > 0 ? floorRow(key, base) : undefined;
   }
 
+  /** Commits what is queued, then closes the file and releases its lock. */
   async close(): Promise<void> {
+    await this.commits.idle();
+    this.walSync?.close();
+    this.walSync = undefined;
     if (this.db.open) this.db.close();
     this.lock?.release();
   }
 
-  async getAgent(id: string): Promise<AgentRow | undefined> {
-    const r = this.q.agentById.get(id);
-    return r && agentFromDb(r);
+  getAgent(id: string): Promise<AgentRow | undefined> {
+    return this.read(() => {
+      const r = this.q.agentById.get(id);
+      return r && agentFromDb(r);
+    });
   }
 
-  async listAgents(project: string): Promise<AgentRow[]> {
-    return this.q.agentsOfProject.all(project).map(agentFromDb);
+  listAgents(project: string): Promise<AgentRow[]> {
+    return this.read(() => this.q.agentsOfProject.all(project).map(agentFromDb));
   }
 
-  async countOnlineAgents(): Promise<number> {
-    return this.q.onlineCount.get()!.n;
+  countOnlineAgents(): Promise<number> {
+    return this.read(() => this.q.onlineCount.get()!.n);
   }
 
-  async listProjects(nowMs: number): Promise<ProjectCounts[]> {
-    return this.q.projects
-      .all(nowMs, nowMs)
-      .map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held }));
+  listProjects(nowMs: number): Promise<ProjectCounts[]> {
+    return this.read(() =>
+      this.q.projects
+        .all(nowMs, nowMs)
+        .map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held })),
+    );
   }
 
   private writeAgent(a: AgentRow): void {
@@ -222,7 +267,7 @@ export class SqliteStore implements HubStore {
     });
   }
 
-  async decideRegistration<T>(
+  decideRegistration<T>(
     project: string,
     nameKey: string,
     decide: (existing: AgentRow | undefined) => Decision<AgentRow, T>,
@@ -235,7 +280,7 @@ export class SqliteStore implements HubStore {
     });
   }
 
-  async decideAgent<T>(id: string, decide: (current: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
+  decideAgent<T>(id: string, decide: (current: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
     return this.tx(() => {
       const r = this.q.agentById.get(id);
       const d = decide(r && agentFromDb(r));
@@ -245,14 +290,14 @@ export class SqliteStore implements HubStore {
   }
 
   async markAllAgentsOffline(): Promise<void> {
-    this.q.allOffline.run();
+    await this.tx(() => this.q.allOffline.run());
   }
 
-  async sweepStaleAgents(cutoffMs: number): Promise<AgentRow[]> {
+  sweepStaleAgents(cutoffMs: number): Promise<AgentRow[]> {
     return this.tx(() => this.q.staleAgents.all(cutoffMs).map(agentFromDb));
   }
 
-  async decideRuntime<T>(
+  decideRuntime<T>(
     project: string,
     runtimeId: string,
     decide: (current: RuntimeRow | undefined) => Decision<RuntimeRow, T>,
@@ -273,15 +318,15 @@ export class SqliteStore implements HubStore {
     });
   }
 
-  async listRuntimes(project: string): Promise<RuntimeRow[]> {
-    return this.q.runtimesOfProject.all(project).map(runtimeFromDb);
+  listRuntimes(project: string): Promise<RuntimeRow[]> {
+    return this.read(() => this.q.runtimesOfProject.all(project).map(runtimeFromDb));
   }
 
-  async listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]> {
-    return this.q.runtimesBetween.all(afterMs, uptoMs).map(runtimeFromDb);
+  listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]> {
+    return this.read(() => this.q.runtimesBetween.all(afterMs, uptoMs).map(runtimeFromDb));
   }
 
-  async decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
+  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
     return this.tx(() => {
       // A resource without a row stands on the store's fence base (0 until a restore raised it):
       // the rules see it as a released floor, so its first grant is base + 1 (README §5.2).
@@ -310,18 +355,22 @@ export class SqliteStore implements HubStore {
     });
   }
 
-  async getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
-    const r = this.q.lease.get(key.project, key.name);
-    return r && leaseFromDb(r);
+  getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
+    return this.read(() => {
+      const r = this.q.lease.get(key.project, key.name);
+      return r && leaseFromDb(r);
+    });
   }
 
-  async listLeases(query: ListLeasesQuery): Promise<LeaseRow[]> {
-    return this.q.listLeases
-      .all(query.project, query.afterName ?? "", query.includeExpired ? 1 : 0, query.nowMs, query.limit)
-      .map(leaseFromDb);
+  listLeases(query: ListLeasesQuery): Promise<LeaseRow[]> {
+    return this.read(() =>
+      this.q.listLeases
+        .all(query.project, query.afterName ?? "", query.includeExpired ? 1 : 0, query.nowMs, query.limit)
+        .map(leaseFromDb),
+    );
   }
 
-  async purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]> {
+  purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]> {
     return this.tx(() => {
       const before = this.q.lapsedLeases.all(cutoffMs);
       this.q.purgeLeases.run(cutoffMs);

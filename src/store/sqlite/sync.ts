@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import type { StoreAccess } from "./batch.js";
 import type { IngestContext, IngestOutcome, SyncEventRow, SyncRunView } from "../store.js";
 
 interface PrefixDb {
@@ -11,11 +12,11 @@ interface PrefixDb {
 }
 
 /**
- * The sync half of the SQLite store. A batch is one transaction; each run's cursor is kept in
+ * The sync half of the SQLite store. A push is one decision (all or nothing); each run's cursor is kept in
  * `sync_runs` and advanced over contiguous sequences as events arrive, so gaps stay open until
  * filled and reading a cursor is one row.
  */
-export function createSqliteSync(db: Database.Database, tx: <T>(fn: () => T) => T) {
+export function createSqliteSync(db: Database.Database, { tx, read }: StoreAccess) {
   const q = {
     existing: db.prepare<[string, string, number], { content_hash: string; hub_project: string }>(
       "SELECT content_hash, hub_project FROM sync_events WHERE project_id = ? AND run_id = ? AND sequence = ?",
@@ -90,12 +91,12 @@ export function createSqliteSync(db: Database.Database, tx: <T>(fn: () => T) => 
       });
     },
 
-    async getSyncCursor(hubProject: string, projectId: string, runId: string) {
-      return q.cursorOf.get(hubProject, projectId, runId)?.cursor ?? 0;
+    getSyncCursor(hubProject: string, projectId: string, runId: string) {
+      return read(() => q.cursorOf.get(hubProject, projectId, runId)?.cursor ?? 0);
     },
 
-    async listSyncRuns(hubProject: string): Promise<SyncRunView[]> {
-      return q.runsOf.all(hubProject).map((r) => ({
+    listSyncRuns(hubProject: string): Promise<SyncRunView[]> {
+      return read(() => q.runsOf.all(hubProject).map((r) => ({
         projectId: r.project_id,
         runId: r.run_id,
         homeRuntimeId: r.home_runtime_id,
@@ -109,7 +110,7 @@ export function createSqliteSync(db: Database.Database, tx: <T>(fn: () => T) => 
           ...(p.workflow_id !== null && { workflowId: p.workflow_id }),
           ...(p.display_title !== null && { displayTitle: p.display_title }),
         })),
-      }));
+      })));
     },
   };
 }

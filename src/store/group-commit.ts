@@ -1,0 +1,133 @@
+/**
+ * Group commit, for any store backend: decisions that arrive together share one transaction and
+ * one durable commit. Callers submit a unit of work and get a promise for its own outcome; the
+ * pipeline gathers what is queued, hands it to the backend as one batch, and settles each promise
+ * only once the backend reports the batch durable. Nothing above `store/` sees a batch.
+ *
+ * Scheduling: the first work queued while the pipeline is idle starts a batch on the next
+ * `setImmediate`, so everything that arrives in the same event-loop turn joins it and a lone
+ * decision waits for no timer. While a batch is being made durable, new work queues up and
+ * forms the next batch (at most `maxBatch` works), which starts right after: the batch size
+ * follows the load by itself.
+ *
+ * Reads: `durable()` is pending while a committed batch is not yet durable. A read that waits
+ * for it never shows a decision that a crash could still take back, and since the next batch
+ * only starts on a later `setImmediate`, a read that resumes then sees exactly durable state.
+ */
+
+import type { CommitStats } from "./store.js";
+
+/** One work's outcome inside a batch: a value, or what it threw (undone on its own). */
+export type WorkOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+export interface BatchBackend<W> {
+  /**
+   * Runs `works` in order inside one transaction, each isolated so that one that throws is undone
+   * alone, commits, and resolves with one outcome per work once the commit is durable. Rejects
+   * when the batch failed as a whole: then none of it is answered, and none of it stays applied.
+   */
+  commit(works: W[]): Promise<WorkOutcome[]>;
+}
+
+/** The batch's commit could not be made durable: the store stops (see SqliteStore). */
+export class DurabilityLost extends Error {
+  constructor(message: string, options?: { cause: unknown }) {
+    super(message, options);
+    this.name = "DurabilityLost";
+  }
+}
+
+interface Pending<W> {
+  work: W;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+export class GroupCommit<W> {
+  private queue: Pending<W>[] = [];
+  private inFlight: Promise<void> | undefined;
+  private scheduled = false;
+  private drained: (() => void)[] = [];
+  private failure: unknown;
+  /** Batches committed and the works in them. */
+  readonly stats: CommitStats = { commits: 0, works: 0 };
+
+  constructor(
+    private readonly backend: BatchBackend<W>,
+    private readonly maxBatch = 128,
+  ) {}
+
+  /** Queues one work; resolves with its value (or rejects with its error) once durable. */
+  submit<T>(work: W): Promise<T> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ work, resolve: resolve as (v: unknown) => void, reject });
+      this.schedule();
+    });
+  }
+
+  /** Pending while a committed batch is not durable yet; undefined when everything is. */
+  durable(): Promise<void> | undefined {
+    return this.inFlight;
+  }
+
+  /** Why the pipeline stopped (a commit that could not be made durable), if it did. */
+  get failed(): unknown {
+    return this.failure;
+  }
+
+  /** Resolves when nothing is queued or in flight (close waits on it). */
+  idle(): Promise<void> {
+    if (!this.inFlight && this.queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drained.push(resolve));
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.inFlight) return;
+    this.scheduled = true;
+    setImmediate(() => this.flush());
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.inFlight) return;
+    if (this.queue.length === 0) return this.wake();
+    const batch = this.queue.splice(0, this.maxBatch);
+    let committed: Promise<WorkOutcome[]>;
+    try {
+      committed = this.backend.commit(batch.map((p) => p.work));
+    } catch (e) {
+      committed = Promise.reject(e);
+    }
+    this.inFlight = committed.then(
+      (outcomes) => {
+        this.stats.commits++;
+        this.stats.works += batch.length;
+        batch.forEach((p, i) => {
+          const o = outcomes[i]!;
+          if (o.ok) p.resolve(o.value);
+          else p.reject(o.error);
+        });
+      },
+      (error: unknown) => {
+        if (error instanceof DurabilityLost) this.stop(error);
+        for (const p of batch) p.reject(error);
+      },
+    );
+    void this.inFlight.then(() => {
+      this.inFlight = undefined;
+      if (this.queue.length > 0) this.schedule();
+      else this.wake();
+    });
+  }
+
+  /** After a lost commit nothing more is accepted: what is queued fails with the same error. */
+  private stop(error: unknown): void {
+    this.failure = error;
+    for (const p of this.queue.splice(0)) p.reject(error);
+  }
+
+  private wake(): void {
+    for (const resolve of this.drained.splice(0)) resolve();
+  }
+}

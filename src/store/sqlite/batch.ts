@@ -1,0 +1,102 @@
+import fs from "node:fs";
+import path from "node:path";
+import type Database from "better-sqlite3";
+import { DurabilityLost, type BatchBackend, type WorkOutcome } from "../group-commit.js";
+
+/** A decision's body: synchronous statements on the store's connection, returning its result. */
+export type Work = () => unknown;
+
+/** How the store's halves (messages, sync) run their statements. */
+export interface StoreAccess {
+  /** One decision of the next batch; resolves once the batch is durable. */
+  tx<T>(fn: () => T): Promise<T>;
+  /** A read, once every commit made so far is durable. */
+  read<T>(fn: () => T): Promise<T>;
+}
+
+/**
+ * Makes what the WAL holds durable. The default is `fdatasync` of the `-wal` file on libuv's
+ * thread pool, so the event loop never waits on the disk; tests pass their own to hold a batch
+ * between its commit and its durability.
+ */
+export interface WalSync {
+  sync(): Promise<void>;
+  close(): void;
+}
+
+/**
+ * The `-wal` file's fdatasync. The connection runs `synchronous=NORMAL` (a commit writes the WAL
+ * without syncing it; a checkpoint syncs the WAL before and the database after copying), and
+ * this sync after each batch's COMMIT supplies what FULL would have done at that commit: when it
+ * resolves, every frame of the batch is on disk. The directory is synced once, so the WAL's
+ * own name is durable too.
+ */
+export function fdatasyncWal(file: string): WalSync {
+  const wal = `${file}-wal`;
+  const fd = fs.openSync(wal, "r");
+  const dir = fs.openSync(path.dirname(path.resolve(wal)), "r");
+  try {
+    fs.fsyncSync(dir);
+  } finally {
+    fs.closeSync(dir);
+  }
+  return {
+    sync: () => new Promise((resolve, reject) => fs.fdatasync(fd, (e) => (e ? reject(e) : resolve()))),
+    close: () => fs.closeSync(fd),
+  };
+}
+
+/**
+ * The SQLite half of group commit (store/group-commit.ts): one IMMEDIATE transaction per batch,
+ * a savepoint per work so one that throws is rolled back alone, one COMMIT, then the WAL sync.
+ * A batch that wrote nothing (only refusals and reads) skips the sync: what it saw was made
+ * durable before it started, since batches never overlap.
+ */
+export function sqliteBatches(db: Database.Database, walSync: () => WalSync | undefined): BatchBackend<Work> {
+  const s = {
+    begin: db.prepare("BEGIN IMMEDIATE"),
+    commit: db.prepare("COMMIT"),
+    rollback: db.prepare("ROLLBACK"),
+    savepoint: db.prepare("SAVEPOINT decision"),
+    release: db.prepare("RELEASE decision"),
+    rollbackTo: db.prepare("ROLLBACK TO decision"),
+    changes: db.prepare<[], { n: number }>("SELECT total_changes() AS n"),
+  };
+  return {
+    commit(works: Work[]): Promise<WorkOutcome[]> {
+      const outcomes: WorkOutcome[] = [];
+      const before = s.changes.get()!.n;
+      s.begin.run();
+      try {
+        for (const work of works) {
+          s.savepoint.run();
+          try {
+            const value = work();
+            s.release.run();
+            outcomes.push({ ok: true, value });
+          } catch (error) {
+            // SQLite ends the whole transaction on some errors (disk full, I/O): then the batch fails.
+            if (!db.inTransaction) throw error;
+            s.rollbackTo.run();
+            s.release.run();
+            outcomes.push({ ok: false, error });
+          }
+        }
+        s.commit.run();
+      } catch (error) {
+        if (db.inTransaction) s.rollback.run();
+        return Promise.reject(error);
+      }
+      const sync = s.changes.get()!.n !== before ? walSync() : undefined;
+      if (!sync) return Promise.resolve(outcomes);
+      return sync.sync().then(
+        () => outcomes,
+        (e: unknown) => {
+          // The commit is in the page cache but may never reach the disk: nothing of it may be
+          // answered, and the store stops rather than build on it.
+          throw new DurabilityLost(`the WAL could not be synced: ${(e as Error).message}`, { cause: e });
+        },
+      );
+    },
+  };
+}

@@ -1,0 +1,196 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { decideAcquire } from "../../src/lease/rules.js";
+import { DurabilityLost } from "../../src/store/group-commit.js";
+import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import type { LeaseRow } from "../../src/store/store.js";
+
+/**
+ * Group commit (store/group-commit.ts, store/sqlite/batch.ts): decisions made together share
+ * one transaction and one WAL sync, and nothing of a batch (answers or reads of it) comes out
+ * before that sync has finished. The sync is held by hand here to see every step.
+ */
+
+const dirs: string[] = [];
+const stores: SqliteStore[] = [];
+afterEach(async () => {
+  for (const s of stores.splice(0)) await s.close().catch(() => {});
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+function tempFile(): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-gc-"));
+  dirs.push(dir);
+  return path.join(dir, "kxm.db");
+}
+
+/** A WAL sync the test finishes by hand (`release`), or fails (`fail`); counts calls. */
+function heldSync() {
+  const waiting: { resolve(): void; reject(e: Error): void }[] = [];
+  const held = {
+    calls: 0,
+    pending: () => waiting.length,
+    release() {
+      for (const w of waiting.splice(0)) w.resolve();
+    },
+    fail(e: Error) {
+      for (const w of waiting.splice(0)) w.reject(e);
+    },
+    factory: (): WalSync => ({
+      sync: () => {
+        held.calls++;
+        return new Promise<void>((resolve, reject) => waiting.push({ resolve, reject }));
+      },
+      close: () => {},
+    }),
+  };
+  return held;
+}
+
+function open(options: Partial<ConstructorParameters<typeof SqliteStore>[0]> = {}): SqliteStore {
+  const store = new SqliteStore({ path: tempFile(), synchronous: "full", ...options });
+  stores.push(store);
+  return store;
+}
+
+const holder = (n: number) => ({ agentId: `a${n}`, agentName: `agent-${n}`, project: "p" });
+const acquire = (store: SqliteStore, name: string, n: number, nowMs = 1_000) =>
+  store.decideLease({ project: "p", name }, (cur) => decideAcquire(cur, { name, holder: holder(n), ttlMs: 30_000, nowMs }));
+
+/** Settles pending promise callbacks and one setImmediate turn (when batches start). */
+const turn = () => new Promise((r) => setImmediate(r));
+
+/** Tracks whether a promise has settled yet. */
+function watch<T>(p: Promise<T>) {
+  const w = { settled: false, value: undefined as T | undefined, error: undefined as unknown };
+  p.then(
+    (v) => Object.assign(w, { settled: true, value: v }),
+    (e: unknown) => Object.assign(w, { settled: true, error: e }),
+  );
+  return w;
+}
+
+describe("group commit", () => {
+  it("answers a decision only after its batch's WAL sync, and reads wait for it too", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const granted = watch(acquire(store, "main", 1));
+    await turn();
+    expect(held.pending()).toBe(1); // committed, now syncing
+    const read = watch(store.getLease({ project: "p", name: "main" }));
+    for (let i = 0; i < 5; i++) await turn();
+    expect(granted.settled).toBe(false);
+    expect(read.settled).toBe(false);
+
+    held.release();
+    await turn();
+    expect(granted.error).toBeUndefined();
+    expect(granted.value).toMatchObject({ kind: "granted" });
+    expect((read.value as LeaseRow | undefined)?.holderAgentId).toBe("a1");
+  });
+
+  it("decisions made in one turn share one transaction and one sync; one that throws is undone alone", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const first = watch(acquire(store, "a", 1));
+    const broken = watch(
+      store.decideLease({ project: "p", name: "b" }, () => {
+        throw new Error("boom");
+      }),
+    );
+    const second = watch(acquire(store, "c", 2));
+    const refused = watch(acquire(store, "a", 3)); // sees the first grant of the same batch
+    await turn();
+    expect(held.calls).toBe(1);
+    held.release();
+    await turn();
+    expect(store.commitStats()).toEqual({ commits: 1, works: 4 });
+    expect(first.value).toMatchObject({ kind: "granted", lease: { fencingToken: 1 } });
+    expect((broken.error as Error).message).toBe("boom");
+    expect(second.value).toMatchObject({ kind: "granted", lease: { fencingToken: 1 } });
+    expect(refused.error).toMatchObject({ code: "lease_held" });
+    expect(await store.getLease({ project: "p", name: "b" })).toBeUndefined();
+    expect((await store.getLease({ project: "p", name: "c" }))?.holderAgentId).toBe("a2");
+  });
+
+  it("queues what arrives during a sync into the next batch, which starts after it", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const one = watch(acquire(store, "x", 1));
+    await turn();
+    const later = [watch(acquire(store, "y", 1)), watch(acquire(store, "z", 1))];
+    await turn();
+    expect(held.calls).toBe(1); // the second batch waits for the first's sync
+    held.release();
+    await turn();
+    expect(one.settled).toBe(true);
+    expect(later.every((w) => !w.settled)).toBe(true);
+    await turn();
+    expect(held.calls).toBe(2);
+    held.release();
+    await turn();
+    expect(later.every((w) => w.settled && w.error === undefined)).toBe(true);
+    expect(store.commitStats()).toEqual({ commits: 2, works: 3 });
+  });
+
+  it("a batch that wrote nothing answers without a sync", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const refusal = watch(store.decideLease({ project: "p", name: "none" }, () => ({ result: "read only" })));
+    await turn();
+    await turn();
+    expect(refusal.value).toBe("read only");
+    expect(held.calls).toBe(0);
+  });
+
+  it("a sync that fails answers nothing of its batch and stops the store", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const lost = watch(acquire(store, "main", 1));
+    await turn();
+    held.fail(Object.assign(new Error("EIO: i/o error, fdatasync"), { code: "EIO" }));
+    await turn();
+    expect(lost.error).toBeInstanceOf(DurabilityLost);
+    await expect(acquire(store, "other", 1)).rejects.toBeInstanceOf(DurabilityLost);
+    await expect(store.getLease({ project: "p", name: "main" })).rejects.toBeInstanceOf(DurabilityLost);
+    expect(await store.ready()).toBe(false);
+  });
+
+  it("FULL (the default) syncs the -wal file after each writing batch; NORMAL never does", async () => {
+    let full = 0;
+    const counting = (file: string): WalSync => {
+      const real = fdatasyncWal(file);
+      return { sync: () => (full++, real.sync()), close: real.close };
+    };
+    const store = open({ walSync: counting });
+    await Promise.all([acquire(store, "a", 1), acquire(store, "b", 1)]);
+    await acquire(store, "c", 1);
+    expect(full).toBe(2);
+    expect(store.commitStats()).toEqual({ commits: 2, works: 3 });
+
+    let normal = 0;
+    const other = open({ synchronous: "normal", walSync: () => ({ sync: async () => void normal++, close() {} }) });
+    await acquire(other, "a", 1);
+    expect(normal).toBe(0);
+  });
+
+  it("bounds a batch to maxBatch decisions", async () => {
+    const store = open({ maxBatch: 3 });
+    await Promise.all(Array.from({ length: 7 }, (_, i) => acquire(store, `r${i}`, 1)));
+    expect(store.commitStats()).toEqual({ commits: 3, works: 7 });
+  });
+
+  it("close commits what is queued first", async () => {
+    const file = tempFile();
+    const store = new SqliteStore({ path: file, synchronous: "full" });
+    const pending = acquire(store, "late", 1);
+    await store.close();
+    await expect(pending).resolves.toMatchObject({ kind: "granted" });
+    const again = new SqliteStore({ path: file, synchronous: "full" });
+    stores.push(again);
+    expect((await again.getLease({ project: "p", name: "late" }))?.fencingToken).toBe(1);
+  });
+});
