@@ -63,8 +63,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   // Held leases come from the store, so the gauge is right from the first scrape after a restart.
   const heldLeases = async () => (await store.listProjects(clock.now())).reduce((n, p) => n + p.heldLeases, 0);
   const metrics = createMetrics(store, { heldLeases });
-  const logger = overrides.log === false ? undefined : createLogger(config.logPath, config.logLevel);
-  const observer = createObserver(logger, metrics, overrides.tap);
+  const hubLogger = overrides.log === false ? undefined : createLogger(config.logPath, config.logLevel);
+  const observer = createObserver(hubLogger?.logger, metrics, overrides.tap);
 
   const presenceBus = createBus<PresenceChange>();
   const leaseBus = createBus<LeaseChange>();
@@ -221,7 +221,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
         }
         await store.close();
         observer.log("hub_stopped", { forced, durationMs: Math.round(performance.now() - startedAtMs) });
-        logger?.flush();
+        hubLogger?.close();
       })();
       return closing;
     },
