@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
-import { createConnectRouter, type ConnectRouter, type ServiceImpl } from "@connectrpc/connect";
+import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { AuthRule } from "./auth/rules.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
@@ -23,8 +23,8 @@ import { createAuthInterceptor } from "./server/interceptors/auth.js";
 import { createErrorInterceptor, toConnectError } from "./server/interceptors/errors.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createObserveInterceptor } from "./server/interceptors/observe.js";
+import { createInProcessCaller } from "./server/in-process.js";
 import { createDualServer } from "./server/listen.js";
-import { strictJson } from "./server/node-adapter.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
 import { createSync } from "./sync/sync.js";
@@ -131,12 +131,10 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);
   };
-  // The REST face calls the same handlers through its own router instance.
-  const restRouter = createConnectRouter({ interceptors, readMaxBytes, shutdownSignal: shutdown.signal, jsonOptions: strictJson });
-  serviceRoutes(restRouter);
+  // The REST face calls the same implementations through the same interceptors, in-process.
   const rest = createRestFace({
     routes: buildRestRoutes(servedServices),
-    handlers: restRouter.handlers,
+    call: createInProcessCaller(serviceRoutes, interceptors, shutdown.signal),
     limiter,
     clock,
     observer,

@@ -1,15 +1,14 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { fromBinary, toBinary, type DescMessage, type JsonObject } from "@bufbuild/protobuf";
-import { Code, ConnectError, createContextValues } from "@connectrpc/connect";
-import { errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
-import { createAsyncIterable, readAllBytes, type UniversalHandler } from "@connectrpc/connect/protocol";
+import type { DescMessage, JsonObject, Message } from "@bufbuild/protobuf";
+import { ConnectError, createContextValues } from "@connectrpc/connect";
 import type { Clock } from "../clock.js";
 import { errors, isHubError, type HubError } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../server/call-record.js";
 import { kRemoteAddress } from "../server/context.js";
+import type { InProcessCaller } from "../server/in-process.js";
 import { remoteAddressOf } from "../server/listen.js";
 import type { RequestTarget } from "../server/node-adapter.js";
 import { requestIdOf, requestIdOfRequest } from "../server/interceptors/errors.js";
@@ -25,8 +24,8 @@ type Res = ServerResponse | Http2ServerResponse;
 
 export interface RestFaceDeps {
   routes: RestRoute[];
-  /** The RPC router's handlers: REST calls run through them, interceptors included. */
-  handlers: UniversalHandler[];
+  /** Calls the RPC face's unary methods in-process, interceptors included. */
+  call: InProcessCaller;
   limiter: RateLimiter;
   clock: Clock;
   observer: FaceObserver;
@@ -43,13 +42,12 @@ const passedBack = ["x-ratelimit-limit", "x-ratelimit-remaining", "retry-after"]
 
 /**
  * The REST face: a generic transcoder over the `google.api.http` rules. It decodes the path,
- * query and JSON body into the method's request message, calls the same Connect handler the
- * RPC face uses (so auth, validation, rate limits and error mapping run once), and writes the
+ * query and JSON body into the method's request message, calls the same implementation through
+ * the same interceptors the RPC face uses (so auth, validation, rate limits and error mapping
+ * run once; server/in-process.ts, no wire format in between), and writes the
  * reference hub's JSON: every field, numbers as numbers, its statuses and its error bodies.
  */
-export function createRestFace({ routes, handlers, limiter, clock, observer, maxBodyBytes }: RestFaceDeps) {
-  const byPath = new Map(handlers.map((h) => [h.requestPath, h]));
-
+export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes }: RestFaceDeps) {
   function send(res: Res, status: number, requestId: string, body: JsonObject | undefined, headers: Headers) {
     const out: Record<string, string> = { "x-request-id": requestId, "referrer-policy": "no-referrer", "cache-control": "no-store" };
     for (const name of passedBack) {
@@ -120,39 +118,24 @@ export function createRestFace({ routes, handlers, limiter, clock, observer, max
     return parsed as JsonObject;
   }
 
-  /** Calls the method's Connect handler in-process with the binary Connect protocol. */
-  async function invoke(route: RestRoute, input: ReturnType<typeof decodeRestRequest>, req: Req, requestId: string, call: CallRecord) {
-    const method = route.method;
-    const handler = byPath.get(`/${route.service.typeName}/${method.name}`);
-    if (!handler) throw errors.routeNotFound();
-    const bytes = toBinary(method.input as DescMessage, input);
-    // The declared length spares the limits interceptor a second encoding of the request.
-    const header = new Headers({
-      "content-type": "application/proto",
-      "content-length": String(bytes.byteLength),
-      "x-request-id": requestId,
-    });
+  /** Calls the method in-process; a refusal comes back as the ConnectError the RPC face would send. */
+  async function invoke(route: RestRoute, input: Message, req: Req, requestId: string, call: CallRecord) {
+    const header = new Headers({ "x-request-id": requestId });
     for (const name of forwarded) {
       const v = req.headers[name];
       if (typeof v === "string") header.set(name, v);
     }
-    const signal = new AbortController().signal;
-    const uRes = await handler({
-      httpVersion: "1.1",
-      url: `http://rest.internal${handler.requestPath}`,
-      method: "POST",
-      header,
-      body: createAsyncIterable([bytes]),
-      signal,
-      contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
-    });
-    const answer = uRes.body ? await readAllBytes(uRes.body, Number.MAX_SAFE_INTEGER) : new Uint8Array();
-    const headers = new Headers(uRes.header);
-    if (uRes.status !== 200) {
-      const fallback = new ConnectError(`HTTP ${uRes.status}`, Code.Internal);
-      return { error: errorFromJsonBytes(answer, headers, fallback), headers };
+    try {
+      const out = await callMethod(`/${route.service.typeName}/${route.method.name}`, {
+        message: input,
+        header,
+        contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
+      });
+      return { message: out.message, headers: out.header };
+    } catch (e) {
+      if (e instanceof ConnectError) return { error: e, headers: e.metadata };
+      throw e;
     }
-    return { message: fromBinary(method.output as DescMessage, answer), headers };
   }
 
   /** The route for a request; a path variable that does not percent-decode is protocol_error. */

@@ -7,6 +7,7 @@ import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { createRateLimiter } from "../../src/auth/rate-limit.js";
 import { createHttpHandler } from "../../src/server/http-handler.js";
+import { createInProcessCaller } from "../../src/server/in-process.js";
 import { createRestFace } from "../../src/transcode/rest-face.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type LogEvent } from "../fixtures/hub.js";
@@ -55,7 +56,7 @@ describe("last line of defence", () => {
         if (req.url === "/throw") throw new TypeError("boom");
         return Promise.resolve(false);
       },
-      rest: createRestFace({ routes: [], handlers: [], limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18 }),
+      rest: createRestFace({ routes: [], call: createInProcessCaller(() => {}, [], new AbortController().signal), limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18 }),
     });
     const server = http.createServer(handler);
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

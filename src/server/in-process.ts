@@ -1,0 +1,115 @@
+import { create, isMessage, type DescMessage, type DescMethod, type Message } from "@bufbuild/protobuf";
+import {
+  createServiceImplSpec,
+  type ConnectRouter,
+  type ContextValues,
+  type HandlerContext,
+  type Interceptor,
+  type MethodImplSpec,
+  type UnaryRequest,
+  type UnaryResponse,
+} from "@connectrpc/connect";
+import { errors } from "../errors.js";
+
+/** A unary call made in-process: the request message, its headers and context values. */
+export interface InProcessCall {
+  message: Message;
+  header: Headers;
+  contextValues: ContextValues;
+}
+
+/** A unary method's answer: its message and response headers (the interceptors' included). */
+export interface InProcessAnswer {
+  message: Message;
+  header: Headers;
+}
+
+type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
+
+/**
+ * Calls the hub's unary methods in-process, through the same interceptors the RPC face runs
+ * (observe, errors, limits, auth) and the same implementations, with no wire format in between:
+ * the REST face hands over the message it decoded from JSON and gets the answer's message back,
+ * or the ConnectError the error interceptor made. That is what connect's own handler would do
+ * for a unary call minus its protocol work (negotiation, envelopes, binary encode and decode,
+ * deadline signals), which is all overhead for a caller in the same process.
+ *
+ * `register` is the function that serves the hub's services on a router; it is called once on a
+ * collector that only records each method's implementation.
+ */
+export function createInProcessCaller(
+  register: (router: ConnectRouter) => void,
+  interceptors: Interceptor[],
+  signal: AbortSignal,
+) {
+  const specs = new Map<string, UnarySpec>();
+  const collector = {
+    handlers: [],
+    service(service, impl) {
+      for (const spec of Object.values(createServiceImplSpec(service, impl).methods)) {
+        if (spec.kind === "unary") specs.set(`/${service.typeName}/${spec.method.name}`, spec);
+      }
+      return collector;
+    },
+    rpc() {
+      return collector; // single methods are not part of the hub's services
+    },
+  } as ConnectRouter;
+  register(collector);
+
+  const normalize = (schema: DescMessage, m: unknown): Message =>
+    isMessage(m, schema) ? m : create(schema, m as Parameters<typeof create>[1]);
+
+  function chain(spec: UnarySpec) {
+    const method: DescMethod = spec.method;
+    const invoke = async (req: UnaryRequest): Promise<UnaryResponse> => {
+      const responseHeader = new Headers();
+      const responseTrailer = new Headers();
+      const ctx: HandlerContext = {
+        method,
+        service: method.parent,
+        requestMethod: req.requestMethod,
+        url: req.url,
+        protocolName: "rest",
+        signal: req.signal,
+        timeoutMs: () => undefined,
+        requestHeader: req.header,
+        responseHeader,
+        responseTrailer,
+        values: req.contextValues,
+      };
+      const out = await (spec.impl as (m: Message, c: HandlerContext) => Promise<unknown>)(req.message, ctx);
+      return {
+        stream: false,
+        service: method.parent,
+        method,
+        header: responseHeader,
+        trailer: responseTrailer,
+        message: normalize(method.output, out),
+      } as UnaryResponse;
+    };
+    return interceptors.reduceRight((next, interceptor) => interceptor(next), invoke as Parameters<Interceptor>[0]);
+  }
+  const chains = new Map([...specs].map(([path, spec]) => [path, { spec, next: chain(spec) }]));
+
+  /** Calls the unary method at `path` (`/<service>/<method>`); throws what the chain throws. */
+  return async function call(path: string, input: InProcessCall): Promise<InProcessAnswer> {
+    const target = chains.get(path);
+    if (!target) throw errors.routeNotFound();
+    const { method } = target.spec;
+    const res = await target.next({
+      stream: false,
+      service: method.parent,
+      method,
+      requestMethod: "POST",
+      url: `http://rest.internal${path}`,
+      signal,
+      header: input.header,
+      contextValues: input.contextValues,
+      message: input.message,
+    } as UnaryRequest);
+    return { message: res.message as Message, header: res.header };
+  };
+}
+
+export type InProcessCaller = ReturnType<typeof createInProcessCaller>;
