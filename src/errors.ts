@@ -81,16 +81,22 @@ export interface HubErrorInit {
 }
 
 export class HubError extends Error {
+  readonly code: HubCode;
   readonly metadata: Record<string, string>;
   readonly lease: LeaseView | undefined;
 
-  constructor(
-    readonly code: HubCode,
-    message: string,
-    init: HubErrorInit = {},
-  ) {
-    super(message, init.cause === undefined ? undefined : { cause: init.cause });
+  constructor(code: HubCode, message: string, init: HubErrorInit = {}) {
+    // A refusal is an answer, not a fault: its stack says nothing (an internal error's cause keeps
+    // its own), and capturing one was a visible share of what a refusal costs the hub.
+    const stackTraceLimit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      super(message, init.cause === undefined ? undefined : { cause: init.cause });
+    } finally {
+      Error.stackTraceLimit = stackTraceLimit;
+    }
     this.name = "HubError";
+    this.code = code;
     this.metadata = init.metadata ?? {};
     this.lease = init.lease;
   }

@@ -56,7 +56,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     const agent = id ? await store.getAgent(id) : undefined;
     if (!agent || !secretMatchesHash(creds.agentKey, agent.keyHash)) throw errors.invalidAgentIdentity();
     checkProjectToken(agent.project, creds);
-    await presence.recordActivity(agent.id);
+    await presence.recordActivity(agent.id, agent);
     return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project };
   }
 

@@ -123,8 +123,11 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
       return { agent: view(agent, nowMs), agentKey, resumed };
     },
 
-    /** Records authenticated activity of an agent (any agent call). */
-    async recordActivity(agentId: string): Promise<AgentRow> {
+    /** Records authenticated activity of an agent (any agent call); `seen` is its row as just read. */
+    async recordActivity(agentId: string, seen?: AgentRow): Promise<AgentRow> {
+      // The row the caller just read says nothing is due: spare the store a decision (the one
+      // below would write nothing either), so an authenticated call costs one read.
+      if (seen?.online && clock.now() - seen.lastSeenAtMs < activityWriteIntervalMs) return seen;
       return touch(agentId, false);
     },
 

@@ -31,7 +31,8 @@ import { syncEvent } from "../sync/fixtures.js";
  * commits once; an answer leaves only after that COMMIT is in the WAL and the WAL is synced. A
  * SIGKILL can stop the process before the COMMIT (the whole batch is rolled back by the WAL on
  * the next open, none of it was answered) or after it (all of it is kept), never inside one
- * decision's savepoint as seen from disk.
+ * decision's savepoint as seen from disk. (A SIGKILL keeps the OS page cache, so it tests the
+ * order of COMMIT and answer; the WAL sync is what extends this to power loss.)
  */
 
 const TOKEN = "tok-p";
@@ -62,9 +63,10 @@ interface Push {
 /** Push n: the k = 5..10 events of its own run, sequences 1..k. */
 const pushOf = (n: number): Push => ({ runId: `run_push${String(n).padStart(6, "0")}`, k: 5 + (n % 6), answered: false });
 const eventsOf = (p: Push) =>
-  Array.from({ length: p.k }, (_, i) =>
-    fromJson(SyncEventSchema, syncEvent({ runId: p.runId, sequence: i + 1, payload: { status: "running", summary: `${p.runId} #${i + 1}` } }) as JsonObject),
-  );
+  Array.from({ length: p.k }, (_, i) => {
+    const event = syncEvent({ runId: p.runId, sequence: i + 1, payload: { status: "running", summary: `#${i + 1}` } });
+    return fromJson(SyncEventSchema, event as JsonObject);
+  });
 
 describe("group commit across a SIGKILL", () => {
   it("keeps every answered decision and applies no unanswered one by halves", async () => {
@@ -145,7 +147,9 @@ describe("group commit across a SIGKILL", () => {
 
       // Mid-load: read the commit metrics, then SIGKILL with every worker's call in flight.
       await Promise.race([enoughPushes, load]);
-      const metrics = parseExposition(await (await fetch(`${first.url}/metrics`)).text());
+      const scrape = await fetch(`${first.url}/metrics`); // open on a loopback hub without an admin token
+      expect(scrape.status).toBe(200);
+      const metrics = parseExposition(await scrape.text());
       const commits = valueOf(metrics, "kxm_store_commits_total")!;
       const decisions = valueOf(metrics, "kxm_store_decisions_total")!;
       killed = first.child.kill("SIGKILL");
@@ -196,7 +200,6 @@ describe("group commit across a SIGKILL", () => {
       const peers = agents.map((a, i) => client(PeerService, second.url, i, a.headers));
       await Promise.all(messages.map(async (m) => expect((await peers[m.sender]!.getMessage({ messageId: m.id })).message?.id).toBe(m.id)));
 
-      console.log("STATS", JSON.stringify({ commits, decisions, mean: decisions / commits, pushes: pushes.length, answeredPushes, inFlightApplied: inFlight.filter((p) => cursors[pushes.indexOf(p)] === p.k).length, messages: messages.length, tokens: [...tokens] }));
       second.child.kill("SIGTERM");
       await second.exited;
     } finally {

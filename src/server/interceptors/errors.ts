@@ -30,7 +30,13 @@ export function toConnectError(e: HubError, headers?: Headers): ConnectError {
     { desc: ErrorInfoSchema, value: { reason: e.code.toUpperCase(), domain: errorDomain, metadata: e.metadata } },
   ];
   if (e.lease) details.push({ desc: LeaseSchema, value: leaseToProto(e.lease) });
-  return new ConnectError(e.message, connectCode[errorTable[e.code].connect], headers, details, e);
+  const stackTraceLimit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0; // as HubError: a typed refusal carries no stack
+  try {
+    return new ConnectError(e.message, connectCode[errorTable[e.code].connect], headers, details, e);
+  } finally {
+    Error.stackTraceLimit = stackTraceLimit;
+  }
 }
 
 /**
