@@ -66,9 +66,17 @@ export function fromRestJson<Desc extends DescMessage>(schema: Desc, json: JsonO
   return message;
 }
 
+/** Whether a message type is closed (the option, read once per type: reading options is not cheap). */
+const closedCache = new WeakMap<DescMessage, boolean>();
+function isClosedMessage(desc: DescMessage): boolean {
+  let v = closedCache.get(desc);
+  if (v === undefined) closedCache.set(desc, (v = getOption(desc, closed)));
+  return v;
+}
+
 function decodeObject(r: ReflectMessage, json: JsonObject, prefix: string): void {
   const oneofs = new OneofGuard();
-  const isClosed = getOption(r.desc, closed);
+  const isClosed = isClosedMessage(r.desc);
   if (isClosed) {
     // A closed message keeps what it cannot hold as marks, for validation to refuse.
     const known = new Set(r.fields.map((f) => f.jsonName));
@@ -140,7 +148,7 @@ class OneofGuard {
 
 /** A list element; one of a closed message type that is not an object becomes an empty, marked message. */
 function decodeElement(field: DescField, value: JsonValue, path: string): unknown {
-  if (field.message && getOption(field.message, closed) && !isJsonObject(value)) {
+  if (field.message && isClosedMessage(field.message) && !isJsonObject(value)) {
     const r = reflect(field.message);
     markUnknownProperty(r.message, "");
     return r;
