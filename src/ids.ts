@@ -5,10 +5,23 @@ export const newId = (prefix: "agt" | "msg" | "req" | "key") => `${prefix}_${ran
 
 export const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 
+const digest = (text: string) => createHash("sha256").update(text, "utf8").digest();
+
+/** Digests of the expected secrets (the configured tokens: a handful), hashed once each. */
+const expectedDigests = new Map<string, Buffer>();
+function expectedDigest(expected: string): Buffer {
+  let d = expectedDigests.get(expected);
+  if (!d) {
+    if (expectedDigests.size >= 1_024) expectedDigests.clear();
+    expectedDigests.set(expected, (d = digest(expected)));
+  }
+  return d;
+}
+
 /** Constant-time comparison of two secrets through their SHA-256 digests. */
 export function secretEquals(presented: string | undefined | null, expected: string | undefined | null): boolean {
   if (typeof presented !== "string" || typeof expected !== "string" || presented === "") return false;
-  return timingSafeEqual(createHash("sha256").update(presented).digest(), createHash("sha256").update(expected).digest());
+  return timingSafeEqual(digest(presented), expectedDigest(expected));
 }
 
 /** Constant-time check of a presented secret against a stored SHA-256 hex digest. */
