@@ -2,7 +2,7 @@ import type { Caller } from "../caller.js";
 import { errors } from "../errors.js";
 import { secretEquals, secretMatchesHash } from "../ids.js";
 import type { Presence } from "../presence/presence.js";
-import type { HubStore } from "../store/store.js";
+import type { AgentRow, HubStore } from "../store/store.js";
 import { projectName } from "../validate.js";
 import type { AuthRule } from "./rules.js";
 
@@ -53,8 +53,15 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
 
   async function agentCaller(agentId: string | null, creds: Credentials): Promise<Caller> {
     const id = agentId?.trim();
-    const agent = id ? await store.getAgent(id) : undefined;
-    if (!agent || !secretMatchesHash(creds.agentKey, agent.keyHash)) throw errors.invalidAgentIdentity();
+    if (!id) throw errors.invalidAgentIdentity();
+    const known = (a: AgentRow | undefined): a is AgentRow => a !== undefined && secretMatchesHash(creds.agentKey, a.keyHash);
+    // The latest row serves a success (what the call answers waits for durability anyway); a
+    // refusal is an answer, so it comes only from the durable row.
+    let agent = await store.peekAgent(id);
+    if (!known(agent)) {
+      agent = await store.getAgent(id);
+      if (!known(agent)) throw errors.invalidAgentIdentity();
+    }
     checkProjectToken(agent.project, creds);
     await presence.recordActivity(agent.id, agent);
     return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project };

@@ -218,6 +218,12 @@ export interface HubStore {
   commitStats(): Readonly<CommitStats>;
 
   getAgent(id: string): Promise<AgentRow | undefined>;
+  /**
+   * The agent as the latest commit left it, without waiting for that commit to be durable: for
+   * authentication only, whose success is never an answer by itself (the call's own decision or
+   * read comes after it, and waits). A refusal must come from getAgent.
+   */
+  peekAgent(id: string): Promise<AgentRow | undefined>;
   /** Agents of a project in registration order. */
   listAgents(project: string): Promise<AgentRow[]>;
   countOnlineAgents(): Promise<number>;

@@ -2,11 +2,19 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { createAuthenticator } from "../../src/auth/authenticate.js";
+import { createBus } from "../../src/events/bus.js";
+import { sha256Hex } from "../../src/ids.js";
 import { decideAcquire } from "../../src/lease/rules.js";
+import type { Observer } from "../../src/observe.js";
+import { createPresence } from "../../src/presence/presence.js";
 import { DurabilityLost } from "../../src/store/group-commit.js";
 import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { LeaseRow } from "../../src/store/store.js";
+import { FakeClock } from "../fixtures/fake-clock.js";
+
+const silentObserver: Observer = { log: () => {}, count: () => {} };
 
 /**
  * Group commit (store/group-commit.ts, store/sqlite/batch.ts): decisions made together share
@@ -175,6 +183,50 @@ describe("group commit", () => {
     const other = open({ synchronous: "normal", walSync: () => ({ sync: async () => void normal++, close() {} }) });
     await acquire(other, "a", 1);
     expect(normal).toBe(0);
+  });
+
+  it("peekAgent (authentication) sees a committed agent before its sync; getAgent waits for it", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const row = { id: "agt_1", project: "p", name: "a", purpose: "", keyHash: sha256Hex("key_1"), connectedAtMs: 1, lastSeenAtMs: 1, online: true };
+    const registered = watch(store.decideRegistration("p", "a", () => ({ write: row, result: 0 })));
+    await turn();
+    expect(held.pending()).toBe(1);
+    expect(await store.peekAgent("agt_1")).toEqual(row);
+    const durable = watch(store.getAgent("agt_1"));
+    await turn();
+    expect(durable.settled).toBe(false);
+    held.release();
+    await turn();
+    expect(registered.settled && durable.value).toEqual(row);
+  });
+
+  it("authentication refuses only on the durable row: an unregister still syncing is waited for", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const clock = new FakeClock();
+    const presence = createPresence({ store, clock, observer: silentObserver, staleAfterMs: 90_000, bus: createBus() });
+    const auth = createAuthenticator({ store, presence, adminToken: undefined, projectTokens: {}, loopback: true });
+    const reg = watch(presence.register({ name: "a", project: "p" }));
+    await turn();
+    held.release();
+    await turn();
+    const { agent, agentKey } = reg.value!;
+    const creds = { authorization: null, agentId: agent.id, agentKey };
+    const rule = { kind: "agent" } as const;
+    await expect(auth.authenticate(rule, creds, () => undefined)).resolves.toMatchObject({ agentId: agent.id });
+
+    const gone = watch(presence.unregister({ kind: "agent", agentId: agent.id, agentName: agent.name, project: "p" }));
+    await turn();
+    expect(held.pending()).toBe(1); // the key rotation is committed, not durable
+    const refused = watch(auth.authenticate(rule, creds, () => undefined));
+    for (let i = 0; i < 3; i++) await turn();
+    expect(refused.settled).toBe(false);
+    held.release();
+    await turn();
+    await turn();
+    expect(gone.settled).toBe(true);
+    expect(refused.error).toMatchObject({ code: "invalid_agent_identity" });
   });
 
   it("bounds a batch to maxBatch decisions", async () => {

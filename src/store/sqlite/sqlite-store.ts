@@ -235,6 +235,12 @@ export class SqliteStore implements HubStore {
     });
   }
 
+  async peekAgent(id: string): Promise<AgentRow | undefined> {
+    if (this.commits.failed !== undefined) throw this.commits.failed;
+    const r = this.q.agentById.get(id);
+    return r && agentFromDb(r);
+  }
+
   listAgents(project: string): Promise<AgentRow[]> {
     return this.read(() => this.q.agentsOfProject.all(project).map(agentFromDb));
   }
