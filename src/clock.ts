@@ -1,5 +1,3 @@
-import { setTimeout as delay } from "node:timers/promises";
-
 /** The hub clock: every time decision (leases, presence, TTLs, sync stamps, retention) reads it. */
 export interface Clock {
   /** Milliseconds since the Unix epoch. */
@@ -13,5 +11,17 @@ export interface Clock {
 
 export const systemClock: Clock = {
   now: () => Date.now(),
-  sleep: (ms, signal) => delay(ms, undefined, { signal }).catch(() => undefined),
+  // A plain timer and listener: every idle stream sleeps between frames, and an abort here is
+  // routine (a frame came first), so it must not cost an AbortError and a rejection each time.
+  sleep: (ms, signal) =>
+    new Promise<void>((resolve) => {
+      if (signal?.aborted) return resolve();
+      const done = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal?.addEventListener("abort", done, { once: true });
+    }),
 };

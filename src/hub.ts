@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
@@ -119,6 +120,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   ];
   /** Aborted by close(): ends every open stream so shutdown does not wait on them. */
   const shutdown = new AbortController();
+  // Every open call listens on it (connect links each call's signal to it): no listener cap.
+  setMaxListeners(0, shutdown.signal);
   /**
    * Connect's cap on every request message it reads, after decompression and without a declared
    * length too (streams over HTTP/2); its refusal is answered as payload_too_large.

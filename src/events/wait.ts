@@ -1,5 +1,8 @@
 import type { Clock } from "../clock.js";
 
+/** The reason a waker's finished sleep is aborted with. */
+const woken = Symbol("woken");
+
 /**
  * A wake-up latch for a stream loop: `wake()` from a bus listener, `wait()` in the loop. Waiting
  * ends on a wake, after `timeoutMs` of hub time (false: idle, send a keep-alive) or on abort.
@@ -28,7 +31,7 @@ export function createWaker(clock: Clock) {
       } finally {
         resolve = undefined;
         pending = false;
-        timer.abort();
+        timer.abort(woken); // a reason of our own: abort() alone would build a DOMException
         signal.removeEventListener("abort", onAbort);
       }
     },
