@@ -11,6 +11,16 @@ interface PrefixDb {
   display_title: string | null;
 }
 
+/** One run as a push sees it: its row (once it has one) and the sequences the push stored. */
+interface RunState {
+  projectId: string;
+  runId: string;
+  row: { hub_project: string; home_runtime_id: string; cursor: number } | undefined;
+  inserted: Set<number>;
+  /** An event of the run was accepted or a duplicate: its cursor is answered. */
+  touched: boolean;
+}
+
 /**
  * The sync half of the SQLite store. A push is one decision (all or nothing); each run's cursor is kept in
  * `sync_runs` and advanced over contiguous sequences as events arrive, so gaps stay open until
@@ -54,39 +64,63 @@ export function createSqliteSync(db: Database.Database, { tx, read }: StoreAcces
   return {
     async pushSyncEvents(events: SyncEventRow[], decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome) {
       return tx(() => {
-        const touched = new Map<string, { projectId: string; runId: string }>();
+        // What earlier events of this push stored is kept here, so each event costs its own
+        // lookup and insert, and each run and project one read and one write per push.
+        const owners = new Map<string, string | undefined>();
+        const runs = new Map<string, RunState>();
+        const runOf = (projectId: string, runId: string): RunState => {
+          // Keyed by the pair itself (JSON of the two strings is one-to-one), not a joined string.
+          const key = JSON.stringify([projectId, runId]);
+          let state = runs.get(key);
+          if (!state) {
+            const row = q.run.get(projectId, runId);
+            state = { projectId, runId, row, inserted: new Set(), touched: false };
+            runs.set(key, state);
+          }
+          return state;
+        };
         const outcomes = events.map((e) => {
           const existing = q.existing.get(e.projectId, e.runId, e.sequence);
-          const run = q.run.get(e.projectId, e.runId);
-          const owner = q.owner.get(e.projectId);
+          const run = runOf(e.projectId, e.runId);
+          if (!owners.has(e.projectId)) owners.set(e.projectId, q.owner.get(e.projectId)?.hub_project);
+          const owner = owners.get(e.projectId);
           const ctx: IngestContext = {
             ...(existing && { existing: { contentHash: existing.content_hash, hubProject: existing.hub_project } }),
-            ...(owner && { owner: owner.hub_project }),
-            ...(run && { home: run.home_runtime_id }),
+            ...(owner !== undefined && { owner }),
+            ...(run.row && { home: run.row.home_runtime_id }),
           };
           const outcome = decide(e, ctx);
           if (outcome.outcome === "accepted") {
-            q.claim.run(e.projectId, e.hubProject);
-            if (!run) q.newRun.run(e.projectId, e.runId, e.hubProject, e.homeRuntimeId);
+            if (owner === undefined) {
+              q.claim.run(e.projectId, e.hubProject);
+              owners.set(e.projectId, e.hubProject);
+            }
+            if (!run.row) {
+              q.newRun.run(e.projectId, e.runId, e.hubProject, e.homeRuntimeId);
+              run.row = { hub_project: e.hubProject, home_runtime_id: e.homeRuntimeId, cursor: 0 };
+            }
             q.insert.run({
               ...e,
               runStatus: e.runStatus ?? null,
               workflowId: e.workflowId ?? null,
               displayTitle: e.displayTitle ?? null,
             });
-            let cursor = run?.cursor ?? 0;
-            while (q.has.get(e.projectId, e.runId, cursor + 1)) cursor++;
-            q.setCursor.run(cursor, 1, e.projectId, e.runId);
+            run.inserted.add(e.sequence);
           }
-          // Keyed by the pair itself (JSON of the two strings is one-to-one), not a joined string.
-          if (outcome.outcome !== "conflict") touched.set(JSON.stringify([e.projectId, e.runId]), e);
+          if (outcome.outcome !== "conflict") run.touched = true;
           return outcome;
         });
-        const cursors = [...touched.values()].map(({ projectId, runId }) => ({
-          projectId,
-          runId,
-          cursor: q.run.get(projectId, runId)?.cursor ?? 0,
-        }));
+        const cursors: { projectId: string; runId: string; cursor: number }[] = [];
+        for (const run of runs.values()) {
+          if (run.row && run.inserted.size > 0) {
+            // The cursor moves over contiguous sequences: this push's own, then any stored earlier.
+            let cursor = run.row.cursor;
+            while (run.inserted.has(cursor + 1) || q.has.get(run.projectId, run.runId, cursor + 1)) cursor++;
+            q.setCursor.run(cursor, run.inserted.size, run.projectId, run.runId);
+            run.row.cursor = cursor;
+          }
+          if (run.touched) cursors.push({ projectId: run.projectId, runId: run.runId, cursor: run.row?.cursor ?? 0 });
+        }
         return { outcomes, cursors };
       });
     },
