@@ -1,7 +1,7 @@
 import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
-import { Duplex } from "node:stream";
+import type { Duplex } from "node:stream";
 
 type Handler = (
   req: http.IncomingMessage | http2.Http2ServerRequest,
@@ -10,43 +10,9 @@ type Handler = (
 
 const h2Preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
-/** Address of the peer, also for HTTP/2 sessions running over a replay stream. */
-const peerAddress = new WeakMap<object, string>();
-
-/**
- * A duplex over `socket` that first yields `head` (bytes already read while sniffing). The
- * HTTP/2 server reads its sockets natively, so bytes put back with `unshift` would be lost.
- */
-function replay(socket: net.Socket, head: Buffer): Duplex {
-  const duplex = new Duplex({
-    read() {
-      socket.resume();
-    },
-    write(chunk, _encoding, callback) {
-      socket.write(chunk, callback);
-    },
-    final(callback) {
-      socket.end(callback);
-    },
-    destroy(error, callback) {
-      socket.destroy(error ?? undefined);
-      callback(error);
-    },
-  });
-  if (socket.remoteAddress) peerAddress.set(duplex, socket.remoteAddress);
-  duplex.push(head);
-  socket.on("data", (chunk: Buffer) => {
-    if (!duplex.push(chunk)) socket.pause();
-  });
-  socket.on("end", () => duplex.push(null));
-  socket.on("close", () => duplex.destroy());
-  return duplex;
-}
-
 /** The remote address of a request, over HTTP/1.1 or HTTP/2. */
 export function remoteAddressOf(req: { socket: unknown }): string {
-  const s = req.socket as { remoteAddress?: string; stream?: object } | undefined;
-  return s?.remoteAddress ?? (s?.stream && peerAddress.get(s.stream)) ?? "unknown";
+  return (req.socket as { remoteAddress?: string } | undefined)?.remoteAddress ?? "unknown";
 }
 
 /**
@@ -118,8 +84,7 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
   const sockets = new Set<net.Socket>();
   /** Connections that have not sent their first bytes yet (not routed to h1 or h2). */
   const unrouted = new Set<net.Socket>();
-  // noDelay: the HTTP/2 server writes through a replay duplex and cannot disable Nagle itself;
-  // with Nagle on, every h2 response waited ~40 ms for the client's delayed ACK.
+  // noDelay: with Nagle on, an h2 response could wait ~40 ms for the client's delayed ACK.
   const server = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
     unrouted.add(socket);
@@ -135,11 +100,13 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
       if (looksH2 && seen.length < h2Preface.length) return; // wait for the whole preface
       socket.off("data", onData);
       unrouted.delete(socket);
+      // The sniffed bytes go back into the socket's buffer. HTTP/2 then reads the socket
+      // natively (no JavaScript stream in between); it takes in what is buffered first.
+      socket.pause();
+      socket.unshift(seen);
       if (looksH2) {
-        h2.emit("connection", replay(socket, seen));
+        h2.emit("connection", socket);
       } else {
-        socket.pause();
-        socket.unshift(seen);
         h1.emit("connection", socket);
         socket.resume();
       }
