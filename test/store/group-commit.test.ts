@@ -246,3 +246,22 @@ describe("group commit", () => {
     expect((await again.getLease({ project: "p", name: "late" }))?.fencingToken).toBe(1);
   });
 });
+
+describe("WAL checkpoints", () => {
+  it("run in a worker thread, never inside a COMMIT: the WAL is copied into the database while the store works", async () => {
+    const file = tempFile();
+    const store = new SqliteStore({ path: file, synchronous: "full" });
+    stores.push(store);
+    const db = (store as unknown as { db: { pragma(s: string, o: { simple: true }): unknown } }).db;
+    expect(db.pragma("wal_autocheckpoint", { simple: true })).toBe(0);
+    const checkpointer = (store as unknown as { checkpointer: { last?: { ok: boolean; checkpointed?: number } } }).checkpointer;
+    for (let i = 0; i < 450; i++) await acquire(store, `r${i % 50}`, i % 50, 1_000 + i);
+    for (let i = 0; i < 200 && checkpointer.last === undefined; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(checkpointer.last).toMatchObject({ ok: true });
+    expect(checkpointer.last!.checkpointed).toBeGreaterThan(0);
+    await store.close();
+    const again = new SqliteStore({ path: file, synchronous: "full" });
+    stores.push(again);
+    expect((await again.listLeases({ project: "p", limit: 100, includeExpired: true, nowMs: 0 })).length).toBe(50);
+  });
+});

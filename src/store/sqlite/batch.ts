@@ -52,7 +52,12 @@ export function fdatasyncWal(file: string): WalSync {
  * A batch that wrote nothing (only refusals and reads) skips the sync: what it saw was made
  * durable before it started, since batches never overlap.
  */
-export function sqliteBatches(db: Database.Database, walSync: () => WalSync | undefined): BatchBackend<Work> {
+export function sqliteBatches(
+  db: Database.Database,
+  walSync: () => WalSync | undefined,
+  /** Told after each COMMIT that wrote something (checkpoint scheduling). */
+  wrote: () => void = () => {},
+): BatchBackend<Work> {
   const s = {
     begin: db.prepare("BEGIN IMMEDIATE"),
     commit: db.prepare("COMMIT"),
@@ -87,7 +92,9 @@ export function sqliteBatches(db: Database.Database, walSync: () => WalSync | un
         if (db.inTransaction) s.rollback.run();
         return Promise.reject(error);
       }
-      const sync = s.changes.get()!.n !== before ? walSync() : undefined;
+      const changed = s.changes.get()!.n !== before;
+      if (changed) wrote();
+      const sync = changed ? walSync() : undefined;
       if (!sync) return Promise.resolve(outcomes);
       return sync.sync().then(
         () => outcomes,

@@ -1,6 +1,7 @@
 import type Database from "better-sqlite3";
 import type { AgentRow, CommitStats, Decision, HubStore, ProjectCounts, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
 import { GroupCommit } from "../group-commit.js";
+import { Checkpointer } from "./checkpointer.js";
 import { fdatasyncWal, sqliteBatches, type WalSync, type Work } from "./batch.js";
 import { createSqliteMessages } from "./messages.js";
 import { createSqliteSync } from "./sync.js";
@@ -82,6 +83,7 @@ export class SqliteStore implements HubStore {
   private readonly lock: StoreLock | undefined;
   private readonly commits: GroupCommit<Work>;
   private walSync: WalSync | undefined;
+  private readonly checkpointer: Checkpointer | undefined;
   private readonly q;
   private readonly messages;
   private readonly sync;
@@ -93,8 +95,18 @@ export class SqliteStore implements HubStore {
     const db = this.db;
     const syncs = options.synchronous === "full" && this.storage === "sqlite";
     const openSync = options.walSync ?? fdatasyncWal;
+    if (this.storage === "sqlite") {
+      // Checkpoints run in a worker thread, never inside a COMMIT on this one (checkpointer.ts).
+      db.pragma("wal_autocheckpoint = 0");
+      this.checkpointer = new Checkpointer(options.path);
+    }
+    const checkpointer = this.checkpointer;
     this.commits = new GroupCommit(
-      sqliteBatches(db, () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined)),
+      sqliteBatches(
+        db,
+        () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined),
+        () => checkpointer?.committed(),
+      ),
       options.maxBatch,
     );
     this.q = {
@@ -222,6 +234,7 @@ export class SqliteStore implements HubStore {
   /** Commits what is queued, then closes the file and releases its lock. */
   async close(): Promise<void> {
     await this.commits.idle();
+    await this.checkpointer?.close();
     this.walSync?.close();
     this.walSync = undefined;
     if (this.db.open) this.db.close();

@@ -1,0 +1,103 @@
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+
+/**
+ * WAL checkpoints off the event loop. SQLite's automatic checkpoint runs inside the COMMIT that
+ * crosses 1,000 WAL pages: it copies those pages into the database and syncs both files while
+ * the hub's one thread waits (tens of milliseconds under load, the tail of every latency). The
+ * store turns it off (`wal_autocheckpoint = 0`) and asks this worker thread instead, which holds
+ * its own connection to the same file and runs PASSIVE checkpoints: they never block the hub's
+ * writes, copy only frames no reader still needs, and sync the WAL before and the database after
+ * copying (`synchronous=NORMAL`), so SQLite restarts the WAL only over frames safely in the
+ * database. The worker starts on the first request and ends with the store.
+ */
+
+/** The worker's code: a script, so it needs no TypeScript loader. */
+const workerSource = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { fileMustExist: true });
+db.pragma("busy_timeout = 5000");
+db.pragma("synchronous = NORMAL");
+db.pragma("wal_autocheckpoint = 0");
+parentPort.on("message", (m) => {
+  if (m === "close") {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    const [r] = db.pragma("wal_checkpoint(PASSIVE)");
+    parentPort.postMessage({ ok: true, busy: r.busy, log: r.log, checkpointed: r.checkpointed });
+  } catch (e) {
+    parentPort.postMessage({ ok: false, error: String(e && e.message || e) });
+  }
+});
+`;
+
+const driverPath = createRequire(import.meta.url).resolve("better-sqlite3");
+
+/** A checkpoint's outcome: WAL frames, and how many of them are in the database now. */
+export type CheckpointResult = { ok: true; busy: number; log: number; checkpointed: number } | { ok: false; error: string };
+
+/** Batches committed before a checkpoint is asked for (about SQLite's own 1,000 pages). */
+const commitsPerCheckpoint = 200;
+/** A checkpoint is also asked for when this long has passed since the last one, if anything was committed. */
+const maxCheckpointGapMs = 1_000;
+
+export class Checkpointer {
+  private worker: Worker | undefined;
+  private inFlight = false;
+  private commits = 0;
+  private lastAtMs = performance.now();
+  private closed = false;
+  /** The last checkpoint's outcome (tests, diagnostics). */
+  last: CheckpointResult | undefined;
+
+  constructor(private readonly file: string) {}
+
+  /** Called after each batch that wrote: asks for a checkpoint when one is due and none runs. */
+  committed(): void {
+    this.commits++;
+    if (this.inFlight || this.closed) return;
+    if (this.commits < commitsPerCheckpoint && performance.now() - this.lastAtMs < maxCheckpointGapMs) return;
+    this.request();
+  }
+
+  private request(): void {
+    this.inFlight = true;
+    this.commits = 0;
+    this.lastAtMs = performance.now();
+    this.ensureWorker().postMessage("checkpoint");
+  }
+
+  private ensureWorker(): Worker {
+    if (this.worker) return this.worker;
+    const worker = new Worker(workerSource, { eval: true, workerData: { file: this.file, driver: driverPath } });
+    worker.unref();
+    worker.on("message", (r: CheckpointResult) => {
+      this.last = r;
+      this.inFlight = false;
+    });
+    worker.on("error", (e) => {
+      // A checkpoint that cannot run leaves the WAL to grow; SQLite checkpoints at close.
+      this.last = { ok: false, error: e.message };
+      this.inFlight = false;
+      this.worker = undefined;
+    });
+    this.worker = worker;
+    return worker;
+  }
+
+  /** Stops the worker (after its checkpoint, if one runs). */
+  async close(): Promise<void> {
+    this.closed = true;
+    const worker = this.worker;
+    if (!worker) return;
+    this.worker = undefined;
+    await new Promise<void>((resolve) => {
+      worker.once("exit", () => resolve());
+      worker.postMessage("close");
+    });
+  }
+}
