@@ -5,10 +5,11 @@
  *   - store.pushSyncEvents(rows, decideIngest) with rows pre-hashed outside the timed region;
  *   - the same, timing canonicalize + sha256 + store;
  *   - sync.push() (schema check + canonicalize + hash + store + counters), the domain without RPC;
- * and the cost of one batch split into its parts. Prints figures only; no assertions.
- * See bench/README.md.
+ * and the cost of one batch split into its parts. The PushEvents callers run in a worker thread of
+ * this process (`--client thread`, the default: bench/sync/worker.ts) or on the hub's own thread
+ * (`--client inline`). Prints figures only; no assertions. See bench/README.md.
  *
- *   node --import tsx bench/sync/run.ts [--events 100000] [--batch 100] [--conc 1,4] [--sync full|normal]
+ *   node --import tsx bench/sync/run.ts [--client thread|inline] [--events 100000] [--batch 100] [--conc 1,4,8] [--sync full|normal]
  */
 import fs from "node:fs";
 import os from "node:os";
@@ -18,8 +19,8 @@ import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
 import inspector from "node:inspector/promises";
 import { performance } from "node:perf_hooks";
+import { Worker } from "node:worker_threads";
 import { create, fromBinary, fromJson, toBinary, type JsonValue } from "@bufbuild/protobuf";
-import { createClient } from "@connectrpc/connect";
 import canonicalizeModule from "canonicalize";
 import { systemClock } from "../../src/clock.js";
 import { defaultConfig, type HubConfig } from "../../src/config.js";
@@ -36,13 +37,11 @@ import {
   PushEventsRequestSchema,
   PushEventsResponseSchema,
   SyncOutcome,
-  SyncService,
-  type PushEventsRequest,
   type PushEventsResponse,
 } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
 import { monoMs, percentile, Samples, summarize, type Summary } from "../common/stats.js";
-import { makeTransport } from "../common/transport.js";
 import { planBatches, runtimeId, type BatchPlan, type JsonObject } from "./events.js";
+import { packWire, runLoad, tally, threadCpuMs, type LoadResult, type LoadScenario, type Outcomes } from "./load.js";
 
 /** The hub's own import of canonicalize (src/sync/sync.ts): CommonJS typed as ESM. */
 const canonicalize = canonicalizeModule as unknown as typeof canonicalizeModule.default;
@@ -54,7 +53,11 @@ const usage = `usage: node --import tsx bench/sync/run.ts [options]
   --order seq|interleave
                       seq: a batch is consecutive sequences of one run (default);
                       interleave: round-robin over the runs, one event per run per batch
-  --conc LIST         RPC calls in flight at once, comma-separated; one fresh hub each (default 1,4)
+  --conc LIST         RPC calls in flight at once, comma-separated; one fresh hub each (default 1,4,8)
+  --client thread|inline
+                      thread: the PushEvents callers run in a worker thread of this process, so the
+                      hub's thread does only the hub's work (default);
+                      inline: they share the hub's thread and event loop
   --sync full|normal  SQLite synchronous pragma (default full, the hub's default)
   --warmup-batches N  batches pushed before each scenario's measurement, on other runs (default 20)
   --split-batches N   batches sampled for the cost split (default 200)
@@ -68,7 +71,8 @@ const { values: flags } = parseArgs({
     batch: { type: "string", default: "100" },
     runs: { type: "string", default: "100" },
     order: { type: "string", default: "seq" },
-    conc: { type: "string", default: "1,4" },
+    conc: { type: "string", default: "1,4,8" },
+    client: { type: "string", default: "thread" },
     sync: { type: "string", default: "full" },
     "warmup-batches": { type: "string", default: "20" },
     "split-batches": { type: "string", default: "200" },
@@ -93,6 +97,8 @@ const int = (name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEG
   return n;
 };
 const sync = flags.sync === "full" || flags.sync === "normal" ? flags.sync : fail("--sync must be full or normal");
+const clientMode =
+  flags.client === "thread" || flags.client === "inline" ? flags.client : fail("--client must be thread or inline");
 const order = flags.order === "seq" || flags.order === "interleave" ? flags.order : fail("--order must be seq or interleave");
 const eventCount = int("events", flags.events, 1);
 const batchSize = int("batch", flags.batch, 1, 100);
@@ -105,7 +111,6 @@ for (const p of parts) if (p !== "rpc" && p !== "floor" && p !== "split") fail("
 
 const hubProject = "bench";
 const token = `tok_${randomBytes(16).toString("hex")}`;
-const headers = { authorization: `Bearer ${token}` };
 
 const fsNames: Record<number, string> = {
   0xef53: "ext2/3/4",
@@ -122,15 +127,6 @@ const loadavg = () =>
     .map((l) => l.toFixed(2))
     .join(" ");
 
-type Outcomes = Record<string, number>;
-const tally = (o: Outcomes, key: string) => (o[key] = (o[key] ?? 0) + 1);
-const outcomeNames: Record<number, string> = {
-  [SyncOutcome.UNSPECIFIED]: "unspecified",
-  [SyncOutcome.ACCEPTED]: "accepted",
-  [SyncOutcome.DUPLICATE]: "duplicate",
-  [SyncOutcome.CONFLICT]: "conflict",
-  [SyncOutcome.REJECTED]: "rejected",
-};
 const fmtOutcomes = (o: Outcomes) =>
   Object.entries(o)
     .sort(([a], [b]) => (a === "accepted" ? -1 : b === "accepted" ? 1 : a.localeCompare(b)))
@@ -145,10 +141,15 @@ interface Row {
   /** Seconds the rate is taken over: wall time (RPC) or the sum of the timed regions (floors). */
   secs: number;
   lat: Summary;
-  /** Process CPU time / wall time, %. */
+  /** Process CPU time (all threads) / wall time, %. */
   cpu?: number;
-  /** Event-loop utilization during the measurement, %. */
+  /** The hub thread's event-loop utilization during the measurement, %. */
   elu?: number;
+  /** The hub thread's own CPU time / wall time, % (Linux). */
+  hubCpu?: number;
+  /** The load thread's event-loop utilization and CPU time / wall, % (--client thread only). */
+  loadElu?: number;
+  loadCpu?: number;
   outcomes: Outcomes;
   notes: string[];
 }
@@ -192,15 +193,20 @@ function buildRows(events: JsonObject[], receivedAtMs: number): SyncEventRow[] {
   });
 }
 
-/** A SqliteStore whose pushSyncEvents also records how long its transaction took (it runs synchronously). */
+/**
+ * A SqliteStore whose pushSyncEvents also records how long each push took from the call to its
+ * answer. The store group-commits (src/store/group-commit.ts): a push waits for the next batch
+ * (setImmediate), runs in that batch's transaction and is answered once the batch's WAL sync is
+ * done (off the event loop under FULL), so this is queue + transaction + sync, not CPU time.
+ */
 function timedStore(dbPath: string) {
   const store = new SqliteStore({ path: dbPath, synchronous: sync });
   const txMs = new Samples();
   let recording = false;
   const inner = store.pushSyncEvents;
-  store.pushSyncEvents = (events, decide) => {
+  store.pushSyncEvents = async (events, decide) => {
     const t0 = monoMs();
-    const r = inner(events, decide);
+    const r = await inner(events, decide);
     if (recording) txMs.push(monoMs() - t0);
     return r;
   };
@@ -237,15 +243,61 @@ interface RpcOutcome {
   profile?: Profile;
 }
 
+/** The load generator's worker thread (`--client thread`), started once with every request. */
+let loadWorker: Worker | undefined;
+
+function startLoadWorker(wire: Uint8Array[], warmWire: Uint8Array[]): Worker {
+  const packed = { wire: packWire(wire), warm: packWire(warmWire) };
+  const w = new Worker(new URL("../common/ts-worker.mjs", import.meta.url), {
+    workerData: { entry: new URL("./worker.ts", import.meta.url).href, ...packed },
+    transferList: [packed.wire.buf, packed.warm.buf],
+  });
+  closers.push(async () => {
+    loadWorker = undefined;
+    await w.terminate();
+  });
+  return w;
+}
+
+type WorkerMsg = { type: "warm" } | { type: "done"; result: LoadResult } | { type: "error"; error: string };
+
+/** Run one load scenario where --client says; `beforeMeasure` runs on this (the hub's) thread. */
+function runClient(s: LoadScenario, wire: Uint8Array[], warmWire: Uint8Array[], beforeMeasure: () => Promise<void>): Promise<LoadResult> {
+  const w = loadWorker;
+  if (!w) return runLoad(s, warmWire, wire, beforeMeasure);
+  return new Promise<LoadResult>((resolve, reject) => {
+    const done = (err?: unknown, result?: LoadResult) => {
+      w.off("message", onMessage);
+      w.off("error", done);
+      w.off("exit", onExit);
+      if (result) resolve(result);
+      else reject(err);
+    };
+    const onExit = (code: number) => done(new Error(`load worker exited with code ${code}`));
+    const onMessage = (m: WorkerMsg) => {
+      if (m.type === "warm") beforeMeasure().then(() => w.postMessage({ type: "go" }), done);
+      else if (m.type === "done") done(undefined, m.result);
+      else done(new Error(`load worker: ${m.error}`));
+    };
+    w.on("message", onMessage);
+    w.on("error", done);
+    w.on("exit", onExit);
+    w.postMessage({ type: "run", scenario: s });
+  });
+}
+
 /**
- * One fresh hub, `wire` pushed by `conc` workers after `warmWire`. With `profile`, V8's sampling
- * profiler runs over the measured window (for the cost split); the row is not added to the table.
+ * One fresh hub; the first `measureCount` requests of `wire` (default all) pushed by `conc`
+ * callers after `warmWire`, on the load thread --client names. With `profile`, V8's sampling
+ * profiler runs on the hub's thread over the measured window (for the cost split); the row is not
+ * added to the table.
  */
 async function rpcScenario(
   conc: number,
   wire: Uint8Array[],
   warmWire: Uint8Array[],
   plan: BatchPlan,
+  measureCount?: number,
   profile = false,
 ): Promise<RpcOutcome> {
   const dataPath = freshDbPath(`rpc${conc}${profile ? "-prof" : ""}`);
@@ -270,71 +322,67 @@ async function rpcScenario(
   };
   closers.push(closeHub);
   const { url } = await hub.listen();
-  const { transport, close } = makeTransport(url, "2", 1);
-  const client = createClient(SyncService, transport);
 
-  const outcomes: Outcomes = {};
-  let last: PushEventsResponse | undefined;
-  let events = 0;
-  const drive = async (list: Uint8Array[], lat?: Samples) => {
-    let next = 0;
-    const worker = async () => {
-      for (let i = next++; i < list.length; i = next++) {
-        const req = fromBinary(PushEventsRequestSchema, list[i]!); // outside the latency timer
-        const t0 = monoMs();
-        const res = await client.pushEvents(req, { headers });
-        const ms = monoMs() - t0;
-        if (!lat) continue;
-        lat.push(ms);
-        events += req.events.length;
-        for (const r of res.results) tally(outcomes, r.code ? `${outcomeNames[r.outcome]}:${r.code}` : outcomeNames[r.outcome]!);
-        last = res;
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(conc, list.length) }, worker));
-  };
-
-  await drive(warmWire);
-  const lat = new Samples();
+  // The hub thread's counters, snapshotted between the warm-up and the measured drive.
   const session = profile ? new inspector.Session() : undefined;
-  if (session) {
-    session.connect();
-    await session.post("Profiler.enable");
-    await session.post("Profiler.setSamplingInterval", { interval: 250 });
-    await session.post("Profiler.start");
-  }
-  record(true);
-  const cpu0 = process.cpuUsage();
-  const elu0 = performance.eventLoopUtilization();
-  const t0 = monoMs();
-  await drive(wire, lat);
-  const wallMs = monoMs() - t0;
+  let commits0 = { ...store.commitStats() };
+  let cpu0 = process.cpuUsage();
+  let hubCpu0 = threadCpuMs();
+  let elu0 = performance.eventLoopUtilization();
+  let t0 = monoMs();
+  const beforeMeasure = async () => {
+    if (session) {
+      session.connect();
+      await session.post("Profiler.enable");
+      await session.post("Profiler.setSamplingInterval", { interval: 250 });
+      await session.post("Profiler.start");
+    }
+    record(true);
+    commits0 = { ...store.commitStats() };
+    cpu0 = process.cpuUsage();
+    hubCpu0 = threadCpuMs();
+    elu0 = performance.eventLoopUtilization();
+    t0 = monoMs();
+  };
+  const load = await runClient({ url, token, project: hubProject, conc, measureCount }, wire, warmWire, beforeMeasure);
+  const hubWallMs = monoMs() - t0;
   const elu = performance.eventLoopUtilization(elu0);
+  const hubCpu1 = threadCpuMs();
   const cpu = process.cpuUsage(cpu0);
   record(false);
+  const commits = store.commitStats().commits - commits0.commits;
+  const works = store.commitStats().works - commits0.works;
   let prof: Profile | undefined;
   if (session) {
     prof = ((await session.post("Profiler.stop")) as { profile: Profile }).profile;
     session.disconnect();
   }
   const check = profile ? "" : await cursorCheck(store, plan);
-  close();
   await closeHub();
-  const sorted = lat.sorted();
+  const sorted = load.lat;
   const txSorted = txMs.sorted();
-  const out = { last, txP50: percentile(txSorted, 0.5), latP50: percentile(sorted, 0.5), wallMs, profile: prof };
+  const last = load.last && fromBinary(PushEventsResponseSchema, load.last);
+  const out = { last, txP50: percentile(txSorted, 0.5), latP50: percentile(sorted, 0.5), wallMs: load.wallMs, profile: prof };
   if (profile) return out;
+  const threaded = loadWorker !== undefined;
   rows.push({
     scenario: "RPC PushEvents (Connect binary, h2)",
     conc,
-    events,
-    batches: wire.length,
-    secs: wallMs / 1_000,
+    events: load.events,
+    batches: sorted.length,
+    secs: load.wallMs / 1_000,
     lat: summarize(sorted),
-    cpu: ((cpu.user + cpu.system) / 1_000 / wallMs) * 100,
+    cpu: ((cpu.user + cpu.system) / 1_000 / hubWallMs) * 100,
     elu: elu.utilization * 100,
-    outcomes,
-    notes: [check, `store tx inside the RPC p50 ${percentile(txSorted, 0.5).toFixed(2)} p99 ${percentile(txSorted, 0.99).toFixed(2)} ms`],
+    hubCpu: hubCpu0 === undefined || hubCpu1 === undefined ? undefined : ((hubCpu1 - hubCpu0) / hubWallMs) * 100,
+    loadElu: threaded ? load.elu * 100 : undefined,
+    loadCpu: threaded && load.cpuMs !== undefined ? (load.cpuMs / load.wallMs) * 100 : undefined,
+    outcomes: load.outcomes,
+    notes: [
+      check,
+      `store push inside the RPC (call to durable answer) p50 ${percentile(txSorted, 0.5).toFixed(2)} p99 ${percentile(txSorted, 0.99).toFixed(2)} ms`,
+      `${commits} group commits for ${works} store works (${(works / commits).toFixed(2)} per commit)`,
+    ],
   });
   return out;
 }
@@ -497,12 +545,18 @@ async function main() {
   console.log(`  database  a fresh file per scenario under ${baseDir} [${fsNames[fsType] ?? `fs 0x${fsType.toString(16)}`}]`);
   console.log(
     `  sqlite    journal_mode=WAL synchronous=${sync.toUpperCase()}` +
-      (sync === "full" ? " (one transaction and one WAL fsync per batch)" : " (no fsync per commit)"),
+      (sync === "full"
+        ? " (group commit: pushes that arrive together share one transaction and one WAL fdatasync on libuv's pool)"
+        : " (group commit, no fsync per commit)"),
   );
   console.log(
-    "  load      connect-node client (createConnectTransport, binary, one h2c connection per scenario), IN-PROCESS:\n" +
-      `            client and hub share one thread, one event loop and the machine's ${cpus.length} cores; closed loop per worker;\n` +
-      "            requests pre-encoded, each decoded just before its call (in the wall time, not in the latency)",
+    "  load      connect-node client (createConnectTransport, binary, one h2c connection per scenario), " +
+      (clientMode === "thread"
+        ? "in a WORKER THREAD of this process\n" +
+          `            (--client thread): own event loop, so the hub's thread does only the hub's work, but the same ${cpus.length} cores;\n`
+        : "INLINE (--client inline):\n" +
+          `            client and hub share one thread, one event loop and the machine's ${cpus.length} cores;\n`) +
+      "            closed loop per caller; requests pre-encoded, each decoded just before its call (in the wall time, not the latency)",
   );
 
   // Events: the measured set and a warm-up set on other runs (run numbers from 100000).
@@ -566,6 +620,8 @@ async function main() {
   if (invalid) console.log(`  WARNING   ${invalid} sampled events fail the schema (first: ${firstInvalid}); they count as rejected`);
   if (hashMismatch) console.log(`  WARNING   ${hashMismatch} sampled events hash differently over RPC than in the floors`);
 
+  if (needWire && clientMode === "thread") loadWorker = startLoadWorker(wire, warmWire);
+
   let rpc1: (RpcOutcome & { conc: number }) | undefined;
   if (parts.has("rpc")) {
     for (const conc of concs) {
@@ -585,22 +641,30 @@ async function main() {
 
   // Results table.
   const f = (n: number, d = 0) => (Number.isFinite(n) ? n.toFixed(d) : "-");
+  const opt = (n: number | undefined) => (n === undefined ? "" : f(n));
   console.log("");
   console.log(
     `${"scenario".padEnd(42)}${"conc".padStart(5)}${"events/s".padStart(10)}${"batch/s".padStart(9)}` +
-      `${"p50 ms".padStart(8)}${"p99 ms".padStart(8)}${"max ms".padStart(8)}${"cpu%".padStart(6)}${"elu%".padStart(6)}  outcomes; notes`,
+      `${"p50 ms".padStart(8)}${"p99 ms".padStart(8)}${"max ms".padStart(8)}${"cpu%".padStart(6)}` +
+      `${"hub elu%".padStart(9)}${"hub cpu%".padStart(9)}${"load elu%".padStart(10)}${"load cpu%".padStart(10)}  outcomes; notes`,
   );
   for (const r of rows) {
     console.log(
       `${r.scenario.padEnd(42)}${String(r.conc).padStart(5)}${f(r.events / r.secs).padStart(10)}${f(r.batches / r.secs).padStart(9)}` +
         `${f(r.lat.p50, 2).padStart(8)}${f(r.lat.p99, 2).padStart(8)}${f(r.lat.max, 2).padStart(8)}` +
-        `${(r.cpu === undefined ? "" : f(r.cpu)).padStart(6)}${(r.elu === undefined ? "" : f(r.elu)).padStart(6)}  ` +
+        `${opt(r.cpu).padStart(6)}${opt(r.elu).padStart(9)}${opt(r.hubCpu).padStart(9)}${opt(r.loadElu).padStart(10)}${opt(r.loadCpu).padStart(10)}  ` +
         `${fmtOutcomes(r.outcomes)}; ${r.notes.join("; ")}`,
     );
   }
   console.log("");
   console.log("RPC rows: events/s and batch/s over wall time (first call to last answer); p50/p99/max = one PushEvents call as the");
-  console.log("  caller sees it (at conc > 1 mostly queueing); cpu% = process CPU time / wall (200 = both cores); elu% = event-loop busy.");
+  console.log("  caller sees it (at conc > 1 mostly queueing); cpu% = process CPU time, all threads / wall (200 = both cores);");
+  console.log("  hub elu% = the hub thread's event loop busy (sync SQLite calls count; the WAL sync runs off it); hub cpu% = its own CPU");
+  console.log(
+    clientMode === "thread"
+      ? "  time / wall (/proc/thread-self, 10 ms ticks); load elu%/cpu% = the same for the load generator's worker thread."
+      : "  time / wall (/proc/thread-self, 10 ms ticks). --client inline: the load shares the hub's thread, so hub elu%/cpu% include it.",
+  );
   console.log("floor rows: one batch per transaction, called back to back on this thread; events/s and batch/s over the summed");
   console.log("  timed regions; p50/p99/max = one batch. pre-hashed: rows built (canonicalize + sha256) outside the timed region.");
 
@@ -616,8 +680,10 @@ async function main() {
     const schemaMs = medianMs(jsonForms, (evs) => evs.map((e) => checkSyncEvent(e)));
     const hashMs = medianMs(jsonForms, (evs) => evs.map((e) => contentHash(canonicalize(e)!)));
 
-    // The profiled pass: a fresh hub, conc 1, the sampled batches (after the same warm-up).
-    const prof = await rpcScenario(1, sampleWire, warmWire, plan, true);
+    // The profiled pass: a fresh hub, conc 1, the sampled batches (after the same warm-up), the
+    // load where --client says; the profiler samples the hub's thread only.
+    const prof = await rpcScenario(1, wire, warmWire, plan, sampleWire.length, true);
+    const threaded = clientMode === "thread";
     const byPart = attribute(prof.profile!);
     const nb = sampleWire.length;
     const inRpc = (...keys: string[]) => keys.reduce((a, k) => a + (byPart.get(k) ?? 0), 0) / nb;
@@ -642,28 +708,39 @@ async function main() {
     const n = sampleJson[0]!.length;
     const wallPerBatch = prof.wallMs / nb;
     const split: [string, number, number, string][] = [
-      ["protobuf encode: request (client), answer (hub)", encodeMs + respEncMs, inRpc("encode"), `${sampleWire[0]!.length} B + ${respWire.length} B`],
-      ["protobuf decode: request (hub), answer (client)", decodeMs + respDecMs, inRpc("decode"), ""],
+      threaded
+        ? ["protobuf encode: answer (hub)", respEncMs, inRpc("encode"), `${respWire.length} B (the client's ${sampleWire[0]!.length} B request: worker)`]
+        : ["protobuf encode: request (client), answer (hub)", encodeMs + respEncMs, inRpc("encode"), `${sampleWire[0]!.length} B + ${respWire.length} B`],
+      threaded
+        ? ["protobuf decode: request (hub)", decodeMs, inRpc("decode"), "(the client's answer decode: worker)"]
+        : ["protobuf decode: request (hub), answer (client)", decodeMs + respDecMs, inRpc("decode"), ""],
       ["hub: limits interceptor sizes the request", encodeMs, inRpc("limits"), "toBinary again when no content-length (interceptors/limits.ts)"],
       ["hub: protobuf -> JSON form (eventJson)", toJsonMs, inRpc("json"), "src/server/sync-convert.ts"],
       ["hub: schema check (checkSyncEvent)", schemaMs, inRpc("schema"), "src/sync/schema.ts"],
       ["hub: canonicalize + sha256", hashMs, inRpc("hash"), "RFC 8785 text + digest"],
-      ["hub: store transaction (+fsync)", storeAlone, inRpc("store"), `alone: pre-hashed floor p50; wall inside the RPC p50 ${prof.txP50.toFixed(3)} ms`],
-      ["gzip + gunzip of the answer", gzipMs, inRpc("gzip"), `${respWire.length} -> ${gz.length} B (Connect compresses answers >= 1 KiB)`],
+      ["hub: store transaction (+fsync)", storeAlone, inRpc("store"), `alone: pre-hashed floor p50 (incl. the WAL sync wait); inside the RPC, call to durable answer p50 ${prof.txP50.toFixed(3)} ms`],
+      threaded
+        ? ["gzip of the answer (hub)", gzipMs, inRpc("gzip"), `${respWire.length} -> ${gz.length} B (Connect compresses answers >= 1 KiB); alone = gzip+gunzip`]
+        : ["gzip + gunzip of the answer", gzipMs, inRpc("gzip"), `${respWire.length} -> ${gz.length} B (Connect compresses answers >= 1 KiB)`],
       ["RPC stack: Connect, HTTP/2, sockets, streams", Number.NaN, inRpc("rpc"), "incl. the auth interceptor's framework side"],
       ["hub: other (auth, sync.push glue, routing)", Number.NaN, inRpc("hubOther"), ""],
       ["garbage collection", Number.NaN, inRpc("gc"), ""],
-      ["bench: pre-call decode, loop", Number.NaN, inRpc("bench"), "in the wall time, not in the call latency"],
+      threaded
+        ? ["bench on the hub thread", Number.NaN, inRpc("bench"), "the client's decode and loop run on the worker, not profiled"]
+        : ["bench: pre-call decode, loop", Number.NaN, inRpc("bench"), "in the wall time, not in the call latency"],
       ["V8/native other", Number.NaN, inRpc("program", "other"), ""],
-      ["idle (event loop waiting)", Number.NaN, inRpc("idle"), ""],
+      ["idle (event loop waiting)", Number.NaN, inRpc("idle"), threaded ? "the hub waiting for the client (conc 1: its encode/decode, the round trip)" : ""],
     ];
     const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-");
     console.log("");
-    console.log(`cost of one batch of ${n} events (${nb} batches sampled)`);
-    console.log("  alone:  median of the part timed by itself in a loop, warm (no GC pressure from anything else)");
-    console.log("  in RPC: V8 CPU-profile time per batch (mean) in a profiled PushEvents pass (fresh hub, conc 1, the sampled batches),");
-    console.log("          each sample given to the hub step on its stack, else to its innermost known frame; the profiler slows");
-    console.log("          the pass a little; share = of that pass's wall time per batch");
+    console.log(
+      `cost of one batch of ${n} events (${nb} batches sampled; profiled pass with the client ` +
+        (threaded ? "in the worker thread: the profile is the HUB'S THREAD ONLY)" : "INLINE: the profile holds client and hub)"),
+    );
+    console.log("  alone:  median of the part timed by itself in a loop on the main thread, warm (no GC pressure from anything else)");
+    console.log("  in RPC: V8 CPU-profile time per batch (mean) of the hub's thread in a profiled PushEvents pass (fresh hub, conc 1,");
+    console.log("          the sampled batches), each sample given to the hub step on its stack, else to its innermost known frame;");
+    console.log("          the profiler slows the pass a little; share = of that pass's wall time per batch");
     console.log(`${"part".padEnd(48)}${"alone ms".padStart(9)}${"in RPC ms".padStart(10)}${"us/event".padStart(9)}${"share".padStart(7)}  notes`);
     for (const [name, alone, rpcMs, note] of split) {
       console.log(
