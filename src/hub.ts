@@ -1,4 +1,3 @@
-import { setMaxListeners } from "node:events";
 import type { AddressInfo } from "node:net";
 import type { DescService } from "@bufbuild/protobuf";
 import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
@@ -25,6 +24,7 @@ import { createErrorInterceptor, toConnectError } from "./server/interceptors/er
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createObserveInterceptor } from "./server/interceptors/observe.js";
 import { createInProcessCaller } from "./server/in-process.js";
+import { createShutdownSignal } from "./server/shutdown-signal.js";
 import { createDualServer } from "./server/listen.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
@@ -119,9 +119,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
   ];
   /** Aborted by close(): ends every open stream so shutdown does not wait on them. */
-  const shutdown = new AbortController();
-  // Every open call listens on it (connect links each call's signal to it): no listener cap.
-  setMaxListeners(0, shutdown.signal);
+  const shutdown = createShutdownSignal();
   /**
    * Connect's cap on every request message it reads, after decompression and without a declared
    * length too (streams over HTTP/2); its refusal is answered as payload_too_large.

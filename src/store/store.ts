@@ -1,8 +1,10 @@
 /**
  * The store interface: every method is one whole decision or one read, and every decision is
- * one transaction. Decisions take a pure `decide` function from the domain: the store reads the
- * current row inside its transaction, calls `decide`, writes what it returns and commits, so the
- * rule lives in the domain and the atomicity here. A `decide` that throws rolls everything back.
+ * atomic. Decisions take a pure `decide` function from the domain: the store reads the current
+ * row inside its transaction, calls `decide`, writes what it returns, so the rule lives in the
+ * domain and the atomicity here. A `decide` that throws undoes everything that decision wrote.
+ * The promise of a decision (or a read) resolves only once what it answers is durable; how the
+ * store gets there (group commit: several decisions per transaction) is invisible above it.
  * Nothing outside `store/` may assume SQLite.
  */
 

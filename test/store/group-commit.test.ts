@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -264,4 +265,27 @@ describe("WAL checkpoints", () => {
     stores.push(again);
     expect((await again.listLeases({ project: "p", limit: 100, includeExpired: true, nowMs: 0 })).length).toBe(50);
   });
+});
+
+describe("closing with a checkpoint worker", () => {
+  it("close resolves (and the WAL is folded back) in a process with nothing else to do, a checkpoint under way", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-gc-close-"));
+    dirs.push(dir);
+    const store = new URL("../../src/store/sqlite/sqlite-store.ts", import.meta.url).href;
+    const script = `
+      import { SqliteStore } from ${JSON.stringify(store)};
+      const store = new SqliteStore({ path: ${JSON.stringify(path.join(dir, "kxm.db"))}, synchronous: "full" });
+      const row = (i) => ({ project: "p", name: "r" + i, holderAgentId: "a", holderAgentName: "a", fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 });
+      for (let i = 0; i < 300; i++) await store.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i), result: 0 }));
+      await store.close();
+      console.log("closed");`;
+    const out = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: path.resolve(import.meta.dirname, "../.."),
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    expect(out.stderr).toBe("");
+    expect(out.stdout.trim()).toBe("closed");
+    expect(fs.existsSync(path.join(dir, "kxm.db-wal"))).toBe(false);
+  }, 30_000);
 });

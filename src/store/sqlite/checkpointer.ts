@@ -95,6 +95,8 @@ export class Checkpointer {
     const worker = this.worker;
     if (!worker) return;
     this.worker = undefined;
+    // Held (ref) while it finishes, or a process with nothing else left to do would exit first.
+    worker.ref();
     await new Promise<void>((resolve) => {
       worker.once("exit", () => resolve());
       worker.postMessage("close");
