@@ -1,7 +1,9 @@
 /**
  * The load side of bench/messages: registers agents, opens streams, sends, measures. Runs on
  * the hub's own thread (`--client inline`) or in a worker thread (`--client thread`); either way
- * it talks to the hub only over the network (Connect binary over h2c). Returns plain figures.
+ * it talks to the hub only over the network (Connect binary over h2c: connect-node, except the
+ * fan-out's watchers, which use the lean client of bench/common/raw-stream.ts unless
+ * `--watch-client connect`). Returns plain figures.
  */
 import http2 from "node:http2";
 import { setMaxListeners } from "node:events";
@@ -9,7 +11,9 @@ import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createClient, type CallOptions, type Client } from "@connectrpc/connect";
 import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
-import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { PresenceService, WatchPresenceRequestSchema, type WatchPresenceResponse } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { H2Conn } from "../common/raw-stream.js";
 import { monoMs, Samples, summarize, type Summary } from "../common/stats.js";
 import { makeTransport } from "../common/transport.js";
 
@@ -45,6 +49,12 @@ export interface FanoutOptions {
   token: string;
   /** Give up on a round (or on the snapshots) after this long. */
   timeoutMs: number;
+  /**
+   * Which client holds the watcher streams. lean: bench/common/raw-stream.ts (node:http2 and
+   * Connect framing by hand, `fromBinary` per frame); connect: connect-node, one
+   * `Http2SessionManager` per connection.
+   */
+  client: "lean" | "connect";
 }
 
 export interface LoadOptions {
@@ -102,6 +112,7 @@ export interface FanoutRound {
 }
 
 export interface FanoutResult {
+  client: "lean" | "connect";
   watchers: number;
   conns: number;
   streamsPerConn: number[];
@@ -402,18 +413,17 @@ async function fanout(baseUrl: string, f: FanoutOptions, mark: Mark): Promise<Fa
   const presence = createClient(PresenceService, admin.transport);
 
   let registerAgentsMs: number | undefined;
-  const watcherOptions: CallOptions[] = [];
+  const watcherHeaders: Record<string, string>[] = [];
   if (f.watchAs === "agent") {
     const t0 = monoMs();
-    for (let i = 0; i < f.watchers; i++) watcherOptions.push((await register(presence, `watcher-${i}`, f.project, bearer)).options);
+    for (let i = 0; i < f.watchers; i++) {
+      watcherHeaders.push((await register(presence, `watcher-${i}`, f.project, bearer)).options.headers as Record<string, string>);
+    }
     registerAgentsMs = monoMs() - t0;
   } else {
-    for (let i = 0; i < f.watchers; i++) watcherOptions.push({ headers: bearer });
+    for (let i = 0; i < f.watchers; i++) watcherHeaders.push(bearer);
   }
-
-  const conns = Array.from({ length: f.conns }, () => makeTransport(baseUrl, "2", 1));
-  const clients = conns.map((c) => createClient(PresenceService, c.transport));
-  const streamsPerConn = conns.map(() => 0);
+  const streamsPerConn = Array.from({ length: f.conns }, () => 0);
 
   /** Per round: the name to look for, when RegisterAgent was issued, and who has seen it. */
   let round: { name: string; t0: number; seen: Float64Array; count: number; all: () => void } | undefined;
@@ -423,35 +433,35 @@ async function fanout(baseUrl: string, f: FanoutOptions, mark: Mark): Promise<Fa
   let firstError: string | undefined;
   let allSnapshots!: () => void;
   const snapshotsDone = new Promise<void>((res) => (allSnapshots = res));
-  const ac = new AbortController();
-  setMaxListeners(0, ac.signal);
+  let closing = false;
+
+  /** Both clients call these: a decoded frame of watcher `w`; watcher `w` failed. */
+  const gotSnapshot = new Uint8Array(f.watchers);
+  const onFrame = (w: number, frame: WatchPresenceResponse) => {
+    if (frame.event.case === "snapshot") {
+      gotSnapshot[w] = 1;
+      if (++snapshots + openErrors === f.watchers) allSnapshots();
+    } else if (frame.event.case === "agent" && round && frame.event.value.name === round.name) {
+      if (Number.isNaN(round.seen[w]!)) {
+        round.seen[w] = monoMs() - round.t0;
+        if (++round.count === f.watchers) round.all();
+      }
+    }
+  };
+  const onError = (w: number, e: unknown) => {
+    if (closing) return;
+    firstError ??= errText(e);
+    if (gotSnapshot[w]) streamErrors++;
+    else if (++openErrors + snapshots === f.watchers) allSnapshots();
+  };
 
   mark("begin", "fan-open");
   const openElu0 = performance.eventLoopUtilization();
   const t0 = monoMs();
-  const streams = watcherOptions.map(async (options, w) => {
-    const c = w % f.conns;
-    streamsPerConn[c]!++;
-    let gotSnapshot = false;
-    try {
-      for await (const frame of clients[c]!.watchPresence({ project: f.project }, { ...options, signal: ac.signal })) {
-        if (frame.event.case === "snapshot") {
-          gotSnapshot = true;
-          if (++snapshots + openErrors === f.watchers) allSnapshots();
-        } else if (frame.event.case === "agent" && round && frame.event.value.name === round.name) {
-          if (Number.isNaN(round.seen[w]!)) {
-            round.seen[w] = monoMs() - round.t0;
-            if (++round.count === f.watchers) round.all();
-          }
-        }
-      }
-    } catch (e) {
-      if (ac.signal.aborted) return;
-      firstError ??= errText(e);
-      if (gotSnapshot) streamErrors++;
-      else if (++openErrors + snapshots === f.watchers) allSnapshots();
-    }
-  });
+  const watchers =
+    f.client === "lean"
+      ? await openLean(baseUrl, f, watcherHeaders, streamsPerConn, onFrame, onError)
+      : openConnect(baseUrl, f, watcherHeaders, streamsPerConn, onFrame, onError);
   const timeout = (ms: number) => sleep(ms, undefined, { ref: false });
   await Promise.race([snapshotsDone, timeout(f.timeoutMs)]);
   const openMs = monoMs() - t0;
@@ -484,11 +494,11 @@ async function fanout(baseUrl: string, f: FanoutOptions, mark: Mark): Promise<Fa
     }
   }
 
-  ac.abort();
-  await Promise.all(streams);
-  for (const c of conns) c.close();
+  closing = true;
+  await watchers.close();
   admin.close();
   return {
+    client: f.client,
     watchers: f.watchers,
     conns: f.conns,
     streamsPerConn,
@@ -502,5 +512,67 @@ async function fanout(baseUrl: string, f: FanoutOptions, mark: Mark): Promise<Fa
     registerAgentsMs,
     rounds,
     streamErrors,
+  };
+}
+
+type OnFrame = (w: number, frame: WatchPresenceResponse) => void;
+type OnError = (w: number, e: unknown) => void;
+
+/** The watchers on connect-node: one `Http2SessionManager` per connection, a for-await loop per stream. */
+function openConnect(
+  baseUrl: string,
+  f: FanoutOptions,
+  headers: Record<string, string>[],
+  streamsPerConn: number[],
+  onFrame: OnFrame,
+  onError: OnError,
+): { close(): Promise<void> } {
+  const conns = Array.from({ length: f.conns }, () => makeTransport(baseUrl, "2", 1));
+  const clients = conns.map((c) => createClient(PresenceService, c.transport));
+  const ac = new AbortController();
+  setMaxListeners(0, ac.signal);
+  const streams = headers.map(async (h, w) => {
+    const c = w % f.conns;
+    streamsPerConn[c]!++;
+    try {
+      for await (const frame of clients[c]!.watchPresence({ project: f.project }, { headers: h, signal: ac.signal })) onFrame(w, frame);
+    } catch (e) {
+      if (!ac.signal.aborted) onError(w, e);
+    }
+  });
+  return {
+    async close() {
+      ac.abort();
+      await Promise.all(streams);
+      for (const c of conns) c.close();
+    },
+  };
+}
+
+/** The watchers on the lean client (bench/common/raw-stream.ts): callbacks, no per-stream promise. */
+async function openLean(
+  baseUrl: string,
+  f: FanoutOptions,
+  headers: Record<string, string>[],
+  streamsPerConn: number[],
+  onFrame: OnFrame,
+  onError: OnError,
+): Promise<{ close(): Promise<void> }> {
+  const conns = await Promise.all(Array.from({ length: f.conns }, () => H2Conn.connect(baseUrl)));
+  // Every watcher sends the same request: encode it once.
+  const request = toBinary(WatchPresenceRequestSchema, create(WatchPresenceRequestSchema, { project: f.project }));
+  const streams = headers.map((h, w) => {
+    const c = w % f.conns;
+    streamsPerConn[c]!++;
+    return conns[c]!.serverStream(PresenceService.method.watchPresence, request, h, {
+      onMessage: (frame) => onFrame(w, frame),
+      onEnd: (e) => onError(w, e ?? new Error("stream ended")),
+    });
+  });
+  return {
+    async close() {
+      for (const s of streams) s.cancel();
+      for (const c of conns) c.close();
+    },
   };
 }

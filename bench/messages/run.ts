@@ -41,6 +41,9 @@ const usage = `usage: node --import tsx bench/messages/run.ts [options]
   --watch-as token|agent
                       token: project-token callers (default); agent: a registered agent per watcher
   --timeout-ms N      give up waiting for snapshots / a round after this long (default 15000)
+  --watch-client lean|connect
+                      lean: bench/common/raw-stream.ts, node:http2 with Connect framing by hand and
+                      fromBinary per frame (default); connect: connect-node, as in part 1
  general:
   --parts LIST        messages,fanout (default both)
   --client inline|thread
@@ -68,6 +71,7 @@ const { values: flags } = parseArgs({
     rounds: { type: "string", default: "5" },
     "watch-as": { type: "string", default: "token" },
     "timeout-ms": { type: "string", default: "15000" },
+    "watch-client": { type: "string", default: "lean" },
     parts: { type: "string", default: "messages,fanout" },
     client: { type: "string", default: "thread" },
     sync: { type: "string", default: "full" },
@@ -95,6 +99,8 @@ const int = (name: keyof typeof flags, min: number) => Math.floor(num(name, min)
 const sync = flags.sync === "full" || flags.sync === "normal" ? flags.sync : fail("--sync must be full or normal");
 const client = flags.client === "inline" || flags.client === "thread" ? flags.client : fail("--client must be inline or thread");
 const watchAs = flags["watch-as"] === "token" || flags["watch-as"] === "agent" ? flags["watch-as"] : fail("--watch-as must be token or agent");
+const watchClient =
+  flags["watch-client"] === "lean" || flags["watch-client"] === "connect" ? flags["watch-client"] : fail("--watch-client must be lean or connect");
 const parts = new Set(flags.parts.split(",").map((p) => p.trim()));
 for (const p of parts) if (p !== "messages" && p !== "fanout") fail("--parts takes messages and/or fanout");
 const maxLag = int("max-lag", 1);
@@ -129,6 +135,7 @@ const loadOptions = (baseUrl: string): LoadOptions => ({
       project: fanProject,
       token: fanToken,
       timeoutMs: int("timeout-ms", 100),
+      client: watchClient,
     },
   }),
 });
@@ -202,7 +209,7 @@ async function main() {
       `raised so no stream is cut off as subscriber_too_slow); keep-alive ${config.streamKeepAliveMs} ms`,
   );
   console.log(
-    `  load      connect-node clients, Connect binary over h2c, ` +
+    `  load      connect-node clients (fan-out watchers: --watch-client), Connect binary over h2c, ` +
       (client === "inline"
         ? "IN-PROCESS on the hub's own thread and event loop, sharing its 2 cores"
         : "in a worker thread of the hub's process: own event loop, but sharing the hub's 2 cores"),
@@ -255,6 +262,13 @@ async function main() {
     console.log(
       `2. WatchPresence fan-out  (${fo.watchers} watchers, ${fo.watchAs === "token" ? "project-token callers" : "one registered agent each"}, ` +
         `over ${fo.conns} h2c connection(s): ${fo.streamsPerConn.join(" + ")} streams)`,
+    );
+    console.log(
+      `   watcher client: ${
+        fo.client === "lean"
+          ? "lean (bench/common/raw-stream.ts: node:http2, Connect framing by hand, fromBinary per frame)"
+          : "connect-node (createClient + Http2SessionManager per connection, for-await per stream)"
+      }`,
     );
     console.log(
       `   hub advertises SETTINGS_MAX_CONCURRENT_STREAMS = ${f(fo.serverMaxConcurrentStreams)}` +
