@@ -67,9 +67,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const hubLogger = overrides.log === false ? undefined : createLogger(config.logPath, config.logLevel);
   const observer = createObserver(hubLogger?.logger, metrics, overrides.tap);
 
-  const presenceBus = createBus<PresenceChange>();
-  const leaseBus = createBus<LeaseChange>();
-  const inboxBus = createBus<InboxNotice>();
+  const presenceBus = createBus<PresenceChange>((c) => c.project);
+  const leaseBus = createBus<LeaseChange>((c) => c.project);
+  const inboxBus = createBus<InboxNotice>((n) => n.agentId);
   const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs, bus: presenceBus });
   const leases = createLeases({ store, clock, observer, bus: leaseBus });
   const messages = createMessages({

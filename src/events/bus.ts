@@ -3,20 +3,28 @@
  * holds the truth (stream events are rows) and the bus only says "look again after seq N";
  * presence and lease changes carry their payload and are live-only (watchers start from a
  * snapshot). Each domain owns the type of what it publishes.
+ *
+ * Listeners subscribe to one key (an agent's inbox, a project's presence or leases), and a
+ * publication reaches only its key's listeners: with 10,000 streams open, one message wakes the
+ * one stream it is for instead of asking each of them.
  */
-export function createBus<E>() {
-  const listeners = new Set<(e: E) => void>();
+export function createBus<E>(keyOf: (e: E) => string) {
+  const byKey = new Map<string, Set<(e: E) => void>>();
   return {
     publish(e: E): void {
-      for (const l of listeners) l(e);
+      const listeners = byKey.get(keyOf(e));
+      if (listeners) for (const l of listeners) l(e);
     },
-    /** Returns the unsubscribe function. */
-    subscribe(listener: (e: E) => void): () => void {
+    /** Listens to the publications of `key`; returns the unsubscribe function. */
+    subscribe(key: string, listener: (e: E) => void): () => void {
+      let listeners = byKey.get(key);
+      if (!listeners) byKey.set(key, (listeners = new Set()));
       listeners.add(listener);
-      return () => listeners.delete(listener);
-    },
-    get size(): number {
-      return listeners.size;
+      const own = listeners;
+      return () => {
+        own.delete(listener);
+        if (own.size === 0 && byKey.get(key) === own) byKey.delete(key);
+      };
     },
   };
 }

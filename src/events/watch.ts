@@ -10,8 +10,8 @@ export type WatchFrame<S, E> =
 
 export interface WatchOptions<S, E> {
   bus: Bus<E & { seq: number }>;
-  /** Which changes this watcher sees. */
-  filter: (e: E) => boolean;
+  /** Which changes this watcher sees: the bus key (the project). */
+  key: string;
   /** The state now, and the seq it reflects (changes at or below it are skipped). */
   snapshot: () => Promise<{ snapshot: S; cursor: number }>;
   clock: Clock;
@@ -31,8 +31,7 @@ export async function* watch<S, E>(o: WatchOptions<S, E>): AsyncGenerator<WatchF
   const buffer: (E & { seq: number })[] = [];
   let overflowed = false;
   const waker = createWaker(o.clock);
-  const unsubscribe = o.bus.subscribe((e) => {
-    if (!o.filter(e)) return;
+  const unsubscribe = o.bus.subscribe(o.key, (e) => {
     if (buffer.length >= o.maxBuffered) overflowed = true;
     else buffer.push(e);
     waker.wake();

@@ -46,13 +46,12 @@ export function createInboxStreams(deps: InboxStreamDeps) {
     let liveHead = 0;
     const peers: AgentView[] = [];
     let peersOverflowed = false;
-    const unsubscribeInbox = deps.inboxBus.subscribe((n) => {
-      if (n.agentId !== caller.agentId) return;
+    const unsubscribeInbox = deps.inboxBus.subscribe(caller.agentId, (n) => {
       liveHead = Math.max(liveHead, n.seq);
       waker.wake();
     });
-    const unsubscribePresence = deps.presenceBus.subscribe((c) => {
-      if (!c.agent || c.project !== caller.project || c.agent.id === caller.agentId) return;
+    const unsubscribePresence = deps.presenceBus.subscribe(caller.project, (c) => {
+      if (!c.agent || c.agent.id === caller.agentId) return;
       if (peers.length >= deps.maxLag) peersOverflowed = true;
       else peers.push(c.agent);
       waker.wake();

@@ -49,7 +49,7 @@ export function createWatchHandlers(deps: WatchDeps) {
       const frames = watch({
         ...common,
         bus: deps.presenceBus,
-        filter: (c) => c.project === project,
+        key: project,
         snapshot: () => deps.presence.snapshot(project),
         signal: ctx.signal,
         ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
@@ -78,7 +78,7 @@ export function createWatchHandlers(deps: WatchDeps) {
       const frames = watch({
         ...common,
         bus: deps.leaseBus,
-        filter: (c) => c.project === project,
+        key: project,
         snapshot: () => deps.leases.snapshot(project),
         signal: ctx.signal,
         ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),

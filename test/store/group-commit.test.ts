@@ -8,7 +8,7 @@ import { createBus } from "../../src/events/bus.js";
 import { sha256Hex } from "../../src/ids.js";
 import { decideAcquire } from "../../src/lease/rules.js";
 import type { Observer } from "../../src/observe.js";
-import { createPresence } from "../../src/presence/presence.js";
+import { createPresence, type PresenceChange } from "../../src/presence/presence.js";
 import { DurabilityLost } from "../../src/store/group-commit.js";
 import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
@@ -206,7 +206,7 @@ describe("group commit", () => {
     const held = heldSync();
     const store = open({ walSync: held.factory });
     const clock = new FakeClock();
-    const presence = createPresence({ store, clock, observer: silentObserver, staleAfterMs: 90_000, bus: createBus() });
+    const presence = createPresence({ store, clock, observer: silentObserver, staleAfterMs: 90_000, bus: createBus<PresenceChange>((c) => c.project) });
     const auth = createAuthenticator({ store, presence, adminToken: undefined, projectTokens: {}, loopback: true });
     const reg = watch(presence.register({ name: "a", project: "p" }));
     await turn();
