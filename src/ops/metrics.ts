@@ -126,6 +126,10 @@ export function createMetrics(store: HubStore, sources: MetricsSources = {}) {
       },
     });
   }
+  const children = new Map<
+    string,
+    { duration: ReturnType<typeof durations.labels>; codes: Map<string, ReturnType<typeof calls.labels>> }
+  >();
   const registries = sources.processMetrics === false ? [registry] : [registry, processMetrics()];
 
   return {
@@ -133,9 +137,19 @@ export function createMetrics(store: HubStore, sources: MetricsSources = {}) {
       counters[name].inc(by);
     },
     call(r: CallReport) {
-      const labels = { face: r.face, service: r.service, method: r.method };
-      calls.inc({ ...labels, code: r.code });
-      durations.observe(labels, r.durationMs / 1_000);
+      // The label children, looked up once per label set: prom-client would hash the labels of
+      // every call otherwise. Label values come from the hub's own services and codes, so the
+      // cache is as bounded as the series themselves.
+      const key = `${r.face}\u0000${r.service}\u0000${r.method}`;
+      let child = children.get(key);
+      if (!child) {
+        child = { duration: durations.labels(r.face, r.service, r.method), codes: new Map() };
+        children.set(key, child);
+      }
+      let counter = child.codes.get(r.code);
+      if (!counter) child.codes.set(r.code, (counter = calls.labels(r.face, r.service, r.method, r.code)));
+      counter.inc();
+      child.duration.observe(r.durationMs / 1_000);
     },
     stream(kind: StreamKind, delta: 1 | -1) {
       streams.inc({ kind }, delta);
