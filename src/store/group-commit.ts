@@ -10,6 +10,9 @@
  * forms the next batch (at most `maxBatch` works), which starts right after: the batch size
  * follows the load by itself.
  *
+ * Answers: all at once, when the batch is durable; those whose work changed something first
+ * (in batch order: a change is published in the order it was committed), then the others.
+ *
  * Reads: `durable()` is pending while a committed batch is not yet durable. A read that waits
  * for it never shows a decision that a crash could still take back, and since the next batch
  * only starts on a later `setImmediate`, a read that resumes then sees exactly durable state.
@@ -18,7 +21,7 @@
 import type { CommitStats } from "./store.js";
 
 /** One work's outcome inside a batch: a value, or what it threw (undone on its own). */
-export type WorkOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+export type WorkOutcome = { ok: true; value: unknown; wrote?: boolean } | { ok: false; error: unknown };
 
 export interface BatchBackend<W> {
   /**
@@ -103,10 +106,16 @@ export class GroupCommit<W> {
       (outcomes) => {
         this.stats.commits++;
         this.stats.works += batch.length;
+        // Decisions that changed something are answered first: others are typically waiting on
+        // them (the holder's release before the next grant), while refusals can wait a moment.
+        const settle = (p: Pending<W>, o: WorkOutcome) => (o.ok ? p.resolve(o.value) : p.reject(o.error));
         batch.forEach((p, i) => {
           const o = outcomes[i]!;
-          if (o.ok) p.resolve(o.value);
-          else p.reject(o.error);
+          if (o.ok && o.wrote) settle(p, o);
+        });
+        batch.forEach((p, i) => {
+          const o = outcomes[i]!;
+          if (!(o.ok && o.wrote)) settle(p, o);
         });
       },
       (error: unknown) => {

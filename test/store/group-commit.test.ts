@@ -125,6 +125,23 @@ describe("group commit", () => {
     expect((await store.getLease({ project: "p", name: "c" }))?.holderAgentId).toBe("a2");
   });
 
+  it("answers the decisions that changed something first, then the rest, once the batch is durable", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const first = acquire(store, "held", 1);
+    await turn();
+    held.release();
+    await first;
+    const order: string[] = [];
+    const refused = acquire(store, "held", 2).catch(() => order.push("refusal"));
+    const granted = acquire(store, "free", 2).then(() => order.push("grant"));
+    while (held.pending() === 0) await turn();
+    expect(order).toEqual([]);
+    held.release();
+    await Promise.all([refused, granted]);
+    expect(order).toEqual(["grant", "refusal"]);
+  });
+
   it("queues what arrives during a sync into the next batch, which starts after it", async () => {
     const held = heldSync();
     const store = open({ walSync: held.factory });

@@ -73,12 +73,15 @@ export function sqliteBatches(
       const before = s.changes.get()!.n;
       s.begin.run();
       try {
+        let seen = before;
         for (const work of works) {
           s.savepoint.run();
           try {
             const value = work();
             s.release.run();
-            outcomes.push({ ok: true, value });
+            const now = s.changes.get()!.n;
+            outcomes.push({ ok: true, value, wrote: now !== seen });
+            seen = now;
           } catch (error) {
             // SQLite ends the whole transaction on some errors (disk full, I/O): then the batch fails.
             if (!db.inTransaction) throw error;
