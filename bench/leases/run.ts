@@ -24,6 +24,7 @@ import { runClosedLoop, runRpcScenario, type AgentCreds, type Phase, type RpcSce
 import { PingService, pingImpl } from "./ping.js";
 import { percentile } from "../common/stats.js";
 import { makeTransport } from "../common/transport.js";
+import { flagReaders } from "../common/flags.js";
 
 const usage = `usage: node --import tsx bench/leases/run.ts [options]
   --seconds N         measured window per scenario (default 3)
@@ -56,15 +57,7 @@ const { values: flags } = parseArgs({
   },
   strict: true,
 });
-if (flags.help) {
-  console.log(usage);
-  process.exit(0);
-}
-
-function fail(msg: string): never {
-  console.error(`${msg}\n${usage}`);
-  process.exit(2);
-}
+const { fail } = flagReaders(flags, usage);
 const num = (name: string, raw: string, min: number) => {
   const n = Number(raw);
   if (!Number.isFinite(n) || n < min) fail(`--${name} must be a number >= ${min}`);

@@ -18,6 +18,7 @@ import { systemClock } from "../../src/clock.js";
 import { defaultConfig, type HubConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
 import { performance, type EventLoopUtilization } from "node:perf_hooks";
+import { flagReaders } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";
 import { runLoad, type LoadOptions, type LoadResult, type Mark, type MessagesResult } from "./load.js";
 
@@ -81,21 +82,7 @@ const { values: flags } = parseArgs({
   },
   strict: true,
 });
-if (flags.help) {
-  console.log(usage);
-  process.exit(0);
-}
-
-function fail(msg: string): never {
-  console.error(`${msg}\n${usage}`);
-  process.exit(2);
-}
-const num = (name: keyof typeof flags, min: number) => {
-  const n = Number(flags[name]);
-  if (!Number.isFinite(n) || n < min) fail(`--${name} must be a number >= ${min}`);
-  return n;
-};
-const int = (name: keyof typeof flags, min: number) => Math.floor(num(name, min));
+const { fail, num, int } = flagReaders(flags, usage);
 const sync = flags.sync === "full" || flags.sync === "normal" ? flags.sync : fail("--sync must be full or normal");
 const client = flags.client === "inline" || flags.client === "thread" ? flags.client : fail("--client must be inline or thread");
 const watchAs = flags["watch-as"] === "token" || flags["watch-as"] === "agent" ? flags["watch-as"] : fail("--watch-as must be token or agent");

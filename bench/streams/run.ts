@@ -23,6 +23,7 @@ import { performance, PerformanceObserver, constants as perfConstants, type Even
 import { systemClock } from "../../src/clock.js";
 import { defaultConfig, type HubConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
+import { flagReaders } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";
 import type { MemSample, OpenResult, StreamsOptions, StreamsResult, Usage } from "./load.js";
 
@@ -80,20 +81,7 @@ const { values: flags } = parseArgs({
   },
   strict: true,
 });
-if (flags.help) {
-  console.log(usage);
-  process.exit(0);
-}
-function fail(msg: string): never {
-  console.error(`${msg}\n${usage}`);
-  process.exit(2);
-}
-const num = (name: keyof typeof flags, min: number) => {
-  const n = Number(flags[name]);
-  if (!Number.isFinite(n) || n < min) fail(`--${name} must be a number >= ${min}`);
-  return n;
-};
-const int = (name: keyof typeof flags, min: number) => Math.floor(num(name, min));
+const { fail, num, int } = flagReaders(flags, usage);
 const sync = flags.sync === "full" || flags.sync === "normal" ? flags.sync : fail("--sync must be full or normal");
 const client = flags.client === "process" || flags.client === "thread" ? flags.client : fail("--client must be process or thread");
 const project = "streams";

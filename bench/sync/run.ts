@@ -42,6 +42,7 @@ import {
 import { monoMs, percentile, Samples, summarize, type Summary } from "../common/stats.js";
 import { planBatches, runtimeId, type BatchPlan, type JsonObject } from "./events.js";
 import { packWire, runLoad, tally, threadCpuMs, type LoadResult, type LoadScenario, type Outcomes } from "./load.js";
+import { flagReaders } from "../common/flags.js";
 
 /** The hub's own import of canonicalize (src/sync/sync.ts): CommonJS typed as ESM. */
 const canonicalize = canonicalizeModule as unknown as typeof canonicalizeModule.default;
@@ -82,15 +83,7 @@ const { values: flags } = parseArgs({
   },
   strict: true,
 });
-if (flags.help) {
-  console.log(usage);
-  process.exit(0);
-}
-
-function fail(msg: string): never {
-  console.error(`${msg}\n${usage}`);
-  process.exit(2);
-}
+const { fail } = flagReaders(flags, usage);
 const int = (name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEGER) => {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < min || n > max) fail(`--${name} must be an integer in ${min}..${max}`);
