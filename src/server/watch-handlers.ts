@@ -5,7 +5,9 @@ import type { Bus } from "../events/bus.js";
 import { watch, type WatchFrame } from "../events/watch.js";
 import type { LeaseChange, Leases } from "../lease/leases.js";
 import type { Presence, PresenceChange } from "../presence/presence.js";
-import { LeaseEventKind } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { create, type MessageShape } from "@bufbuild/protobuf";
+import { LeaseEventKind, WatchLeasesResponseSchema } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { WatchPresenceResponseSchema } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { callerOf } from "./caller.js";
 import { agentToProto, leaseToProto, runtimeToProto } from "./convert.js";
 import { projectName } from "../validate.js";
@@ -39,9 +41,36 @@ const keepAliveFrame = (f: Extract<WatchFrame<unknown, unknown>, { kind: "keepAl
   event: { case: "keepAlive" as const, value: { at: timestampFromMs(f.atMs) } },
 });
 
+/**
+ * The frames of one change, built once for every watcher that gets it: each watcher receives the
+ * same change object from the bus, and the frame depends only on the change (its seq is the
+ * cursor), so 1,000 watchers cost one conversion, not 1,000.
+ */
+function framesOnce<C extends object, F>(build: (change: C) => F) {
+  const built = new WeakMap<C, F>();
+  return (change: C): F => {
+    let frames = built.get(change);
+    if (frames === undefined) built.set(change, (frames = build(change)));
+    return frames;
+  };
+}
+
 /** WatchPresence and WatchLeases: a snapshot, then changes, from the in-process buses. */
 export function createWatchHandlers(deps: WatchDeps) {
   const common = { clock: deps.clock, keepAliveMs: deps.keepAliveMs, maxBuffered: deps.maxBuffered };
+  const presenceFrames = framesOnce((c: PresenceChange) => {
+    const cursor = BigInt(c.seq);
+    const frames: MessageShape<typeof WatchPresenceResponseSchema>[] = [];
+    if (c.agent) frames.push(create(WatchPresenceResponseSchema, { cursor, event: { case: "agent", value: agentToProto(c.agent) } }));
+    if (c.runtime) frames.push(create(WatchPresenceResponseSchema, { cursor, event: { case: "runtime", value: runtimeToProto(c.runtime) } }));
+    return frames;
+  });
+  const leaseFrame = framesOnce((c: LeaseChange) =>
+    create(WatchLeasesResponseSchema, {
+      cursor: BigInt(c.seq),
+      event: { case: "change", value: { kind: leaseKinds[c.kind], lease: leaseToProto(c.lease) } },
+    }),
+  );
 
   return {
     async *watchPresence(req: { project: string }, ctx: HandlerContext) {
@@ -65,8 +94,7 @@ export function createWatchHandlers(deps: WatchDeps) {
             },
           };
         } else if (f.kind === "change") {
-          if (f.change.agent) yield { cursor, event: { case: "agent" as const, value: agentToProto(f.change.agent) } };
-          if (f.change.runtime) yield { cursor, event: { case: "runtime" as const, value: runtimeToProto(f.change.runtime) } };
+          yield* presenceFrames(f.change);
         } else {
           yield keepAliveFrame(f);
         }
@@ -88,10 +116,7 @@ export function createWatchHandlers(deps: WatchDeps) {
         if (f.kind === "snapshot") {
           yield { cursor, event: { case: "snapshot" as const, value: { leases: f.snapshot.map(leaseToProto) } } };
         } else if (f.kind === "change") {
-          yield {
-            cursor,
-            event: { case: "change" as const, value: { kind: leaseKinds[f.change.kind], lease: leaseToProto(f.change.lease) } },
-          };
+          yield leaseFrame(f.change);
         } else {
           yield keepAliveFrame(f);
         }
