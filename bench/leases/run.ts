@@ -15,7 +15,6 @@ import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { createClient } from "@connectrpc/connect";
 import { systemClock } from "../../src/clock.js";
-import { defaultConfig, type HubConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
 import { createLeases } from "../../src/lease/leases.js";
 import type { AgentCaller } from "../../src/caller.js";
@@ -25,6 +24,7 @@ import { PingService, pingImpl } from "./ping.js";
 import { percentile } from "../common/stats.js";
 import { makeTransport } from "../common/transport.js";
 import { flagReaders } from "../common/flags.js";
+import { benchHubConfig } from "../common/hub-config.js";
 
 const usage = `usage: node --import tsx bench/leases/run.ts [options]
   --seconds N         measured window per scenario (default 3)
@@ -92,16 +92,7 @@ let cleanup: (() => Promise<void>) | undefined;
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(flags.dir ?? os.tmpdir(), "kxm-bench-"));
-  const config: HubConfig = {
-    ...defaultConfig,
-    port: 0,
-    host: "127.0.0.1",
-    dataPath: path.join(dir, "kxm.db"),
-    logPath: undefined,
-    rateLimit: false,
-    sqliteSynchronous: sync,
-    shutdownGraceMs: 1_000,
-  };
+  const config = benchHubConfig(dir, sync);
   const hub = await createHub(config, {
     log: false,
     clock: systemClock,

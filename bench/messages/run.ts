@@ -15,12 +15,13 @@ import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { systemClock } from "../../src/clock.js";
-import { defaultConfig, type HubConfig } from "../../src/config.js";
+import { defaultConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
 import { performance, type EventLoopUtilization } from "node:perf_hooks";
 import { flagReaders } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";
 import { runLoad, type LoadOptions, type LoadResult, type Mark, type MessagesResult } from "./load.js";
+import { benchHubConfig } from "../common/hub-config.js";
 
 const usage = `usage: node --import tsx bench/messages/run.ts [options]
  messages (SendMessage -> Subscribe):
@@ -165,18 +166,10 @@ let cleanup: (() => Promise<void>) | undefined;
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(flags.dir ?? os.tmpdir(), "kxm-bench-"));
-  const config: HubConfig = {
-    ...defaultConfig,
-    port: 0,
-    host: "127.0.0.1",
-    dataPath: path.join(dir, "kxm.db"),
-    logPath: undefined,
-    rateLimit: false,
-    sqliteSynchronous: sync,
-    shutdownGraceMs: 1_000,
+  const config = benchHubConfig(dir, sync, {
     streamMaxLag: maxLag,
     projectTokens: { [fanProject]: fanToken },
-  };
+  });
   const hub = await createHub(config, { log: false, clock: systemClock });
   cleanup = async () => {
     cleanup = undefined;

@@ -21,11 +21,12 @@ import { Worker } from "node:worker_threads";
 import { Session } from "node:inspector/promises";
 import { performance, PerformanceObserver, constants as perfConstants, type EventLoopUtilization } from "node:perf_hooks";
 import { systemClock } from "../../src/clock.js";
-import { defaultConfig, type HubConfig } from "../../src/config.js";
+import { defaultConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
 import { flagReaders } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";
 import type { MemSample, OpenResult, StreamsOptions, StreamsResult, Usage } from "./load.js";
+import { benchHubConfig } from "../common/hub-config.js";
 
 const usage = `usage: node --import tsx bench/streams/run.ts [options]
  T2, burst of Subscribe streams:
@@ -213,19 +214,11 @@ function startLoad(options: StreamsOptions): Peer {
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(flags.dir ?? os.tmpdir(), "kxm-bench-"));
-  const config: HubConfig = {
-    ...defaultConfig,
-    port: 0,
-    host: "127.0.0.1",
-    dataPath: path.join(dir, "kxm.db"),
-    logPath: undefined,
-    rateLimit: false,
-    sqliteSynchronous: sync,
-    shutdownGraceMs: 1_000,
+  const config = benchHubConfig(dir, sync, {
     streamMaxLag: int("max-lag", 1),
     staleAfterMs: int("stale-after-ms", 1_000),
     streamKeepAliveMs: int("keepalive-ms", 100),
-  };
+  });
   const hub = await createHub(config, { log: false, clock: systemClock });
   let peer: Peer | undefined;
   cleanup = async () => {
