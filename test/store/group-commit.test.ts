@@ -284,6 +284,38 @@ describe("WAL checkpoints", () => {
   });
 });
 
+describe("WAL size under sustained writes", () => {
+  it("stays bounded: past restartFrames the store folds the WAL back between batches, and SQLite restarts it", async () => {
+    const file = tempFile();
+    const store = new SqliteStore({ path: file, synchronous: "full", restartFrames: 1_024 });
+    stores.push(store);
+    let n = 0;
+    let largest = 0;
+    const row = (name: string, token: number) => ({
+      project: "p",
+      name,
+      holderAgentId: "a",
+      holderAgentName: "a".repeat(200),
+      fencingToken: token,
+      acquiredAtMs: 1,
+      expiresAtMs: 2,
+    });
+    // 64 writers without a pause: a checkpoint in another thread never sees the WAL's end.
+    const writer = async () => {
+      while (n < 120_000) {
+        const token = ++n;
+        const name = `r${token % 5_000}`;
+        await store.decideLease({ project: "p", name }, () => ({ write: row(name, token), result: 0 }));
+        if (token % 5_000 === 0) largest = Math.max(largest, fs.statSync(`${file}-wal`).size);
+      }
+    };
+    await Promise.all(Array.from({ length: 64 }, writer));
+    // Without the fold, 120,000 decisions leave a WAL of ~40 MB (and growing with every write).
+    expect(largest).toBeLessThan(12 * 1024 * 1024);
+    expect((await store.listLeases({ project: "p", limit: 10_000, includeExpired: true, nowMs: 0 })).length).toBe(5_000);
+  }, 60_000);
+});
+
 describe("closing with a checkpoint worker", () => {
   it("close resolves (and the WAL is folded back) in a process with nothing else to do, a checkpoint under way", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-gc-close-"));

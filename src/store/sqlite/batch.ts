@@ -52,11 +52,18 @@ export function fdatasyncWal(file: string): WalSync {
  * A batch that wrote nothing (only refusals and reads) skips the sync: what it saw was made
  * durable before it started, since batches never overlap.
  */
+/** What the store's checkpoints need to hear from the batches (checkpointer.ts). */
+export interface BatchHooks {
+  /** Before a batch begins, on the hub's thread with no transaction open. */
+  beforeBatch(): void;
+  /** After each COMMIT that wrote something. */
+  wrote(): void;
+}
+
 export function sqliteBatches(
   db: Database.Database,
   walSync: () => WalSync | undefined,
-  /** Told after each COMMIT that wrote something (checkpoint scheduling). */
-  wrote: () => void = () => {},
+  hooks: BatchHooks = { beforeBatch() {}, wrote() {} },
 ): BatchBackend<Work> {
   const s = {
     begin: db.prepare("BEGIN IMMEDIATE"),
@@ -70,6 +77,7 @@ export function sqliteBatches(
   return {
     commit(works: Work[]): Promise<WorkOutcome[]> {
       const outcomes: WorkOutcome[] = [];
+      hooks.beforeBatch();
       const before = s.changes.get()!.n;
       s.begin.run();
       try {
@@ -96,7 +104,7 @@ export function sqliteBatches(
         return Promise.reject(error);
       }
       const changed = s.changes.get()!.n !== before;
-      if (changed) wrote();
+      if (changed) hooks.wrote();
       const sync = changed ? walSync() : undefined;
       if (!sync) return Promise.resolve(outcomes);
       return sync.sync().then(

@@ -10,6 +10,13 @@ import { Worker } from "node:worker_threads";
  * writes, copy only frames no reader still needs, and sync the WAL before and the database after
  * copying (`synchronous=NORMAL`), so SQLite restarts the WAL only over frames safely in the
  * database. The worker starts on the first request and ends with the store.
+ *
+ * Under sustained writes a PASSIVE checkpoint in another thread never sees the WAL's end (the hub
+ * appends while it copies), so SQLite never gets to restart the WAL and the file would grow
+ * without bound. Once the worker reports more than `restartFrames` frames, the store runs one
+ * PASSIVE checkpoint itself, between two batches (`restartDue`): the worker has already copied
+ * nearly everything, so it copies the last frames and syncs, and the next write restarts the WAL
+ * (truncated back to `journal_size_limit`).
  */
 
 /** The worker's code: a script, so it needs no TypeScript loader. */
@@ -44,6 +51,8 @@ export type CheckpointResult = { ok: true; busy: number; log: number; checkpoint
 const commitsPerCheckpoint = 200;
 /** A checkpoint is also asked for when this long has passed since the last one, if anything was committed. */
 const maxCheckpointGapMs = 1_000;
+/** WAL frames (4 KiB pages) above which the hub's thread folds the WAL back itself (below). */
+export const defaultRestartFrames = 4_096;
 
 export class Checkpointer {
   private worker: Worker | undefined;
@@ -54,7 +63,20 @@ export class Checkpointer {
   /** The last checkpoint's outcome (tests, diagnostics). */
   last: CheckpointResult | undefined;
 
-  constructor(private readonly file: string) {}
+  constructor(
+    private readonly file: string,
+    private readonly restartFrames = defaultRestartFrames,
+  ) {}
+
+  /** True when the WAL has grown past `restartFrames` and no worker checkpoint is running. */
+  restartDue(): boolean {
+    return !this.inFlight && this.last?.ok === true && this.last.log >= this.restartFrames;
+  }
+
+  /** The store folded the WAL back itself: the last report no longer describes it. */
+  restarted(): void {
+    this.last = undefined;
+  }
 
   /** Called after each batch that wrote: asks for a checkpoint when one is due and none runs. */
   committed(): void {

@@ -23,6 +23,8 @@ export interface SqliteStoreOptions {
   walSync?: (file: string) => WalSync;
   /** Most decisions one batch commits together (default 128). */
   maxBatch?: number;
+  /** WAL frames past which the store folds the WAL back itself (checkpointer.ts; default 4,096). */
+  restartFrames?: number;
 }
 
 interface LeaseDb {
@@ -96,17 +98,22 @@ export class SqliteStore implements HubStore {
     const syncs = options.synchronous === "full" && this.storage === "sqlite";
     const openSync = options.walSync ?? fdatasyncWal;
     if (this.storage === "sqlite") {
-      // Checkpoints run in a worker thread, never inside a COMMIT on this one (checkpointer.ts).
+      // Checkpoints run in a worker thread, never inside a COMMIT on this one (checkpointer.ts);
+      // a restarted WAL is truncated back to 16 MiB.
       db.pragma("wal_autocheckpoint = 0");
-      this.checkpointer = new Checkpointer(options.path);
+      db.pragma(`journal_size_limit = ${16 * 1024 * 1024}`);
+      this.checkpointer = new Checkpointer(options.path, options.restartFrames);
     }
     const checkpointer = this.checkpointer;
     this.commits = new GroupCommit(
-      sqliteBatches(
-        db,
-        () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined),
-        () => checkpointer?.committed(),
-      ),
+      sqliteBatches(db, () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined), {
+        beforeBatch() {
+          if (!checkpointer?.restartDue()) return;
+          db.pragma("wal_checkpoint(PASSIVE)");
+          checkpointer.restarted();
+        },
+        wrote: () => checkpointer?.committed(),
+      }),
       options.maxBatch,
     );
     this.q = {
