@@ -19,3 +19,22 @@ export function flagReaders<F extends { help?: boolean } & Record<string, unknow
   const int = (name: keyof F & string, min: number) => Math.floor(num(name, min));
   return { fail, num, int };
 }
+
+/**
+ * Runs a bench runner's `main`: prints the total time and exits 0, or prints the failure, runs
+ * the cleanup that is set by then (hub stopped, temp dir removed) and exits 1.
+ */
+export function runBench(main: () => Promise<void>, cleanup: () => (() => Promise<void>) | undefined): void {
+  const started = Date.now();
+  main().then(
+    () => {
+      console.log(`total ${((Date.now() - started) / 1_000).toFixed(1)} s`);
+      process.exit(0);
+    },
+    async (e: unknown) => {
+      console.error(e);
+      await cleanup()?.().catch(() => {});
+      process.exit(1);
+    },
+  );
+}

@@ -23,7 +23,7 @@ import { runClosedLoop, runRpcScenario, type AgentCreds, type Phase, type RpcSce
 import { PingService, pingImpl } from "./ping.js";
 import { percentile } from "../common/stats.js";
 import { makeTransport } from "../common/transport.js";
-import { flagReaders } from "../common/flags.js";
+import { flagReaders, runBench } from "../common/flags.js";
 import { benchHubConfig } from "../common/hub-config.js";
 
 const usage = `usage: node --import tsx bench/leases/run.ts [options]
@@ -228,15 +228,4 @@ async function main() {
   }
 }
 
-const started = Date.now();
-main().then(
-  () => {
-    console.log(`total ${((Date.now() - started) / 1_000).toFixed(1)} s`);
-    process.exit(0);
-  },
-  async (e) => {
-    console.error(e);
-    await cleanup?.().catch(() => {});
-    process.exit(1);
-  },
-);
+runBench(main, () => cleanup);

@@ -18,7 +18,7 @@ import { systemClock } from "../../src/clock.js";
 import { defaultConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
 import { performance, type EventLoopUtilization } from "node:perf_hooks";
-import { flagReaders } from "../common/flags.js";
+import { flagReaders, runBench } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";
 import { runLoad, type LoadOptions, type LoadResult, type Mark, type MessagesResult } from "./load.js";
 import { benchHubConfig } from "../common/hub-config.js";
@@ -313,15 +313,4 @@ function printMessages(r: MessagesResult, options: LoadOptions, f: (n: number | 
   for (const e of r.streamErrors) console.log(`     STREAM ERROR ${e}`);
 }
 
-const started = Date.now();
-main().then(
-  () => {
-    console.log(`total ${((Date.now() - started) / 1_000).toFixed(1)} s`);
-    process.exit(0);
-  },
-  async (e) => {
-    console.error(e);
-    await cleanup?.().catch(() => {});
-    process.exit(1);
-  },
-);
+runBench(main, () => cleanup);

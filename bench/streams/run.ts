@@ -23,7 +23,7 @@ import { performance, PerformanceObserver, constants as perfConstants, type Even
 import { systemClock } from "../../src/clock.js";
 import { defaultConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
-import { flagReaders } from "../common/flags.js";
+import { flagReaders, runBench } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";
 import type { MemSample, OpenResult, StreamsOptions, StreamsResult, Usage } from "./load.js";
 import { benchHubConfig } from "../common/hub-config.js";
@@ -404,15 +404,4 @@ function print(r: StreamsResult, o: StreamsOptions) {
   }
 }
 
-const started = Date.now();
-main().then(
-  () => {
-    console.log(`total ${((Date.now() - started) / 1_000).toFixed(1)} s`);
-    process.exit(0);
-  },
-  async (e) => {
-    console.error(e);
-    await cleanup?.().catch(() => {});
-    process.exit(1);
-  },
-);
+runBench(main, () => cleanup);
