@@ -78,17 +78,21 @@ export function sqliteBatches(
     commit(works: Work[]): Promise<WorkOutcome[]> {
       const outcomes: WorkOutcome[] = [];
       hooks.beforeBatch();
-      const before = s.changes.get()!.n;
+      // total_changes() counts every row a statement changed, kept or rolled back: read before
+      // and after each work, it tells the works that wrote from the refusals.
+      let seen = s.changes.get()!.n;
+      let changed = false;
       s.begin.run();
       try {
-        let seen = before;
         for (const work of works) {
           s.savepoint.run();
           try {
             const value = work();
             s.release.run();
             const now = s.changes.get()!.n;
-            outcomes.push({ ok: true, value, wrote: now !== seen });
+            const wrote = now !== seen;
+            outcomes.push({ ok: true, value, wrote });
+            changed ||= wrote;
             seen = now;
           } catch (error) {
             // SQLite ends the whole transaction on some errors (disk full, I/O): then the batch fails.
@@ -96,6 +100,7 @@ export function sqliteBatches(
             s.rollbackTo.run();
             s.release.run();
             outcomes.push({ ok: false, error });
+            seen = s.changes.get()!.n;
           }
         }
         s.commit.run();
@@ -103,7 +108,6 @@ export function sqliteBatches(
         if (db.inTransaction) s.rollback.run();
         return Promise.reject(error);
       }
-      const changed = s.changes.get()!.n !== before;
       if (changed) hooks.wrote();
       const sync = changed ? walSync() : undefined;
       if (!sync) return Promise.resolve(outcomes);

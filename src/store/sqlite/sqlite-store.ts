@@ -248,17 +248,18 @@ export class SqliteStore implements HubStore {
     this.lock?.release();
   }
 
+  private agentRow(id: string): AgentRow | undefined {
+    const r = this.q.agentById.get(id);
+    return r && agentFromDb(r);
+  }
+
   getAgent(id: string): Promise<AgentRow | undefined> {
-    return this.read(() => {
-      const r = this.q.agentById.get(id);
-      return r && agentFromDb(r);
-    });
+    return this.read(() => this.agentRow(id));
   }
 
   async peekAgent(id: string): Promise<AgentRow | undefined> {
     if (this.commits.failed !== undefined) throw this.commits.failed;
-    const r = this.q.agentById.get(id);
-    return r && agentFromDb(r);
+    return this.agentRow(id);
   }
 
   listAgents(project: string): Promise<AgentRow[]> {
