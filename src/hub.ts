@@ -132,10 +132,12 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);
   };
-  // The REST face calls the same implementations through the same interceptors, in-process.
+  // The REST face, and plain Connect unary calls, reach the same implementations through the
+  // same interceptors in-process.
+  const inProcess = createInProcessCaller(serviceRoutes, interceptors, shutdown.signal);
   const rest = createRestFace({
     routes: buildRestRoutes(servedServices),
-    call: createInProcessCaller(serviceRoutes, interceptors, shutdown.signal),
+    call: inProcess,
     limiter,
     clock,
     observer,
@@ -144,6 +146,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const handler = createHttpHandler({
     routes: serviceRoutes,
     interceptors,
+    inProcess,
     readMaxBytes,
     maxBodyBytes: config.maxBodyBytes,
     shutdownSignal: shutdown.signal,

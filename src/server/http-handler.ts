@@ -9,6 +9,7 @@ import { kRemoteAddress } from "./context.js";
 import { requestIdOfRequest } from "./interceptors/errors.js";
 import { remoteAddressOf } from "./listen.js";
 import { createCors } from "./cors.js";
+import type { InProcessCaller } from "./in-process.js";
 import { createRpcAdapter, type RequestTarget } from "./node-adapter.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -25,6 +26,8 @@ export interface RestFallback {
 export interface HttpHandlerDeps {
   routes: (router: ConnectRouter) => void;
   interceptors: Interceptor[];
+  /** The same implementations behind the same interceptors, in-process (server/in-process.ts). */
+  inProcess: InProcessCaller;
   /** Connect's hard cap on a request body. */
   readMaxBytes: number;
   /** The body limit the hub refuses above (payload_too_large). */
@@ -119,6 +122,7 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
   const rpc = createRpcAdapter({
     routes: deps.routes,
     interceptors: deps.interceptors,
+    inProcess: deps.inProcess,
     readMaxBytes: deps.readMaxBytes,
     maxBodyBytes: deps.maxBodyBytes,
     shutdownSignal: deps.shutdownSignal,

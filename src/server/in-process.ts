@@ -18,10 +18,11 @@ export interface InProcessCall {
   contextValues: ContextValues;
 }
 
-/** A unary method's answer: its message and response headers (the interceptors' included). */
+/** A unary method's answer: its message, response headers (the interceptors' included) and trailers. */
 export interface InProcessAnswer {
   message: Message;
   header: Headers;
+  trailer: Headers;
 }
 
 type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
@@ -60,7 +61,7 @@ export function createInProcessCaller(
   const normalize = (schema: DescMessage, m: unknown): Message =>
     isMessage(m, schema) ? m : create(schema, m as Parameters<typeof create>[1]);
 
-  function chain(spec: UnarySpec) {
+  function chain(spec: UnarySpec, protocolName: string) {
     const method: DescMethod = spec.method;
     const invoke = async (req: UnaryRequest): Promise<UnaryResponse> => {
       const responseHeader = new Headers();
@@ -70,7 +71,7 @@ export function createInProcessCaller(
         service: method.parent,
         requestMethod: req.requestMethod,
         url: req.url,
-        protocolName: "rest",
+        protocolName,
         signal: req.signal,
         timeoutMs: () => undefined,
         requestHeader: req.header,
@@ -90,26 +91,36 @@ export function createInProcessCaller(
     };
     return interceptors.reduceRight((next, interceptor) => interceptor(next), invoke as Parameters<Interceptor>[0]);
   }
-  const chains = new Map([...specs].map(([path, spec]) => [path, { spec, next: chain(spec) }]));
+  const chains = new Map(
+    [...specs].map(([path, spec]) => [path, { spec, rest: chain(spec, "rest"), connect: chain(spec, "connect") }]),
+  );
 
-  /** Calls the unary method at `path` (`/<service>/<method>`); throws what the chain throws. */
-  return async function call(path: string, input: InProcessCall): Promise<InProcessAnswer> {
+  /**
+   * Calls the unary method at `path` (`/<service>/<method>`) for the face `protocolName` names
+   * (the handler context's protocolName); throws what the chain throws.
+   */
+  async function call(path: string, input: InProcessCall, protocolName: "rest" | "connect" = "rest"): Promise<InProcessAnswer> {
     const target = chains.get(path);
     if (!target) throw errors.routeNotFound();
     const { method } = target.spec;
-    const res = await target.next({
+    const res = await target[protocolName]({
       stream: false,
       service: method.parent,
       method,
       requestMethod: "POST",
-      url: `http://rest.internal${path}`,
+      url: `http://hub.internal${path}`, // no implementation reads it
       signal,
       header: input.header,
       contextValues: input.contextValues,
       message: input.message,
     } as UnaryRequest);
-    return { message: res.message as Message, header: res.header };
-  };
+    return { message: res.message as Message, header: res.header, trailer: res.trailer };
+  }
+
+  /** True when `path` names one of the hub's unary methods. */
+  const serves = (path: string) => chains.has(path);
+
+  return Object.assign(call, { serves });
 }
 
 export type InProcessCaller = ReturnType<typeof createInProcessCaller>;

@@ -6,6 +6,8 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { withTypedFrameworkErrors } from "./framework-errors.js";
+import { createConnectUnary, type ReplayBody } from "./connect-unary.js";
+import type { InProcessCaller } from "./in-process.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -70,6 +72,8 @@ export const strictJson: Partial<JsonReadOptions & JsonWriteOptions> & { textDec
 export interface RpcAdapterOptions {
   routes: (router: ConnectRouter) => void;
   interceptors: Interceptor[];
+  /** The same implementations behind the same interceptors, for plain Connect unary calls. */
+  inProcess: InProcessCaller;
   readMaxBytes: number;
   /** The limit a too-large request is refused with (payload_too_large). */
   maxBodyBytes: number;
@@ -93,15 +97,17 @@ export interface RpcAdapterOptions {
  * the fallback's to answer instead of an exception.
  */
 export function createRpcAdapter(o: RpcAdapterOptions) {
+  const acceptCompression = [compressionGzip, compressionBrotli];
   const router = createConnectRouter({
     interceptors: o.interceptors,
     readMaxBytes: o.readMaxBytes,
     shutdownSignal: o.shutdownSignal,
-    acceptCompression: [compressionGzip, compressionBrotli],
+    acceptCompression,
     jsonOptions: strictJson,
   });
   o.routes(router);
   const byPath = new Map(router.handlers.map((h) => [h.requestPath, withTypedFrameworkErrors(h, o.maxBodyBytes)]));
+  const unary = createConnectUnary({ call: o.inProcess, readMaxBytes: o.readMaxBytes, acceptCompression, jsonOptions: strictJson });
 
   return {
     router,
@@ -111,20 +117,26 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
       if (!handler) return o.fallback(req, res, target);
       const values = o.contextValues(req, handler);
       if (validAuthority(req) === undefined) return o.badAuthority(req, res, values);
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
-      clampDeadline(uReq.header);
       // connect-node's writer waits for an "end" a Node response never emits: the response's own
       // "finish" and "close" tell when the call is over, and whether the client stayed for it.
       let finished = false;
       res.once("finish", () => (finished = true));
       res.once("close", () => o.settled?.(req, res, values, finished));
-      handler(uReq)
-        .then((uRes) => universalResponseToNodeResponse(uRes, res))
-        .catch((reason: unknown) => {
-          // The client went away mid-answer: nothing to tell it, nothing to log.
-          if (ConnectError.from(reason).code === Code.Aborted) return;
-          o.onFailure(req, res, `${handler.service.typeName}/${handler.method.name}`, reason, values);
-        });
+      /** The call as connect serves it; `body` when some of it was read already. */
+      const viaConnect = (body?: ReplayBody) => {
+        const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
+        if (body) uReq.body = body;
+        clampDeadline(uReq.header);
+        return handler(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res));
+      };
+      const answered = unary.accepts(req, target.pathname)
+        ? unary.serve(req, res, handler.method, target.pathname, values).then((body) => body && viaConnect(body))
+        : viaConnect();
+      answered.catch((reason: unknown) => {
+        // The client went away mid-answer: nothing to tell it, nothing to log.
+        if (ConnectError.from(reason).code === Code.Aborted) return;
+        o.onFailure(req, res, `${handler.service.typeName}/${handler.method.name}`, reason, values);
+      });
     },
   };
 }

@@ -43,9 +43,11 @@ describe("last line of defence", () => {
       call: () => {},
       stream: () => {},
     };
+    const inProcess = createInProcessCaller(() => {}, [], new AbortController().signal);
     const handler = createHttpHandler({
       routes: () => {},
       interceptors: [],
+      inProcess,
       readMaxBytes: 1 << 20,
       maxBodyBytes: 1 << 18,
       shutdownSignal: new AbortController().signal,
@@ -56,7 +58,7 @@ describe("last line of defence", () => {
         if (req.url === "/throw") throw new TypeError("boom");
         return Promise.resolve(false);
       },
-      rest: createRestFace({ routes: [], call: createInProcessCaller(() => {}, [], new AbortController().signal), limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18 }),
+      rest: createRestFace({ routes: [], call: inProcess, limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18 }),
     });
     const server = http.createServer(handler);
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

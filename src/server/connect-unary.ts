@@ -1,0 +1,173 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { DescMethod, JsonReadOptions, JsonWriteOptions, Message } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
+import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
+import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
+import type { InProcessCaller } from "./in-process.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+/** A request body connect must read after all: the bytes read so far, then the rest. */
+export type ReplayBody = AsyncIterable<Uint8Array>;
+
+export interface ConnectUnaryOptions {
+  /** The hub's unary implementations behind its interceptors (server/in-process.ts). */
+  call: InProcessCaller;
+  /** Connect's cap on a request message; a longer body is connect's to refuse. */
+  readMaxBytes: number;
+  /** The router's response compressions and JSON options, so an answer reads the same. */
+  acceptCompression: Compression[];
+  jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>;
+}
+
+/** Connect's own unary content types (`application/json`, `; charset=utf-8`, `application/proto`). */
+const unaryType = /^application\/(?:(json)(?:; ?charset=utf-?8)?|(proto))$/i;
+/** connect's default: smaller answers are not worth compressing. */
+const compressMinBytes = 1024;
+const noBody = new Uint8Array(0);
+
+/**
+ * The Connect protocol's plain unary call, served without connect's generic request pipeline:
+ * a POST of one JSON or binary message, uncompressed, with no deadline. Its body is read here,
+ * decoded with connect's own serialization for the method, and handed to the same
+ * implementation through the same interceptors (server/in-process.ts); the answer is written
+ * as connect writes it: `application/json` or `application/proto`, response trailers as
+ * `trailer-` headers, a refusal as connect's JSON error body with its HTTP status.
+ *
+ * Per call that saves what is overhead for a finished body: the linked abort signals and the
+ * DOMException connect raises when a call ends, the universal request and response, the async
+ * iterators around one buffer. Anything else keeps connect's exact answer: a request this path
+ * does not take (`accepts` says no) is connect's from the start, and a body that will not
+ * decode, or is longer than a message may be, goes to connect with the bytes already read.
+ */
+export function createConnectUnary(o: ConnectUnaryOptions) {
+  const serializations = new Map<DescMethod, ReturnType<typeof createMethodSerializationLookup>>();
+  const serializationOf = (method: DescMethod) => {
+    let s = serializations.get(method);
+    if (!s) {
+      s = createMethodSerializationLookup(method, undefined, o.jsonOptions, { readMaxBytes: o.readMaxBytes, writeMaxBytes: 0xffffffff });
+      serializations.set(method, s);
+    }
+    return s;
+  };
+
+  /** True when `req` is a plain Connect unary call of a method this path can serve. */
+  function accepts(req: Req, path: string): boolean {
+    if (req.method !== "POST" || !o.call.serves(path)) return false;
+    const h = req.headers;
+    const type = h["content-type"];
+    if (type === undefined || !unaryType.test(type)) return false;
+    if (h["connect-timeout-ms"] !== undefined) return false;
+    const encoding = h["content-encoding"];
+    if (encoding !== undefined && encoding !== "identity") return false;
+    const declared = h["content-length"];
+    return declared === undefined || Number(declared) <= o.readMaxBytes;
+  }
+
+  /**
+   * Serves one call `accepts` took. Resolves to undefined once answered (or once the client is
+   * gone), or to the body for connect to serve the call with instead.
+   */
+  async function serve(req: Req, res: Res, method: DescMethod, path: string, values: ContextValues): Promise<ReplayBody | undefined> {
+    const read = await readBody(req, o.readMaxBytes);
+    if (read.kind === "gone") return undefined;
+    if (read.kind === "long") return replay(read.chunks, req);
+    const bytes = read.chunks.length === 1 ? read.chunks[0]! : read.chunks.length === 0 ? noBody : Buffer.concat(read.chunks);
+    const declared = req.headers["content-length"];
+    if (declared !== undefined && Number(declared) !== bytes.byteLength) return replay(read.chunks, req);
+
+    const binary = unaryType.exec(req.headers["content-type"]!)![2] !== undefined;
+    const serialization = serializationOf(method);
+    let input: Message;
+    try {
+      input = serialization.getI(binary).parse(bytes) as Message;
+    } catch {
+      return replay(read.chunks, req); // connect's refusal, typed as on every other path
+    }
+
+    const header = headersOf(req);
+    const responseHeader = new Headers({ "content-type": binary ? contentTypeUnaryProto : contentTypeUnaryJson });
+    let status = 200;
+    let body: Uint8Array;
+    try {
+      const answer = await o.call(path, { message: input, header, contextValues: values }, "connect");
+      body = serialization.getO(binary).serialize(answer.message);
+      answer.header.forEach((v, k) => responseHeader.set(k, v));
+      answer.trailer.forEach((v, k) => responseHeader.set(`trailer-${k}`, v));
+    } catch (e) {
+      // What the interceptors throw is already typed (interceptors/errors.ts): written as connect does.
+      const error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
+      status = codeToHttpStatus(error.code);
+      responseHeader.set("content-type", contentTypeUnaryJson);
+      error.metadata.forEach((v, k) => responseHeader.set(k, v));
+      body = errorToJsonBytes(error, o.jsonOptions);
+    }
+    const accepted = req.headers["accept-encoding"];
+    if (accepted !== undefined && body.byteLength >= compressMinBytes) {
+      const compression = compressionNegotiate(o.acceptCompression, null, accepted, "accept-encoding").response;
+      if (compression) {
+        body = await compression.compress(body);
+        responseHeader.set("content-encoding", compression.name);
+      }
+    }
+    const out: Record<string, string> = {};
+    trailerMux(responseHeader, new Headers()).forEach((v, k) => (out[k] = v));
+    out["content-length"] = String(body.byteLength);
+    if (res.destroyed) return undefined;
+    res.writeHead(status, out);
+    res.end(body);
+    return undefined;
+  }
+
+  return { accepts, serve };
+}
+
+type BodyRead = { kind: "whole" | "long"; chunks: Buffer[] } | { kind: "gone" };
+
+/**
+ * Reads a request body with plain stream events: all of it, or the first chunks past `max`
+ * (the request is then paused, its rest unread), or "gone" when the request closes first.
+ */
+function readBody(req: Req, max: number): Promise<BodyRead> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = (read: BodyRead) => {
+      req.off("data", onData).off("end", onEnd).off("error", onGone).off("close", onGone);
+      resolve(read);
+    };
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size <= max) return;
+      req.pause();
+      done({ kind: "long", chunks });
+    };
+    const onEnd = () => done({ kind: "whole", chunks });
+    const onGone = () => done({ kind: "gone" });
+    req.on("data", onData).on("end", onEnd).on("error", onGone).on("close", onGone);
+  });
+}
+
+/** The body as connect reads it: the chunks already read, then whatever the request still holds. */
+async function* replay(chunks: Buffer[], req: Req): ReplayBody {
+  yield* chunks;
+  if (!req.readableEnded) yield* req as AsyncIterable<Buffer>;
+}
+
+/** A Node request's headers as the interceptors read them (pseudo-headers left out, as connect does). */
+function headersOf(req: Req): Headers {
+  const header = new Headers();
+  const h = req.headers;
+  for (const k in h) {
+    if (k.charCodeAt(0) === 58 /* ":" */) continue;
+    const v = h[k];
+    if (typeof v === "string") header.append(k, v);
+    else if (Array.isArray(v)) for (const e of v) header.append(k, e);
+  }
+  return header;
+}
+
+export type ConnectUnary = ReturnType<typeof createConnectUnary>;
