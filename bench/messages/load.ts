@@ -1,17 +1,18 @@
 /**
  * The load side of bench/messages: registers agents, opens streams, sends, measures. Runs on
  * the hub's own thread (`--client inline`) or in a worker thread (`--client thread`); either way
- * it talks to the hub only over the network (Connect binary over h2c: connect-node, except the
- * fan-out's watchers, which use the lean client of bench/common/raw-stream.ts unless
- * `--watch-client connect`). Returns plain figures.
+ * it talks to the hub only over the network (Connect binary over h2c). Sends, Subscribe streams
+ * and the fan-out's watchers use the lean client of bench/common/raw-stream.ts unless
+ * `--send-client connect` / `--watch-client connect`; set-up calls use connect-node. Returns
+ * plain figures.
  */
 import http2 from "node:http2";
 import { setMaxListeners } from "node:events";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createClient, type CallOptions, type Client } from "@connectrpc/connect";
-import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
-import { create, toBinary } from "@bufbuild/protobuf";
+import { PeerService, type SendMessageRequestSchema, type SubscribeResponse } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
+import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
 import { PresenceService, WatchPresenceRequestSchema, type WatchPresenceResponse } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { H2Conn } from "../common/raw-stream.js";
 import { monoMs, Samples, summarize, type Summary } from "../common/stats.js";
@@ -37,6 +38,12 @@ export interface MessagesOptions {
   drainMs: number;
   /** Unmeasured warm-up (JIT, SQLite page cache) before the first scenario: this long at 300/s; 0 = none. */
   warmupMs: number;
+  /**
+   * Which client sends and subscribes. lean: bench/common/raw-stream.ts (SendMessage as a
+   * Connect unary call, Subscribe as a server stream, both binary over node:http2); connect:
+   * connect-node clients.
+   */
+  client: "lean" | "connect";
 }
 
 export interface FanoutOptions {
@@ -219,10 +226,7 @@ async function messageScenario(
   admin.close();
 
   // Recipients: one h2 connection of their own; senders share another.
-  const subConn = makeTransport(baseUrl, "2", 1);
-  const sendConn = makeTransport(baseUrl, "2", 1);
-  const peerSub = createClient(PeerService, subConn.transport);
-  const peerSend = createClient(PeerService, sendConn.transport);
+  const { subscribe, sendMessage, close } = await peerClients(baseUrl, m.client);
 
   const latency = new Samples();
   const sendRtt = new Samples();
@@ -241,37 +245,39 @@ async function messageScenario(
   const streams = recipients.map(async (r, ri) => {
     let ready!: () => void;
     const isReady = new Promise<void>((res) => (ready = res));
-    const done = (async () => {
-      let lastCursor = -1n;
-      try {
-        for await (const f of peerSub.subscribe({}, { ...r.options, signal: ac.signal })) {
-          if (f.event.case === "ready") ready();
-          if (f.event.case !== "message") continue;
-          const at = monoMs();
-          if (f.cursor <= lastCursor) outOfOrder++;
-          lastCursor = f.cursor;
-          lastFrameAt = at;
-          // content: "<sender> <k> <issued ms> <padding>"
-          const [s, k] = f.event.value.content.split(" ", 2);
-          const key = `${s}:${k}`;
-          if (seen.has(key)) {
-            duplicates++;
-            continue;
-          }
-          seen.add(key);
-          const t0 = issuedAt.get(key);
-          if (t0 === undefined || f.event.value.toAgentId !== r.id) {
-            unexpected++;
-            continue;
-          }
-          latency.push(at - t0);
+    let lastCursor = -1n;
+    const done = subscribe(
+      r.options.headers as Record<string, string>,
+      ac.signal,
+      (f) => {
+        if (f.event.case === "ready") ready();
+        if (f.event.case !== "message") return;
+        const at = monoMs();
+        if (f.cursor <= lastCursor) outOfOrder++;
+        lastCursor = f.cursor;
+        lastFrameAt = at;
+        // content: "<sender> <k> <issued ms> <padding>"
+        const [s, k] = f.event.value.content.split(" ", 2);
+        const key = `${s}:${k}`;
+        if (seen.has(key)) {
+          duplicates++;
+          return;
         }
-      } catch (e) {
+        seen.add(key);
+        const t0 = issuedAt.get(key);
+        if (t0 === undefined || f.event.value.toAgentId !== r.id) {
+          unexpected++;
+          return;
+        }
+        latency.push(at - t0);
+      },
+    ).then(
+      () => ready(),
+      (e: unknown) => {
         if (!ac.signal.aborted) streamErrors.push(`recipient ${ri}: ${errText(e)}`);
-      } finally {
         ready();
-      }
-    })();
+      },
+    );
     await isReady;
     return { done }; // wrapped: an async function returning a promise would wait for it
   });
@@ -294,7 +300,7 @@ async function messageScenario(
     issued++;
     outstanding++;
     if (outstanding > maxOutstanding) maxOutstanding = outstanding;
-    return peerSend.sendMessage({ target, content: `${s} ${k} ${t0.toFixed(3)} ${pad}` }, senders[s]!.options).then(
+    return sendMessage({ target, content: `${s} ${k} ${t0.toFixed(3)} ${pad}` }, senders[s]!.options.headers as Record<string, string>).then(
       () => {
         const t1 = monoMs();
         sendRtt.push(t1 - t0);
@@ -364,8 +370,7 @@ async function messageScenario(
 
   ac.abort();
   await Promise.all(ended);
-  subConn.close();
-  sendConn.close();
+  close();
 
   return {
     label,
@@ -389,6 +394,52 @@ async function messageScenario(
     streamErrors,
     drainMs,
     loadBusy,
+  };
+}
+
+/**
+ * SendMessage and Subscribe over two h2 connections (senders on one, recipients on the other),
+ * with the client `--send-client` names. `subscribe` resolves when the stream ends (or is
+ * cancelled through `signal`) and rejects when it fails.
+ */
+async function peerClients(baseUrl: string, client: "lean" | "connect") {
+  if (client === "connect") {
+    const subConn = makeTransport(baseUrl, "2", 1);
+    const sendConn = makeTransport(baseUrl, "2", 1);
+    const peerSub = createClient(PeerService, subConn.transport);
+    const peerSend = createClient(PeerService, sendConn.transport);
+    return {
+      async subscribe(headers: Record<string, string>, signal: AbortSignal, onFrame: (f: SubscribeResponse) => void) {
+        for await (const f of peerSub.subscribe({}, { headers, signal })) onFrame(f);
+      },
+      sendMessage: (req: MessageInitShape<typeof SendMessageRequestSchema>, headers: Record<string, string>) =>
+        peerSend.sendMessage(req, { headers }),
+      close() {
+        subConn.close();
+        sendConn.close();
+      },
+    };
+  }
+  const subConn = await H2Conn.connect(baseUrl);
+  const sendConn = await H2Conn.connect(baseUrl);
+  return {
+    subscribe: (headers: Record<string, string>, signal: AbortSignal, onFrame: (f: SubscribeResponse) => void) =>
+      new Promise<void>((resolve, reject) => {
+        const stream = subConn.serverStream(PeerService.method.subscribe, {}, headers, {
+          onMessage: onFrame,
+          onEnd: (error) => (error ? reject(error) : resolve()),
+        });
+        signal.addEventListener("abort", () => {
+          stream.cancel();
+          resolve();
+        });
+      }),
+    sendMessage: (req: MessageInitShape<typeof SendMessageRequestSchema>, headers: Record<string, string>) =>
+      sendConn.unary(PeerService.method.sendMessage, req, headers),
+    close() {
+      subConn.close();
+      sendConn.close();
+    },
   };
 }
 

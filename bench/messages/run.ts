@@ -36,6 +36,11 @@ const usage = `usage: node --import tsx bench/messages/run.ts [options]
   --padding N         filler characters per message content (default 64)
   --drain-ms N        after the last answer, wait this long for missing frames (default 3000)
   --warmup-ms N       unmeasured warm-up at 300 msg/s before the first scenario (default 1000; 0 = none)
+  --send-client lean|connect
+                      who sends and subscribes in the messages part: lean (default:
+                      bench/common/raw-stream.ts, node:http2 with Connect framing by hand) or
+                      connect (connect-node clients, whose own per-call cost and garbage then
+                      share the 2 cores and show in the latencies)
  presence fan-out (WatchPresence):
   --watchers N        WatchPresence streams (default 1000)
   --conns N           h2c connections they are spread over (default 4)
@@ -45,7 +50,7 @@ const usage = `usage: node --import tsx bench/messages/run.ts [options]
   --timeout-ms N      give up waiting for snapshots / a round after this long (default 15000)
   --watch-client lean|connect
                       lean: bench/common/raw-stream.ts, node:http2 with Connect framing by hand and
-                      fromBinary per frame (default); connect: connect-node, as in part 1
+                      fromBinary per frame (default); connect: connect-node
  general:
   --parts LIST        messages,fanout (default both)
   --client inline|thread
@@ -74,6 +79,7 @@ const { values: flags } = parseArgs({
     "watch-as": { type: "string", default: "token" },
     "timeout-ms": { type: "string", default: "15000" },
     "watch-client": { type: "string", default: "lean" },
+    "send-client": { type: "string", default: "lean" },
     parts: { type: "string", default: "messages,fanout" },
     client: { type: "string", default: "thread" },
     sync: { type: "string", default: "full" },
@@ -87,6 +93,8 @@ const { fail, num, int } = flagReaders(flags, usage);
 const sync = flags.sync === "full" || flags.sync === "normal" ? flags.sync : fail("--sync must be full or normal");
 const client = flags.client === "inline" || flags.client === "thread" ? flags.client : fail("--client must be inline or thread");
 const watchAs = flags["watch-as"] === "token" || flags["watch-as"] === "agent" ? flags["watch-as"] : fail("--watch-as must be token or agent");
+const sendClient =
+  flags["send-client"] === "lean" || flags["send-client"] === "connect" ? flags["send-client"] : fail("--send-client must be lean or connect");
 const watchClient =
   flags["watch-client"] === "lean" || flags["watch-client"] === "connect" ? flags["watch-client"] : fail("--watch-client must be lean or connect");
 const parts = new Set(flags.parts.split(",").map((p) => p.trim()));
@@ -112,6 +120,7 @@ const loadOptions = (baseUrl: string): LoadOptions => ({
       padding: int("padding", 0),
       drainMs: int("drain-ms", 0),
       warmupMs: int("warmup-ms", 0),
+      client: sendClient,
     },
   }),
   ...(parts.has("fanout") && {
@@ -189,7 +198,8 @@ async function main() {
       `raised so no stream is cut off as subscriber_too_slow); keep-alive ${config.streamKeepAliveMs} ms`,
   );
   console.log(
-    `  load      connect-node clients (fan-out watchers: --watch-client), Connect binary over h2c, ` +
+    `  load      sends and Subscribe: ${sendClient === "lean" ? "lean client (bench/common/raw-stream.ts)" : "connect-node"}; ` +
+      `watchers: --watch-client; set-up: connect-node; Connect binary over h2c, ` +
       (client === "inline"
         ? "IN-PROCESS on the hub's own thread and event loop, sharing its 2 cores"
         : "in a worker thread of the hub's process: own event loop, but sharing the hub's 2 cores"),
@@ -203,6 +213,9 @@ async function main() {
   } else {
     const worker = new Worker(new URL("../common/ts-worker.mjs", import.meta.url), {
       workerData: { entry: new URL("./worker.ts", import.meta.url).href, options },
+      // A larger young generation for the load: fewer scavenges pausing the thread that takes the
+      // timestamps (the hub's own heap keeps Node's defaults).
+      resourceLimits: { maxYoungGenerationSizeMb: 64 },
     });
     result = await new Promise<LoadResult>((resolve, reject) => {
       worker.on(

@@ -28,11 +28,30 @@ export interface InboxStreamDeps {
 const page = 100;
 
 /**
+ * The events `handed` holds that continue a stream at `last`: its contiguous run from `last + 1`
+ * (removed from `handed`), after dropping what the stream is past. Empty when the next event is
+ * not there (never handed over, or dropped past the cap): the store has it.
+ */
+export function takeContiguous(handed: InboxEvent[], last: number): InboxEvent[] {
+  let skip = 0;
+  while (skip < handed.length && handed[skip]!.seq <= last) skip++;
+  let n = 0;
+  while (skip + n < handed.length && handed[skip + n]!.seq === last + 1 + n) n++;
+  if (n === 0) {
+    handed.splice(0, skip);
+    return [];
+  }
+  return handed.splice(0, skip + n).slice(skip);
+}
+
+/**
  * An agent's inbox as a stream. Phases: ready; replay (from the client's `afterSeq`: every
  * stream event after it; without one: the pending messages above the acked cursor, as the
- * reference replays); live (re-read the store whenever the bus says there is more). The store is
- * the buffer, so a slow reader costs no memory; one that falls `maxLag` events behind what
- * arrived while it was connected is cut off with subscriber_too_slow and its resume cursor.
+ * reference replays); live (the events the bus hands over, when they continue the stream
+ * exactly, else a read of the store). The store is the buffer: at most a page of handed-over
+ * events is held per stream, so a slow reader costs little memory; one that falls `maxLag`
+ * events behind what arrived while it was connected is cut off with subscriber_too_slow and its
+ * resume cursor.
  */
 export function createInboxStreams(deps: InboxStreamDeps) {
   const { store, clock, messages, presence } = deps;
@@ -44,10 +63,13 @@ export function createInboxStreams(deps: InboxStreamDeps) {
   ): AsyncGenerator<InboxFrame> {
     const waker = createWaker(clock);
     let liveHead = 0;
+    /** Committed events the bus handed over, not yet sent (at most a page; the store has the rest). */
+    const handed: InboxEvent[] = [];
     const peers: AgentView[] = [];
     let peersOverflowed = false;
     const unsubscribeInbox = deps.inboxBus.subscribe(caller.agentId, (n) => {
       liveHead = Math.max(liveHead, n.seq);
+      if (handed.length < page) handed.push(n.event);
       waker.wake();
     });
     const unsubscribePresence = deps.presenceBus.subscribe(caller.project, (c) => {
@@ -76,7 +98,8 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       const tooSlow = () => peersOverflowed || liveHead - Math.max(last, liveFrom) > deps.maxLag;
 
       while (!signal.aborted) {
-        const events = await store.readInbox(caller.agentId, last, page);
+        const live = takeContiguous(handed, last);
+        const events = live.length > 0 ? live : await store.readInbox(caller.agentId, last, page);
         for (const event of events) {
           if (tooSlow()) throw errors.subscriberTooSlow(last);
           yield { kind: "event", event, cursor: event.seq };

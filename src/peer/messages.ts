@@ -17,9 +17,14 @@ import {
 } from "./rules.js";
 
 /** "Agent X's stream has rows up to seq N." */
+/**
+ * A committed, durable event of an agent's stream, as the store returned it: a live stream that
+ * is exactly one event behind takes it from here instead of reading it back (inbox-stream.ts).
+ */
 export interface InboxNotice {
   agentId: string;
   seq: number;
+  event: InboxEvent;
 }
 
 export interface MessagesDeps {
@@ -68,7 +73,7 @@ export function createMessages(deps: MessagesDeps) {
   const { store, clock, observer, inboxBus } = deps;
 
   const notify = (events: InboxEvent[]) => {
-    for (const e of events) inboxBus.publish({ agentId: e.agentId, seq: e.seq });
+    for (const e of events) inboxBus.publish({ agentId: e.agentId, seq: e.seq, event: e });
   };
 
   const logFields = (m: MessageRow) => ({
