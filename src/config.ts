@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import os from "node:os";
 import path from "node:path";
 import { projectNameProblem } from "./validate.js";
 
@@ -40,6 +41,8 @@ export interface HubConfig {
   streamKeepAliveMs: number;
   /** Events a stream may fall behind (or buffer) before it is cut off with a resume cursor. */
   streamMaxLag: number;
+  /** Worker threads that check and hash pushed sync events; 0 does it on the hub's thread. */
+  syncThreads: number;
 }
 
 /**
@@ -76,7 +79,13 @@ export const defaultConfig: HubConfig = {
   maxBodyBytes: 262_144,
   streamKeepAliveMs: 15_000,
   streamMaxLag: 1_024,
+  syncThreads: defaultSyncThreads(),
 };
+
+/** One thread per core beyond the hub's own, at most 4 (a push of 100 events keeps one busy for ~2 ms). */
+function defaultSyncThreads(): number {
+  return Math.max(0, Math.min(4, os.availableParallelism() - 1));
+}
 
 /** Exactly `localhost`, `::1`, or an IPv4 literal starting `127.`. */
 export function isLoopback(host: string): boolean {
@@ -220,6 +229,12 @@ const flags = {
     meaning: "events a stream may fall behind before it is cut off (resumable)",
     default: String(defaultConfig.streamMaxLag),
   },
+  "sync-threads": {
+    env: "KXM_SYNC_THREADS",
+    value: "n",
+    meaning: "worker threads that check and hash pushed sync events, 0..16 (0: the hub's own thread)",
+    default: `cores - 1, at most 4 (${defaultConfig.syncThreads} here)`,
+  },
 } as const satisfies Record<string, FlagDoc>;
 
 /** Help lines for a flag table: `--flag <value>  ENV`, then its meaning and default. */
@@ -315,6 +330,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   }
   const maxLag = get("stream-max-lag");
   if (maxLag) c.streamMaxLag = int("KXM_STREAM_MAX_LAG", maxLag, 1);
+  const syncThreads = get("sync-threads");
+  if (syncThreads) c.syncThreads = int("KXM_SYNC_THREADS", syncThreads, 0, 16);
   c.cleanupIntervalMs = Math.max(250, Math.floor(c.staleAfterMs / 3));
   return validateConfig(c);
 }

@@ -29,6 +29,7 @@ import { createDualServer } from "./server/listen.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
 import { createSync } from "./sync/sync.js";
+import { createPreparePool } from "./sync/prepare-pool.js";
 import type { HubStore } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
@@ -125,7 +126,12 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
    * length too (streams over HTTP/2); its refusal is answered as payload_too_large.
    */
   const readMaxBytes = config.maxBodyBytes;
-  const sync = createSync({ store, clock, observer });
+  // Pushed events are checked and hashed on worker threads (none: on this one).
+  const prepare = createPreparePool({
+    threads: config.syncThreads,
+    onError: (e) => observer.log("internal_error", { error: `sync prepare thread failed, hashing on the hub's thread: ${String(e)}` }),
+  });
+  const sync = createSync({ store, clock, observer, prepare });
   const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
   const hubRoutes = routes({ presence, leases, messages, openInbox, watches, sync, operator });
   const serviceRoutes = (router: ConnectRouter) => {
@@ -221,6 +227,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
             });
           });
         }
+        await prepare.close();
         await store.close();
         observer.log("hub_stopped", { forced, durationMs: Math.round(performance.now() - startedAtMs) });
         hubLogger?.close();

@@ -12,7 +12,8 @@
  * `{"error"?: {code, message}, "metadata"?: ...}`.
  *
  * Unary (Connect unary protocol): `content-type: application/proto`, the bare message as the
- * body; 200 with the bare response message, or another status with a JSON error body.
+ * body (or its bytes, already encoded); 200 with the bare response message, or another status
+ * with a JSON error body.
  *
  * No compression is offered (no `connect-accept-encoding`), so the hub sends none.
  */
@@ -220,10 +221,10 @@ export class H2Conn {
   /** A unary call; resolves with the decoded response or rejects with a RawCallError. */
   unary<I extends DescMessage, O extends DescMessage>(
     method: DescMethodUnary<I, O>,
-    request: MessageInitShape<I>,
+    request: MessageInitShape<I> | Uint8Array,
     headers: Record<string, string> = {},
   ): Promise<MessageShape<O>> {
-    const body = toBinary(method.input, create(method.input, request));
+    const body = request instanceof Uint8Array ? request : toBinary(method.input, create(method.input, request));
     return new Promise((resolve, reject) => {
       const req = this.session.request({
         [HTTP2_HEADER_METHOD]: "POST",

@@ -1,8 +1,10 @@
 /**
- * The sync bench's load generator: closed-loop PushEvents callers over one h2c connection
- * (connect-node, Connect binary). It runs either on the hub's own thread (`--client inline`) or
- * in a worker thread of the same process (`--client thread`, bench/sync/worker.ts); the code is
- * the same, only where `beforeMeasure` lands differs.
+ * The sync bench's load generator: closed-loop PushEvents callers over one h2c connection,
+ * Connect binary: the lean client of bench/common/raw-stream.ts, which sends the pre-encoded
+ * requests as they are (`--rpc-client lean`), or connect-node, which gets each request decoded
+ * and encodes it again (`--rpc-client connect`). It runs either on the hub's own thread
+ * (`--client inline`) or in a worker thread of the same process (`--client thread`,
+ * bench/sync/worker.ts); the code is the same, only where `beforeMeasure` lands differs.
  */
 import fs from "node:fs";
 import { performance } from "node:perf_hooks";
@@ -17,6 +19,7 @@ import {
 } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
 import { monoMs, Samples } from "../common/stats.js";
 import { makeTransport } from "../common/transport.js";
+import { H2Conn } from "../common/raw-stream.js";
 
 export type Outcomes = Record<string, number>;
 export const tally = (o: Outcomes, key: string) => (o[key] = (o[key] ?? 0) + 1);
@@ -71,6 +74,7 @@ export interface LoadScenario {
   token: string;
   project: string;
   conc: number;
+  rpcClient: "lean" | "connect";
   /** Measure only the first `measureCount` requests of the measured list (the profiled pass). */
   measureCount?: number;
 }
@@ -92,8 +96,7 @@ export interface LoadResult {
 
 /**
  * Push `warm` with `conc` callers, await `beforeMeasure`, then push `measure` (or its first
- * `measureCount` requests) and return the figures. Each request is decoded from its bytes just
- * before its call: in the wall time, outside the latency timer.
+ * `measureCount` requests) and return the figures.
  */
 export async function runLoad(
   s: LoadScenario,
@@ -101,9 +104,23 @@ export async function runLoad(
   measure: Uint8Array[],
   beforeMeasure: () => Promise<void>,
 ): Promise<LoadResult> {
-  const { transport, close } = makeTransport(s.url, "2", 1);
-  const client = createClient(SyncService, transport);
   const headers = { authorization: `Bearer ${s.token}` };
+  let push: (bytes: Uint8Array) => Promise<PushEventsResponse>;
+  let close: () => void;
+  if (s.rpcClient === "lean") {
+    const conn = await H2Conn.connect(s.url);
+    push = (bytes) => conn.unary(SyncService.method.pushEvents, bytes, headers);
+    close = () => conn.close();
+  } else {
+    const t = makeTransport(s.url, "2", 1);
+    const client = createClient(SyncService, t.transport);
+    // Decoded from its bytes just before the call: in the wall time, outside the latency timer.
+    push = (bytes) => {
+      const req = fromBinary(PushEventsRequestSchema, bytes);
+      return client.pushEvents(req, { headers });
+    };
+    close = t.close;
+  }
   const outcomes: Outcomes = {};
   let last: PushEventsResponse | undefined;
   let events = 0;
@@ -111,13 +128,12 @@ export async function runLoad(
     let next = 0;
     const caller = async () => {
       for (let i = next++; i < list.length; i = next++) {
-        const req = fromBinary(PushEventsRequestSchema, list[i]!); // outside the latency timer
         const t0 = monoMs();
-        const res = await client.pushEvents(req, { headers });
+        const res = await push(list[i]!);
         const ms = monoMs() - t0;
         if (!lat) continue;
         lat.push(ms);
-        events += req.events.length;
+        events += res.results.length; // one result per pushed event
         for (const r of res.results) tally(outcomes, r.code ? `${outcomeNames[r.outcome]}:${r.code}` : outcomeNames[r.outcome]!);
         last = res;
       }

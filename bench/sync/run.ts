@@ -59,6 +59,10 @@ const usage = `usage: node --import tsx bench/sync/run.ts [options]
                       thread: the PushEvents callers run in a worker thread of this process, so the
                       hub's thread does only the hub's work (default);
                       inline: they share the hub's thread and event loop
+  --rpc-client lean|connect
+                      lean: bench/common/raw-stream.ts sends each pre-encoded request as it is
+                      (default); connect: connect-node, each request decoded just before its call
+                      and encoded again by the client (its CPU then shares the cores with the hub)
   --sync full|normal  SQLite synchronous pragma (default full, the hub's default)
   --warmup-batches N  batches pushed before each scenario's measurement, on other runs (default 20)
   --split-batches N   batches sampled for the cost split (default 200)
@@ -73,6 +77,7 @@ const { values: flags } = parseArgs({
     runs: { type: "string", default: "100" },
     order: { type: "string", default: "seq" },
     conc: { type: "string", default: "1,4,8" },
+    "rpc-client": { type: "string", default: "lean" },
     client: { type: "string", default: "thread" },
     sync: { type: "string", default: "full" },
     "warmup-batches": { type: "string", default: "20" },
@@ -92,6 +97,8 @@ const int = (name: string, raw: string, min: number, max = Number.MAX_SAFE_INTEG
 const sync = flags.sync === "full" || flags.sync === "normal" ? flags.sync : fail("--sync must be full or normal");
 const clientMode =
   flags.client === "thread" || flags.client === "inline" ? flags.client : fail("--client must be thread or inline");
+const rpcClient =
+  flags["rpc-client"] === "lean" || flags["rpc-client"] === "connect" ? flags["rpc-client"] : fail("--rpc-client must be lean or connect");
 const order = flags.order === "seq" || flags.order === "interleave" ? flags.order : fail("--order must be seq or interleave");
 const eventCount = int("events", flags.events, 1);
 const batchSize = int("batch", flags.batch, 1, 100);
@@ -337,7 +344,7 @@ async function rpcScenario(
     elu0 = performance.eventLoopUtilization();
     t0 = monoMs();
   };
-  const load = await runClient({ url, token, project: hubProject, conc, measureCount }, wire, warmWire, beforeMeasure);
+  const load = await runClient({ url, token, project: hubProject, conc, rpcClient, measureCount }, wire, warmWire, beforeMeasure);
   const hubWallMs = monoMs() - t0;
   const elu = performance.eventLoopUtilization(elu0);
   const hubCpu1 = threadCpuMs();
@@ -390,6 +397,8 @@ interface Profile {
 const owners: [RegExp, string][] = [
   [/\/src\/server\/sync-convert\.ts/, "json"],
   [/\/src\/sync\/schema\.ts/, "schema"],
+  // The prepare pool's hand-off to its worker thread (structured clone of the events, the answers).
+  [/\/src\/sync\/prepare-pool\.ts/, "handoff"],
   [/\/canonicalize\//, "hash"],
   [/\/src\/store\/|\/better-sqlite3\//, "store"],
   [/\/src\/server\/interceptors\/limits\.ts/, "limits"],
@@ -416,7 +425,7 @@ function attribute(p: Profile): Map<string, number> {
     if (stack.some((f) => f.url === "node:inspector")) return "profiler"; // Profiler.stop itself: dropped
     for (const f of stack) {
       for (const [re, part] of owners) if (re.test(f.url)) return part;
-      if (f.functionName === "contentHash" && f.url.includes("/src/sync/sync.ts")) return "hash";
+      if (f.functionName === "contentHash" && f.url.includes("/src/sync/prepare.ts")) return "hash";
     }
     const viaConnect = stack.some((f) => f.url.includes("/@connectrpc/"));
     for (const f of stack) {
@@ -543,13 +552,14 @@ async function main() {
         : " (group commit, no fsync per commit)"),
   );
   console.log(
-    "  load      connect-node client (createConnectTransport, binary, one h2c connection per scenario), " +
+    `  load      ${rpcClient === "lean" ? "lean client (bench/common/raw-stream.ts)" : "connect-node client (createConnectTransport)"}, binary, one h2c connection per scenario, ` +
       (clientMode === "thread"
         ? "in a WORKER THREAD of this process\n" +
           `            (--client thread): own event loop, so the hub's thread does only the hub's work, but the same ${cpus.length} cores;\n`
         : "INLINE (--client inline):\n" +
           `            client and hub share one thread, one event loop and the machine's ${cpus.length} cores;\n`) +
-      "            closed loop per caller; requests pre-encoded, each decoded just before its call (in the wall time, not the latency)",
+      "            closed loop per caller; requests pre-encoded" +
+      (rpcClient === "lean" ? ", sent as they are" : ", each decoded just before its call (in the wall time, not the latency)"),
   );
 
   // Events: the measured set and a warm-up set on other runs (run numbers from 100000).
@@ -710,7 +720,8 @@ async function main() {
       ["hub: limits interceptor sizes the request", encodeMs, inRpc("limits"), "toBinary again when no content-length (interceptors/limits.ts)"],
       ["hub: protobuf -> JSON form (eventJson)", toJsonMs, inRpc("json"), "src/server/sync-convert.ts"],
       ["hub: schema check (checkSyncEvent)", schemaMs, inRpc("schema"), "src/sync/schema.ts"],
-      ["hub: canonicalize + sha256", hashMs, inRpc("hash"), "RFC 8785 text + digest"],
+      ["hub: canonicalize + sha256", hashMs, inRpc("hash"), "RFC 8785 text + digest (with KXM_SYNC_THREADS > 0: on the prepare thread, with the schema check)"],
+      ["hub: hand-off to the prepare thread", Number.NaN, inRpc("handoff"), "structured clone of the events and the answers (src/sync/prepare-pool.ts)"],
       ["hub: store transaction (+fsync)", storeAlone, inRpc("store"), `alone: pre-hashed floor p50 (incl. the WAL sync wait); inside the RPC, call to durable answer p50 ${prof.txP50.toFixed(3)} ms`],
       threaded
         ? ["gzip of the answer (hub)", gzipMs, inRpc("gzip"), `${respWire.length} -> ${gz.length} B (Connect compresses answers >= 1 KiB); alone = gzip+gunzip`]

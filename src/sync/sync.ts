@@ -1,14 +1,11 @@
-import { createHash } from "node:crypto";
-import canonicalizeModule from "canonicalize";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { HubStore, IngestContext, IngestOutcome, SyncEventRow } from "../store/store.js";
 import { projectName, runtimeIdPattern } from "../validate.js";
-import { checkSyncEvent } from "./schema.js";
+import { createPreparePool, type PreparePool } from "./prepare-pool.js";
 
-/** RFC 8785 canonical JSON. The package is CommonJS typed as ESM: the default import is the function. */
-const canonicalize = canonicalizeModule as unknown as typeof canonicalizeModule.default;
+export { contentHash } from "./prepare.js";
 
 export const maxSyncBatch = 100;
 
@@ -29,11 +26,6 @@ export interface SyncResult {
 }
 
 type JsonObject = { [key: string]: unknown };
-
-/** `sha256:` + hex of the canonical JSON (RFC 8785: keys sorted by UTF-16 units, no whitespace). */
-export function contentHash(canonical: string): string {
-  return `sha256:${createHash("sha256").update(canonical, "utf8").digest("hex")}`;
-}
 
 /**
  * Where one event stands against what is stored: a repeat of the same content by the same hub
@@ -60,8 +52,16 @@ function echo(event: unknown): Pick<SyncResult, "projectId" | "runId" | "sequenc
   };
 }
 
+export interface SyncDeps {
+  store: HubStore;
+  clock: Clock;
+  observer: Observer;
+  /** Where events are checked and hashed (prepare-pool.ts); default: on the calling thread. */
+  prepare?: PreparePool;
+}
+
 /** Run facts: validated and hashed first, then stored in one transaction per batch. */
-export function createSync({ store, clock, observer }: { store: HubStore; clock: Clock; observer: Observer }) {
+export function createSync({ store, clock, observer, prepare = createPreparePool({ threads: 0 }) }: SyncDeps) {
   return {
     /**
      * Stores a batch for `project`, pushed by `runtimeId`. `events` are the events' JSON forms.
@@ -80,10 +80,11 @@ export function createSync({ store, clock, observer }: { store: HubStore; clock:
       const results: SyncResult[] = [];
       const rows: SyncEventRow[] = [];
       const slots: number[] = [];
-      for (const event of input.events) {
+      const prepared = await prepare.prepare(input.events);
+      for (const [i, event] of input.events.entries()) {
         const identity = echo(event);
-        const invalid = checkSyncEvent(event);
-        if (invalid) {
+        const ready = prepared[i];
+        if (!ready) {
           results.push({ ...identity, outcome: "rejected", code: "sync_event_invalid" });
           continue;
         }
@@ -99,7 +100,6 @@ export function createSync({ store, clock, observer }: { store: HubStore; clock:
           results.push({ ...identity, outcome: "rejected", code: "sync_runtime_mismatch" });
           continue;
         }
-        const record = canonicalize(event)!;
         const eventType = e.eventType as string;
         const p = e.payload;
         rows.push({
@@ -109,13 +109,13 @@ export function createSync({ store, clock, observer }: { store: HubStore; clock:
           hubProject: project,
           homeRuntimeId: runtimeId,
           eventType,
-          contentHash: contentHash(record),
+          contentHash: ready.contentHash,
           receivedAtMs,
           occurredAt: e.occurredAt as string,
           ...(eventType.startsWith("run.") && typeof p.status === "string" && { runStatus: p.status }),
           ...(typeof p.workflowId === "string" && { workflowId: p.workflowId }),
           ...(typeof p.displayTitle === "string" && { displayTitle: p.displayTitle }),
-          record,
+          record: ready.record,
         });
         slots.push(results.length);
         results.push({ ...identity, outcome: "accepted" });

@@ -34,8 +34,10 @@ describe("configuration", () => {
       KXM_CORS_ORIGINS: "http://a.example, http://b.example",
       KXM_STALE_AFTER_MS: "3000",
       KXM_STREAM_KEEPALIVE_MS: "1000",
+      KXM_SYNC_THREADS: "0",
     });
     expect(c.port).toBe(9000);
+    expect(c.syncThreads).toBe(0);
     expect(c.projectTokens).toEqual({ p: "tok", "org/repo": "t2" });
     expect(c.rateLimit).toEqual({ windowMs: 60_000, maxRequests: 5 });
     expect(c.corsOrigins).toEqual(["http://a.example", "http://b.example"]);
@@ -59,6 +61,7 @@ describe("configuration", () => {
     [{ KXM_STREAM_KEEPALIVE_MS: "30000" }, "KXM_STREAM_KEEPALIVE_MS (30000) must be below KXM_STALE_AFTER_MS (30000, the default)"],
     [{ KXM_STALE_AFTER_MS: "1000", KXM_STREAM_KEEPALIVE_MS: "1000" }, "KXM_STREAM_KEEPALIVE_MS (1000) must be below KXM_STALE_AFTER_MS (1000)"],
     [{ KXM_STALE_AFTER_MS: "abc" }, "KXM_STALE_AFTER_MS must be an integer"],
+    [{ KXM_SYNC_THREADS: "17" }, "KXM_SYNC_THREADS must be between 0 and 16"],
   ])("refuses %o", (env, message) => {
     const e = refusal([], env);
     expect(e).toBeInstanceOf(ConfigError);

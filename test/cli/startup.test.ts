@@ -159,7 +159,7 @@ describe.concurrent("help", () => {
     ["message-retention-ms", "KXM_MESSAGE_RETENTION_MS"], ["rate-limit-max", "KXM_RATE_LIMIT_MAX"],
     ["rate-limit-window-ms", "KXM_RATE_LIMIT_WINDOW_MS"], ["cors-origins", "KXM_CORS_ORIGINS"],
     ["sqlite-synchronous", "KXM_SQLITE_SYNCHRONOUS"], ["stream-keepalive-ms", "KXM_STREAM_KEEPALIVE_MS"],
-    ["stream-max-lag", "KXM_STREAM_MAX_LAG"],
+    ["stream-max-lag", "KXM_STREAM_MAX_LAG"], ["sync-threads", "KXM_SYNC_THREADS"],
   ];
   const expected: Record<string, [string, string | undefined][]> = {
     serve: serveFlags.map(([f, e]) => [f!, e]),
