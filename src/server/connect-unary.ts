@@ -5,12 +5,10 @@ import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { InProcessCaller } from "./in-process.js";
+import { headersOf, readBody, replay, type ReplayBody } from "./request-body.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
-
-/** A request body connect must read after all: the bytes read so far, then the rest. */
-export type ReplayBody = AsyncIterable<Uint8Array>;
 
 export interface ConnectUnaryOptions {
   /** The hub's unary implementations behind its interceptors (server/in-process.ts). */
@@ -122,52 +120,6 @@ export function createConnectUnary(o: ConnectUnaryOptions) {
   }
 
   return { accepts, serve };
-}
-
-type BodyRead = { kind: "whole" | "long"; chunks: Buffer[] } | { kind: "gone" };
-
-/**
- * Reads a request body with plain stream events: all of it, or the first chunks past `max`
- * (the request is then paused, its rest unread), or "gone" when the request closes first.
- */
-function readBody(req: Req, max: number): Promise<BodyRead> {
-  return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const done = (read: BodyRead) => {
-      req.off("data", onData).off("end", onEnd).off("error", onGone).off("close", onGone);
-      resolve(read);
-    };
-    const onData = (chunk: Buffer) => {
-      chunks.push(chunk);
-      size += chunk.length;
-      if (size <= max) return;
-      req.pause();
-      done({ kind: "long", chunks });
-    };
-    const onEnd = () => done({ kind: "whole", chunks });
-    const onGone = () => done({ kind: "gone" });
-    req.on("data", onData).on("end", onEnd).on("error", onGone).on("close", onGone);
-  });
-}
-
-/** The body as connect reads it: the chunks already read, then whatever the request still holds. */
-async function* replay(chunks: Buffer[], req: Req): ReplayBody {
-  yield* chunks;
-  if (!req.readableEnded) yield* req as AsyncIterable<Buffer>;
-}
-
-/** A Node request's headers as the interceptors read them (pseudo-headers left out, as connect does). */
-function headersOf(req: Req): Headers {
-  const header = new Headers();
-  const h = req.headers;
-  for (const k in h) {
-    if (k.charCodeAt(0) === 58 /* ":" */) continue;
-    const v = h[k];
-    if (typeof v === "string") header.append(k, v);
-    else if (Array.isArray(v)) for (const e of v) header.append(k, e);
-  }
-  return header;
 }
 
 export type ConnectUnary = ReturnType<typeof createConnectUnary>;

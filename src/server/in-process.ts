@@ -6,6 +6,8 @@ import {
   type HandlerContext,
   type Interceptor,
   type MethodImplSpec,
+  type StreamRequest,
+  type StreamResponse,
   type UnaryRequest,
   type UnaryResponse,
 } from "@connectrpc/connect";
@@ -25,7 +27,20 @@ export interface InProcessAnswer {
   trailer: Headers;
 }
 
+/** A server-streaming call made in-process: its signal ends the stream (client gone, shutdown). */
+export interface InProcessStreamCall extends InProcessCall {
+  signal: AbortSignal;
+}
+
+/** A server stream's answer: its messages (as the implementation yields them), headers and trailers. */
+export interface InProcessStream {
+  message: AsyncIterable<unknown>;
+  header: Headers;
+  trailer: Headers;
+}
+
 type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
+type StreamSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>;
 
 /**
  * Calls the hub's unary methods in-process, through the same interceptors the RPC face runs
@@ -44,11 +59,14 @@ export function createInProcessCaller(
   signal: AbortSignal,
 ) {
   const specs = new Map<string, UnarySpec>();
+  const streamSpecs = new Map<string, StreamSpec>();
   const collector = {
     handlers: [],
     service(service, impl) {
       for (const spec of Object.values(createServiceImplSpec(service, impl).methods)) {
-        if (spec.kind === "unary") specs.set(`/${service.typeName}/${spec.method.name}`, spec);
+        const path = `/${service.typeName}/${spec.method.name}`;
+        if (spec.kind === "unary") specs.set(path, spec);
+        if (spec.kind === "server_streaming") streamSpecs.set(path, spec);
       }
       return collector;
     },
@@ -91,6 +109,42 @@ export function createInProcessCaller(
     };
     return interceptors.reduceRight((next, interceptor) => interceptor(next), invoke as Parameters<Interceptor>[0]);
   }
+  /** A server-streaming method behind the interceptors: its one request message arrives as a one-element stream, as connect hands it over. */
+  function streamChain(spec: StreamSpec, protocolName: string) {
+    const method: DescMethod = spec.method;
+    const invoke = async (req: StreamRequest): Promise<StreamResponse> => {
+      const it = req.message[Symbol.asyncIterator]();
+      const first = await it.next();
+      if (first.done) throw errors.protocol("a server-streaming call needs exactly one request message");
+      const responseHeader = new Headers();
+      const responseTrailer = new Headers();
+      const ctx: HandlerContext = {
+        method,
+        service: method.parent,
+        requestMethod: req.requestMethod,
+        url: req.url,
+        protocolName,
+        signal: req.signal,
+        timeoutMs: () => undefined,
+        requestHeader: req.header,
+        responseHeader,
+        responseTrailer,
+        values: req.contextValues,
+      };
+      const out = (spec.impl as (m: Message, c: HandlerContext) => AsyncIterable<unknown>)(first.value as Message, ctx);
+      return {
+        stream: true,
+        service: method.parent,
+        method,
+        header: responseHeader,
+        trailer: responseTrailer,
+        message: out,
+      } as StreamResponse;
+    };
+    return interceptors.reduceRight((next, interceptor) => interceptor(next), invoke as Parameters<Interceptor>[0]);
+  }
+  const streamChains = new Map([...streamSpecs].map(([path, spec]) => [path, { spec, next: streamChain(spec, "connect") }]));
+
   const chains = new Map(
     [...specs].map(([path, spec]) => [path, { spec, rest: chain(spec, "rest"), connect: chain(spec, "connect") }]),
   );
@@ -117,10 +171,36 @@ export function createInProcessCaller(
     return { message: res.message as Message, header: res.header, trailer: res.trailer };
   }
 
+  /**
+   * Opens the server stream at `path` for the Connect face; resolves once the interceptors let it
+   * through (or rejects with what they throw), with the stream's messages to iterate.
+   */
+  async function stream(path: string, input: InProcessStreamCall): Promise<InProcessStream> {
+    const target = streamChains.get(path);
+    if (!target) throw errors.routeNotFound();
+    const { method } = target.spec;
+    const res = (await target.next({
+      stream: true,
+      service: method.parent,
+      method,
+      requestMethod: "POST",
+      url: `http://hub.internal${path}`, // no implementation reads it
+      signal: input.signal,
+      header: input.header,
+      contextValues: input.contextValues,
+      message: (async function* () {
+        yield input.message;
+      })(),
+    } as StreamRequest)) as StreamResponse;
+    return { message: res.message, header: res.header, trailer: res.trailer };
+  }
+
   /** True when `path` names one of the hub's unary methods. */
   const serves = (path: string) => chains.has(path);
+  /** True when `path` names one of the hub's server-streaming methods. */
+  const streams = (path: string) => streamChains.has(path);
 
-  return Object.assign(call, { serves });
+  return Object.assign(call, { serves, stream, streams });
 }
 
 export type InProcessCaller = ReturnType<typeof createInProcessCaller>;

@@ -6,7 +6,9 @@ import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { withTypedFrameworkErrors } from "./framework-errors.js";
-import { createConnectUnary, type ReplayBody } from "./connect-unary.js";
+import { createConnectUnary } from "./connect-unary.js";
+import { createConnectStream } from "./connect-stream.js";
+import type { ReplayBody } from "./request-body.js";
 import type { InProcessCaller } from "./in-process.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
@@ -108,6 +110,13 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
   o.routes(router);
   const byPath = new Map(router.handlers.map((h) => [h.requestPath, withTypedFrameworkErrors(h, o.maxBodyBytes)]));
   const unary = createConnectUnary({ call: o.inProcess, readMaxBytes: o.readMaxBytes, acceptCompression, jsonOptions: strictJson });
+  const stream = createConnectStream({
+    call: o.inProcess,
+    readMaxBytes: o.readMaxBytes,
+    shutdownSignal: o.shutdownSignal,
+    acceptCompression,
+    jsonOptions: strictJson,
+  });
 
   return {
     router,
@@ -129,8 +138,10 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
         clampDeadline(uReq.header);
         return handler(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res));
       };
-      const answered = unary.accepts(req, target.pathname)
-        ? unary.serve(req, res, handler.method, target.pathname, values).then((body) => body && viaConnect(body))
+      // Plain Connect unary calls and server streams are served in-process; the rest by connect.
+      const fast = unary.accepts(req, target.pathname) ? unary : stream.accepts(req, target.pathname) ? stream : undefined;
+      const answered = fast
+        ? fast.serve(req, res, handler.method, target.pathname, values).then((body) => body && viaConnect(body))
         : viaConnect();
       answered.catch((reason: unknown) => {
         // The client went away mid-answer: nothing to tell it, nothing to log.
