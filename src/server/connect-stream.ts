@@ -2,10 +2,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { create, isMessage, type DescMethod, type JsonReadOptions, type JsonWriteOptions, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
-import { compressedFlag, compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
+import { compressedFlag, compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
 import { createEndStreamSerialization, endStreamFlag } from "@connectrpc/connect/protocol-connect";
 import type { InProcessCaller } from "./in-process.js";
-import { headersOf, readBody, replay, type ReplayBody } from "./request-body.js";
+import { headersOf, methodSerializations, readBody, replay, type ReplayBody } from "./connect-request.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -53,15 +53,7 @@ function envelope(flags: number, data: Uint8Array): Buffer {
  * deadlines, and a body that does not decode as exactly one envelope.
  */
 export function createConnectStream(o: ConnectStreamOptions) {
-  const serializations = new Map<DescMethod, ReturnType<typeof createMethodSerializationLookup>>();
-  const serializationOf = (method: DescMethod) => {
-    let s = serializations.get(method);
-    if (!s) {
-      s = createMethodSerializationLookup(method, undefined, o.jsonOptions, { readMaxBytes: o.readMaxBytes, writeMaxBytes: 0xffffffff });
-      serializations.set(method, s);
-    }
-    return s;
-  };
+  const serializationOf = methodSerializations(o.jsonOptions, o.readMaxBytes);
   const endStream = createEndStreamSerialization(o.jsonOptions);
   /** Encoded messages by the object a stream yielded, per format: shared frames are encoded once. */
   const encoded = { proto: new WeakMap<object, Uint8Array>(), json: new WeakMap<object, Uint8Array>() };

@@ -2,10 +2,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, JsonReadOptions, JsonWriteOptions, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
-import { compressionNegotiate, createMethodSerializationLookup, type Compression } from "@connectrpc/connect/protocol";
+import { compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { InProcessCaller } from "./in-process.js";
-import { headersOf, readBody, replay, type ReplayBody } from "./request-body.js";
+import { headersOf, methodSerializations, readBody, replay, type ReplayBody } from "./connect-request.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -41,15 +41,7 @@ const noBody = new Uint8Array(0);
  * decode, or is longer than a message may be, goes to connect with the bytes already read.
  */
 export function createConnectUnary(o: ConnectUnaryOptions) {
-  const serializations = new Map<DescMethod, ReturnType<typeof createMethodSerializationLookup>>();
-  const serializationOf = (method: DescMethod) => {
-    let s = serializations.get(method);
-    if (!s) {
-      s = createMethodSerializationLookup(method, undefined, o.jsonOptions, { readMaxBytes: o.readMaxBytes, writeMaxBytes: 0xffffffff });
-      serializations.set(method, s);
-    }
-    return s;
-  };
+  const serializationOf = methodSerializations(o.jsonOptions, o.readMaxBytes);
 
   /** True when `req` is a plain Connect unary call of a method this path can serve. */
   function accepts(req: Req, path: string): boolean {

@@ -76,34 +76,35 @@ export function createInProcessCaller(
   } as ConnectRouter;
   register(collector);
 
+  /** What an implementation sees of its call: as connect's context, with fresh response headers and trailers. */
+  const handlerContext = (method: DescMethod, req: UnaryRequest | StreamRequest, protocolName: string): HandlerContext => ({
+    method,
+    service: method.parent,
+    requestMethod: req.requestMethod,
+    url: req.url,
+    protocolName,
+    signal: req.signal,
+    timeoutMs: () => undefined,
+    requestHeader: req.header,
+    responseHeader: new Headers(),
+    responseTrailer: new Headers(),
+    values: req.contextValues,
+  });
+
   const normalize = (schema: DescMessage, m: unknown): Message =>
     isMessage(m, schema) ? m : create(schema, m as Parameters<typeof create>[1]);
 
   function chain(spec: UnarySpec, protocolName: string) {
     const method: DescMethod = spec.method;
     const invoke = async (req: UnaryRequest): Promise<UnaryResponse> => {
-      const responseHeader = new Headers();
-      const responseTrailer = new Headers();
-      const ctx: HandlerContext = {
-        method,
-        service: method.parent,
-        requestMethod: req.requestMethod,
-        url: req.url,
-        protocolName,
-        signal: req.signal,
-        timeoutMs: () => undefined,
-        requestHeader: req.header,
-        responseHeader,
-        responseTrailer,
-        values: req.contextValues,
-      };
+      const ctx = handlerContext(method, req, protocolName);
       const out = await (spec.impl as (m: Message, c: HandlerContext) => Promise<unknown>)(req.message, ctx);
       return {
         stream: false,
         service: method.parent,
         method,
-        header: responseHeader,
-        trailer: responseTrailer,
+        header: ctx.responseHeader,
+        trailer: ctx.responseTrailer,
         message: normalize(method.output, out),
       } as UnaryResponse;
     };
@@ -116,28 +117,14 @@ export function createInProcessCaller(
       const it = req.message[Symbol.asyncIterator]();
       const first = await it.next();
       if (first.done) throw errors.protocol("a server-streaming call needs exactly one request message");
-      const responseHeader = new Headers();
-      const responseTrailer = new Headers();
-      const ctx: HandlerContext = {
-        method,
-        service: method.parent,
-        requestMethod: req.requestMethod,
-        url: req.url,
-        protocolName,
-        signal: req.signal,
-        timeoutMs: () => undefined,
-        requestHeader: req.header,
-        responseHeader,
-        responseTrailer,
-        values: req.contextValues,
-      };
+      const ctx = handlerContext(method, req, protocolName);
       const out = (spec.impl as (m: Message, c: HandlerContext) => AsyncIterable<unknown>)(first.value as Message, ctx);
       return {
         stream: true,
         service: method.parent,
         method,
-        header: responseHeader,
-        trailer: responseTrailer,
+        header: ctx.responseHeader,
+        trailer: ctx.responseTrailer,
         message: out,
       } as StreamResponse;
     };

@@ -8,7 +8,7 @@ import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { withTypedFrameworkErrors } from "./framework-errors.js";
 import { createConnectUnary } from "./connect-unary.js";
 import { createConnectStream } from "./connect-stream.js";
-import type { ReplayBody } from "./request-body.js";
+import type { ReplayBody } from "./connect-request.js";
 import type { InProcessCaller } from "./in-process.js";
 
 type Req = IncomingMessage | Http2ServerRequest;

@@ -1,7 +1,27 @@
+/**
+ * Reading a Connect request outside connect, as connect-unary.ts and connect-stream.ts do: the
+ * body (and a replay of it for connect when it must answer after all), the headers, the
+ * method's own serialization.
+ */
 import type { IncomingMessage } from "node:http";
 import type { Http2ServerRequest } from "node:http2";
+import type { DescMethod, JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
+import { createMethodSerializationLookup } from "@connectrpc/connect/protocol";
 
 type Req = IncomingMessage | Http2ServerRequest;
+
+/** connect's serialization of each method (its JSON options and read limit), made once per method. */
+export function methodSerializations(jsonOptions: Partial<JsonReadOptions & JsonWriteOptions>, readMaxBytes: number) {
+  const made = new Map<DescMethod, ReturnType<typeof createMethodSerializationLookup>>();
+  return (method: DescMethod) => {
+    let s = made.get(method);
+    if (!s) {
+      s = createMethodSerializationLookup(method, undefined, jsonOptions, { readMaxBytes, writeMaxBytes: 0xffffffff });
+      made.set(method, s);
+    }
+    return s;
+  };
+}
 
 /** A request body connect must read after all: the bytes read so far, then the rest. */
 export type ReplayBody = AsyncIterable<Uint8Array>;
