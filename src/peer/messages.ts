@@ -16,7 +16,6 @@ import {
   type SendInput,
 } from "./rules.js";
 
-/** "Agent X's stream has rows up to seq N." */
 /**
  * A committed, durable event of an agent's stream, as the store returned it: a live stream that
  * is exactly one event behind takes it from here instead of reading it back (inbox-stream.ts).

@@ -43,12 +43,14 @@ type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
 type StreamSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>;
 
 /**
- * Calls the hub's unary methods in-process, through the same interceptors the RPC face runs
- * (observe, errors, limits, auth) and the same implementations, with no wire format in between:
- * the REST face hands over the message it decoded from JSON and gets the answer's message back,
- * or the ConnectError the error interceptor made. That is what connect's own handler would do
- * for a unary call minus its protocol work (negotiation, envelopes, binary encode and decode,
- * deadline signals), which is all overhead for a caller in the same process.
+ * Calls the hub's unary methods, and opens its server streams, in-process, through the same
+ * interceptors the RPC face runs (observe, errors, limits, auth) and the same implementations,
+ * with no wire format in between: the REST face (and connect-unary.ts) hands over the message it
+ * decoded and gets the answer's message back, or the ConnectError the error interceptor made;
+ * connect-stream.ts gets the stream's messages to write. That is what connect's own handler
+ * would do minus its protocol work (negotiation, envelopes, encode and decode, deadline
+ * signals). A unary call's signal is the hub's shutdown signal (no unary implementation waits on
+ * its client); a stream brings its own, which also ends when its client goes away.
  *
  * `register` is the function that serves the hub's services on a router; it is called once on a
  * collector that only records each method's implementation.
