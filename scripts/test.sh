@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every check of the project, in order: generated code fresh and lint-clean (buf lint, Go build,
-# Python import), TypeScript type-check, the vitest suites of the hub, then the client checks
+# Python import), TypeScript type-check, the vitest suites of the hub (with PostgreSQL's server
+# binaries, installed when missing by scripts/setup-postgres.sh: the PostgreSQL suites start and
+# stop throwaway clusters of their own), then the client checks
 # (TypeScript, Go, Python, browser, buf curl) one file at a time, since they start toolchains
 # and a browser beside the hub. Installs what it needs itself (scripts/tools.sh,
 # scripts/setup-browser.sh, test/clients/python/setup.sh); `npm ci` must have run first (the
@@ -10,6 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
 
 bash scripts/check-gen.sh
+bash scripts/setup-postgres.sh
 
 echo "test: tsc --noEmit"
 tsc --noEmit -p tsconfig.json

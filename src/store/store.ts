@@ -211,8 +211,8 @@ export interface CommitStats {
 }
 
 export interface HubStore {
-  /** "sqlite", or "memory" for an in-memory database. */
-  readonly storage: "sqlite" | "memory";
+  /** "sqlite", "memory" for an in-memory SQLite database, or "postgres". */
+  readonly storage: "sqlite" | "memory" | "postgres";
   /** True when the store answers a trivial query (false once a commit could not be made durable). */
   ready(): Promise<boolean>;
   /** Commits what is queued, then closes. */

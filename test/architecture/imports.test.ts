@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 
 /**
  * Imports point one way: main|cli -> hub -> server|transcode|ops -> domain -> store interface
- * <- store/sqlite. Only the faces (server/, transcode/) and the composition root talk
+ * <- store/sqlite, store/postgres. Only the faces (server/, transcode/) and the composition root talk
  * Connect or use generated code; domain and store never see a transport.
  */
 const src = path.resolve(import.meta.dirname, "../../src");
@@ -24,7 +24,7 @@ function importsOf(file: string): string[] {
 /** The top-level area of a module: "lease", "store", "store/sqlite", "server", "hub.ts", ... */
 function area(file: string): string {
   const rel = path.relative(src, file).split(path.sep);
-  if (rel[0] === "store" && rel[1] === "sqlite") return "store/sqlite";
+  if (rel[0] === "store" && (rel[1] === "sqlite" || rel[1] === "postgres")) return `store/${rel[1]}`;
   return rel.length === 1 ? rel[0]! : rel[0]!;
 }
 
@@ -34,6 +34,7 @@ const shared = ["clock.ts", "errors.ts", "observe.ts", "validate.ts", "ids.ts", 
 const allowed: Record<string, string[]> = {
   "store": ["store"],
   "store/sqlite": ["store", "store/sqlite"],
+  "store/postgres": ["store", "store/postgres"],
   events: ["events", ...shared],
   ...Object.fromEntries(domain.map((d) => [d, [...domain, "events", "store", ...shared]])),
   ops: ["ops", ...domain, "store", ...shared],

@@ -1,0 +1,355 @@
+import pg from "pg";
+import type { AgentRow, CommitStats, Decision, HubStore, LeaseKey, LeaseRow, ListLeasesQuery, ProjectCounts, RuntimeRow } from "../store.js";
+import { GroupCommit } from "../group-commit.js";
+import { postgresBatches, type PgTx, type PgWork } from "./batch.js";
+import { migrate } from "./schema.js";
+
+export interface PostgresStoreOptions {
+  /** `postgres://user:password@host:port/database` */
+  url: string;
+  /** Connections in the pool (group commit uses one at a time; reads use the rest). Default 10. */
+  poolSize?: number;
+  /** Most decisions one batch commits together (default 128). */
+  maxBatch?: number;
+}
+
+interface AgentDb {
+  id: string;
+  project: string;
+  name: string;
+  purpose: string;
+  model: string | null;
+  host: string | null;
+  key_hash: string;
+  connected_at: number;
+  last_seen_at: number;
+  online: boolean;
+}
+
+interface LeaseDb {
+  project: string;
+  name: string;
+  holder_agent_id: string | null;
+  holder_agent_name: string | null;
+  fencing_token: number;
+  acquired_at: number;
+  expires_at: number;
+}
+
+interface RuntimeDb {
+  project: string;
+  runtime_id: string;
+  host: string | null;
+  registered_at: number;
+  heartbeat_at: number;
+}
+
+const agentFromDb = (r: AgentDb): AgentRow => ({
+  id: r.id,
+  project: r.project,
+  name: r.name,
+  purpose: r.purpose,
+  ...(r.model !== null && { model: r.model }),
+  ...(r.host !== null && { host: r.host }),
+  keyHash: r.key_hash,
+  connectedAtMs: r.connected_at,
+  lastSeenAtMs: r.last_seen_at,
+  online: r.online,
+});
+
+const leaseFromDb = (r: LeaseDb): LeaseRow => ({
+  project: r.project,
+  name: r.name,
+  holderAgentId: r.holder_agent_id,
+  holderAgentName: r.holder_agent_name,
+  fencingToken: r.fencing_token,
+  acquiredAtMs: r.acquired_at,
+  expiresAtMs: r.expires_at,
+});
+
+const runtimeFromDb = (r: RuntimeDb): RuntimeRow => ({
+  project: r.project,
+  runtimeId: r.runtime_id,
+  ...(r.host !== null && { host: r.host }),
+  registeredAtMs: r.registered_at,
+  heartbeatAtMs: r.heartbeat_at,
+});
+
+/** bigint columns come back as numbers: every one the hub stores (ms times, tokens) is below 2^53. */
+const types = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
+};
+
+const agentColumns = "id, project, name, purpose, model, host, key_hash, connected_at, last_seen_at, online";
+const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, model, host, key_hash, connected_at, last_seen_at, online)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+  ON CONFLICT (id) DO UPDATE SET project = excluded.project, name = excluded.name, name_key = excluded.name_key,
+    purpose = excluded.purpose, model = excluded.model, host = excluded.host, key_hash = excluded.key_hash,
+    connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`;
+
+/**
+ * The store for several hub replicas on one PostgreSQL database. Decisions go through the same
+ * group commit as on SQLite (store/group-commit.ts, postgres/batch.ts): those that arrive
+ * together run in one transaction, a savepoint each, and are answered once its COMMIT (durable
+ * in PostgreSQL) returns. A decision locks the rows it decides on (`FOR UPDATE`), so decisions on
+ * one row made by different replicas are serialised by the database; reads run on the pool's
+ * other connections and see what is committed.
+ *
+ * Built so far: agents, runtimes, leases and the fence base (the store contract suite runs on
+ * it). Messages and sync are not: their methods refuse, and the hub cannot be configured with
+ * this store yet.
+ */
+export class PostgresStore implements HubStore {
+  readonly storage = "postgres" as const;
+  private readonly commits: GroupCommit<PgWork>;
+
+  private constructor(private readonly pool: pg.Pool, maxBatch?: number) {
+    this.commits = new GroupCommit(postgresBatches(pool), maxBatch);
+  }
+
+  /** Connects, brings the schema to this release's version (or refuses the database), and opens. */
+  static async open(o: PostgresStoreOptions): Promise<PostgresStore> {
+    const pool = new pg.Pool({ connectionString: o.url, max: o.poolSize ?? 10, types, connectionTimeoutMillis: 5_000 });
+    // An idle connection the server dropped must not take the process down.
+    pool.on("error", () => {});
+    try {
+      const client = await pool.connect();
+      try {
+        await migrate(client);
+      } finally {
+        client.release();
+      }
+    } catch (e) {
+      await pool.end();
+      throw e;
+    }
+    return new PostgresStore(pool, o.maxBatch);
+  }
+
+  private tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
+    return this.commits.submit<T>(work);
+  }
+
+  private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
+    return (await this.pool.query<R>(sql, params)).rows;
+  }
+
+  commitStats(): Readonly<CommitStats> {
+    return this.commits.stats;
+  }
+
+  async ready(): Promise<boolean> {
+    try {
+      return (await this.rows<{ ok: number }>("SELECT 1 AS ok"))[0]?.ok === 1;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Commits what is queued, then closes the pool. */
+  async close(): Promise<void> {
+    await this.commits.idle();
+    await this.pool.end();
+  }
+
+  async getAgent(id: string): Promise<AgentRow | undefined> {
+    const [r] = await this.rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1`, [id]);
+    return r && agentFromDb(r);
+  }
+
+  /** Committed in PostgreSQL means durable: the latest row is the durable one. */
+  peekAgent(id: string): Promise<AgentRow | undefined> {
+    return this.getAgent(id);
+  }
+
+  async listAgents(project: string): Promise<AgentRow[]> {
+    return (await this.rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).map(agentFromDb);
+  }
+
+  async countOnlineAgents(): Promise<number> {
+    return (await this.rows<{ n: number }>("SELECT count(*)::int AS n FROM agents WHERE online"))[0]!.n;
+  }
+
+  async listProjects(nowMs: number): Promise<ProjectCounts[]> {
+    const rows = await this.rows<{ project: string; agents: number; online: number; held: number }>(
+      `WITH names (project) AS (
+         SELECT project FROM agents UNION SELECT project FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at > $1
+         UNION SELECT project FROM runtime_presence)
+       SELECT n.project,
+         (SELECT count(*)::int FROM agents a WHERE a.project = n.project) AS agents,
+         (SELECT count(*)::int FROM agents a WHERE a.project = n.project AND a.online) AS online,
+         (SELECT count(*)::int FROM leases l WHERE l.project = n.project AND l.holder_agent_id IS NOT NULL AND l.expires_at > $1) AS held
+       FROM names n ORDER BY n.project`,
+      [nowMs],
+    );
+    return rows.map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held }));
+  }
+
+  private async writeAgent(tx: PgTx, a: AgentRow): Promise<void> {
+    await tx.query(upsertAgent, [
+      a.id,
+      a.project,
+      a.name,
+      a.name.toLowerCase(),
+      a.purpose,
+      a.model ?? null,
+      a.host ?? null,
+      a.keyHash,
+      a.connectedAtMs,
+      a.lastSeenAtMs,
+      a.online,
+    ]);
+  }
+
+  decideRegistration<T>(project: string, nameKey: string, decide: (existing: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
+    return this.tx(async (tx) => {
+      const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [project, nameKey])).rows;
+      const d = decide(r && agentFromDb(r));
+      if (d.write) await this.writeAgent(tx, d.write);
+      return d.result;
+    });
+  }
+
+  decideAgent<T>(id: string, decide: (current: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
+    return this.tx(async (tx) => {
+      const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
+      const d = decide(r && agentFromDb(r));
+      if (d.write) await this.writeAgent(tx, d.write);
+      return d.result;
+    });
+  }
+
+  async markAllAgentsOffline(): Promise<void> {
+    await this.tx((tx) => tx.query("UPDATE agents SET online = false WHERE online"));
+  }
+
+  sweepStaleAgents(cutoffMs: number): Promise<AgentRow[]> {
+    return this.tx(async (tx) =>
+      (
+        await tx.query<AgentDb>(
+          `WITH swept AS (UPDATE agents SET online = false WHERE online AND last_seen_at < $1 RETURNING reg_seq, ${agentColumns})
+           SELECT ${agentColumns} FROM swept ORDER BY reg_seq`,
+          [cutoffMs],
+        )
+      ).rows.map(agentFromDb),
+    );
+  }
+
+  decideRuntime<T>(project: string, runtimeId: string, decide: (current: RuntimeRow | undefined) => Decision<RuntimeRow, T>): Promise<T> {
+    return this.tx(async (tx) => {
+      const [r] = (await tx.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE", [project, runtimeId])).rows;
+      const d = decide(r && runtimeFromDb(r));
+      if (d.write) {
+        await tx.query(
+          `INSERT INTO runtime_presence (project, runtime_id, host, registered_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5)
+           ON CONFLICT (project, runtime_id) DO UPDATE SET host = excluded.host,
+             registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at`,
+          [d.write.project, d.write.runtimeId, d.write.host ?? null, d.write.registeredAtMs, d.write.heartbeatAtMs],
+        );
+      }
+      return d.result;
+    });
+  }
+
+  async listRuntimes(project: string): Promise<RuntimeRow[]> {
+    return (await this.rows<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 ORDER BY runtime_id", [project])).map(runtimeFromDb);
+  }
+
+  async listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]> {
+    return (
+      await this.rows<RuntimeDb>(
+        "SELECT * FROM runtime_presence WHERE heartbeat_at > $1 AND heartbeat_at <= $2 ORDER BY project, runtime_id",
+        [afterMs, uptoMs],
+      )
+    ).map(runtimeFromDb);
+  }
+
+  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
+    return this.tx(async (tx) => {
+      // The row, locked until the batch commits: decisions on one resource from every replica
+      // take turns. A resource without a row stands on the fence base (0 until a restore raised it).
+      const [row] = (await tx.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND name = $2 FOR UPDATE", [key.project, key.name])).rows;
+      let current = row;
+      if (!current) {
+        const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1")).rows[0]?.floor ?? 0;
+        if (base > 0) current = { ...key, holder_agent_id: null, holder_agent_name: null, fencing_token: base, acquired_at: 0, expires_at: 0 };
+      }
+      const d = decide(current && leaseFromDb(current));
+      if (d.write) {
+        // A decision writes the row it was shown, never another key: that is the isolation.
+        if (d.write.project !== key.project || d.write.name !== key.name) {
+          throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
+        }
+        if (current && d.write.fencingToken < current.fencing_token) {
+          // The fence only grows; a decision that would lower it is a bug, never a write.
+          throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${current.fencing_token}`);
+        }
+        const values = [
+          d.write.project,
+          d.write.name,
+          d.write.holderAgentId,
+          d.write.holderAgentName,
+          d.write.fencingToken,
+          d.write.acquiredAtMs,
+          d.write.expiresAtMs,
+        ];
+        // A new row is a plain INSERT: if another replica inserted it meanwhile, this one waits
+        // for it and fails with unique_violation, and the decision runs again on its row.
+        await tx.query(
+          row
+            ? `UPDATE leases SET holder_agent_id = $3, holder_agent_name = $4, fencing_token = $5, acquired_at = $6, expires_at = $7
+               WHERE project = $1 AND name = $2`
+            : `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+          values,
+        );
+      }
+      return d.result;
+    });
+  }
+
+  async getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
+    const [r] = await this.rows<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND name = $2", [key.project, key.name]);
+    return r && leaseFromDb(r);
+  }
+
+  async listLeases(query: ListLeasesQuery): Promise<LeaseRow[]> {
+    return (
+      await this.rows<LeaseDb>(
+        `SELECT * FROM leases WHERE project = $1 AND name > $2 AND holder_agent_id IS NOT NULL
+           AND ($3 OR expires_at > $4) ORDER BY name LIMIT $5`,
+        [query.project, query.afterName ?? "", query.includeExpired, query.nowMs, query.limit],
+      )
+    ).map(leaseFromDb);
+  }
+
+  purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]> {
+    return this.tx(async (tx) => {
+      // The rows as they were, then cleared; their tokens stay as floors.
+      const before = (await tx.query<LeaseDb>("SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= $1 ORDER BY project, name FOR UPDATE", [cutoffMs])).rows;
+      await tx.query("UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL WHERE holder_agent_id IS NOT NULL AND expires_at <= $1", [cutoffMs]);
+      return before.map(leaseFromDb);
+    });
+  }
+
+  // Messages and sync are the next part of this store (issue 11); until then they refuse.
+  decideSend: HubStore["decideSend"] = () => notYet("decideSend");
+  decideMessage: HubStore["decideMessage"] = () => notYet("decideMessage");
+  getMessage: HubStore["getMessage"] = () => notYet("getMessage");
+  listMessages: HubStore["listMessages"] = () => notYet("listMessages");
+  countMessages: HubStore["countMessages"] = () => notYet("countMessages");
+  listOpenMessages: HubStore["listOpenMessages"] = () => notYet("listOpenMessages");
+  expireMessages: HubStore["expireMessages"] = () => notYet("expireMessages");
+  purgeMessages: HubStore["purgeMessages"] = () => notYet("purgeMessages");
+  inboxState: HubStore["inboxState"] = () => notYet("inboxState");
+  readInbox: HubStore["readInbox"] = () => notYet("readInbox");
+  pendingMessages: HubStore["pendingMessages"] = () => notYet("pendingMessages");
+  pushSyncEvents: HubStore["pushSyncEvents"] = () => notYet("pushSyncEvents");
+  getSyncCursor: HubStore["getSyncCursor"] = () => notYet("getSyncCursor");
+  listSyncRuns: HubStore["listSyncRuns"] = () => notYet("listSyncRuns");
+}
+
+function notYet(method: string): Promise<never> {
+  return Promise.reject(new Error(`the PostgreSQL store does not do ${method} yet`));
+}
