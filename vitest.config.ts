@@ -6,5 +6,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // KXM_TEST_STORE=postgres: the hub suites run on a throwaway PostgreSQL cluster.
+    globalSetup: ["test/fixtures/postgres.global.ts"],
   },
 });

@@ -20,11 +20,15 @@ tsc --noEmit -p tsconfig.json
 mkdir -p .kxm
 status=0
 vitest run --exclude 'test/clients/**' --reporter=default --reporter=json --outputFile=.kxm/vitest-hub.json "$@" || status=$?
+# The hub's suites once more with every test hub on PostgreSQL (a database each, on one throwaway
+# cluster: test/fixtures/postgres.global.ts); the store contract runs on both in the pass above.
+KXM_TEST_STORE=postgres vitest run test/lease test/presence test/peer test/sync test/server test/auth test/ops \
+  --reporter=default --reporter=json --outputFile=.kxm/vitest-hub-postgres.json "$@" || status=$?
 vitest run test/clients --no-file-parallelism --reporter=default --reporter=json --outputFile=.kxm/vitest-clients.json "$@" || status=$?
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
-  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-clients.json"]) {
+  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-clients.json"]) {
     if (!fs.existsSync(f)) { failed++; console.log(`missing report ${f}`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
     passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;

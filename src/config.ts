@@ -17,6 +17,13 @@ export interface HubConfig {
   projectTokens: Record<string, string>;
   /** SQLite file path, or ":memory:". */
   dataPath: string;
+  /**
+   * A PostgreSQL URL (`postgres://user:password@host:port/database`): the hub stores everything
+   * there instead of the SQLite file, so several hub processes can share it. Undefined: SQLite.
+   */
+  databaseUrl: string | undefined;
+  /** Connections the hub opens to PostgreSQL. */
+  databasePoolSize: number;
   /** JSON-lines log file; undefined (`KXM_LOG_PATH=-`) logs to stdout. */
   logPath: string | undefined;
   /** Lowest level written: `debug` adds a `request_completed` line per call. */
@@ -66,6 +73,8 @@ export const defaultConfig: HubConfig = {
   authToken: undefined,
   projectTokens: {},
   dataPath: path.join(".kxm", "state", "kxm.db"),
+  databaseUrl: undefined,
+  databasePoolSize: 10,
   logPath: path.join(".kxm", "logs", "kxm-hub.jsonl"),
   logLevel: "info",
   staleAfterMs: 30_000,
@@ -85,6 +94,27 @@ export const defaultConfig: HubConfig = {
 /** One thread per core beyond the hub's own, at most 4 (a push of 100 events keeps one busy for ~2 ms). */
 function defaultSyncThreads(): number {
   return Math.max(0, Math.min(4, os.availableParallelism() - 1));
+}
+
+/** A PostgreSQL URL, or invalid_config (the message never repeats it: it may hold a password). */
+function postgresUrl(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError("invalid_config", "KXM_DATABASE_URL must be a URL: postgres://user:password@host:port/database");
+  }
+  if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+    throw new ConfigError("invalid_config", "KXM_DATABASE_URL must start with postgres:// or postgresql://");
+  }
+  return raw;
+}
+
+/** The database URL as it may be shown (start-up line, logs): without its password. */
+export function redactedDatabaseUrl(raw: string): string {
+  const url = new URL(raw);
+  url.password = "";
+  return url.toString();
 }
 
 /** Exactly `localhost`, `::1`, or an IPv4 literal starting `127.`. */
@@ -163,6 +193,18 @@ const flags = {
     default: "none",
   },
   "data-path": { env: "KXM_DATA_PATH", value: "file", meaning: "SQLite file, or :memory:", default: defaultConfig.dataPath },
+  "database-url": {
+    env: "KXM_DATABASE_URL",
+    value: "url",
+    meaning: "postgres://user:password@host:port/database: store everything in PostgreSQL instead of the SQLite file, so several hubs can share it",
+    default: "none (SQLite)",
+  },
+  "database-pool-size": {
+    env: "KXM_DATABASE_POOL_SIZE",
+    value: "n",
+    meaning: "connections to PostgreSQL, 2..1000",
+    default: String(defaultConfig.databasePoolSize),
+  },
   "log-path": {
     env: "KXM_LOG_PATH",
     value: "file",
@@ -280,6 +322,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   if (tokens) c.projectTokens = projectTokens(tokens);
   const dataPath = get("data-path");
   if (dataPath) c.dataPath = dataPath.trim();
+  const databaseUrl = get("database-url");
+  if (databaseUrl) c.databaseUrl = postgresUrl(databaseUrl.trim());
+  const poolSize = get("database-pool-size");
+  if (poolSize) c.databasePoolSize = int("KXM_DATABASE_POOL_SIZE", poolSize, 2, 1000);
   const logPath = get("log-path");
   // `-` is the container convention for standard output.
   if (logPath) c.logPath = logPath.trim() === "-" ? undefined : logPath.trim();

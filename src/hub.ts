@@ -32,6 +32,7 @@ import { createSync } from "./sync/sync.js";
 import { createPreparePool } from "./sync/prepare-pool.js";
 import type { HubStore } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
+import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
 import { createRestFace } from "./transcode/rest-face.js";
 
@@ -61,7 +62,10 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   validateConfig(config);
   const clock = overrides.clock ?? systemClock;
   const store =
-    overrides.store ?? new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous });
+    overrides.store ??
+    (config.databaseUrl
+      ? await PostgresStore.open({ url: config.databaseUrl, poolSize: config.databasePoolSize })
+      : new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous }));
   // Held leases come from the store, so the gauge is right from the first scrape after a restart.
   const heldLeases = async () => (await store.listProjects(clock.now())).reduce((n, p) => n + p.heldLeases, 0);
   const metrics = createMetrics(store, { heldLeases });
@@ -172,8 +176,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     intervalMs: config.cleanupIntervalMs,
   });
 
-  // A restart makes everybody offline until they call again.
-  await store.markAllAgentsOffline();
+  // A restart makes everybody offline until they call again. Not with replicas: the others still
+  // serve those agents, and presence lapses by itself (stale-after) for the ones that are gone.
+  if (store.storage !== "postgres") await store.markAllAgentsOffline();
 
   let closing: Promise<void> | undefined;
   return {

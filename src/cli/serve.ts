@@ -1,5 +1,5 @@
 import net from "node:net";
-import { ConfigError, configHelp, loadConfig, type HubConfig } from "../config.js";
+import { ConfigError, configHelp, loadConfig, redactedDatabaseUrl, type HubConfig } from "../config.js";
 import { createHub, type Hub } from "../hub.js";
 import { prepareLogFile } from "../ops/log-destination.js";
 
@@ -63,10 +63,10 @@ export async function serveCommand(argv: string[]): Promise<void> {
     throw listenRefusal(e, config);
   }
   if (!config.authToken) process.stderr.write("warning: no KXM_AUTH_TOKEN; loopback callers are trusted as admin\n");
-  process.stdout.write(
-    `kxm hub listening at ${url}; storage=${config.dataPath}; auth=${config.authToken ? "token" : "none"}\n`,
-  );
-  hub.observer.log("hub_started", { url, storage: config.dataPath });
+  // A database URL is shown without its password.
+  const storage = config.databaseUrl ? redactedDatabaseUrl(config.databaseUrl) : config.dataPath;
+  process.stdout.write(`kxm hub listening at ${url}; storage=${storage}; auth=${config.authToken ? "token" : "none"}\n`);
+  hub.observer.log("hub_started", { url, storage });
   const stop = (signal: string) => {
     hub.observer.log("hub_stopping", { signal });
     hub.close().then(

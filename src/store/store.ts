@@ -313,7 +313,8 @@ export interface HubStore {
  * - `runtime_schema_shape_invalid`: tables or keys are not the ones its version must have;
  * - `runtime_store_invalid`: the file is not a SQLite database (or a damaged one);
  * - `runtime_path_invalid`: the path (or its directory) cannot be opened or created;
- * - `runtime_store_locked`: another hub process holds the file (one process per data file).
+ * - `runtime_store_locked`: another hub process holds the file (one process per data file);
+ * - `runtime_store_unreachable`: the PostgreSQL database cannot be reached or logged into.
  */
 export class StoreOpenError extends Error {
   constructor(
@@ -323,7 +324,8 @@ export class StoreOpenError extends Error {
       | "runtime_schema_shape_invalid"
       | "runtime_store_invalid"
       | "runtime_path_invalid"
-      | "runtime_store_locked",
+      | "runtime_store_locked"
+      | "runtime_store_unreachable",
     message: string,
   ) {
     super(message);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConfigError, isLoopback, loadConfig } from "../../src/config.js";
+import { ConfigError, isLoopback, loadConfig, redactedDatabaseUrl } from "../../src/config.js";
 
 const refusal = (argv: string[], env: NodeJS.ProcessEnv) => {
   try {
@@ -35,7 +35,10 @@ describe("configuration", () => {
       KXM_STALE_AFTER_MS: "3000",
       KXM_STREAM_KEEPALIVE_MS: "1000",
       KXM_SYNC_THREADS: "0",
+      KXM_DATABASE_URL: "postgres://hub:s3cret@db.example:5432/kxm",
     });
+    expect(c.databaseUrl).toBe("postgres://hub:s3cret@db.example:5432/kxm");
+    expect(redactedDatabaseUrl(c.databaseUrl!)).toBe("postgres://hub@db.example:5432/kxm");
     expect(c.port).toBe(9000);
     expect(c.syncThreads).toBe(0);
     expect(c.projectTokens).toEqual({ p: "tok", "org/repo": "t2" });
@@ -62,6 +65,9 @@ describe("configuration", () => {
     [{ KXM_STALE_AFTER_MS: "1000", KXM_STREAM_KEEPALIVE_MS: "1000" }, "KXM_STREAM_KEEPALIVE_MS (1000) must be below KXM_STALE_AFTER_MS (1000)"],
     [{ KXM_STALE_AFTER_MS: "abc" }, "KXM_STALE_AFTER_MS must be an integer"],
     [{ KXM_SYNC_THREADS: "17" }, "KXM_SYNC_THREADS must be between 0 and 16"],
+    [{ KXM_DATABASE_URL: "mysql://u:secret@h/db" }, "KXM_DATABASE_URL must start with postgres:// or postgresql://"],
+    [{ KXM_DATABASE_URL: "not a url" }, "KXM_DATABASE_URL must be a URL"],
+    [{ KXM_DATABASE_POOL_SIZE: "1" }, "KXM_DATABASE_POOL_SIZE must be between 2 and 1000"],
   ])("refuses %o", (env, message) => {
     const e = refusal([], env);
     expect(e).toBeInstanceOf(ConfigError);

@@ -154,7 +154,8 @@ describe("configuration that composes", () => {
 describe.concurrent("help", () => {
   const serveFlags = [
     ["host", "KXM_HOST"], ["port", "KXM_PORT"], ["auth-token", "KXM_AUTH_TOKEN"],
-    ["project-tokens", "KXM_PROJECT_TOKENS"], ["data-path", "KXM_DATA_PATH"], ["log-path", "KXM_LOG_PATH"], ["log-level", "KXM_LOG_LEVEL"],
+    ["project-tokens", "KXM_PROJECT_TOKENS"], ["data-path", "KXM_DATA_PATH"], ["database-url", "KXM_DATABASE_URL"],
+    ["database-pool-size", "KXM_DATABASE_POOL_SIZE"], ["log-path", "KXM_LOG_PATH"], ["log-level", "KXM_LOG_LEVEL"],
     ["stale-after-ms", "KXM_STALE_AFTER_MS"], ["message-ttl-ms", "KXM_MESSAGE_TTL_MS"],
     ["message-retention-ms", "KXM_MESSAGE_RETENTION_MS"], ["rate-limit-max", "KXM_RATE_LIMIT_MAX"],
     ["rate-limit-window-ms", "KXM_RATE_LIMIT_WINDOW_MS"], ["cors-origins", "KXM_CORS_ORIGINS"],

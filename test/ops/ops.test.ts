@@ -10,7 +10,8 @@ describe("operations endpoints", () => {
     expect(health.status).toBe(200);
     expect(await jsonOf(health)).toEqual({ ok: true, agents: 2 });
     const ready = await t.rest("/ready");
-    expect(await jsonOf(ready)).toEqual({ ok: true, storage: "memory" });
+    // In-memory SQLite, or PostgreSQL when the run is on it (KXM_TEST_STORE=postgres).
+    expect(await jsonOf(ready)).toEqual({ ok: true, storage: process.env.KXM_TEST_STORE === "postgres" ? "postgres" : "memory" });
   });
 
   it("reports sqlite storage for a file database", async () => {

@@ -63,10 +63,8 @@ const wires: [string, Wire][] = [
   ["rest (reordered, whitespace)", restWire],
 ];
 
-const storedRows = (t: TestHub) =>
-  (t.hub.store as unknown as { db: { prepare(s: string): { all(): { run_id: string; content_hash: string; record: string }[] } } }).db
-    .prepare("SELECT run_id, content_hash, record FROM sync_events ORDER BY run_id, sequence")
-    .all();
+const storedRows = async (t: TestHub) =>
+  (await t.sql("SELECT run_id, content_hash, record FROM sync_events ORDER BY run_id, sequence")) as { run_id: string; content_hash: string; record: string }[];
 
 describe("the same event over every wire is stored once", () => {
   it.each(wires.map(([name], i) => [name, i] as const))("first over %s, then a duplicate over every other wire", async (_, first) => {
@@ -76,7 +74,7 @@ describe("the same event over every wire is stored once", () => {
     const outcomes = [];
     for (const [, wire] of order) outcomes.push(await wire(t, event));
     expect(outcomes).toEqual(["accepted", "duplicate", "duplicate", "duplicate", "duplicate"]);
-    const rows = storedRows(t);
+    const rows = await storedRows(t);
     expect(rows).toHaveLength(1);
     // The stored text is the canonical form of the event as sent (no empty lists besides
     // fieldsOmitted: the JSON form leaves them out), and the hash is over exactly that text.

@@ -160,8 +160,7 @@ describe("PushEvents results", () => {
     await pushOk(t, [seq(1), seq(2)]);
     t.clock.advance(1_234);
     await pushOk(t, [seq(3), seq(2)]);
-    const db = (t.hub.store as unknown as { db: { prepare(s: string): { all(): unknown[] } } }).db;
-    expect(db.prepare("SELECT sequence, received_at AS at FROM sync_events ORDER BY sequence").all()).toEqual([
+    expect(await t.sql("SELECT sequence, received_at AS at FROM sync_events ORDER BY sequence")).toEqual([
       { sequence: 1, at: first },
       { sequence: 2, at: first },
       { sequence: 3, at: first + 1_234 },

@@ -1,8 +1,12 @@
 import pg from "pg";
-import type { AgentRow, CommitStats, Decision, HubStore, LeaseKey, LeaseRow, ListLeasesQuery, ProjectCounts, RuntimeRow } from "../store.js";
+import { StoreOpenError, type AgentRow, type CommitStats, type Decision, type HubStore, type LeaseKey, type LeaseRow, type ListLeasesQuery, type ProjectCounts, type RuntimeRow } from "../store.js";
 import { GroupCommit } from "../group-commit.js";
 import { postgresBatches, type PgTx, type PgWork } from "./batch.js";
 import { migrate } from "./schema.js";
+import { createPostgresMessages } from "./messages.js";
+import { createPostgresSync } from "./sync.js";
+import { agentColumns } from "./rows.js";
+import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database` */
@@ -13,67 +17,9 @@ export interface PostgresStoreOptions {
   maxBatch?: number;
 }
 
-interface AgentDb {
-  id: string;
-  project: string;
-  name: string;
-  purpose: string;
-  model: string | null;
-  host: string | null;
-  key_hash: string;
-  connected_at: number;
-  last_seen_at: number;
-  online: boolean;
-}
 
-interface LeaseDb {
-  project: string;
-  name: string;
-  holder_agent_id: string | null;
-  holder_agent_name: string | null;
-  fencing_token: number;
-  acquired_at: number;
-  expires_at: number;
-}
 
-interface RuntimeDb {
-  project: string;
-  runtime_id: string;
-  host: string | null;
-  registered_at: number;
-  heartbeat_at: number;
-}
 
-const agentFromDb = (r: AgentDb): AgentRow => ({
-  id: r.id,
-  project: r.project,
-  name: r.name,
-  purpose: r.purpose,
-  ...(r.model !== null && { model: r.model }),
-  ...(r.host !== null && { host: r.host }),
-  keyHash: r.key_hash,
-  connectedAtMs: r.connected_at,
-  lastSeenAtMs: r.last_seen_at,
-  online: r.online,
-});
-
-const leaseFromDb = (r: LeaseDb): LeaseRow => ({
-  project: r.project,
-  name: r.name,
-  holderAgentId: r.holder_agent_id,
-  holderAgentName: r.holder_agent_name,
-  fencingToken: r.fencing_token,
-  acquiredAtMs: r.acquired_at,
-  expiresAtMs: r.expires_at,
-});
-
-const runtimeFromDb = (r: RuntimeDb): RuntimeRow => ({
-  project: r.project,
-  runtimeId: r.runtime_id,
-  ...(r.host !== null && { host: r.host }),
-  registeredAtMs: r.registered_at,
-  heartbeatAtMs: r.heartbeat_at,
-});
 
 /** bigint columns come back as numbers: every one the hub stores (ms times, tokens) is below 2^53. */
 const types = {
@@ -81,7 +27,6 @@ const types = {
     oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
 };
 
-const agentColumns = "id, project, name, purpose, model, host, key_hash, connected_at, last_seen_at, online";
 const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, model, host, key_hash, connected_at, last_seen_at, online)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
   ON CONFLICT (id) DO UPDATE SET project = excluded.project, name = excluded.name, name_key = excluded.name_key,
@@ -96,16 +41,18 @@ const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, m
  * one row made by different replicas are serialised by the database; reads run on the pool's
  * other connections and see what is committed.
  *
- * Built so far: agents, runtimes, leases and the fence base (the store contract suite runs on
- * it). Messages and sync are not: their methods refuse, and the hub cannot be configured with
- * this store yet.
  */
 export class PostgresStore implements HubStore {
   readonly storage = "postgres" as const;
   private readonly commits: GroupCommit<PgWork>;
+  private readonly messages;
+  private readonly sync;
 
   private constructor(private readonly pool: pg.Pool, maxBatch?: number) {
     this.commits = new GroupCommit(postgresBatches(pool), maxBatch);
+    const access = { tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work), rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params) };
+    this.messages = createPostgresMessages(access);
+    this.sync = createPostgresSync(access);
   }
 
   /** Connects, brings the schema to this release's version (or refuses the database), and opens. */
@@ -114,7 +61,13 @@ export class PostgresStore implements HubStore {
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
     try {
-      const client = await pool.connect();
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (e) {
+        // The URL is not repeated: it may hold a password.
+        throw new StoreOpenError("runtime_store_unreachable", `cannot reach the PostgreSQL database: ${(e as Error).message}`);
+      }
       try {
         await migrate(client);
       } finally {
@@ -175,7 +128,7 @@ export class PostgresStore implements HubStore {
     const rows = await this.rows<{ project: string; agents: number; online: number; held: number }>(
       `WITH names (project) AS (
          SELECT project FROM agents UNION SELECT project FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at > $1
-         UNION SELECT project FROM runtime_presence)
+         UNION SELECT project FROM runtime_presence UNION SELECT hub_project FROM sync_runs)
        SELECT n.project,
          (SELECT count(*)::int FROM agents a WHERE a.project = n.project) AS agents,
          (SELECT count(*)::int FROM agents a WHERE a.project = n.project AND a.online) AS online,
@@ -273,7 +226,7 @@ export class PostgresStore implements HubStore {
       let current = row;
       if (!current) {
         const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1")).rows[0]?.floor ?? 0;
-        if (base > 0) current = { ...key, holder_agent_id: null, holder_agent_name: null, fencing_token: base, acquired_at: 0, expires_at: 0 };
+        if (base > 0) current = floorRow(key, base);
       }
       const d = decide(current && leaseFromDb(current));
       if (d.write) {
@@ -333,23 +286,19 @@ export class PostgresStore implements HubStore {
     });
   }
 
-  // Messages and sync are the next part of this store (issue 11); until then they refuse.
-  decideSend: HubStore["decideSend"] = () => notYet("decideSend");
-  decideMessage: HubStore["decideMessage"] = () => notYet("decideMessage");
-  getMessage: HubStore["getMessage"] = () => notYet("getMessage");
-  listMessages: HubStore["listMessages"] = () => notYet("listMessages");
-  countMessages: HubStore["countMessages"] = () => notYet("countMessages");
-  listOpenMessages: HubStore["listOpenMessages"] = () => notYet("listOpenMessages");
-  expireMessages: HubStore["expireMessages"] = () => notYet("expireMessages");
-  purgeMessages: HubStore["purgeMessages"] = () => notYet("purgeMessages");
-  inboxState: HubStore["inboxState"] = () => notYet("inboxState");
-  readInbox: HubStore["readInbox"] = () => notYet("readInbox");
-  pendingMessages: HubStore["pendingMessages"] = () => notYet("pendingMessages");
-  pushSyncEvents: HubStore["pushSyncEvents"] = () => notYet("pushSyncEvents");
-  getSyncCursor: HubStore["getSyncCursor"] = () => notYet("getSyncCursor");
-  listSyncRuns: HubStore["listSyncRuns"] = () => notYet("listSyncRuns");
-}
+  decideSend: HubStore["decideSend"] = (query, decide) => this.messages.decideSend(query, decide);
+  decideMessage: HubStore["decideMessage"] = (id, decide) => this.messages.decideMessage(id, decide);
+  getMessage: HubStore["getMessage"] = (id) => this.messages.getMessage(id);
+  listMessages: HubStore["listMessages"] = (query) => this.messages.listMessages(query);
+  countMessages: HubStore["countMessages"] = () => this.messages.countMessages();
+  listOpenMessages: HubStore["listOpenMessages"] = (project, limit) => this.messages.listOpenMessages(project, limit);
+  expireMessages: HubStore["expireMessages"] = (nowMs, error) => this.messages.expireMessages(nowMs, error);
+  purgeMessages: HubStore["purgeMessages"] = (cutoffMs) => this.messages.purgeMessages(cutoffMs);
+  inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
+  readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
+  pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) => this.messages.pendingMessages(agentId, afterSeq, uptoSeq);
 
-function notYet(method: string): Promise<never> {
-  return Promise.reject(new Error(`the PostgreSQL store does not do ${method} yet`));
+  pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);
+  getSyncCursor: HubStore["getSyncCursor"] = (hubProject, projectId, runId) => this.sync.getSyncCursor(hubProject, projectId, runId);
+  listSyncRuns: HubStore["listSyncRuns"] = (hubProject) => this.sync.listSyncRuns(hubProject);
 }

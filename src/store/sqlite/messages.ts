@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import type { StoreAccess } from "./batch.js";
-import { agentFromDb, type AgentDb } from "./rows.js";
+import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type {
   InboxEvent,
   InboxEventKind,
@@ -10,85 +10,6 @@ import type {
   MessageRow,
   SendContext,
 } from "../store.js";
-
-interface MessageDb {
-  id: string;
-  project: string;
-  from_id: string;
-  from_name: string;
-  to_id: string;
-  to_name: string;
-  content: string;
-  delivery: string;
-  hops: number;
-  max_hops: number;
-  seq: number;
-  correlation_id: string | null;
-  reply_to: string | null;
-  idempotency_key: string | null;
-  created_at: number;
-  expires_at: number;
-  delivered_at: number | null;
-  replied_at: number | null;
-  cancelled_at: number | null;
-  status: string;
-  reply_content: string | null;
-  reply_created_at: number | null;
-  error: string | null;
-}
-
-const opt = <K extends string, V>(key: K, v: V | null) => (v === null ? {} : ({ [key]: v } as Record<K, V>));
-
-export const messageFromDb = (r: MessageDb): MessageRow => ({
-  id: r.id,
-  project: r.project,
-  fromId: r.from_id,
-  fromName: r.from_name,
-  toId: r.to_id,
-  toName: r.to_name,
-  content: r.content,
-  delivery: r.delivery as MessageRow["delivery"],
-  hops: r.hops,
-  maxHops: r.max_hops,
-  seq: r.seq,
-  ...opt("correlationId", r.correlation_id),
-  ...opt("replyTo", r.reply_to),
-  ...opt("idempotencyKey", r.idempotency_key),
-  createdAtMs: r.created_at,
-  expiresAtMs: r.expires_at,
-  ...opt("deliveredAtMs", r.delivered_at),
-  ...opt("repliedAtMs", r.replied_at),
-  ...opt("cancelledAtMs", r.cancelled_at),
-  status: r.status as MessageRow["status"],
-  ...(r.reply_content !== null && { reply: { content: r.reply_content, createdAtMs: r.reply_created_at ?? r.created_at } }),
-  ...opt("error", r.error),
-});
-
-const messageToDb = (m: MessageRow) => ({
-  id: m.id,
-  project: m.project,
-  from_id: m.fromId,
-  from_name: m.fromName,
-  to_id: m.toId,
-  to_name: m.toName,
-  content: m.content,
-  delivery: m.delivery,
-  hops: m.hops,
-  max_hops: m.maxHops,
-  seq: m.seq,
-  correlation_id: m.correlationId ?? null,
-  reply_to: m.replyTo ?? null,
-  idempotency_key: m.idempotencyKey ?? null,
-  created_at: m.createdAtMs,
-  expires_at: m.expiresAtMs,
-  delivered_at: m.deliveredAtMs ?? null,
-  replied_at: m.repliedAtMs ?? null,
-  cancelled_at: m.cancelledAtMs ?? null,
-  status: m.status,
-  reply_content: m.reply?.content ?? null,
-  reply_created_at: m.reply?.createdAtMs ?? null,
-  error: m.error ?? null,
-});
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
@@ -228,19 +149,7 @@ export function createSqliteMessages(db: Database.Database, { tx, read }: StoreA
 
     async expireMessages(nowMs: number, error: string) {
       return tx(() =>
-        q.due.all(nowMs).flatMap((r) => {
-          const m = messageFromDb(r);
-          const kind: InboxEventKind = "expired";
-          return apply({
-              atMs: nowMs,
-              write: { ...m, status: "expired", error },
-              events: [
-                { agentId: m.fromId, kind },
-                { agentId: m.toId, kind },
-              ],
-              result: undefined,
-            });
-        }),
+        q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error))),
       );
     },
 

@@ -7,7 +7,7 @@ import { createSqliteMessages } from "./messages.js";
 import { createSqliteSync } from "./sync.js";
 import type { StoreLock } from "./lock.js";
 import { openDatabase } from "./open.js";
-import { agentFromDb, type AgentDb } from "./rows.js";
+import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
 
 export interface SqliteStoreOptions {
   /** File path, or ":memory:". */
@@ -27,52 +27,10 @@ export interface SqliteStoreOptions {
   restartFrames?: number;
 }
 
-interface LeaseDb {
-  project: string;
-  name: string;
-  holder_agent_id: string | null;
-  holder_agent_name: string | null;
-  fencing_token: number;
-  acquired_at: number;
-  expires_at: number;
-}
 
-interface RuntimeDb {
-  project: string;
-  runtime_id: string;
-  host: string | null;
-  registered_at: number;
-  heartbeat_at: number;
-}
 
-const leaseFromDb = (r: LeaseDb): LeaseRow => ({
-  project: r.project,
-  name: r.name,
-  holderAgentId: r.holder_agent_id,
-  holderAgentName: r.holder_agent_name,
-  fencingToken: r.fencing_token,
-  acquiredAtMs: r.acquired_at,
-  expiresAtMs: r.expires_at,
-});
 
-const runtimeFromDb = (r: RuntimeDb): RuntimeRow => ({
-  project: r.project,
-  runtimeId: r.runtime_id,
-  ...(r.host !== null && { host: r.host }),
-  registeredAtMs: r.registered_at,
-  heartbeatAtMs: r.heartbeat_at,
-});
 
-/** An unleased resource's row: no holder, the fence base as its token. */
-const floorRow = (key: LeaseKey, base: number): LeaseDb => ({
-  project: key.project,
-  name: key.name,
-  holder_agent_id: null,
-  holder_agent_name: null,
-  fencing_token: base,
-  acquired_at: 0,
-  expires_at: 0,
-});
 
 /**
  * The embedded store. Decisions go through group commit (store/group-commit.ts): those that

@@ -1,15 +1,8 @@
 import type Database from "better-sqlite3";
 import type { StoreAccess } from "./batch.js";
+import { prefixFromDb, type PrefixDb } from "../rows.js";
 import type { IngestContext, IngestOutcome, SyncEventRow, SyncRunView } from "../store.js";
 
-interface PrefixDb {
-  sequence: number;
-  event_type: string;
-  occurred_at: string;
-  run_status: string | null;
-  workflow_id: string | null;
-  display_title: string | null;
-}
 
 /** One run as a push sees it: its row (once it has one) and the sequences the push stored. */
 interface RunState {
@@ -136,14 +129,7 @@ export function createSqliteSync(db: Database.Database, { tx, read }: StoreAcces
         homeRuntimeId: r.home_runtime_id,
         cursor: r.cursor,
         stored: r.stored,
-        prefix: q.prefix.all(r.project_id, r.run_id, r.cursor).map((p) => ({
-          sequence: p.sequence,
-          eventType: p.event_type,
-          occurredAt: p.occurred_at,
-          ...(p.run_status !== null && { runStatus: p.run_status }),
-          ...(p.workflow_id !== null && { workflowId: p.workflow_id }),
-          ...(p.display_title !== null && { displayTitle: p.display_title }),
-        })),
+        prefix: q.prefix.all(r.project_id, r.run_id, r.cursor).map(prefixFromDb),
       })));
     },
   };

@@ -1,0 +1,195 @@
+import type pg from "pg";
+import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
+import type { InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, SendContext } from "../store.js";
+import type { PgTx } from "./batch.js";
+import { agentColumns } from "./rows.js";
+
+/** How the store's halves run their statements (postgres-store.ts). */
+export interface PgAccess {
+  /** One decision of the next batch; resolves once the batch is committed. */
+  tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
+  /** A read on the pool: what is committed. */
+  rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
+}
+
+/** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
+const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
+
+const columns = Object.keys(messageToDb({} as MessageRow));
+const upsertMessage = `INSERT INTO messages (${columns.join(", ")})
+  VALUES (${columns.map((_, i) => `$${i + 1}`).join(", ")})
+  ON CONFLICT (id) DO UPDATE SET delivered_at = excluded.delivered_at, replied_at = excluded.replied_at,
+    cancelled_at = excluded.cancelled_at, status = excluded.status, reply_content = excluded.reply_content,
+    reply_created_at = excluded.reply_created_at, error = excluded.error`;
+
+/**
+ * The message half of the PostgreSQL store, the same decisions as on SQLite. Numbering an event
+ * locks its agent's stream row until the batch commits, so an agent's events are numbered in
+ * commit order whichever replica decides them; a message a decision changes is locked the same
+ * way (`FOR UPDATE`). Two replicas sending with one idempotency key race on the unique index:
+ * the loser's decision runs again and sees the winner's message (postgres/batch.ts).
+ */
+export function createPostgresMessages({ tx, rows }: PgAccess) {
+  /** Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor. */
+  async function apply<T>(t: PgTx, d: MessageDecision<T>): Promise<InboxEvent[]> {
+    const events: InboxEvent[] = [];
+    const numbered: { agentId: string; kind: InboxEventKind; seq: number }[] = [];
+    for (const e of d.events ?? []) {
+      const r = await t.query<{ seq: number }>(
+        `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES ($1, 2, 0, 0)
+         ON CONFLICT (agent_id) DO UPDATE SET next_seq = inbox_streams.next_seq + 1 RETURNING next_seq - 1 AS seq`,
+        [e.agentId],
+      );
+      numbered.push({ ...e, seq: r.rows[0]!.seq });
+    }
+    if (d.write) {
+      const first = numbered.find((e) => e.kind === "message");
+      const row = first ? { ...d.write, seq: first.seq } : d.write;
+      await t.query(upsertMessage, Object.values(messageToDb(row)));
+      for (const e of numbered) {
+        await t.query("INSERT INTO inbox_events (agent_id, seq, kind, message_id, created_at) VALUES ($1, $2, $3, $4, $5)", [
+          e.agentId,
+          e.seq,
+          e.kind,
+          row.id,
+          d.atMs,
+        ]);
+        events.push({ agentId: e.agentId, seq: e.seq, kind: e.kind, message: row });
+      }
+    }
+    if (d.ack) {
+      await t.query(
+        `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES ($1, 1, $2, 0)
+         ON CONFLICT (agent_id) DO UPDATE SET acked_cursor = greatest(inbox_streams.acked_cursor, excluded.acked_cursor)`,
+        [d.ack.agentId, d.ack.seq],
+      );
+    }
+    return events;
+  }
+
+  return {
+    decideSend<T>(query: { senderId: string; idempotencyKey?: string; project: string; target: string }, decide: (ctx: SendContext) => MessageDecision<T>) {
+      return tx(async (t) => {
+        const existing = query.idempotencyKey
+          ? (await t.query<MessageDb>("SELECT * FROM messages WHERE from_id = $1 AND idempotency_key = $2", [query.senderId, query.idempotencyKey])).rows[0]
+          : undefined;
+        const candidates = (
+          await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND (id = $2 OR name_key = $3) ORDER BY reg_seq`, [
+            query.project,
+            query.target,
+            query.target.toLowerCase(),
+          ])
+        ).rows.map(agentFromDb);
+        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates });
+        return { result: d.result, events: await apply(t, d) };
+      });
+    },
+
+    decideMessage<T>(id: string, decide: (current: MessageRow | undefined) => MessageDecision<T>) {
+      return tx(async (t) => {
+        const [r] = (await t.query<MessageDb>("SELECT * FROM messages WHERE id = $1 FOR UPDATE", [id])).rows;
+        const d = decide(r && messageFromDb(r));
+        return { result: d.result, events: await apply(t, d) };
+      });
+    },
+
+    async getMessage(id: string) {
+      const [r] = await rows<MessageDb>("SELECT * FROM messages WHERE id = $1", [id]);
+      return r && messageFromDb(r);
+    },
+
+    async listMessages(query: ListMessagesQuery) {
+      const params: unknown[] = [query.agentId];
+      const where = [`${query.box === "inbox" ? "to_id" : "from_id"} = $1`];
+      if (query.statuses.length > 0) {
+        params.push(query.statuses);
+        where.push(`status = ANY($${params.length})`);
+      }
+      if (query.before) {
+        params.push(query.before.createdAtMs, query.before.id);
+        where.push(`(created_at < $${params.length - 1} OR (created_at = $${params.length - 1} AND id < $${params.length}))`);
+      }
+      params.push(query.limit);
+      const sql = `SELECT * FROM messages WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`;
+      return (await rows<MessageDb>(sql, params)).map(messageFromDb);
+    },
+
+    async countMessages() {
+      return (await rows<{ n: number }>("SELECT count(*)::int AS n FROM messages"))[0]!.n;
+    },
+
+    async listOpenMessages(project: string, limit: number) {
+      const open = "project = $1 AND status IN ('queued', 'delivered')";
+      const [messages, [count]] = await Promise.all([
+        rows<MessageDb>(`SELECT * FROM messages WHERE ${open} ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit]),
+        rows<{ n: number }>(`SELECT count(*)::int AS n FROM messages WHERE ${open}`, [project]),
+      ]);
+      return { messages: messages.map(messageFromDb), total: count!.n };
+    },
+
+    expireMessages(nowMs: number, error: string) {
+      return tx(async (t) => {
+        // Locked, and re-checked after a wait: a message another replica expired meanwhile drops out.
+        const due = (
+          await t.query<MessageDb>(
+            "SELECT * FROM messages WHERE status IN ('queued', 'delivered') AND expires_at <= $1 ORDER BY expires_at, id FOR UPDATE",
+            [nowMs],
+          )
+        ).rows;
+        const events: InboxEvent[] = [];
+        for (const r of due) events.push(...(await apply(t, expiryDecision(messageFromDb(r), nowMs, error))));
+        return events;
+      });
+    },
+
+    purgeMessages(cutoffMs: number) {
+      return tx(async (t) => {
+        const ended = (
+          await t.query<MessageDb>(
+            `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id FOR UPDATE`,
+            [cutoffMs],
+          )
+        ).rows;
+        for (const r of ended) {
+          const evs = (await t.query<{ agent_id: string; seq: number }>("DELETE FROM inbox_events WHERE message_id = $1 RETURNING agent_id, seq", [r.id])).rows;
+          for (const e of evs) {
+            await t.query(
+              `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES ($1, $2 + 1, 0, $2)
+               ON CONFLICT (agent_id) DO UPDATE SET purged_through = greatest(inbox_streams.purged_through, excluded.purged_through)`,
+              [e.agent_id, e.seq],
+            );
+          }
+          await t.query("DELETE FROM messages WHERE id = $1", [r.id]);
+        }
+        return ended.map(messageFromDb);
+      });
+    },
+
+    async inboxState(agentId: string): Promise<InboxState> {
+      const [r] = await rows<{ next_seq: number; acked_cursor: number; purged_through: number }>(
+        "SELECT next_seq, acked_cursor, purged_through FROM inbox_streams WHERE agent_id = $1",
+        [agentId],
+      );
+      return r ? { head: r.next_seq - 1, ackedCursor: r.acked_cursor, purgedThrough: r.purged_through } : { head: 0, ackedCursor: 0, purgedThrough: 0 };
+    },
+
+    async readInbox(agentId: string, afterSeq: number, limit: number) {
+      return (
+        await rows<MessageDb & { ev_agent: string; ev_seq: number; ev_kind: string }>(
+          `SELECT e.agent_id AS ev_agent, e.seq AS ev_seq, e.kind AS ev_kind, m.* FROM inbox_events e
+           JOIN messages m ON m.id = e.message_id WHERE e.agent_id = $1 AND e.seq > $2 ORDER BY e.seq LIMIT $3`,
+          [agentId, afterSeq, limit],
+        )
+      ).map((r) => ({ agentId: r.ev_agent, seq: r.ev_seq, kind: r.ev_kind as InboxEventKind, message: messageFromDb(r) }));
+    },
+
+    async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
+      return (
+        await rows<MessageDb>(
+          "SELECT * FROM messages WHERE to_id = $1 AND status IN ('queued', 'delivered') AND seq > $2 AND seq <= $3 ORDER BY seq",
+          [agentId, afterSeq, uptoSeq],
+        )
+      ).map(messageFromDb);
+    },
+  };
+}

@@ -1,0 +1,193 @@
+import type { AgentRow, InboxEventKind, LeaseRow, MessageDecision, MessageRow, RuntimeRow, SyncRunView } from "./store.js";
+
+/**
+ * Row shapes both stores keep (the same columns on SQLite and PostgreSQL) and their mapping to
+ * the store's rows, so the two backends differ only in their SQL.
+ */
+
+export interface AgentDb {
+  id: string;
+  project: string;
+  name: string;
+  purpose: string;
+  model: string | null;
+  host: string | null;
+  key_hash: string;
+  connected_at: number;
+  last_seen_at: number;
+  /** 0/1 on SQLite, a boolean on PostgreSQL. */
+  online: number | boolean;
+}
+
+export const agentFromDb = (r: AgentDb): AgentRow => ({
+  id: r.id,
+  project: r.project,
+  name: r.name,
+  purpose: r.purpose,
+  ...(r.model !== null && { model: r.model }),
+  ...(r.host !== null && { host: r.host }),
+  keyHash: r.key_hash,
+  connectedAtMs: r.connected_at,
+  lastSeenAtMs: r.last_seen_at,
+  online: r.online === true || r.online === 1,
+});
+
+export interface LeaseDb {
+  project: string;
+  name: string;
+  holder_agent_id: string | null;
+  holder_agent_name: string | null;
+  fencing_token: number;
+  acquired_at: number;
+  expires_at: number;
+}
+
+export const leaseFromDb = (r: LeaseDb): LeaseRow => ({
+  project: r.project,
+  name: r.name,
+  holderAgentId: r.holder_agent_id,
+  holderAgentName: r.holder_agent_name,
+  fencingToken: r.fencing_token,
+  acquiredAtMs: r.acquired_at,
+  expiresAtMs: r.expires_at,
+});
+
+/** An unleased resource's row: no holder, the fence base as its token. */
+export const floorRow = (key: { project: string; name: string }, base: number): LeaseDb => ({
+  project: key.project,
+  name: key.name,
+  holder_agent_id: null,
+  holder_agent_name: null,
+  fencing_token: base,
+  acquired_at: 0,
+  expires_at: 0,
+});
+
+export interface RuntimeDb {
+  project: string;
+  runtime_id: string;
+  host: string | null;
+  registered_at: number;
+  heartbeat_at: number;
+}
+
+export const runtimeFromDb = (r: RuntimeDb): RuntimeRow => ({
+  project: r.project,
+  runtimeId: r.runtime_id,
+  ...(r.host !== null && { host: r.host }),
+  registeredAtMs: r.registered_at,
+  heartbeatAtMs: r.heartbeat_at,
+});
+
+export interface MessageDb {
+  id: string;
+  project: string;
+  from_id: string;
+  from_name: string;
+  to_id: string;
+  to_name: string;
+  content: string;
+  delivery: string;
+  hops: number;
+  max_hops: number;
+  seq: number;
+  correlation_id: string | null;
+  reply_to: string | null;
+  idempotency_key: string | null;
+  created_at: number;
+  expires_at: number;
+  delivered_at: number | null;
+  replied_at: number | null;
+  cancelled_at: number | null;
+  status: string;
+  reply_content: string | null;
+  reply_created_at: number | null;
+  error: string | null;
+}
+
+const opt = <K extends string, V>(key: K, v: V | null) => (v === null ? {} : ({ [key]: v } as Record<K, V>));
+
+export const messageFromDb = (r: MessageDb): MessageRow => ({
+  id: r.id,
+  project: r.project,
+  fromId: r.from_id,
+  fromName: r.from_name,
+  toId: r.to_id,
+  toName: r.to_name,
+  content: r.content,
+  delivery: r.delivery as MessageRow["delivery"],
+  hops: r.hops,
+  maxHops: r.max_hops,
+  seq: r.seq,
+  ...opt("correlationId", r.correlation_id),
+  ...opt("replyTo", r.reply_to),
+  ...opt("idempotencyKey", r.idempotency_key),
+  createdAtMs: r.created_at,
+  expiresAtMs: r.expires_at,
+  ...opt("deliveredAtMs", r.delivered_at),
+  ...opt("repliedAtMs", r.replied_at),
+  ...opt("cancelledAtMs", r.cancelled_at),
+  status: r.status as MessageRow["status"],
+  ...(r.reply_content !== null && { reply: { content: r.reply_content, createdAtMs: r.reply_created_at ?? r.created_at } }),
+  ...opt("error", r.error),
+});
+
+export const messageToDb = (m: MessageRow) => ({
+  id: m.id,
+  project: m.project,
+  from_id: m.fromId,
+  from_name: m.fromName,
+  to_id: m.toId,
+  to_name: m.toName,
+  content: m.content,
+  delivery: m.delivery,
+  hops: m.hops,
+  max_hops: m.maxHops,
+  seq: m.seq,
+  correlation_id: m.correlationId ?? null,
+  reply_to: m.replyTo ?? null,
+  idempotency_key: m.idempotencyKey ?? null,
+  created_at: m.createdAtMs,
+  expires_at: m.expiresAtMs,
+  delivered_at: m.deliveredAtMs ?? null,
+  replied_at: m.repliedAtMs ?? null,
+  cancelled_at: m.cancelledAtMs ?? null,
+  status: m.status,
+  reply_content: m.reply?.content ?? null,
+  reply_created_at: m.reply?.createdAtMs ?? null,
+  error: m.error ?? null,
+});
+
+
+/** The decision that expires an open message: status expired, `error` set, an event to both parties. */
+export function expiryDecision(m: MessageRow, nowMs: number, error: string): MessageDecision<undefined> {
+  const kind: InboxEventKind = "expired";
+  return {
+    atMs: nowMs,
+    write: { ...m, status: "expired", error },
+    events: [
+      { agentId: m.fromId, kind },
+      { agentId: m.toId, kind },
+    ],
+    result: undefined,
+  };
+}
+
+/** One event of a run's gapless prefix, as listSyncRuns reads it. */
+export interface PrefixDb {
+  sequence: number;
+  event_type: string;
+  occurred_at: string;
+  run_status: string | null;
+  workflow_id: string | null;
+  display_title: string | null;
+}
+
+export const prefixFromDb = (p: PrefixDb): SyncRunView["prefix"][number] => ({
+  sequence: p.sequence,
+  eventType: p.event_type,
+  occurredAt: p.occurred_at,
+  ...(p.run_status !== null && { runStatus: p.run_status }),
+  ...(p.workflow_id !== null && { workflowId: p.workflow_id }),
+  ...(p.display_title !== null && { displayTitle: p.display_title }),
+});
