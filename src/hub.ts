@@ -61,7 +61,7 @@ export interface ExtraService {
 export async function createHub(config: HubConfig, overrides: HubOverrides = {}) {
   validateConfig(config);
   const clock = overrides.clock ?? systemClock;
-  const store =
+  const store: HubStore =
     overrides.store ??
     (config.databaseUrl
       ? await PostgresStore.open({ url: config.databaseUrl, poolSize: config.databasePoolSize })
@@ -75,6 +75,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const presenceBus = createBus<PresenceChange>((c) => c.project);
   const leaseBus = createBus<LeaseChange>((c) => c.project);
   const inboxBus = createBus<InboxNotice>((n) => n.agentId);
+  // Hubs sharing a database hear of the inbox events the others commit (PostgreSQL).
+  const stopInboxTail = store.tailInbox?.((agentId, seq) => inboxBus.publish({ agentId, seq }));
   const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs, bus: presenceBus });
   const leases = createLeases({ store, clock, observer, bus: leaseBus });
   const messages = createMessages({
@@ -233,6 +235,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
           });
         }
         await prepare.close();
+        stopInboxTail?.();
         await store.close();
         observer.log("hub_stopped", { forced, durationMs: Math.round(performance.now() - startedAtMs) });
         hubLogger?.close();

@@ -69,7 +69,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
     let peersOverflowed = false;
     const unsubscribeInbox = deps.inboxBus.subscribe(caller.agentId, (n) => {
       liveHead = Math.max(liveHead, n.seq);
-      if (handed.length < page) handed.push(n.event);
+      if (n.event && handed.length < page) handed.push(n.event);
       waker.wake();
     });
     const unsubscribePresence = deps.presenceBus.subscribe(caller.project, (c) => {

@@ -17,13 +17,15 @@ import {
 } from "./rules.js";
 
 /**
- * A committed, durable event of an agent's stream, as the store returned it: a live stream that
- * is exactly one event behind takes it from here instead of reading it back (inbox-stream.ts).
+ * "Agent X's stream has a committed, durable event N." With the event as the store returned it
+ * when this hub decided it: a live stream that is exactly one event behind takes it from here
+ * instead of reading it back (inbox-stream.ts). Without it when another hub on the same database
+ * decided it (the store's inbox tail): the stream reads it from the store.
  */
 export interface InboxNotice {
   agentId: string;
   seq: number;
-  event: InboxEvent;
+  event?: InboxEvent;
 }
 
 export interface MessagesDeps {

@@ -291,6 +291,12 @@ export interface HubStore {
   readInbox(agentId: string, afterSeq: number, limit: number): Promise<InboxEvent[]>;
   /** Queued or delivered messages to the agent with afterSeq < seq <= uptoSeq, by seq. */
   pendingMessages(agentId: string, afterSeq: number, uptoSeq: number): Promise<MessageRow[]>;
+  /**
+   * For a store several hubs share (PostgreSQL): calls `onEvent` for each inbox event any hub
+   * commits from now on (this one's included), each agent's in order, until the returned
+   * function is called. Absent on a store only one process uses: its own decisions are all.
+   */
+  tailInbox?(onEvent: (agentId: string, seq: number) => void): () => void;
 
   /**
    * Stores a batch of run facts in one transaction, deciding each in order (later events see

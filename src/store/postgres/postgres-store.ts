@@ -21,6 +21,13 @@ export interface PostgresStoreOptions {
 
 
 
+/**
+ * How often a hub looks for inbox events other hubs committed: the most a message sent through
+ * one hub waits before a Subscribe stream on another hears of it (plus the commit of any older
+ * transaction still running).
+ */
+const tailIntervalMs = 20;
+
 /** bigint columns come back as numbers: every one the hub stores (ms times, tokens) is below 2^53. */
 const types = {
   getTypeParser: ((oid: number, format?: "text" | "binary") =>
@@ -297,6 +304,10 @@ export class PostgresStore implements HubStore {
   inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
   readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
   pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) => this.messages.pendingMessages(agentId, afterSeq, uptoSeq);
+
+  tailInbox(onEvent: (agentId: string, seq: number) => void): () => void {
+    return this.messages.tailInbox(onEvent, tailIntervalMs);
+  }
 
   pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);
   getSyncCursor: HubStore["getSyncCursor"] = (hubProject, projectId, runId) => this.sync.getSyncCursor(hubProject, projectId, runId);
