@@ -57,6 +57,7 @@ export const errorTable = {
   sync_batch_too_large: { connect: "invalid_argument", rest: 413 },
   subscriber_too_slow: { connect: "resource_exhausted", rest: 429 },
   hub_shutting_down: { connect: "unavailable", rest: 503 },
+  store_unavailable: { connect: "unavailable", rest: 503 },
 } as const satisfies Record<string, Row>;
 
 export type HubCode = keyof typeof errorTable;
@@ -196,4 +197,7 @@ export const errors = {
     }),
   /** The hub is stopping: retry, on another replica when there is one. */
   hubShuttingDown: () => new HubError("hub_shutting_down", "the hub is shutting down; retry (on another replica if there is one)"),
+  /** The database several hubs share cannot be reached: nothing of the call was answered; retry. */
+  storeUnavailable: (cause: unknown) =>
+    new HubError("store_unavailable", "the hub's database cannot be reached; retry", { cause }),
 };

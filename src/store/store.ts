@@ -314,6 +314,18 @@ export interface HubStore {
 }
 
 /**
+ * The database a store shares with other hubs cannot be reached (connection refused or lost, the
+ * server shutting down or starting). Nothing of the call is answered or applied; a retry, later
+ * or on another hub, is safe.
+ */
+export class StoreUnavailable extends Error {
+  constructor(message: string, options?: { cause: unknown }) {
+    super(message, options);
+    this.name = "StoreUnavailable";
+  }
+}
+
+/**
  * The store refused to open (the hub does not start) or to be restored into:
  * - `runtime_schema_outdated` / `runtime_schema_newer`: a schema this release cannot use;
  * - `runtime_schema_shape_invalid`: tables or keys are not the ones its version must have;

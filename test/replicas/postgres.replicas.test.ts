@@ -90,3 +90,117 @@ describe("three hubs on one PostgreSQL database", () => {
     ac.abort();
   });
 });
+
+describe("hubs through failures", () => {
+  let own: TestPostgres;
+  let three: ServingCli[] = [];
+  beforeAll(async () => {
+    own = await startPostgres();
+    const url = await own.createDatabase();
+    for (let i = 0; i < 3; i++) three.push(await serveCli(["--port", "0", "--log-path", "-"], { env: { KXM_DATABASE_URL: url } }));
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(three.map((h) => h.stop()));
+    three = [];
+    await own?.stop();
+  });
+
+  /** Polls `/ready` on every hub until each answers `status` (no fixed sleep: a deadline). */
+  async function allReady(status: number) {
+    const deadline = performance.now() + 20_000;
+    for (;;) {
+      const got = await Promise.all(three.map(async (h) => (await fetch(`${h.url}/ready`).catch(() => undefined))?.status));
+      if (got.every((s) => s === status)) return;
+      if (performance.now() > deadline) throw new Error(`/ready answered ${got.join(", ")}, waiting for ${status}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  it("a SIGKILLed hub loses nothing the others answered; its agents carry on through them", async () => {
+    const agents = await Promise.all(Array.from({ length: 12 }, (_, i) => register(three[i % 3]!.url, `worker-${i}`)));
+    const recipient = await register(three[0]!.url, "inbox");
+    const survivors = [three[0]!, three[2]!];
+    /** Answered grants per lease name (token, holder), in answer order; answered message ids. */
+    const grants = new Map<string, { token: number; holder: number }[]>();
+    const sent: string[] = [];
+    let killed = false;
+    const hubFor = (i: number) => (killed ? survivors[i % 2]! : three[i % 3]!);
+    const work = async (i: number, rounds: number) => {
+      const a = agents[i]!;
+      const name = `job-${i % 4}`;
+      for (let r = 0; r < rounds; r++) {
+        // A call to the hub being killed may fail: nothing it did not answer is counted.
+        try {
+          const res = await post(hubFor(i).url, `/v1/leases/${name}/acquire`, a.headers, { ttlMs: 60_000 });
+          if (res.status === 200) {
+            const token = ((await res.json()) as { lease: { fencingToken: number } }).lease.fencingToken;
+            grants.set(name, [...(grants.get(name) ?? []), { token, holder: i }]);
+            await post(hubFor(i).url, `/v1/leases/${name}/release`, a.headers, { fencingToken: token });
+          }
+          const msg = await post(hubFor(i).url, "/v1/messages", a.headers, { target: recipient.id, content: `from ${i} #${r}` });
+          if (msg.status === 202) sent.push(((await msg.json()) as { message: { id: string } }).message.id);
+        } catch {
+          // the connection to the killed hub broke mid-call: unanswered
+        }
+      }
+    };
+    const load = Promise.all(agents.map((_, i) => work(i, 15)));
+    await new Promise((r) => setTimeout(r, 150)); // let the load get going before the kill
+    three[1]!.child.kill("SIGKILL");
+    killed = true;
+    await load;
+    await Promise.all(agents.map((_, i) => work(i, 3))); // after the kill, through the survivors only
+
+    // The fence: on every name, the answered tokens only ever grew, and the next grant, through a
+    // hub that is left, is above every one of them.
+    expect(grants.size).toBeGreaterThan(0);
+    const late = await register(survivors[1]!.url, "late");
+    for (const [name, answered] of grants) {
+      // A token repeats only for its own holder: an agent whose release went to the killed hub
+      // still holds the lease, and acquiring its own live lease again keeps the token.
+      for (let k = 1; k < answered.length; k++) {
+        const [prev, cur] = [answered[k - 1]!, answered[k]!];
+        if (cur.token === prev.token) expect(cur.holder).toBe(prev.holder);
+        else expect(cur.token).toBeGreaterThan(prev.token);
+      }
+      const tokens = answered.map((g) => g.token);
+      const res = await post(survivors[0]!.url, `/v1/leases/${name}/acquire`, late.headers, { ttlMs: 60_000 });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { lease: { fencingToken: number } }).lease.fencingToken).toBeGreaterThan(tokens[tokens.length - 1]!);
+    }
+    // Every answered message is there, for its recipient, on either survivor.
+    expect(sent.length).toBeGreaterThan(0);
+    for (const [k, id] of sent.entries()) {
+      const res = await fetch(`${survivors[k % 2]!.url}/v1/messages/${id}`, { headers: recipient.headers });
+      expect(res.status).toBe(200);
+    }
+  });
+
+  it("while PostgreSQL is down the hubs are not ready and refuse with store_unavailable; after, nothing answered is lost", async () => {
+    const live = three.filter((h) => h.child.exitCode === null && h.child.signalCode === null);
+    three = live;
+    const a = await register(three[0]!.url, "holder");
+    const before = await post(three[0]!.url, "/v1/leases/survivor/acquire", a.headers, { ttlMs: 600_000 });
+    expect(before.status).toBe(200);
+    const token = ((await before.json()) as { lease: { fencingToken: number } }).lease.fencingToken;
+
+    own.stopServer("immediate");
+    await allReady(503);
+    const refused = await post(three[1]!.url, "/v1/leases/other/acquire", a.headers, { ttlMs: 1_000 });
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as { code: string }).code).toBe("store_unavailable");
+
+    own.startServer();
+    await allReady(200);
+    // The lease answered before the outage is still held, with its token, on every hub.
+    for (const h of three) {
+      const res = await fetch(`${h.url}/v1/leases/survivor`, { headers: a.headers });
+      expect(((await res.json()) as { lease: { fencingToken: number; holderAgentId: string } }).lease).toMatchObject({
+        fencingToken: token,
+        holderAgentId: a.id,
+      });
+    }
+    const after = await post(three[1]!.url, "/v1/leases/survivor/renew", a.headers, { fencingToken: token, ttlMs: 600_000 });
+    expect(after.status).toBe(200);
+  });
+});

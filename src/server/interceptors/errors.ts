@@ -2,6 +2,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { randomUUID } from "node:crypto";
 import { errors, errorTable, isHubError, type ConnectCodeName, type HubError } from "../../errors.js";
 import type { Observer } from "../../observe.js";
+import { StoreUnavailable } from "../../store/store.js";
 import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
 import { LeaseSchema } from "../../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { kRequestId, kResponseHeaders } from "../context.js";
@@ -84,6 +85,10 @@ export function createErrorInterceptor(observer: Observer, maxBodyBytes: number)
     if (isHubError(e)) {
       if (e.code === "internal_error") observer.log("internal_error", { requestId, error: String(e.cause ?? e) });
       err = toConnectError(e);
+    } else if (e instanceof StoreUnavailable) {
+      // The database several hubs share is away: a retry is safe (nothing was answered).
+      observer.log("store_unavailable", { requestId, error: String(e.message) });
+      err = toConnectError(errors.storeUnavailable(e));
     } else if (e instanceof ConnectError) {
       // A stream's request is read inside the interceptors, so its decoding refusals land here.
       const typed = hubErrorOfFramework(e, maxBodyBytes);

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { BatchBackend, WorkOutcome } from "../group-commit.js";
+import { StoreUnavailable } from "../store.js";
 
 /** How a decision runs its statements: inside its batch's transaction, on the batch's connection. */
 export interface PgTx {
@@ -20,16 +21,36 @@ const retryable = new Set(["23505", "40P01", "40001"]);
 const maxAttempts = 4;
 
 /**
+ * The error as the store reports it: a database that cannot be reached (no connection, a lost
+ * one, a server shutting down or starting: SQLSTATE classes 08 and 57P) is StoreUnavailable;
+ * anything the server answered with a SQLSTATE of its own stays what it is.
+ */
+export function storeError(e: unknown): unknown {
+  if (e instanceof StoreUnavailable) return e;
+  const code = (e as { code?: unknown }).code;
+  const sqlState = typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+  if (sqlState === undefined || sqlState.startsWith("08") || sqlState.startsWith("57P")) {
+    return new StoreUnavailable(`the database cannot be reached: ${(e as Error).message}`, { cause: e });
+  }
+  return e;
+}
+
+/**
  * The PostgreSQL half of group commit (store/group-commit.ts): one transaction per batch on one
  * pooled connection, a savepoint per decision so one that throws is rolled back alone, one
  * COMMIT. PostgreSQL's COMMIT returns once the commit is durable (synchronous_commit, on by
  * default), so the batch is answered when it returns; a batch whose COMMIT fails (the database
- * went away) is rejected as a whole and none of it is answered.
+ * went away) is rejected as a whole, with StoreUnavailable, and none of it is answered.
  */
 export function postgresBatches(pool: pg.Pool): BatchBackend<PgWork> {
   return {
     async commit(works: PgWork[]): Promise<WorkOutcome[]> {
-      const client = await pool.connect();
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (e) {
+        throw storeError(e);
+      }
       let failed: unknown;
       try {
         await client.query("BEGIN");
@@ -40,7 +61,7 @@ export function postgresBatches(pool: pg.Pool): BatchBackend<PgWork> {
       } catch (e) {
         failed = e;
         await client.query("ROLLBACK").catch(() => {});
-        throw e;
+        throw storeError(e);
       } finally {
         // A connection that failed mid-batch is not handed out again.
         client.release(failed instanceof Error ? failed : undefined);

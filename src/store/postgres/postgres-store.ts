@@ -1,7 +1,7 @@
 import pg from "pg";
 import { StoreOpenError, type AgentRow, type CommitStats, type Decision, type HubStore, type LeaseKey, type LeaseRow, type ListLeasesQuery, type ProjectCounts, type RuntimeRow } from "../store.js";
 import { GroupCommit } from "../group-commit.js";
-import { postgresBatches, type PgTx, type PgWork } from "./batch.js";
+import { postgresBatches, storeError, type PgTx, type PgWork } from "./batch.js";
 import { migrate } from "./schema.js";
 import { createPostgresMessages } from "./messages.js";
 import { createPostgresSync } from "./sync.js";
@@ -92,7 +92,11 @@ export class PostgresStore implements HubStore {
   }
 
   private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
-    return (await this.pool.query<R>(sql, params)).rows;
+    try {
+      return (await this.pool.query<R>(sql, params)).rows;
+    } catch (e) {
+      throw storeError(e);
+    }
   }
 
   commitStats(): Readonly<CommitStats> {
