@@ -1,12 +1,12 @@
 import type pg from "pg";
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type { InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, SendContext } from "../store.js";
-import type { PgTx } from "./batch.js";
+import type { PgTx } from "./transaction.js";
 import { agentColumns } from "./rows.js";
 
 /** How the store's halves run their statements (postgres-store.ts). */
 export interface PgAccess {
-  /** One decision of the next batch; resolves once the batch is committed. */
+  /** One decision, its own transaction; resolves once it is committed. */
   tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
   /** A read on the pool: what is committed. */
   rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
@@ -24,10 +24,10 @@ const upsertMessage = `INSERT INTO messages (${columns.join(", ")})
 
 /**
  * The message half of the PostgreSQL store, the same decisions as on SQLite. Numbering an event
- * locks its agent's stream row until the batch commits, so an agent's events are numbered in
+ * locks its agent's stream row until the decision commits, so an agent's events are numbered in
  * commit order whichever replica decides them; a message a decision changes is locked the same
  * way (`FOR UPDATE`). Two replicas sending with one idempotency key race on the unique index:
- * the loser's decision runs again and sees the winner's message (postgres/batch.ts).
+ * the loser's decision runs again and sees the winner's message (postgres/transaction.ts).
  */
 export function createPostgresMessages({ tx, rows }: PgAccess) {
   /** Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor. */

@@ -1,7 +1,6 @@
 import pg from "pg";
 import { StoreOpenError, type AgentRow, type CommitStats, type Decision, type HubStore, type LeaseKey, type LeaseRow, type ListLeasesQuery, type ProjectCounts, type RuntimeRow } from "../store.js";
-import { GroupCommit } from "../group-commit.js";
-import { postgresBatches, storeError, type PgTx, type PgWork } from "./batch.js";
+import { runTransaction, storeError, type PgTx } from "./transaction.js";
 import { migrate } from "./schema.js";
 import { createPostgresMessages } from "./messages.js";
 import { createPostgresSync } from "./sync.js";
@@ -11,10 +10,8 @@ import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, type AgentDb, type L
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database` */
   url: string;
-  /** Connections in the pool (group commit uses one at a time; reads use the rest). Default 10. */
+  /** Connections in the pool: decisions and reads in flight at once. Default 10. */
   poolSize?: number;
-  /** Most decisions one batch commits together (default 128). */
-  maxBatch?: number;
 }
 
 
@@ -41,22 +38,21 @@ const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, m
     connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`;
 
 /**
- * The store for several hub replicas on one PostgreSQL database. Decisions go through the same
- * group commit as on SQLite (store/group-commit.ts, postgres/batch.ts): those that arrive
- * together run in one transaction, a savepoint each, and are answered once its COMMIT (durable
- * in PostgreSQL) returns. A decision locks the rows it decides on (`FOR UPDATE`), so decisions on
- * one row made by different replicas are serialised by the database; reads run on the pool's
- * other connections and see what is committed.
- *
+ * The store for several hub replicas on one PostgreSQL database. Each decision is one
+ * transaction on a pooled connection, answered once its COMMIT (durable in PostgreSQL) returns
+ * (postgres/transaction.ts: decisions run concurrently and PostgreSQL flushes commits that arrive
+ * together at once). A decision locks the rows it decides on (`FOR UPDATE`), so decisions on one
+ * row made by different replicas are serialised by the database; reads see what is committed.
  */
 export class PostgresStore implements HubStore {
   readonly storage = "postgres" as const;
-  private readonly commits: GroupCommit<PgWork>;
+  private readonly stats: CommitStats = { commits: 0, works: 0 };
+  /** Decisions running now (close waits for them). */
+  private readonly running = new Set<Promise<unknown>>();
   private readonly messages;
   private readonly sync;
 
-  private constructor(private readonly pool: pg.Pool, maxBatch?: number) {
-    this.commits = new GroupCommit(postgresBatches(pool), maxBatch);
+  private constructor(private readonly pool: pg.Pool) {
     const access = { tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work), rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params) };
     this.messages = createPostgresMessages(access);
     this.sync = createPostgresSync(access);
@@ -84,11 +80,19 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    return new PostgresStore(pool, o.maxBatch);
+    return new PostgresStore(pool);
   }
 
   private tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
-    return this.commits.submit<T>(work);
+    const p = runTransaction(this.pool, work).then((value) => {
+      this.stats.commits++;
+      this.stats.works++;
+      return value;
+    });
+    this.running.add(p);
+    const done = () => this.running.delete(p);
+    p.then(done, done);
+    return p;
   }
 
   private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
@@ -99,8 +103,9 @@ export class PostgresStore implements HubStore {
     }
   }
 
+  /** Committed decisions, one transaction each (a commit and a work per decision). */
   commitStats(): Readonly<CommitStats> {
-    return this.commits.stats;
+    return this.stats;
   }
 
   async ready(): Promise<boolean> {
@@ -111,9 +116,9 @@ export class PostgresStore implements HubStore {
     }
   }
 
-  /** Commits what is queued, then closes the pool. */
+  /** Lets the decisions running now end, then closes the pool. */
   async close(): Promise<void> {
-    await this.commits.idle();
+    await Promise.allSettled([...this.running]);
     await this.pool.end();
   }
 
@@ -231,7 +236,7 @@ export class PostgresStore implements HubStore {
 
   decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
     return this.tx(async (tx) => {
-      // The row, locked until the batch commits: decisions on one resource from every replica
+      // The row, locked until the decision commits: decisions on one resource from every replica
       // take turns. A resource without a row stands on the fence base (0 until a restore raised it).
       const [row] = (await tx.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND name = $2 FOR UPDATE", [key.project, key.name])).rows;
       let current = row;

@@ -37,7 +37,7 @@ const insertTypes = ["text", "text", "bigint", "text", "text", "text", "text", "
  * keys, its projects' owners and its runs (those rows locked) in one statement each, decides
  * every event in order against that and what the push itself stored, and writes its events in
  * one statement. Two replicas that create the same run, owner or event at once race on a
- * primary key: the loser's push runs again and sees the winner's rows (postgres/batch.ts).
+ * primary key: the loser's push runs again and sees the winner's rows (postgres/transaction.ts).
  */
 export function createPostgresSync({ tx, rows }: PgAccess) {
   return {

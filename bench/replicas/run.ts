@@ -1,0 +1,236 @@
+/**
+ * Hubs on PostgreSQL next to SQLite, in one run: lease cycles (REST acquire + release, closed
+ * loop) and message latency (SendMessage -> Subscribe frame, paced), for
+ *   sqlite-1    one hub on its SQLite file (FULL),
+ *   postgres-1  one hub on a PostgreSQL database,
+ *   postgres-3  three hubs on one PostgreSQL database, the clients spread over them, and each
+ *               message sent through the first hub to a stream on the third.
+ * Every hub is a `kxm-hub serve` process; PostgreSQL is a throwaway cluster with fsync on
+ * (test/fixtures/postgres.ts), so both stores are durable. Prints figures, asserts nothing.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { PeerService, type SubscribeResponse } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
+import { startPostgres, type TestPostgres } from "../../test/fixtures/postgres.js";
+import { flagReaders, runBench } from "../common/flags.js";
+import { H2Conn } from "../common/raw-stream.js";
+import { fmtSummary, monoMs, Samples, summarize, type Summary } from "../common/stats.js";
+
+const usage = `usage: node --import tsx bench/replicas/run.ts [options]
+  --seconds N       measured seconds per lease workload and target (default 5)
+  --concurrency N   lease clients (default 32)
+  --names N         names of the contended workload (default 4)
+  --rate N          messages per second, paced (default 200)
+  --targets LIST    sqlite-1,postgres-1,postgres-3 (default all)
+  -h, --help`;
+
+const { values: flags } = parseArgs({
+  options: {
+    seconds: { type: "string", default: "5" },
+    concurrency: { type: "string", default: "32" },
+    names: { type: "string", default: "4" },
+    rate: { type: "string", default: "200" },
+    targets: { type: "string", default: "sqlite-1,postgres-1,postgres-3" },
+    help: { type: "boolean", short: "h" },
+  },
+});
+const { num, int, fail } = flagReaders(flags, usage);
+const seconds = num("seconds", 0.5);
+const concurrency = int("concurrency", 1);
+const names = int("names", 1);
+const rate = int("rate", 1);
+const targets = flags.targets.split(",").map((t) => t.trim());
+for (const t of targets) if (!["sqlite-1", "postgres-1", "postgres-3"].includes(t)) fail(`unknown target ${t}`);
+
+const repo = path.resolve(import.meta.dirname, "../..");
+const bin = path.join(repo, "bin", "kxm-hub.mjs");
+
+interface Hub {
+  url: string;
+  child: ChildProcess;
+}
+
+/** `kxm-hub serve` with `env`; resolves at its start-up line. */
+function startHub(env: Record<string, string>): Promise<Hub> {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
+  const child = spawn(process.execPath, [bin, "serve"], {
+    cwd: repo,
+    env: { ...base, KXM_PORT: "0", KXM_LOG_PATH: "-", KXM_LOG_LEVEL: process.env.BENCH_HUB_ERRORS ? "info" : "error", KXM_RATE_LIMIT_MAX: "100000000", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (b: Buffer) => {
+      out += b.toString();
+      if (process.env.BENCH_HUB_ERRORS) for (const line of b.toString().split("\n")) if (line.includes("internal_error") || line.includes("store_unavailable")) console.error(line.slice(0, 1500));
+      const m = /kxm hub listening at (\S+);/.exec(out);
+      if (m) resolve({ url: m[1]!, child });
+    });
+    child.once("exit", (code) => reject(new Error(`kxm-hub exited with ${code}`)));
+  });
+}
+
+function stopHub(h: Hub): Promise<void> {
+  return new Promise((resolve) => {
+    if (h.child.exitCode !== null) return resolve();
+    h.child.once("exit", () => resolve());
+    h.child.kill("SIGTERM");
+  });
+}
+
+interface Agent {
+  id: string;
+  headers: Record<string, string>;
+}
+
+async function register(base: string, name: string): Promise<Agent> {
+  const res = await fetch(`${base}/v1/agents/register`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ name, project: "bench" }),
+  });
+  if (res.status !== 201 && res.status !== 200) throw new Error(`register ${name}: ${res.status} ${await res.text()}`);
+  const body = (await res.json()) as { agent: { id: string }; agentKey: string };
+  return { id: body.agent.id, headers: { "x-kxm-agent-id": body.agent.id, "x-kxm-agent-key": body.agentKey } };
+}
+
+const post = (url: string, headers: Record<string, string>, json: unknown) =>
+  fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(json) });
+
+interface LeaseFigures {
+  cycles: number;
+  refused: number;
+  acquire: Summary;
+  violations: number;
+}
+
+/** C clients, each on hub (i mod hubs), cycling acquire + release for `seconds` on their name. */
+async function leaseCycles(hubs: Hub[], contended: boolean, run: number): Promise<LeaseFigures> {
+  const agents = await Promise.all(Array.from({ length: concurrency }, (_, i) => register(hubs[i % hubs.length]!.url, `w${run}-${contended ? "c" : "u"}-${i}`)));
+  const acquire = new Samples();
+  let cycles = 0;
+  let refused = 0;
+  let violations = 0;
+  const last = new Map<string, number>();
+  const worker = async (i: number, until: number, measure: boolean) => {
+    const base = hubs[i % hubs.length]!.url;
+    const name = contended ? `c${run}-${i % names}` : `u${run}-${i}`;
+    while (monoMs() < until) {
+      const t0 = monoMs();
+      const res = await post(`${base}/v1/leases/${name}/acquire`, agents[i]!.headers, { ttlMs: 30_000 });
+      const body = (await res.json()) as { lease?: { fencingToken: number } };
+      if (res.status === 409) {
+        if (measure) refused++;
+        continue;
+      }
+      if (res.status !== 200) throw new Error(`acquire: ${res.status} ${JSON.stringify(body)}`);
+      const token = body.lease!.fencingToken;
+      if (token <= (last.get(name) ?? 0)) violations++;
+      last.set(name, token);
+      if (measure) acquire.push(monoMs() - t0);
+      const rel = await post(`${base}/v1/leases/${name}/release`, agents[i]!.headers, { fencingToken: token });
+      await rel.arrayBuffer();
+      if (measure) cycles++;
+    }
+  };
+  const warm = monoMs() + 1_000;
+  await Promise.all(agents.map((_, i) => worker(i, warm, false)));
+  const t0 = monoMs();
+  await Promise.all(agents.map((_, i) => worker(i, t0 + seconds * 1_000, true)));
+  const wall = (monoMs() - t0) / 1_000;
+  return { cycles: cycles / wall, refused, acquire: summarize(acquire.sorted()), violations };
+}
+
+/** Paced sends through the first hub to a Subscribe stream on the last; send -> frame latency. */
+async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summary; lost: number }> {
+  const first = hubs[0]!.url;
+  const last = hubs[hubs.length - 1]!.url;
+  const sender = await register(first, `sender-${run}`);
+  const recipient = await register(last, `recipient-${run}`);
+  const subConn = await H2Conn.connect(last);
+  const sendConn = await H2Conn.connect(first);
+  const sentAt = new Map<string, number>();
+  const latency = new Samples();
+  let ready!: () => void;
+  const isReady = new Promise<void>((r) => (ready = r));
+  const stream = subConn.serverStream(PeerService.method.subscribe, {}, recipient.headers, {
+    onMessage: (f: SubscribeResponse) => {
+      if (f.event.case === "ready") ready();
+      if (f.event.case !== "message") return;
+      const t0 = sentAt.get(f.event.value.content);
+      if (t0 !== undefined) {
+        latency.push(monoMs() - t0);
+        sentAt.delete(f.event.value.content);
+      }
+    },
+    onEnd: (e) => e && console.error(`  subscribe ended: ${e.message}`),
+  });
+  await isReady;
+  const total = Math.round(rate * seconds);
+  const start = monoMs();
+  const pending: Promise<unknown>[] = [];
+  for (let k = 0; k < total; k++) {
+    const due = start + (k * 1_000) / rate;
+    const wait = due - monoMs();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    const content = `m${run}-${k}`;
+    sentAt.set(content, monoMs());
+    pending.push(sendConn.unary(PeerService.method.sendMessage, { target: recipient.id, content }, sender.headers));
+  }
+  await Promise.all(pending);
+  const drainUntil = monoMs() + 3_000;
+  while (sentAt.size > 0 && monoMs() < drainUntil) await new Promise((r) => setTimeout(r, 20));
+  stream.cancel();
+  subConn.close();
+  sendConn.close();
+  return { latency: summarize(latency.sorted()), lost: sentAt.size };
+}
+
+let cleanup: (() => Promise<void>) | undefined;
+
+async function main() {
+  console.log(`kxm-hub replicas benchmark: ${os.cpus().length} CPUs, node ${process.version}`);
+  console.log(`  leases: ${concurrency} clients over the target's hubs, ${seconds} s measured after 1 s, REST over HTTP/1.1 (fetch)`);
+  console.log(`  messages: ${rate}/s for ${seconds} s, sent through the first hub, Subscribe on the last (lean h2 client)`);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-replicas-"));
+  let pg: TestPostgres | undefined;
+  let hubs: Hub[] = [];
+  cleanup = async () => {
+    await Promise.all(hubs.map(stopHub));
+    await pg?.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  };
+  const rows: string[] = [];
+  for (const [run, target] of targets.entries()) {
+    if (target === "sqlite-1") {
+      hubs = [await startHub({ KXM_DATA_PATH: path.join(dir, `kxm-${run}.db`) })];
+    } else {
+      pg ??= await startPostgres({ fsync: true });
+      const url = await pg.createDatabase();
+      hubs = [];
+      for (let i = 0; i < (target === "postgres-3" ? 3 : 1); i++) hubs.push(await startHub({ KXM_DATABASE_URL: url }));
+    }
+    const u = await leaseCycles(hubs, false, run);
+    const c = await leaseCycles(hubs, true, run);
+    const m = await messageLatency(hubs, run);
+    rows.push(
+      `${target.padEnd(12)}${u.cycles.toFixed(0).padStart(10)}${u.acquire.p50.toFixed(2).padStart(9)}${u.acquire.p99.toFixed(2).padStart(9)}` +
+        `${c.cycles.toFixed(0).padStart(10)}${String(c.refused).padStart(9)}${String(u.violations + c.violations).padStart(7)}` +
+        `   ${fmtSummary(m.latency)}  lost ${m.lost}`,
+    );
+    console.log(`  ${target} done`);
+    await Promise.all(hubs.map(stopHub));
+    hubs = [];
+  }
+  console.log("");
+  console.log(`${"target".padEnd(12)}${"uncont/s".padStart(10)}${"acq p50".padStart(9)}${"acq p99".padStart(9)}${"cont/s".padStart(10)}${"refused".padStart(9)}${"fence".padStart(7)}   message send -> frame`);
+  for (const r of rows) console.log(r);
+  console.log("(cycles per second; acquire latency in ms; fence = grants whose token did not exceed the last one seen on that name)");
+  await cleanup();
+  cleanup = undefined;
+}
+
+runBench(main, () => cleanup);
