@@ -64,8 +64,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const store: HubStore =
     overrides.store ??
     (config.databaseUrl
-      ? await PostgresStore.open({ url: config.databaseUrl, poolSize: config.databasePoolSize })
-      : new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous }));
+      ? // Decisions on PostgreSQL read the database's clock, one for every hub, unless a test injects its own.
+        await PostgresStore.open({ url: config.databaseUrl, poolSize: config.databasePoolSize, clock: overrides.clock })
+      : new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous, clock }));
   // Held leases come from the store, so the gauge is right from the first scrape after a restart.
   const heldLeases = async () => (await store.listProjects(clock.now())).reduce((n, p) => n + p.heldLeases, 0);
   const metrics = createMetrics(store, { heldLeases });

@@ -106,9 +106,8 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
     async acquire(caller: AgentCaller, input: { name: string; ttlMs?: number }) {
       const name = leaseName(input.name);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
-      const nowMs = clock.now();
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs })),
+        store.decideLease(key, (cur, nowMs) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs })),
       );
       return { lease: outcome.lease, renewed: outcome.kind === "renewed" };
     },
@@ -118,9 +117,8 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       const name = leaseName(input.name);
       const token = fencingToken(input.fencingToken);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
-      const nowMs = clock.now();
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur) =>
+        store.decideLease(key, (cur, nowMs) =>
           decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }),
         ),
       );

@@ -155,10 +155,9 @@ export function createMessages(deps: MessagesDeps) {
       const input = validateSend(req);
       // A replay answers the original as it stands now, so apply expiry first when one is possible.
       if (input.idempotencyKey !== undefined) await expireDue();
-      const nowMs = clock.now();
       const { result, events } = await store.decideSend(
         { senderId: caller.agentId, idempotencyKey: input.idempotencyKey, project: caller.project, target: input.target },
-        (ctx) => decideSend(ctx, { sender: caller, input, id: newId("msg"), nowMs }),
+        (ctx, nowMs) => decideSend(ctx, { sender: caller, input, id: newId("msg"), nowMs }),
       );
       if (!result.idempotent) {
         observer.count("messagesSent");
@@ -172,16 +171,14 @@ export function createMessages(deps: MessagesDeps) {
     async ack(caller: AgentCaller, id: string): Promise<MessageRow> {
       await expireDue();
       await purge();
-      const nowMs = clock.now();
-      const { result } = await store.decideMessage(id, (cur) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
+      const { result } = await store.decideMessage(id, (cur, nowMs) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
       return result;
     },
 
     /** Recipient replies once; the sender's stream gets a reply event. */
     async reply(caller: AgentCaller, id: string, text: string | undefined): Promise<MessageRow> {
       await expireDue();
-      const nowMs = clock.now();
-      const { result, events } = await store.decideMessage(id, (cur) =>
+      const { result, events } = await store.decideMessage(id, (cur, nowMs) =>
         decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) }),
       );
       observer.count("messagesReplied");
@@ -193,8 +190,7 @@ export function createMessages(deps: MessagesDeps) {
     /** Sender cancels; the recipient's stream gets a cancelled event. */
     async cancel(caller: AgentCaller, id: string): Promise<MessageRow> {
       await expireDue();
-      const nowMs = clock.now();
-      const { result, events } = await store.decideMessage(id, (cur) =>
+      const { result, events } = await store.decideMessage(id, (cur, nowMs) =>
         decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }),
       );
       if (result.changed) {

@@ -73,14 +73,13 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
 
   /** Marks the agent online now; the write is skipped while last_seen_at is fresh. A revival is published. */
   async function touch(agentId: string, force: boolean): Promise<AgentRow> {
-    const nowMs = clock.now();
-    const { agent, revived } = await store.decideAgent(agentId, (cur) => {
+    const { agent, revived, nowMs } = await store.decideAgent(agentId, (cur, nowMs) => {
       if (!cur) throw errors.invalidAgentIdentity();
       if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) {
-        return { result: { agent: cur, revived: false } };
+        return { result: { agent: cur, revived: false, nowMs } };
       }
       const next = { ...cur, online: true, lastSeenAtMs: nowMs };
-      return { write: next, result: { agent: next, revived: !cur.online } };
+      return { write: next, result: { agent: next, revived: !cur.online, nowMs } };
     });
     if (revived) publish(agent.project, { agent: view(agent, nowMs) });
     return agent;
@@ -100,8 +99,7 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
       const model = optionalString("model", input.model, 128);
       const host = optionalString("host", input.host, 64);
       const agentKey = newId("key");
-      const nowMs = clock.now();
-      const { agent, resumed } = await store.decideRegistration(project, name.toLowerCase(), (existing) => {
+      const { agent, resumed, nowMs } = await store.decideRegistration(project, name.toLowerCase(), (existing, nowMs) => {
         if (existing?.online) throw errors.duplicateAgentName(name);
         const agent: AgentRow = {
           id: existing?.id ?? newId("agt"),
@@ -115,7 +113,7 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
           lastSeenAtMs: nowMs,
           online: true,
         };
-        return { write: agent, result: { agent, resumed: existing !== undefined } };
+        return { write: agent, result: { agent, resumed: existing !== undefined, nowMs } };
       });
       observer.count("registrations");
       observer.log(resumed ? "agent_resumed" : "agent_registered", logFields(agent));
@@ -142,11 +140,10 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
      * @NOTE README §3.2: the old key is refused afterwards; RegisterAgent resumes the agent.
      */
     async unregister(caller: AgentCaller): Promise<void> {
-      const nowMs = clock.now();
-      const agent = await store.decideAgent(caller.agentId, (cur) => {
+      const { agent, nowMs } = await store.decideAgent(caller.agentId, (cur, nowMs) => {
         if (!cur) throw errors.invalidAgentIdentity();
         const next = { ...cur, online: false, lastSeenAtMs: nowMs, keyHash: sha256Hex(newId("key")) };
-        return { write: next, result: next };
+        return { write: next, result: { agent: next, nowMs } };
       });
       observer.log("agent_unregistered", logFields(agent));
       publish(agent.project, { agent: view(agent, nowMs) });
@@ -189,8 +186,7 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
       const runtimeId = (input.runtimeId ?? "").trim();
       if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
       const host = optionalString("host", input.host, 64);
-      const nowMs = clock.now();
-      const { row, first } = await store.decideRuntime(project, runtimeId, (cur) => {
+      const { row, first, nowMs } = await store.decideRuntime(project, runtimeId, (cur, nowMs) => {
         const row: RuntimeRow = {
           project,
           runtimeId,
@@ -198,7 +194,7 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
           registeredAtMs: cur?.registeredAtMs ?? nowMs,
           heartbeatAtMs: nowMs,
         };
-        return { write: row, result: { row, first: cur === undefined } };
+        return { write: row, result: { row, first: cur === undefined, nowMs } };
       });
       observer.count("runtimeHeartbeats");
       if (first) observer.log("runtime_registered", { project, runtimeId, ...(host !== undefined && { host }) });

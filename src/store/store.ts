@@ -210,6 +210,16 @@ export interface CommitStats {
   works: number;
 }
 
+/** What a store reads the time of a decision from (the hub clock, injected in tests). */
+export interface StoreClock {
+  now(): number;
+}
+
+/**
+ * Every `decide*` callback gets `nowMs`, the time of the decision, read when the decision runs
+ * (after its rows are locked): the hub's clock on SQLite; on a store several hubs share, the
+ * database's clock, so hubs with skewed clocks agree on expiry (tests inject theirs instead).
+ */
 export interface HubStore {
   /** "sqlite", "memory" for an in-memory SQLite database, or "postgres". */
   readonly storage: "sqlite" | "memory" | "postgres";
@@ -235,10 +245,10 @@ export interface HubStore {
   decideRegistration<T>(
     project: string,
     nameKey: string,
-    decide: (existing: AgentRow | undefined) => Decision<AgentRow, T>,
+    decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>,
   ): Promise<T>;
   /** Any other change to one agent (activity, heartbeat, unregister). */
-  decideAgent<T>(id: string, decide: (current: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T>;
+  decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T>;
   /** Marks every agent offline (hub start). */
   markAllAgentsOffline(): Promise<void>;
   /** Marks offline every online agent last seen before `cutoffMs`; returns them as updated. */
@@ -247,7 +257,7 @@ export interface HubStore {
   decideRuntime<T>(
     project: string,
     runtimeId: string,
-    decide: (current: RuntimeRow | undefined) => Decision<RuntimeRow, T>,
+    decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>,
   ): Promise<T>;
   listRuntimes(project: string): Promise<RuntimeRow[]>;
   /** Runtimes of every project whose last heartbeat is in (afterMs, uptoMs]. */
@@ -257,7 +267,7 @@ export interface HubStore {
    * One lease decision on one (project, name). `decide` may only write that same key and never
    * a lower fencing token; either is a bug and rolls the decision back.
    */
-  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T>;
+  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T>;
   getLease(key: LeaseKey): Promise<LeaseRow | undefined>;
   /** Held leases of a project ordered by name (released floors are never listed). */
   listLeases(query: ListLeasesQuery): Promise<LeaseRow[]>;
@@ -270,12 +280,12 @@ export interface HubStore {
   /** A send: sees the idempotent original and the target candidates, decides, writes. */
   decideSend<T>(
     query: { senderId: string; idempotencyKey?: string; project: string; target: string },
-    decide: (ctx: SendContext) => MessageDecision<T>,
+    decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>,
   ): Promise<{ result: T; events: InboxEvent[] }>;
   /** Any later step of one message (ack, reply, cancel). */
   decideMessage<T>(
     id: string,
-    decide: (current: MessageRow | undefined) => MessageDecision<T>,
+    decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>,
   ): Promise<{ result: T; events: InboxEvent[] }>;
   getMessage(id: string): Promise<MessageRow | undefined>;
   listMessages(query: ListMessagesQuery): Promise<MessageRow[]>;

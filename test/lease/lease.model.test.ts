@@ -131,7 +131,8 @@ const everyBranch = ["acquire", "renew", "release", "LEASE_HELD", "LEASE_SUPERSE
 describe("lease model", () => {
   it.each([1, 2, 3, 42, 1337, 9001])("domain + SQLite store follow the model (seed %i, 1000 steps)", async (seed) => {
     const clock = new FakeClock();
-    const store = new SqliteStore({ path: ":memory:", synchronous: "full" });
+    // The store makes each decision at its clock's time: the same fake clock as the domain's.
+    const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
     const leases = createLeases({ store, clock, observer: { log() {}, count() {} } });
     const caller = (a: number) => ({ kind: "agent" as const, agentId: `agt_${a}`, agentName: `agent-${a}`, project: "p" });
     const answer = async (run: () => Promise<{ lease: { fencingToken: number; holderAgentName: string; expiresAtMs: number }; renewed?: boolean }>): Promise<Answer> => {

@@ -85,7 +85,7 @@ function rows(file: string): Row[] {
   }
 }
 
-const open = (file: string) => new SqliteStore({ path: file, synchronous: "full" });
+const open = (file: string, clock?: FakeClock) => new SqliteStore({ path: file, synchronous: "full", ...(clock && { clock }) });
 
 describe("migration 009: leases keyed by (project, name)", () => {
   it("gives every pair an old key stood for its own row and token; holders stay with their own project", async () => {
@@ -115,8 +115,8 @@ describe("migration 009: leases keyed by (project, name)", () => {
   });
 
   it("the next grant on each pair is its floor + 1, and each holder keeps its own lease", async () => {
-    const store = open(version8(fixture));
     const clock = new FakeClock(T);
+    const store = open(version8(fixture), clock);
     const leases = createLeases({ store, clock, observer: { log: () => {}, count: () => {} } });
     const token = async (caller: AgentCaller, name: string) => (await leases.acquire(caller, { name })).lease;
 

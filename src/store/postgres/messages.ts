@@ -10,6 +10,8 @@ export interface PgAccess {
   tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
   /** A read on the pool: what is committed. */
   rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
+  /** The time of a decision, inside its transaction (the database's clock unless one is injected). */
+  now(tx: PgTx): Promise<number>;
 }
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
@@ -29,7 +31,7 @@ const upsertMessage = `INSERT INTO messages (${columns.join(", ")})
  * way (`FOR UPDATE`). Two replicas sending with one idempotency key race on the unique index:
  * the loser's decision runs again and sees the winner's message (postgres/transaction.ts).
  */
-export function createPostgresMessages({ tx, rows }: PgAccess) {
+export function createPostgresMessages({ tx, rows, now }: PgAccess) {
   /** Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor. */
   async function apply<T>(t: PgTx, d: MessageDecision<T>): Promise<InboxEvent[]> {
     const events: InboxEvent[] = [];
@@ -68,7 +70,7 @@ export function createPostgresMessages({ tx, rows }: PgAccess) {
   }
 
   return {
-    decideSend<T>(query: { senderId: string; idempotencyKey?: string; project: string; target: string }, decide: (ctx: SendContext) => MessageDecision<T>) {
+    decideSend<T>(query: { senderId: string; idempotencyKey?: string; project: string; target: string }, decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>) {
       return tx(async (t) => {
         const existing = query.idempotencyKey
           ? (await t.query<MessageDb>("SELECT * FROM messages WHERE from_id = $1 AND idempotency_key = $2", [query.senderId, query.idempotencyKey])).rows[0]
@@ -80,15 +82,15 @@ export function createPostgresMessages({ tx, rows }: PgAccess) {
             query.target.toLowerCase(),
           ])
         ).rows.map(agentFromDb);
-        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates });
+        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, await now(t));
         return { result: d.result, events: await apply(t, d) };
       });
     },
 
-    decideMessage<T>(id: string, decide: (current: MessageRow | undefined) => MessageDecision<T>) {
+    decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
       return tx(async (t) => {
         const [r] = (await t.query<MessageDb>("SELECT * FROM messages WHERE id = $1 FOR UPDATE", [id])).rows;
-        const d = decide(r && messageFromDb(r));
+        const d = decide(r && messageFromDb(r), await now(t));
         return { result: d.result, events: await apply(t, d) };
       });
     },

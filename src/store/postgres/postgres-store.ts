@@ -1,5 +1,5 @@
 import pg from "pg";
-import { StoreOpenError, type AgentRow, type CommitStats, type Decision, type HubStore, type LeaseKey, type LeaseRow, type ListLeasesQuery, type ProjectCounts, type RuntimeRow } from "../store.js";
+import { StoreOpenError, type AgentRow, type CommitStats, type Decision, type HubStore, type LeaseKey, type LeaseRow, type ListLeasesQuery, type ProjectCounts, type RuntimeRow, type StoreClock } from "../store.js";
 import { runTransaction, storeError, type PgTx } from "./transaction.js";
 import { migrate } from "./schema.js";
 import { createPostgresMessages } from "./messages.js";
@@ -12,6 +12,12 @@ export interface PostgresStoreOptions {
   url: string;
   /** Connections in the pool: decisions and reads in flight at once. Default 10. */
   poolSize?: number;
+  /**
+   * The time decisions are made at. Default: the database's clock, read inside each decision's
+   * transaction, so hubs whose own clocks disagree still agree on every expiry. Tests inject
+   * theirs.
+   */
+  clock?: StoreClock;
 }
 
 
@@ -52,8 +58,15 @@ export class PostgresStore implements HubStore {
   private readonly messages;
   private readonly sync;
 
-  private constructor(private readonly pool: pg.Pool) {
-    const access = { tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work), rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params) };
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly clock: StoreClock | undefined,
+  ) {
+    const access = {
+      tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work),
+      rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params),
+      now: (tx: PgTx) => this.now(tx),
+    };
     this.messages = createPostgresMessages(access);
     this.sync = createPostgresSync(access);
   }
@@ -80,7 +93,14 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    return new PostgresStore(pool);
+    return new PostgresStore(pool, o.clock);
+  }
+
+  /** The time of a decision, read after its rows are locked: the injected clock, else the database's. */
+  private async now(tx: PgTx): Promise<number> {
+    if (this.clock) return this.clock.now();
+    const r = await tx.query<{ now: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now");
+    return r.rows[0]!.now;
   }
 
   private tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
@@ -171,19 +191,19 @@ export class PostgresStore implements HubStore {
     ]);
   }
 
-  decideRegistration<T>(project: string, nameKey: string, decide: (existing: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
+  decideRegistration<T>(project: string, nameKey: string, decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
     return this.tx(async (tx) => {
       const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [project, nameKey])).rows;
-      const d = decide(r && agentFromDb(r));
+      const d = decide(r && agentFromDb(r), await this.now(tx));
       if (d.write) await this.writeAgent(tx, d.write);
       return d.result;
     });
   }
 
-  decideAgent<T>(id: string, decide: (current: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
+  decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
     return this.tx(async (tx) => {
       const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
-      const d = decide(r && agentFromDb(r));
+      const d = decide(r && agentFromDb(r), await this.now(tx));
       if (d.write) await this.writeAgent(tx, d.write);
       return d.result;
     });
@@ -205,10 +225,10 @@ export class PostgresStore implements HubStore {
     );
   }
 
-  decideRuntime<T>(project: string, runtimeId: string, decide: (current: RuntimeRow | undefined) => Decision<RuntimeRow, T>): Promise<T> {
+  decideRuntime<T>(project: string, runtimeId: string, decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>): Promise<T> {
     return this.tx(async (tx) => {
       const [r] = (await tx.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE", [project, runtimeId])).rows;
-      const d = decide(r && runtimeFromDb(r));
+      const d = decide(r && runtimeFromDb(r), await this.now(tx));
       if (d.write) {
         await tx.query(
           `INSERT INTO runtime_presence (project, runtime_id, host, registered_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5)
@@ -234,7 +254,7 @@ export class PostgresStore implements HubStore {
     ).map(runtimeFromDb);
   }
 
-  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
+  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T> {
     return this.tx(async (tx) => {
       // The row, locked until the decision commits: decisions on one resource from every replica
       // take turns. A resource without a row stands on the fence base (0 until a restore raised it).
@@ -244,7 +264,7 @@ export class PostgresStore implements HubStore {
         const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1")).rows[0]?.floor ?? 0;
         if (base > 0) current = floorRow(key, base);
       }
-      const d = decide(current && leaseFromDb(current));
+      const d = decide(current && leaseFromDb(current), await this.now(tx));
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
         if (d.write.project !== key.project || d.write.name !== key.name) {

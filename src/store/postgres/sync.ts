@@ -39,7 +39,7 @@ const insertTypes = ["text", "text", "bigint", "text", "text", "text", "text", "
  * one statement. Two replicas that create the same run, owner or event at once race on a
  * primary key: the loser's push runs again and sees the winner's rows (postgres/transaction.ts).
  */
-export function createPostgresSync({ tx, rows }: PgAccess) {
+export function createPostgresSync({ tx, rows }: Pick<PgAccess, "tx" | "rows">) {
   return {
     pushSyncEvents(events: SyncEventRow[], decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome) {
       return tx(async (t) => {

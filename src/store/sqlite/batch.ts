@@ -12,6 +12,8 @@ export interface StoreAccess {
   tx<T>(fn: () => T): Promise<T>;
   /** A read, once every commit made so far is durable. */
   read<T>(fn: () => T): Promise<T>;
+  /** The time of a decision (the store's clock). */
+  now(): number;
 }
 
 /**

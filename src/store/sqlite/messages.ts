@@ -19,7 +19,7 @@ const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
  * transaction); every decision writes the message, appends its stream events and advances
  * cursors in it, all or nothing.
  */
-export function createSqliteMessages(db: Database.Database, { tx, read }: StoreAccess) {
+export function createSqliteMessages(db: Database.Database, { tx, read, now }: StoreAccess) {
   const q = {
     byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
     byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
@@ -98,20 +98,20 @@ export function createSqliteMessages(db: Database.Database, { tx, read }: StoreA
   return {
     async decideSend<T>(
       query: { senderId: string; idempotencyKey?: string; project: string; target: string },
-      decide: (ctx: SendContext) => MessageDecision<T>,
+      decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>,
     ) {
       return tx(() => {
         const existing = query.idempotencyKey ? q.byKey.get(query.senderId, query.idempotencyKey) : undefined;
         const candidates = q.candidates.all(query.project, query.target, query.target.toLowerCase()).map(agentFromDb);
-        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates });
+        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, now());
         return { result: d.result, events: apply(d) };
       });
     },
 
-    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined) => MessageDecision<T>) {
+    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
       return tx(() => {
         const r = q.byId.get(id);
-        const d = decide(r && messageFromDb(r));
+        const d = decide(r && messageFromDb(r), now());
         return { result: d.result, events: apply(d) };
       });
     },

@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import type { AgentRow, CommitStats, Decision, HubStore, ProjectCounts, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow } from "../store.js";
+import type { AgentRow, CommitStats, Decision, HubStore, ProjectCounts, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow, StoreClock } from "../store.js";
 import { GroupCommit } from "../group-commit.js";
 import { Checkpointer } from "./checkpointer.js";
 import { fdatasyncWal, sqliteBatches, type WalSync, type Work } from "./batch.js";
@@ -25,7 +25,11 @@ export interface SqliteStoreOptions {
   maxBatch?: number;
   /** WAL frames past which the store folds the WAL back itself (checkpointer.ts; default 4,096). */
   restartFrames?: number;
+  /** The time each decision is made at (default: the system clock; the hub passes its own). */
+  clock?: StoreClock;
 }
+
+const systemTime: StoreClock = { now: () => Date.now() };
 
 
 
@@ -47,10 +51,12 @@ export class SqliteStore implements HubStore {
   private readonly q;
   private readonly messages;
   private readonly sync;
+  private readonly clock: StoreClock;
 
   /** Opens the file and holds its process lock until close(); throws StoreOpenError (open.ts). */
   constructor(options: SqliteStoreOptions) {
     this.storage = options.path === ":memory:" ? "memory" : "sqlite";
+    this.clock = options.clock ?? systemTime;
     ({ db: this.db, lock: this.lock } = openDatabase(options.path));
     const db = this.db;
     const syncs = options.synchronous === "full" && this.storage === "sqlite";
@@ -137,7 +143,7 @@ export class SqliteStore implements HubStore {
          WHERE holder_agent_id IS NOT NULL AND expires_at <= ?`,
       ),
     };
-    const access = { tx: <T>(fn: () => T) => this.tx(fn), read: <T>(fn: () => T) => this.read(fn) };
+    const access = { tx: <T>(fn: () => T) => this.tx(fn), read: <T>(fn: () => T) => this.read(fn), now: () => this.clock.now() };
     this.messages = createSqliteMessages(db, access);
     this.sync = createSqliteSync(db, access);
   }
@@ -255,20 +261,20 @@ export class SqliteStore implements HubStore {
   decideRegistration<T>(
     project: string,
     nameKey: string,
-    decide: (existing: AgentRow | undefined) => Decision<AgentRow, T>,
+    decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>,
   ): Promise<T> {
     return this.tx(() => {
       const r = this.q.agentByName.get(project, nameKey);
-      const d = decide(r && agentFromDb(r));
+      const d = decide(r && agentFromDb(r), this.clock.now());
       if (d.write) this.writeAgent(d.write);
       return d.result;
     });
   }
 
-  decideAgent<T>(id: string, decide: (current: AgentRow | undefined) => Decision<AgentRow, T>): Promise<T> {
+  decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
     return this.tx(() => {
       const r = this.q.agentById.get(id);
-      const d = decide(r && agentFromDb(r));
+      const d = decide(r && agentFromDb(r), this.clock.now());
       if (d.write) this.writeAgent(d.write);
       return d.result;
     });
@@ -285,11 +291,11 @@ export class SqliteStore implements HubStore {
   decideRuntime<T>(
     project: string,
     runtimeId: string,
-    decide: (current: RuntimeRow | undefined) => Decision<RuntimeRow, T>,
+    decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>,
   ): Promise<T> {
     return this.tx(() => {
       const r = this.q.runtime.get(project, runtimeId);
-      const d = decide(r && runtimeFromDb(r));
+      const d = decide(r && runtimeFromDb(r), this.clock.now());
       if (d.write) {
         this.q.upsertRuntime.run({
           project: d.write.project,
@@ -311,12 +317,12 @@ export class SqliteStore implements HubStore {
     return this.read(() => this.q.runtimesBetween.all(afterMs, uptoMs).map(runtimeFromDb));
   }
 
-  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined) => Decision<LeaseRow, T>): Promise<T> {
+  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T> {
     return this.tx(() => {
       // A resource without a row stands on the store's fence base (0 until a restore raised it):
       // the rules see it as a released floor, so its first grant is base + 1 (README §5.2).
       const r = this.q.lease.get(key.project, key.name) ?? this.floorOf(key);
-      const d = decide(r && leaseFromDb(r));
+      const d = decide(r && leaseFromDb(r), this.clock.now());
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
         if (d.write.project !== key.project || d.write.name !== key.name) {
