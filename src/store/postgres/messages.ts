@@ -1,18 +1,7 @@
-import type pg from "pg";
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type { InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, SendContext } from "../store.js";
-import type { PgTx } from "./transaction.js";
+import type { PgAccess, PgTx } from "./transaction.js";
 import { agentColumns } from "./rows.js";
-
-/** How the store's halves run their statements (postgres-store.ts). */
-export interface PgAccess {
-  /** One decision, its own transaction; resolves once it is committed. */
-  tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
-  /** A read on the pool: what is committed. */
-  rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
-  /** The time of a decision, inside its transaction (the database's clock unless one is injected). */
-  now(tx: PgTx): Promise<number>;
-}
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";

@@ -32,7 +32,7 @@ export interface PostgresStoreOptions {
 const tailIntervalMs = 20;
 
 /** bigint columns come back as numbers: every one the hub stores (ms times, tokens) is below 2^53. */
-const types = {
+export const bigintAsNumber = {
   getTypeParser: ((oid: number, format?: "text" | "binary") =>
     oid === pg.types.builtins.INT8 ? Number : pg.types.getTypeParser(oid, format)) as pg.CustomTypesConfig["getTypeParser"],
 };
@@ -73,7 +73,7 @@ export class PostgresStore implements HubStore {
 
   /** Connects, brings the schema to this release's version (or refuses the database), and opens. */
   static async open(o: PostgresStoreOptions): Promise<PostgresStore> {
-    const pool = new pg.Pool({ connectionString: o.url, max: o.poolSize ?? 10, types, connectionTimeoutMillis: 5_000 });
+    const pool = new pg.Pool({ connectionString: o.url, max: o.poolSize ?? 10, types: bigintAsNumber, connectionTimeoutMillis: 5_000 });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
     try {

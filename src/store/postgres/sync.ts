@@ -1,5 +1,5 @@
 import type { IngestContext, IngestOutcome, SyncEventRow, SyncRunView } from "../store.js";
-import type { PgAccess } from "./messages.js";
+import type { PgAccess } from "./transaction.js";
 import { prefixFromDb, type PrefixDb } from "../rows.js";
 
 interface RunDb {

@@ -6,6 +6,16 @@ export interface PgTx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 
+/** How the store's halves run their statements (postgres-store.ts). */
+export interface PgAccess {
+  /** One decision, its own transaction; resolves once it is committed. */
+  tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
+  /** A read on the pool: what is committed. */
+  rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
+  /** The time of a decision, inside its transaction (the database's clock unless one is injected). */
+  now(tx: PgTx): Promise<number>;
+}
+
 /** A decision's body: reads, the pure decide, writes; returns its result. */
 export type PgWork<T> = (tx: PgTx) => Promise<T>;
 
