@@ -8,7 +8,8 @@ import { systemClock, type Clock } from "./clock.js";
 import { isLoopback, validateConfig, type HubConfig } from "./config.js";
 import { errors } from "./errors.js";
 import { createBus } from "./events/bus.js";
-import { createLeases, type LeaseChange } from "./lease/leases.js";
+import { changeRetentionMs } from "./events/watch.js";
+import { createLeases, leaseChangeOf, type LeaseChange } from "./lease/leases.js";
 import { createInboxStreams } from "./peer/inbox-stream.js";
 import { createMessages, type InboxNotice } from "./peer/messages.js";
 import type { Observer } from "./observe.js";
@@ -17,7 +18,7 @@ import { createMetrics } from "./ops/metrics.js";
 import { createLogger, createObserver } from "./ops/observer.js";
 import { createOperatorView } from "./operator/snapshot.js";
 import { createSweeper } from "./ops/sweep.js";
-import { createPresence, type PresenceChange } from "./presence/presence.js";
+import { createPresence, presenceChangeOf, type PresenceChange } from "./presence/presence.js";
 import { createHttpHandler } from "./server/http-handler.js";
 import { createAuthInterceptor } from "./server/interceptors/auth.js";
 import { createErrorInterceptor, toConnectError } from "./server/interceptors/errors.js";
@@ -78,8 +79,13 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const inboxBus = createBus<InboxNotice>((n) => n.agentId);
   // Hubs sharing a database hear of the inbox events the others commit (PostgreSQL).
   const stopInboxTail = store.tailInbox?.((agentId, seq) => inboxBus.publish({ agentId, seq }));
-  const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs, bus: presenceBus });
-  const leases = createLeases({ store, clock, observer, bus: leaseBus });
+  // Presence and lease changes are stored by the decisions that make them; the store hands each
+  // over once it is durable (and, on PostgreSQL, the ones other hubs commit).
+  const stopChangeTail = store.tailChanges((c) =>
+    c.stream === "leases" ? leaseBus.publish(leaseChangeOf(c)) : presenceBus.publish(presenceChangeOf(c)),
+  );
+  const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });
+  const leases = createLeases({ store, clock, observer });
   const messages = createMessages({
     store,
     clock,
@@ -173,6 +179,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     presence,
     leases,
     messages,
+    purgeChanges: () => store.purgeChanges(changeRetentionMs),
     limiter,
     clock,
     observer,
@@ -181,7 +188,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
 
   // A restart makes everybody offline until they call again. Not with replicas: the others still
   // serve those agents, and presence lapses by itself (stale-after) for the ones that are gone.
-  if (store.storage !== "postgres") await store.markAllAgentsOffline();
+  if (store.storage !== "postgres") await presence.markAllOffline();
 
   let closing: Promise<void> | undefined;
   return {
@@ -237,6 +244,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
         }
         await prepare.close();
         stopInboxTail?.();
+        stopChangeTail();
         await store.close();
         observer.log("hub_stopped", { forced, durationMs: Math.round(performance.now() - startedAtMs) });
         hubLogger?.close();

@@ -1,6 +1,7 @@
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Bus } from "./bus.js";
+import { takeContiguous } from "./contiguous.js";
 import { createWaker } from "./wait.js";
 
 export type WatchFrame<S, E> =
@@ -8,47 +9,101 @@ export type WatchFrame<S, E> =
   | { kind: "change"; change: E; cursor: number }
   | { kind: "keepAlive"; atMs: number; cursor: number };
 
-export interface WatchOptions<S, E> {
-  bus: Bus<E & { seq: number }>;
+/** A stream's stored changes after a cursor, and its newest number (read together). */
+export interface ChangePage<E> {
+  changes: E[];
+  head: number;
+}
+
+export interface WatchOptions<S, E extends { seq: number }> {
+  /** Changes as they commit (this hub's, and other hubs' as it learns of them): a hint, each may be late. */
+  bus: Bus<E>;
   /** Which changes this watcher sees: the bus key (the project). */
   key: string;
-  /** The state now, and the seq it reflects (changes at or below it are skipped). */
+  /** Resume after this cursor: no snapshot, every stored change after it. Absent: start with a snapshot. */
+  afterCursor?: number;
+  /** The state now, and the number of the last change it reflects. */
   snapshot: () => Promise<{ snapshot: S; cursor: number }>;
+  /** The stored changes after a cursor (store.readChanges). */
+  read: (afterSeq: number, limit: number) => Promise<ChangePage<E>>;
   clock: Clock;
   keepAliveMs: number;
-  /** Changes buffered for a slow watcher before it is cut off (resume with a new snapshot). */
+  /** Changes that may arrive faster than the client reads before the stream is cut off. */
   maxBuffered: number;
   signal: AbortSignal;
   /** Called on every keep-alive (e.g. to record the watcher's activity). */
   onKeepAlive?: () => Promise<void>;
 }
 
+const page = 100;
+
 /**
- * A live view: snapshot, then every change after it, keep-alives while idle. Changes wait in a
- * bounded buffer; a watcher that lets it overflow gets subscriber_too_slow, never unbounded memory.
+ * How long the hub keeps a presence or lease change for watchers to resume from: far longer
+ * than a reconnect or a restart takes; a cursor older than that is cursor_expired, and the
+ * watcher starts again from a snapshot.
  */
-export async function* watch<S, E>(o: WatchOptions<S, E>): AsyncGenerator<WatchFrame<S, E>> {
-  const buffer: (E & { seq: number })[] = [];
-  let overflowed = false;
+export const changeRetentionMs = 3_600_000;
+
+/**
+ * The stored changes that continue a stream at `cursor`, or cursor_expired: changes are numbered
+ * without gaps, so a page that does not start at `cursor + 1` (or, empty, a head that is not
+ * `cursor`) means the ones between were purged, or the cursor is from another history (a restore
+ * numbers every stream above all it had).
+ */
+export function continuing<E extends { seq: number }>(cursor: number, p: ChangePage<E>): E[] {
+  const first = p.changes[0];
+  if (first ? first.seq !== cursor + 1 : cursor !== p.head) {
+    throw errors.cursorExpired(cursor, first ? first.seq - 1 : p.head);
+  }
+  return p.changes;
+}
+
+/**
+ * A live view: a snapshot (or, resuming, a keep-alive at the client's cursor), then every change
+ * after it in order, keep-alives while idle. The store holds every change, so this stream keeps
+ * at most a page of what the bus hands over: the next change is taken from there when it
+ * continues the stream, else read from the store. A watcher that falls `maxBuffered` changes
+ * behind what committed while it was connected gets subscriber_too_slow and its resume cursor.
+ */
+export async function* watch<S, E extends { seq: number }>(o: WatchOptions<S, E>): AsyncGenerator<WatchFrame<S, E>> {
+  const handed: E[] = [];
+  /** The newest change the bus handed over, and the newest the store reported. */
+  let handedHead = 0;
+  let storedHead = 0;
   const waker = createWaker(o.clock);
   const unsubscribe = o.bus.subscribe(o.key, (e) => {
-    if (buffer.length >= o.maxBuffered) overflowed = true;
-    else buffer.push(e);
+    handedHead = Math.max(handedHead, e.seq);
+    if (handed.length < page) handed.push(e);
     waker.wake();
   });
+  const read = async (after: number): Promise<E[]> => {
+    const p = await o.read(after, page);
+    storedHead = Math.max(storedHead, p.head);
+    return continuing(after, p);
+  };
   try {
-    const { snapshot, cursor: start } = await o.snapshot();
-    let cursor = start;
-    yield { kind: "snapshot", snapshot, cursor };
+    let cursor: number;
+    if (o.afterCursor === undefined) {
+      const { snapshot, cursor: start } = await o.snapshot();
+      cursor = storedHead = start;
+      yield { kind: "snapshot", snapshot, cursor };
+    } else {
+      cursor = o.afterCursor;
+      handed.unshift(...(await read(cursor)));
+      yield { kind: "keepAlive", atMs: o.clock.now(), cursor };
+    }
+    // What was stored when the stream opened is the client's to catch up on at its pace; only
+    // what commits after that counts against maxBuffered.
+    const liveFrom = storedHead;
     while (!o.signal.aborted) {
-      if (overflowed) throw errors.subscriberTooSlow(cursor);
-      const next = buffer.shift();
-      if (next) {
-        if (next.seq <= cursor) continue;
-        cursor = next.seq;
-        yield { kind: "change", change: next, cursor };
-        continue;
+      const live = takeContiguous(handed, cursor);
+      const changes = live.length > 0 ? live : Math.max(handedHead, storedHead) > cursor ? await read(cursor) : [];
+      for (const change of changes) {
+        if (handedHead - Math.max(cursor, liveFrom) > o.maxBuffered) throw errors.subscriberTooSlow(cursor);
+        cursor = change.seq;
+        yield { kind: "change", change, cursor };
       }
+      if (changes.length > 0) continue;
       if (!(await waker.wait(o.keepAliveMs, o.signal))) {
         await o.onKeepAlive?.();
         yield { kind: "keepAlive", atMs: o.clock.now(), cursor };

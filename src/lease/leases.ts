@@ -2,9 +2,8 @@ import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors, isHubError, type HubError, type LeaseView } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { HubStore, LeaseKey } from "../store/store.js";
+import type { Decision, HubStore, LeaseKey, LeaseRow, StreamChange } from "../store/store.js";
 import { intInRange, requireString } from "../validate.js";
-import type { Bus } from "../events/bus.js";
 import {
   decideAcquire,
   decideRelease,
@@ -21,19 +20,26 @@ export const leaseTtl = { minMs: 5_000, maxMs: 600_000, defaultMs: 300_000 } as 
 export const leasePurgeAfterMs = 7 * 24 * 3_600_000;
 const maxFencingToken = Number.MAX_SAFE_INTEGER;
 
-/** A lease change, published after it is stored; `seq` orders changes within this hub process. */
-export interface LeaseChange {
+/**
+ * A stored lease change: `seq` numbers the project's lease changes without gaps, the same on every
+ * hub sharing the store (WatchLeases' cursor). The body is the decision's outcome.
+ */
+export interface LeaseChange extends LeaseOutcome {
   seq: number;
   project: string;
-  kind: LeaseEventKind;
-  lease: LeaseView;
 }
+
+/** The change as watchers get it, from the store's row. */
+export const leaseChangeOf = (c: StreamChange): LeaseChange => ({ seq: c.seq, project: c.project, ...(c.body as LeaseOutcome) });
+
+/** Every lease decision that writes is a change watchers see: its outcome, stored with it. */
+const recorded = (d: Decision<LeaseRow, LeaseOutcome>): Decision<LeaseRow, LeaseOutcome> =>
+  d.write ? { ...d, change: { stream: "leases", body: d.result } } : d;
 
 export interface LeasesDeps {
   store: HubStore;
   clock: Clock;
   observer: Observer;
-  bus?: Bus<LeaseChange>;
 }
 
 const holderOf = (c: AgentCaller) => ({ agentId: c.agentId, agentName: c.agentName, project: c.project });
@@ -52,9 +58,7 @@ const denialReason: Partial<Record<HubError["code"], string>> = {
 };
 
 /** Fenced leases: validates, reads the hub clock once, and makes one store decision per call. */
-export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
-  let changeSeq = 0;
-
+export function createLeases({ store, clock, observer }: LeasesDeps) {
   /**
    * Runs one decision on the caller's (project, name), counting and logging grants and refusals
    * the way the reference does. The key is the pair itself; `resource` is only the log's form.
@@ -82,7 +86,6 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
         observer.count("leasesGranted");
         observer.log(outcome.kind === "renewed" ? "lease_renewed" : "lease_acquired", fields);
       }
-      bus?.publish({ seq: ++changeSeq, project: caller.project, kind: outcome.kind, lease });
       return outcome;
     } catch (e) {
       if (isHubError(e) && denialReason[e.code]) {
@@ -107,7 +110,7 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       const name = leaseName(input.name);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur, nowMs) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs })),
+        store.decideLease(key, (cur, nowMs) => recorded(decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }))),
       );
       return { lease: outcome.lease, renewed: outcome.kind === "renewed" };
     },
@@ -119,7 +122,7 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const outcome = await decide(caller, name, (key) =>
         store.decideLease(key, (cur, nowMs) =>
-          decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }),
+          recorded(decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs })),
         ),
       );
       return { lease: outcome.lease, renewed: true };
@@ -130,7 +133,7 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       const name = leaseName(input.name);
       const token = fencingToken(input.fencingToken);
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token })),
+        store.decideLease(key, (cur) => recorded(decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token }))),
       );
       return { released: true, lease: outcome.lease };
     },
@@ -169,21 +172,21 @@ export function createLeases({ store, clock, observer, bus }: LeasesDeps) {
       };
     },
 
-    /** The live leases of a project and the change seq they reflect (WatchLeases). */
+    /** The live leases of a project and the number of the last change they reflect (WatchLeases). */
     async snapshot(project: string): Promise<{ snapshot: LeaseView[]; cursor: number }> {
-      const cursor = changeSeq;
-      const nowMs = clock.now();
-      const leases: LeaseView[] = [];
-      for (;;) {
-        const rows = await store.listLeases({ project, afterName: leases.at(-1)?.name, limit: 1_000, includeExpired: false, nowMs });
-        leases.push(...rows.map((r) => heldLease(r)!));
-        if (rows.length < 1_000) return { snapshot: leases, cursor };
-      }
+      const { leases, head } = await store.leaseSnapshot(project, clock.now());
+      return { snapshot: leases.map((r) => heldLease(r)!), cursor: head };
+    },
+
+    /** The project's lease changes after `afterSeq` (a watcher catching up or resuming), and the head. */
+    async changes(project: string, afterSeq: number, limit: number): Promise<{ changes: LeaseChange[]; head: number }> {
+      const r = await store.readChanges(project, "leases", afterSeq, limit);
+      return { changes: r.changes.map(leaseChangeOf), head: r.head };
     },
 
     /** Clears the holders of leases lapsed more than 7 days; their tokens stay as floors. */
     async purge(): Promise<number> {
-      const purged = await store.purgeLapsedLeases(clock.now() - leasePurgeAfterMs);
+      const purged = await store.purgeLapsedLeases(leasePurgeAfterMs);
       for (const l of purged) {
         observer.log("lease_purged", {
           resource: displayResource(l.project, l.name),

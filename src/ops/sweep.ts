@@ -9,6 +9,8 @@ export interface SweepDeps {
   presence: Presence;
   leases: Leases;
   messages: Messages;
+  /** Deletes the watch changes older than their retention. */
+  purgeChanges: () => Promise<number>;
   limiter: RateLimiter;
   clock: Clock;
   observer: Observer;
@@ -17,9 +19,9 @@ export interface SweepDeps {
 
 /**
  * The periodic sweep, in the reference's order: stale agents, message expiry, retention purge
- * (messages, then leases), rate buckets. `runNow` is what tests call instead of waiting.
+ * (messages, then leases, then watch changes), rate buckets. `runNow` is what tests call instead of waiting.
  */
-export function createSweeper({ presence, leases, messages, limiter, clock, observer, intervalMs }: SweepDeps) {
+export function createSweeper({ presence, leases, messages, purgeChanges, limiter, clock, observer, intervalMs }: SweepDeps) {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
 
@@ -28,6 +30,7 @@ export function createSweeper({ presence, leases, messages, limiter, clock, obse
     await messages.expireDue();
     await messages.purge();
     await leases.purge();
+    await purgeChanges();
     limiter.prune(clock.now());
   }
 

@@ -2,6 +2,7 @@ import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Bus } from "../events/bus.js";
+import { takeContiguous } from "../events/contiguous.js";
 import { createWaker } from "../events/wait.js";
 import type { AgentView, Presence, PresenceChange } from "../presence/presence.js";
 import type { HubStore, InboxEvent } from "../store/store.js";
@@ -26,23 +27,6 @@ export interface InboxStreamDeps {
 }
 
 const page = 100;
-
-/**
- * The events `handed` holds that continue a stream at `last`: its contiguous run from `last + 1`
- * (removed from `handed`), after dropping what the stream is past. Empty when the next event is
- * not there (never handed over, or dropped past the cap): the store has it.
- */
-export function takeContiguous(handed: InboxEvent[], last: number): InboxEvent[] {
-  let skip = 0;
-  while (skip < handed.length && handed[skip]!.seq <= last) skip++;
-  let n = 0;
-  while (skip + n < handed.length && handed[skip + n]!.seq === last + 1 + n) n++;
-  if (n === 0) {
-    handed.splice(0, skip);
-    return [];
-  }
-  return handed.splice(0, skip + n).slice(skip);
-}
 
 /**
  * An agent's inbox as a stream. Phases: ready; replay (from the client's `afterSeq`: every

@@ -2,9 +2,8 @@ import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import { newId, sha256Hex } from "../ids.js";
-import type { Bus } from "../events/bus.js";
 import type { Observer } from "../observe.js";
-import type { AgentRow, HubStore, RuntimeRow } from "../store/store.js";
+import type { AgentRow, ChangeRead, HubStore, RuntimeRow, StreamChange } from "../store/store.js";
 import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
 
 export type PresenceState = "online" | "stale" | "offline";
@@ -20,20 +19,31 @@ export interface RuntimeView extends Omit<RuntimeRow, "project"> {
   presence: "online" | "expired";
 }
 
-/** A presence change, published after it is stored; `seq` orders changes within this hub process. */
-export interface PresenceChange {
-  seq: number;
-  project: string;
+/** What a presence change stores: the agent or runtime as the decision left it. */
+export interface PresenceChangeBody {
   agent?: AgentView;
   runtime?: RuntimeView;
 }
+
+/**
+ * A stored presence change: `seq` numbers the project's presence changes without gaps, the same
+ * on every hub sharing the store (WatchPresence's cursor).
+ */
+export interface PresenceChange extends PresenceChangeBody {
+  seq: number;
+  project: string;
+}
+
+/** The change as watchers and streams get it, from the store's row. */
+export const presenceChangeOf = (c: StreamChange): PresenceChange => ({ seq: c.seq, project: c.project, ...(c.body as PresenceChangeBody) });
+
+const change = (body: PresenceChangeBody) => ({ stream: "presence" as const, body });
 
 export interface PresenceDeps {
   store: HubStore;
   clock: Clock;
   observer: Observer;
   staleAfterMs: number;
-  bus: Bus<PresenceChange>;
 }
 
 const defaultPurpose = "General-purpose Pi agent";
@@ -44,13 +54,12 @@ const defaultPurpose = "General-purpose Pi agent";
  */
 export const activityWriteIntervalMs = 1_000;
 
-/** Agents and runtimes: registration, activity, heartbeats, staleness. */
-export function createPresence({ store, clock, observer, staleAfterMs, bus }: PresenceDeps) {
-  let changeSeq = 0;
-  let lastSweepMs = clock.now();
-  const publish = (project: string, change: { agent?: AgentView; runtime?: RuntimeView }) =>
-    bus.publish({ seq: ++changeSeq, project, ...change });
-
+/**
+ * Agents and runtimes: registration, activity, heartbeats, staleness. Every change watchers see
+ * (an agent registered, resumed, unregistered, stale or back; a runtime's heartbeat or lapse) is
+ * recorded by the decision that makes it, in its transaction.
+ */
+export function createPresence({ store, clock, observer, staleAfterMs }: PresenceDeps) {
   const view = (a: AgentRow, nowMs: number): AgentView => {
     const { keyHash: _secret, ...rest } = a;
     const leaseExpiresAtMs = a.lastSeenAtMs + staleAfterMs;
@@ -71,18 +80,14 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
     ...(a.host !== undefined && { host: a.host }),
   });
 
-  /** Marks the agent online now; the write is skipped while last_seen_at is fresh. A revival is published. */
+  /** Marks the agent online now; the write is skipped while last_seen_at is fresh. A revival is a change. */
   async function touch(agentId: string, force: boolean): Promise<AgentRow> {
-    const { agent, revived, nowMs } = await store.decideAgent(agentId, (cur, nowMs) => {
+    return store.decideAgent(agentId, (cur, nowMs) => {
       if (!cur) throw errors.invalidAgentIdentity();
-      if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) {
-        return { result: { agent: cur, revived: false, nowMs } };
-      }
+      if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
       const next = { ...cur, online: true, lastSeenAtMs: nowMs };
-      return { write: next, result: { agent: next, revived: !cur.online, nowMs } };
+      return { write: next, ...(!cur.online && { change: change({ agent: view(next, nowMs) }) }), result: next };
     });
-    if (revived) publish(agent.project, { agent: view(agent, nowMs) });
-    return agent;
   }
 
   return {
@@ -113,11 +118,10 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
           lastSeenAtMs: nowMs,
           online: true,
         };
-        return { write: agent, result: { agent, resumed: existing !== undefined, nowMs } };
+        return { write: agent, change: change({ agent: view(agent, nowMs) }), result: { agent, resumed: existing !== undefined, nowMs } };
       });
       observer.count("registrations");
       observer.log(resumed ? "agent_resumed" : "agent_registered", logFields(agent));
-      publish(project, { agent: view(agent, nowMs) });
       return { agent: view(agent, nowMs), agentKey, resumed };
     },
 
@@ -140,13 +144,12 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
      * @NOTE README §3.2: the old key is refused afterwards; RegisterAgent resumes the agent.
      */
     async unregister(caller: AgentCaller): Promise<void> {
-      const { agent, nowMs } = await store.decideAgent(caller.agentId, (cur, nowMs) => {
+      const agent = await store.decideAgent(caller.agentId, (cur, nowMs) => {
         if (!cur) throw errors.invalidAgentIdentity();
         const next = { ...cur, online: false, lastSeenAtMs: nowMs, keyHash: sha256Hex(newId("key")) };
-        return { write: next, result: { agent: next, nowMs } };
+        return { write: next, change: change({ agent: view(next, nowMs) }), result: next };
       });
       observer.log("agent_unregistered", logFields(agent));
-      publish(agent.project, { agent: view(agent, nowMs) });
     },
 
     /** One agent's public view. Throws invalid_agent_identity when unknown. */
@@ -156,15 +159,25 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
       return view(agent, clock.now());
     },
 
-    /** Agents and runtimes of a project, and the change seq they reflect (WatchPresence). */
+    /** Agents and runtimes of a project, and the number of the last change they reflect (WatchPresence). */
     async snapshot(project: string) {
-      const cursor = changeSeq;
       const nowMs = clock.now();
-      const [agents, runtimes] = await Promise.all([store.listAgents(project), store.listRuntimes(project)]);
+      const { agents, runtimes, head } = await store.presenceSnapshot(project);
       return {
-        cursor,
+        cursor: head,
         snapshot: { agents: agents.map((a) => view(a, nowMs)), runtimes: runtimes.map((r) => runtimeView(r, nowMs)) },
       };
+    },
+
+    /** The project's presence changes after `afterSeq` (a watcher catching up or resuming), and the head. */
+    async changes(project: string, afterSeq: number, limit: number): Promise<{ changes: PresenceChange[]; head: number }> {
+      const r: ChangeRead = await store.readChanges(project, "presence", afterSeq, limit);
+      return { changes: r.changes.map(presenceChangeOf), head: r.head };
+    },
+
+    /** Marks every agent offline (a single hub's start: nobody is connected yet). */
+    async markAllOffline(): Promise<void> {
+      await store.markAllAgentsOffline((a, nowMs) => change({ agent: view(a, nowMs) }));
     },
 
     /** Agents of the caller's project in registration order. */
@@ -194,29 +207,22 @@ export function createPresence({ store, clock, observer, staleAfterMs, bus }: Pr
           registeredAtMs: cur?.registeredAtMs ?? nowMs,
           heartbeatAtMs: nowMs,
         };
-        return { write: row, result: { row, first: cur === undefined, nowMs } };
+        return { write: row, change: change({ runtime: runtimeView(row, nowMs) }), result: { row, first: cur === undefined, nowMs } };
       });
       observer.count("runtimeHeartbeats");
       if (first) observer.log("runtime_registered", { project, runtimeId, ...(host !== undefined && { host }) });
-      const presence = runtimeView(row, nowMs);
-      publish(project, { runtime: presence });
-      return { presence, first };
+      return { presence: runtimeView(row, nowMs), first };
     },
 
     /**
-     * Marks offline every online agent whose presence lease passed (agent_stale), and publishes
-     * the runtimes whose presence expired since the previous sweep.
+     * Marks offline every online agent whose presence lease passed (agent_stale), and records
+     * the lapse of every runtime whose presence expired, once each (on the store's time, so
+     * replicas sweeping together agree).
      */
     async sweepStale(): Promise<number> {
-      const nowMs = clock.now();
-      const stale = await store.sweepStaleAgents(nowMs - staleAfterMs);
-      for (const a of stale) {
-        observer.log("agent_stale", logFields(a));
-        publish(a.project, { agent: view(a, nowMs) });
-      }
-      const expired = await store.listRuntimesHeartbeatBetween(lastSweepMs - staleAfterMs, nowMs - staleAfterMs);
-      for (const r of expired) publish(r.project, { runtime: runtimeView(r, nowMs) });
-      lastSweepMs = nowMs;
+      const stale = await store.sweepStaleAgents(staleAfterMs, (a, nowMs) => change({ agent: view(a, nowMs) }));
+      for (const a of stale) observer.log("agent_stale", logFields(a));
+      await store.sweepExpiredRuntimes(staleAfterMs, (r, nowMs) => change({ runtime: runtimeView(r, nowMs) }));
       return stale.length;
     },
   };

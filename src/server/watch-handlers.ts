@@ -10,7 +10,7 @@ import { LeaseEventKind, WatchLeasesResponseSchema } from "../../gen/ts/kxm/hub/
 import { WatchPresenceResponseSchema } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { callerOf } from "./caller.js";
 import { agentToProto, leaseToProto, runtimeToProto } from "./convert.js";
-import { projectName } from "../validate.js";
+import { intInRange, projectName } from "../validate.js";
 
 export interface WatchDeps {
   presence: Presence;
@@ -55,7 +55,11 @@ function framesOnce<C extends object, F>(build: (change: C) => F) {
   };
 }
 
-/** WatchPresence and WatchLeases: a snapshot, then changes, from the in-process buses. */
+/** A resume cursor as the client sent it (unset: start from a snapshot). */
+const afterCursor = (value: bigint | undefined) =>
+  value === undefined ? undefined : intInRange("afterCursor", value, 0, Number.MAX_SAFE_INTEGER, 0);
+
+/** WatchPresence and WatchLeases: a snapshot (or a resume), then the stored changes, woken by the buses. */
 export function createWatchHandlers(deps: WatchDeps) {
   const common = { clock: deps.clock, keepAliveMs: deps.keepAliveMs, maxBuffered: deps.maxBuffered };
   const presenceFrames = framesOnce((c: PresenceChange) => {
@@ -73,13 +77,15 @@ export function createWatchHandlers(deps: WatchDeps) {
   );
 
   return {
-    async *watchPresence(req: { project: string }, ctx: HandlerContext) {
+    async *watchPresence(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
       const { project, agentId } = watchedProject(ctx, req.project);
       const frames = watch({
         ...common,
         bus: deps.presenceBus,
         key: project,
+        afterCursor: afterCursor(req.afterCursor),
         snapshot: () => deps.presence.snapshot(project),
+        read: (after, limit) => deps.presence.changes(project, after, limit),
         signal: ctx.signal,
         ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
       });
@@ -101,13 +107,15 @@ export function createWatchHandlers(deps: WatchDeps) {
       }
     },
 
-    async *watchLeases(req: { project: string }, ctx: HandlerContext) {
+    async *watchLeases(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
       const { project, agentId } = watchedProject(ctx, req.project);
       const frames = watch({
         ...common,
         bus: deps.leaseBus,
         key: project,
+        afterCursor: afterCursor(req.afterCursor),
         snapshot: () => deps.leases.snapshot(project),
+        read: (after, limit) => deps.leases.changes(project, after, limit),
         signal: ctx.signal,
         ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
       });

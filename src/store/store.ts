@@ -177,11 +177,42 @@ export interface SyncRunView {
   prefix: Pick<SyncEventRow, "sequence" | "eventType" | "occurredAt" | "runStatus" | "workflowId" | "displayTitle">[];
 }
 
-/** What a decision writes (nothing when `write` is absent) and what it answers. */
+/** Which watchable history of a project a change belongs to (WatchPresence, WatchLeases). */
+export type ChangeStream = "presence" | "leases";
+
+/**
+ * One stored change of a project's presence or leases. Each (project, stream) numbers its
+ * changes from its base without gaps, in commit order on every hub: a watcher resumes after any
+ * number it holds, on any hub, and a read that does not continue at that number + 1 tells it the
+ * change it needs was purged. `body` is the domain's (JSON), as the decision stored it.
+ */
+export interface StreamChange {
+  project: string;
+  stream: ChangeStream;
+  seq: number;
+  atMs: number;
+  body: unknown;
+}
+
+/** The changes after a cursor and the stream's newest number, read together. */
+export interface ChangeRead {
+  changes: StreamChange[];
+  /** Number of the newest change (the stream's base when it has none). */
+  head: number;
+}
+
+/**
+ * What a decision writes (nothing when `write` is absent), the change it records for watchers
+ * (in the same transaction, on the decision's own project), and what it answers.
+ */
 export interface Decision<Row, T> {
   write?: Row;
+  change?: { stream: ChangeStream; body: unknown };
   result: T;
 }
+
+/** A sweep's change for each row it updates, made from the row and the sweep's time. */
+export type ChangeOf<Row> = (row: Row, nowMs: number) => { stream: ChangeStream; body: unknown };
 
 export interface ListLeasesQuery {
   project: string;
@@ -249,10 +280,13 @@ export interface HubStore {
   ): Promise<T>;
   /** Any other change to one agent (activity, heartbeat, unregister). */
   decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T>;
-  /** Marks every agent offline (hub start). */
-  markAllAgentsOffline(): Promise<void>;
-  /** Marks offline every online agent last seen before `cutoffMs`; returns them as updated. */
-  sweepStaleAgents(cutoffMs: number): Promise<AgentRow[]>;
+  /** Marks every online agent offline (hub start), recording `change` for each. */
+  markAllAgentsOffline(change: ChangeOf<AgentRow>): Promise<void>;
+  /**
+   * Marks offline every online agent last seen more than `staleAfterMs` before the sweep's time
+   * (the store's, as for decisions), recording `change` for each; returns them as updated.
+   */
+  sweepStaleAgents(staleAfterMs: number, change: ChangeOf<AgentRow>): Promise<AgentRow[]>;
 
   decideRuntime<T>(
     project: string,
@@ -260,8 +294,12 @@ export interface HubStore {
     decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>,
   ): Promise<T>;
   listRuntimes(project: string): Promise<RuntimeRow[]>;
-  /** Runtimes of every project whose last heartbeat is in (afterMs, uptoMs]. */
-  listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]>;
+  /**
+   * Runtimes whose last heartbeat is more than `staleAfterMs` before the sweep's time and whose
+   * expiry is not recorded yet: records `change` for each, once per lapse (a heartbeat after it
+   * makes the next lapse count again). Returns them.
+   */
+  sweepExpiredRuntimes(staleAfterMs: number, change: ChangeOf<RuntimeRow>): Promise<RuntimeRow[]>;
 
   /**
    * One lease decision on one (project, name). `decide` may only write that same key and never
@@ -272,10 +310,26 @@ export interface HubStore {
   /** Held leases of a project ordered by name (released floors are never listed). */
   listLeases(query: ListLeasesQuery): Promise<LeaseRow[]>;
   /**
-   * Clears the holder of every lease that lapsed at or before `cutoffMs`, keeping the row and
-   * its token as the resource's floor. Returns the leases as they were.
+   * Clears the holder of every lease that lapsed `afterMs` or more before the sweep's time,
+   * keeping the row and its token as the resource's floor. Returns the leases as they were.
    */
-  purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]>;
+  purgeLapsedLeases(afterMs: number): Promise<LeaseRow[]>;
+  /** The live leases of a project (expiresAtMs > nowMs) by name, and the head of its lease changes they reflect. */
+  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; head: number }>;
+  /** The agents and runtimes of a project, and the head of its presence changes they reflect. */
+  presenceSnapshot(project: string): Promise<{ agents: AgentRow[]; runtimes: RuntimeRow[]; head: number }>;
+
+  /** Up to `limit` changes of a stream after `afterSeq`, oldest first, and its head. */
+  readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead>;
+  /**
+   * Calls `onChange` for each change committed from now on, this hub's own as soon as they are
+   * durable and, on a store several hubs share, the others' as this hub learns of them: each
+   * stream's in order, but a stream's changes from two hubs may come out of order or late (a
+   * watcher reads the store for a gap). Until the returned function is called.
+   */
+  tailChanges(onChange: (change: StreamChange) => void): () => void;
+  /** Deletes changes made more than `retainMs` before the sweep's time; returns how many. */
+  purgeChanges(retainMs: number): Promise<number>;
 
   /** A send: sees the idempotent original and the target candidates, decides, writes. */
   decideSend<T>(

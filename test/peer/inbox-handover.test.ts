@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { takeContiguous } from "../../src/peer/inbox-stream.js";
+import { takeContiguous } from "../../src/events/contiguous.js";
 import type { InboxEvent } from "../../src/store/store.js";
 
 const ev = (seq: number) => ({ agentId: "a", seq, kind: "message" }) as InboxEvent;

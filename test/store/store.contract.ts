@@ -1,11 +1,19 @@
 import { describe, expect, it } from "vitest";
-import type { AgentRow, HubStore, LeaseKey, LeaseRow } from "../../src/store/store.js";
+import type { AgentRow, HubStore, LeaseKey, LeaseRow, StoreClock, StreamChange } from "../../src/store/store.js";
+
+/** A clock the test moves: the time every decision of the store is made at. */
+export class TestStoreClock implements StoreClock {
+  constructor(public ms = 10_000) {}
+  now(): number {
+    return this.ms;
+  }
+}
 
 /**
- * What every HubStore must do, whatever its database. Run by store.sqlite.test.ts; a PostgreSQL
- * store runs the same suite.
+ * What every HubStore must do, whatever its database. Run by store.sqlite.test.ts and
+ * store.postgres.test.ts; `open` gives the store the clock its decisions are made at.
  */
-export function storeContract(name: string, open: () => Promise<HubStore>) {
+export function storeContract(name: string, open: (clock?: StoreClock) => Promise<HubStore>) {
   const agent = (id: string, project: string, name: string, online = true): AgentRow => ({
     id,
     project,
@@ -117,10 +125,10 @@ export function storeContract(name: string, open: () => Promise<HubStore>) {
     });
 
     it("purges lapsed holders and keeps their rows as token floors", async () => {
-      const store = await open();
+      const store = await open(new TestStoreClock(10_000)); // the lease lapsed at 6,000
       await store.decideLease(x, () => ({ write: lease(x, 3), result: 0 }));
-      expect(await store.purgeLapsedLeases(5_999)).toEqual([]);
-      expect((await store.purgeLapsedLeases(6_000)).map((l) => l.fencingToken)).toEqual([3]);
+      expect(await store.purgeLapsedLeases(4_001)).toEqual([]);
+      expect((await store.purgeLapsedLeases(4_000)).map((l) => l.fencingToken)).toEqual([3]);
       expect(await store.getLease(x)).toMatchObject({ holderAgentId: null, fencingToken: 3 });
       await store.close();
     });
@@ -139,15 +147,128 @@ export function storeContract(name: string, open: () => Promise<HubStore>) {
       await store.close();
     });
 
-    it("sweeps only online agents last seen before the cutoff", async () => {
-      const store = await open();
+    it("sweeps only online agents last seen more than stale-after before the store's time, recording each", async () => {
+      const clock = new TestStoreClock(1_000);
+      const store = await open(clock);
       await store.decideAgent("agt_1", () => ({ write: { ...agent("agt_1", "p", "a"), lastSeenAtMs: 100 }, result: 0 }));
       await store.decideAgent("agt_2", () => ({ write: { ...agent("agt_2", "p", "b"), lastSeenAtMs: 200 }, result: 0 }));
-      const swept = await store.sweepStaleAgents(200);
+      const seen: StreamChange[] = [];
+      const stop = store.tailChanges((c) => seen.push(c));
+      clock.ms = 1_000;
+      const swept = await store.sweepStaleAgents(800, (a, nowMs) => ({ stream: "presence", body: { id: a.id, nowMs } }));
       expect(swept.map((a) => [a.id, a.online])).toEqual([["agt_1", false]]);
+      expect(seen).toEqual([{ project: "p", stream: "presence", seq: 1, atMs: 1_000, body: { id: "agt_1", nowMs: 1_000 } }]);
       expect(await store.countOnlineAgents()).toBe(1);
-      await store.markAllAgentsOffline();
+      await store.markAllAgentsOffline((a) => ({ stream: "presence", body: { id: a.id } }));
       expect(await store.countOnlineAgents()).toBe(0);
+      expect(seen.map((c) => [c.seq, c.body])).toEqual([[1, { id: "agt_1", nowMs: 1_000 }], [2, { id: "agt_2" }]]);
+      stop();
+      await store.close();
+    });
+
+    it("records a runtime's lapse once, on the store's time, until it heartbeats again", async () => {
+      const clock = new TestStoreClock(1_000);
+      const store = await open(clock);
+      const beat = (project: string, id: string) =>
+        store.decideRuntime(project, id, (cur, nowMs) => ({
+          write: { project, runtimeId: id, registeredAtMs: cur?.registeredAtMs ?? nowMs, heartbeatAtMs: nowMs },
+          result: 0,
+        }));
+      await beat("p", "rtm_one");
+      clock.ms = 1_500;
+      await beat("q", "rtm_two");
+      const lapse = () => store.sweepExpiredRuntimes(1_000, (r, nowMs) => ({ stream: "presence", body: { r: r.runtimeId, nowMs } }));
+      clock.ms = 1_999;
+      expect(await lapse()).toEqual([]);
+      clock.ms = 2_000;
+      expect((await lapse()).map((r) => r.runtimeId)).toEqual(["rtm_one"]);
+      expect(await lapse()).toEqual([]);
+      clock.ms = 3_000;
+      expect((await lapse()).map((r) => r.runtimeId)).toEqual(["rtm_two"]);
+      await beat("p", "rtm_one");
+      clock.ms = 4_000;
+      expect((await lapse()).map((r) => r.runtimeId)).toEqual(["rtm_one"]);
+      const p = await store.readChanges("p", "presence", 0, 10);
+      expect(p).toEqual({
+        head: 2,
+        changes: [
+          { project: "p", stream: "presence", seq: 1, atMs: 2_000, body: { r: "rtm_one", nowMs: 2_000 } },
+          { project: "p", stream: "presence", seq: 2, atMs: 4_000, body: { r: "rtm_one", nowMs: 4_000 } },
+        ],
+      });
+      await store.close();
+    });
+
+    it("numbers each project's lease and presence changes apart, without gaps, and hands them over once committed", async () => {
+      const clock = new TestStoreClock(5_000);
+      const store = await open(clock);
+      const seen: StreamChange[] = [];
+      const stop = store.tailChanges((c) => seen.push(c));
+      const grant = (key: LeaseKey, token: number) =>
+        store.decideLease(key, (_cur, nowMs) => ({ write: lease(key, token), change: { stream: "leases", body: { token, nowMs } }, result: token }));
+      await grant(x, 1);
+      await grant({ project: "q", name: "x" }, 1);
+      await expect(
+        store.decideLease(x, () => {
+          throw new Error("refused");
+        }),
+      ).rejects.toThrow("refused");
+      await store.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: "hello" }, result: 0 }));
+      await grant(x, 2);
+      // A decision the store refuses after it was decided (a lower token) records nothing either.
+      await expect(grant(x, 1)).rejects.toThrow();
+      expect(seen.map((c) => [c.project, c.stream, c.seq, c.body])).toEqual([
+        ["p", "leases", 1, { token: 1, nowMs: 5_000 }],
+        ["q", "leases", 1, { token: 1, nowMs: 5_000 }],
+        ["p", "presence", 1, "hello"],
+        ["p", "leases", 2, { token: 2, nowMs: 5_000 }],
+      ]);
+      expect(await store.readChanges("p", "leases", 0, 10)).toEqual({ head: 2, changes: seen.filter((c) => c.project === "p" && c.stream === "leases") });
+      expect(await store.readChanges("p", "leases", 1, 10)).toEqual({ head: 2, changes: [seen[3]] });
+      expect(await store.readChanges("p", "leases", 0, 1)).toEqual({ head: 2, changes: [seen[0]] });
+      expect(await store.readChanges("r", "leases", 0, 10)).toEqual({ head: 0, changes: [] });
+      stop();
+      await grant(x, 3);
+      expect(seen).toHaveLength(4);
+      await store.close();
+    });
+
+    it("snapshots the live leases and the presence with the head of their changes", async () => {
+      const clock = new TestStoreClock(5_000);
+      const store = await open(clock);
+      const recorded = { stream: "leases" as const, body: {} };
+      await store.decideLease(x, () => ({ write: lease(x, 1), change: recorded, result: 0 }));
+      await store.decideLease({ project: "p", name: "gone" }, () => ({ write: { ...lease({ project: "p", name: "gone" }, 1), expiresAtMs: 5_000 }, change: recorded, result: 0 }));
+      await store.decideLease({ project: "p", name: "free" }, () => ({ write: lease({ project: "p", name: "free" }, 4, null), change: recorded, result: 0 }));
+      await store.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: recorded, result: 0 }));
+      const snap = await store.leaseSnapshot("p", 5_000);
+      expect(snap).toEqual({ head: 3, leases: [lease(x, 1)] });
+      await store.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: 1 }, result: 0 }));
+      await store.decideRuntime("p", "rtm_one", () => ({ write: { project: "p", runtimeId: "rtm_one", registeredAtMs: 1, heartbeatAtMs: 2 }, result: 0 }));
+      expect(await store.presenceSnapshot("p")).toEqual({
+        head: 1,
+        agents: [agent("agt_1", "p", "a")],
+        runtimes: [{ project: "p", runtimeId: "rtm_one", registeredAtMs: 1, heartbeatAtMs: 2 }],
+      });
+      expect(await store.presenceSnapshot("q")).toEqual({ head: 0, agents: [], runtimes: [] });
+      await store.close();
+    });
+
+    it("purges changes past their retention on the store's time and keeps the head", async () => {
+      const clock = new TestStoreClock(1_000);
+      const store = await open(clock);
+      for (const at of [1_000, 2_000, 3_000]) {
+        clock.ms = at;
+        await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: at }, result: 0 }));
+      }
+      clock.ms = 4_000;
+      expect(await store.purgeChanges(2_000)).toBe(1);
+      expect(await store.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 2 }, { seq: 3 }] });
+      clock.ms = 10_000;
+      expect(await store.purgeChanges(2_000)).toBe(2);
+      expect(await store.readChanges("p", "leases", 0, 10)).toEqual({ head: 3, changes: [] });
+      await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: 4 }, result: 0 }));
+      expect(await store.readChanges("p", "leases", 3, 10)).toMatchObject({ head: 4, changes: [{ seq: 4, body: 4 }] });
       await store.close();
     });
 

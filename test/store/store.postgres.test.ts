@@ -10,4 +10,4 @@ beforeAll(async () => {
 afterAll(() => pg?.stop());
 
 // Each test gets a database of its own.
-storeContract("postgres", async () => PostgresStore.open({ url: await pg.createDatabase() }));
+storeContract("postgres", async (clock) => PostgresStore.open({ url: await pg.createDatabase(), clock }));

@@ -2,6 +2,7 @@ import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, 
 import type { InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, SendContext } from "../store.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 import { agentColumns } from "./rows.js";
+import type { TailReader } from "./tail.js";
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
@@ -174,41 +175,14 @@ export function createPostgresMessages({ tx, rows, now }: PgAccess) {
       ).map((r) => ({ agentId: r.ev_agent, seq: r.ev_seq, kind: r.ev_kind as InboxEventKind, message: messageFromDb(r) }));
     },
 
-    /**
-     * Polls for inbox events committed since the last look, by the transactions that wrote them:
-     * every transaction below a snapshot's xmin has ended, so the events with xid in [the xmin of
-     * the last look, the current xmin) are exactly those committed in between, none twice. A
-     * transaction still open holds the xmin back, and its events wait for it.
-     */
-    tailInbox(onEvent: (agentId: string, seq: number) => void, intervalMs: number): () => void {
-      let from: string | undefined;
-      let stopped = false;
-      let timer: NodeJS.Timeout | undefined;
-      const look = async () => {
-        const [{ xmin }] = (await rows<{ xmin: string }>("SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin")) as [{ xmin: string }];
-        if (from !== undefined && BigInt(xmin) > BigInt(from)) {
-          const events = await rows<{ agent_id: string; seq: number }>(
-            "SELECT agent_id, seq FROM inbox_events WHERE xid >= $1::xid8 AND xid < $2::xid8 ORDER BY xid, agent_id, seq",
-            [from, xmin],
-          );
-          for (const e of events) onEvent(e.agent_id, e.seq);
-        }
-        if (from === undefined || BigInt(xmin) > BigInt(from)) from = xmin;
-      };
-      const next = () => {
-        if (stopped) return;
-        // A database that is away is looked at again on the next tick; nothing is skipped, since
-        // `from` only moves past what was read.
-        look()
-          .catch(() => {})
-          .finally(() => {
-            if (!stopped) timer = setTimeout(next, intervalMs).unref();
-          });
-      };
-      next();
-      return () => {
-        stopped = true;
-        clearTimeout(timer);
+    /** The tail reader of inbox events (postgres/tail.ts): each one the window's transactions wrote. */
+    inboxReader(onEvent: (agentId: string, seq: number) => void): TailReader {
+      return async (from, to) => {
+        const events = await rows<{ agent_id: string; seq: number }>(
+          "SELECT agent_id, seq FROM inbox_events WHERE xid >= $1::xid8 AND xid < $2::xid8 ORDER BY xid, agent_id, seq",
+          [from, to],
+        );
+        for (const e of events) onEvent(e.agent_id, e.seq);
       };
     },
 

@@ -1,5 +1,24 @@
+import { randomUUID } from "node:crypto";
 import pg from "pg";
-import { StoreOpenError, type AgentRow, type CommitStats, type Decision, type HubStore, type LeaseKey, type LeaseRow, type ListLeasesQuery, type ProjectCounts, type RuntimeRow, type StoreClock } from "../store.js";
+import {
+  StoreOpenError,
+  type AgentRow,
+  type ChangeOf,
+  type ChangeRead,
+  type ChangeStream,
+  type CommitStats,
+  type Decision,
+  type HubStore,
+  type LeaseKey,
+  type LeaseRow,
+  type ListLeasesQuery,
+  type ProjectCounts,
+  type RuntimeRow,
+  type StoreClock,
+  type StreamChange,
+} from "../store.js";
+import { byRegistration, ChangeListeners } from "../changes.js";
+import { createTail } from "./tail.js";
 import { runTransaction, storeError, type PgTx } from "./transaction.js";
 import { migrate } from "./schema.js";
 import { createPostgresMessages } from "./messages.js";
@@ -20,14 +39,10 @@ export interface PostgresStoreOptions {
   clock?: StoreClock;
 }
 
-
-
-
-
 /**
- * How often a hub looks for inbox events other hubs committed: the most a message sent through
- * one hub waits before a Subscribe stream on another hears of it (plus the commit of any older
- * transaction still running).
+ * How often a hub looks for what other hubs committed (inbox events, watch changes): the most a
+ * message sent through one hub waits before a Subscribe stream on another hears of it, and a
+ * change before a watcher there does (plus the commit of any older transaction still running).
  */
 const tailIntervalMs = 20;
 
@@ -44,6 +59,19 @@ const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, m
     connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`;
 
 /**
+ * Numbers and stores one change. The head row is locked from here to the commit, so the changes
+ * of a (project, stream) are numbered in commit order without gaps on every replica; decisions
+ * record their change last, to hold that lock for as short a time as they can. A stream's first
+ * change is numbered from the fence base, which a restore raises.
+ */
+const recordChange = `WITH h AS (
+    INSERT INTO watch_heads (project, stream, head) SELECT $1, $2, floor + 1 FROM fence_base WHERE id = 1
+    ON CONFLICT (project, stream) DO UPDATE SET head = watch_heads.head + 1 RETURNING head)
+  INSERT INTO watch_changes (project, stream, seq, at_ms, body, origin) SELECT $1, $2, head, $3, $4, $5 FROM h RETURNING seq`;
+
+const changeHead = `coalesce((SELECT head FROM watch_heads WHERE project = $1 AND stream = $2), (SELECT floor FROM fence_base WHERE id = 1))`;
+
+/**
  * The store for several hub replicas on one PostgreSQL database. Each decision is one
  * transaction on a pooled connection, answered once its COMMIT (durable in PostgreSQL) returns
  * (postgres/transaction.ts: decisions run concurrently and PostgreSQL flushes commits that arrive
@@ -57,6 +85,10 @@ export class PostgresStore implements HubStore {
   private readonly running = new Set<Promise<unknown>>();
   private readonly messages;
   private readonly sync;
+  private readonly changeListeners = new ChangeListeners();
+  /** Marks the changes this store writes, so its tail skips them (they were handed over at commit). */
+  private readonly origin = randomUUID();
+  private readonly tail;
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -69,6 +101,7 @@ export class PostgresStore implements HubStore {
     };
     this.messages = createPostgresMessages(access);
     this.sync = createPostgresSync(access);
+    this.tail = createTail(access.rows, tailIntervalMs);
   }
 
   /** Connects, brings the schema to this release's version (or refuses the database), and opens. */
@@ -113,6 +146,24 @@ export class PostgresStore implements HubStore {
     const done = () => this.running.delete(p);
     p.then(done, done);
     return p;
+  }
+
+  /**
+   * One decision that may record changes (`record`, inside its transaction); they are handed to
+   * the change listeners once it has committed, never when it rolled back or ran again.
+   */
+  private changeTx<T>(work: (tx: PgTx, record: (project: string, stream: ChangeStream, body: unknown, atMs: number) => Promise<void>) => Promise<T>): Promise<T> {
+    let changes: StreamChange[] = [];
+    return this.tx(async (tx) => {
+      changes = [];
+      return work(tx, async (project, stream, body, atMs) => {
+        const r = await tx.query<{ seq: number }>(recordChange, [project, stream, atMs, JSON.stringify(body), this.origin]);
+        changes.push({ project, stream, seq: r.rows[0]!.seq, atMs, body });
+      });
+    }).then((result) => {
+      this.changeListeners.emit(changes);
+      return result;
+    });
   }
 
   private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
@@ -192,51 +243,74 @@ export class PostgresStore implements HubStore {
   }
 
   decideRegistration<T>(project: string, nameKey: string, decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
-    return this.tx(async (tx) => {
+    return this.changeTx(async (tx, record) => {
       const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [project, nameKey])).rows;
-      const d = decide(r && agentFromDb(r), await this.now(tx));
+      const nowMs = await this.now(tx);
+      const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) await this.writeAgent(tx, d.write);
+      if (d.change) await record(project, d.change.stream, d.change.body, nowMs);
       return d.result;
     });
   }
 
   decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
-    return this.tx(async (tx) => {
+    return this.changeTx(async (tx, record) => {
       const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
-      const d = decide(r && agentFromDb(r), await this.now(tx));
+      const nowMs = await this.now(tx);
+      const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) await this.writeAgent(tx, d.write);
+      const project = d.write?.project ?? r?.project;
+      if (d.change) {
+        if (project === undefined) throw new Error(`a decision on unknown agent ${id} recorded a change`);
+        await record(project, d.change.stream, d.change.body, nowMs);
+      }
       return d.result;
     });
   }
 
-  async markAllAgentsOffline(): Promise<void> {
-    await this.tx((tx) => tx.query("UPDATE agents SET online = false WHERE online"));
+  /** Marks offline the agents `where` selects (locked in registration order), recording a change for each. */
+  private offline(where: string, staleAfterMs: number | undefined, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
+    return this.changeTx(async (tx, record) => {
+      const nowMs = await this.now(tx);
+      const params = staleAfterMs === undefined ? [] : [nowMs - staleAfterMs];
+      const rows = (
+        await tx.query<AgentDb & { reg: number }>(
+          `WITH locked AS (SELECT id FROM agents WHERE ${where} ORDER BY reg_seq FOR UPDATE)
+           UPDATE agents a SET online = false FROM locked WHERE a.id = locked.id RETURNING a.reg_seq AS reg, ${agentColumns.split(", ").map((c) => `a.${c}`).join(", ")}`,
+          params,
+        )
+      ).rows;
+      const swept = byRegistration(rows).map(agentFromDb);
+      for (const a of swept) {
+        const c = change(a, nowMs);
+        await record(a.project, c.stream, c.body, nowMs);
+      }
+      return swept;
+    });
   }
 
-  sweepStaleAgents(cutoffMs: number): Promise<AgentRow[]> {
-    return this.tx(async (tx) =>
-      (
-        await tx.query<AgentDb>(
-          `WITH swept AS (UPDATE agents SET online = false WHERE online AND last_seen_at < $1 RETURNING reg_seq, ${agentColumns})
-           SELECT ${agentColumns} FROM swept ORDER BY reg_seq`,
-          [cutoffMs],
-        )
-      ).rows.map(agentFromDb),
-    );
+  async markAllAgentsOffline(change: ChangeOf<AgentRow>): Promise<void> {
+    await this.offline("online", undefined, change);
+  }
+
+  sweepStaleAgents(staleAfterMs: number, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
+    return this.offline("online AND last_seen_at < $1", staleAfterMs, change);
   }
 
   decideRuntime<T>(project: string, runtimeId: string, decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>): Promise<T> {
-    return this.tx(async (tx) => {
+    return this.changeTx(async (tx, record) => {
       const [r] = (await tx.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE", [project, runtimeId])).rows;
-      const d = decide(r && runtimeFromDb(r), await this.now(tx));
+      const nowMs = await this.now(tx);
+      const d = decide(r && runtimeFromDb(r), nowMs);
       if (d.write) {
         await tx.query(
           `INSERT INTO runtime_presence (project, runtime_id, host, registered_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5)
            ON CONFLICT (project, runtime_id) DO UPDATE SET host = excluded.host,
-             registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at`,
+             registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at, expiry_noted = false`,
           [d.write.project, d.write.runtimeId, d.write.host ?? null, d.write.registeredAtMs, d.write.heartbeatAtMs],
         );
       }
+      if (d.change) await record(project, d.change.stream, d.change.body, nowMs);
       return d.result;
     });
   }
@@ -245,17 +319,32 @@ export class PostgresStore implements HubStore {
     return (await this.rows<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 ORDER BY runtime_id", [project])).map(runtimeFromDb);
   }
 
-  async listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]> {
-    return (
-      await this.rows<RuntimeDb>(
-        "SELECT * FROM runtime_presence WHERE heartbeat_at > $1 AND heartbeat_at <= $2 ORDER BY project, runtime_id",
-        [afterMs, uptoMs],
-      )
-    ).map(runtimeFromDb);
+  sweepExpiredRuntimes(staleAfterMs: number, change: ChangeOf<RuntimeRow>): Promise<RuntimeRow[]> {
+    return this.changeTx(async (tx, record) => {
+      const nowMs = await this.now(tx);
+      // Locked in key order, and skipped when another replica's sweep holds them: that sweep
+      // records their lapse.
+      const expired = (
+        await tx.query<RuntimeDb>(
+          `WITH due AS (SELECT project, runtime_id FROM runtime_presence WHERE NOT expiry_noted AND heartbeat_at <= $1
+             ORDER BY project, runtime_id FOR UPDATE SKIP LOCKED)
+           UPDATE runtime_presence r SET expiry_noted = true FROM due WHERE r.project = due.project AND r.runtime_id = due.runtime_id
+           RETURNING r.*`,
+          [nowMs - staleAfterMs],
+        )
+      ).rows
+        .map(runtimeFromDb)
+        .sort((a, b) => (a.project === b.project ? cmp(a.runtimeId, b.runtimeId) : cmp(a.project, b.project)));
+      for (const r of expired) {
+        const c = change(r, nowMs);
+        await record(r.project, c.stream, c.body, nowMs);
+      }
+      return expired;
+    });
   }
 
   decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T> {
-    return this.tx(async (tx) => {
+    return this.changeTx(async (tx, record) => {
       // The row, locked until the decision commits: decisions on one resource from every replica
       // take turns. A resource without a row stands on the fence base (0 until a restore raised it).
       const [row] = (await tx.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND name = $2 FOR UPDATE", [key.project, key.name])).rows;
@@ -264,7 +353,8 @@ export class PostgresStore implements HubStore {
         const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1")).rows[0]?.floor ?? 0;
         if (base > 0) current = floorRow(key, base);
       }
-      const d = decide(current && leaseFromDb(current), await this.now(tx));
+      const nowMs = await this.now(tx);
+      const d = decide(current && leaseFromDb(current), nowMs);
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
         if (d.write.project !== key.project || d.write.name !== key.name) {
@@ -294,6 +384,7 @@ export class PostgresStore implements HubStore {
           values,
         );
       }
+      if (d.change) await record(key.project, d.change.stream, d.change.body, nowMs);
       return d.result;
     });
   }
@@ -313,8 +404,9 @@ export class PostgresStore implements HubStore {
     ).map(leaseFromDb);
   }
 
-  purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]> {
+  purgeLapsedLeases(afterMs: number): Promise<LeaseRow[]> {
     return this.tx(async (tx) => {
+      const cutoffMs = (await this.now(tx)) - afterMs;
       // The rows as they were, then cleared; their tokens stay as floors.
       const before = (await tx.query<LeaseDb>("SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= $1 ORDER BY project, name FOR UPDATE", [cutoffMs])).rows;
       await tx.query("UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL WHERE holder_agent_id IS NOT NULL AND expires_at <= $1", [cutoffMs]);
@@ -335,10 +427,82 @@ export class PostgresStore implements HubStore {
   pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) => this.messages.pendingMessages(agentId, afterSeq, uptoSeq);
 
   tailInbox(onEvent: (agentId: string, seq: number) => void): () => void {
-    return this.messages.tailInbox(onEvent, tailIntervalMs);
+    return this.tail.add(this.messages.inboxReader(onEvent));
+  }
+
+  /**
+   * Live leases and the head of the lease changes, read in one snapshot (REPEATABLE READ), so the
+   * head is exactly the last change the leases reflect.
+   */
+  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; head: number }> {
+    return this.snapshotRead(async (tx) => ({
+      leases: (
+        await tx.query<LeaseDb>(
+          "SELECT * FROM leases WHERE project = $1 AND holder_agent_id IS NOT NULL AND expires_at > $2 ORDER BY name",
+          [project, nowMs],
+        )
+      ).rows.map(leaseFromDb),
+      head: (await tx.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, "leases"])).rows[0]!.head,
+    }));
+  }
+
+  presenceSnapshot(project: string): Promise<{ agents: AgentRow[]; runtimes: RuntimeRow[]; head: number }> {
+    return this.snapshotRead(async (tx) => ({
+      agents: (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).rows.map(agentFromDb),
+      runtimes: (await tx.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 ORDER BY runtime_id", [project])).rows.map(runtimeFromDb),
+      head: (await tx.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, "presence"])).rows[0]!.head,
+    }));
+  }
+
+  /** Several reads that see one snapshot of the database. */
+  private async snapshotRead<T>(read: (tx: PgTx) => Promise<T>): Promise<T> {
+    return runTransaction(this.pool, read, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  }
+
+  /** The changes and the head in one statement: one snapshot. */
+  async readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead> {
+    const rows = await this.rows<{ head: number; seq: number | null; at_ms: number | null; body: string | null }>(
+      `SELECT h.head, c.seq, c.at_ms, c.body FROM (SELECT ${changeHead} AS head) h
+       LEFT JOIN LATERAL (SELECT seq, at_ms, body FROM watch_changes WHERE project = $1 AND stream = $2 AND seq > $3 ORDER BY seq LIMIT $4) c ON true
+       ORDER BY c.seq`,
+      [project, stream, afterSeq, limit],
+    );
+    return {
+      head: rows[0]!.head,
+      changes: rows
+        .filter((r) => r.seq !== null)
+        .map((r) => ({ project, stream, seq: r.seq!, atMs: r.at_ms!, body: JSON.parse(r.body!) as unknown })),
+    };
+  }
+
+  /**
+   * This store's own changes as soon as they commit; the other replicas' from the tail, every
+   * `tailIntervalMs`, in the order of the transactions that wrote them (a watcher reads the store
+   * for any gap that leaves).
+   */
+  tailChanges(onChange: (change: StreamChange) => void): () => void {
+    const removeOwn = this.changeListeners.add(onChange);
+    const removeTail = this.tail.add(async (from, to) => {
+      const rows = await this.rows<{ project: string; stream: ChangeStream; seq: number; at_ms: number; body: string }>(
+        `SELECT project, stream, seq, at_ms, body FROM watch_changes
+         WHERE xid >= $1::xid8 AND xid < $2::xid8 AND origin <> $3 ORDER BY xid, project, stream, seq`,
+        [from, to, this.origin],
+      );
+      for (const r of rows) onChange({ project: r.project, stream: r.stream, seq: r.seq, atMs: r.at_ms, body: JSON.parse(r.body) as unknown });
+    });
+    return () => {
+      removeOwn();
+      removeTail();
+    };
+  }
+
+  async purgeChanges(retainMs: number): Promise<number> {
+    return this.tx(async (tx) => (await tx.query("DELETE FROM watch_changes WHERE at_ms < $1", [(await this.now(tx)) - retainMs])).rowCount ?? 0);
   }
 
   pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);
   getSyncCursor: HubStore["getSyncCursor"] = (hubProject, projectId, runId) => this.sync.getSyncCursor(hubProject, projectId, runId);
   listSyncRuns: HubStore["listSyncRuns"] = (hubProject) => this.sync.listSyncRuns(hubProject);
 }
+
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -55,7 +55,7 @@ export function storeError(e: unknown): unknown {
  * that loses a race (above) runs again; a connection that fails is StoreUnavailable, and the
  * decision is not answered.
  */
-export async function runTransaction<T>(pool: pg.Pool, work: PgWork<T>): Promise<T> {
+export async function runTransaction<T>(pool: pg.Pool, work: PgWork<T>, begin = "BEGIN"): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     let client: pg.PoolClient;
     try {
@@ -65,7 +65,7 @@ export async function runTransaction<T>(pool: pg.Pool, work: PgWork<T>): Promise
     }
     let broken: Error | undefined;
     try {
-      await client.query("BEGIN");
+      await client.query(begin);
       const value = await work(client);
       await client.query("COMMIT");
       return value;

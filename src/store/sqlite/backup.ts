@@ -128,6 +128,9 @@ export function readFences(db: Database.Database): { fences: FenceEntry[]; fence
  * by `margin`, and every lease is released (holder NULL). A holder's next call finds no lease
  * (`lease_not_found`); it re-acquires and gets a token above anything handed out before or after
  * the backup, unless more than `margin` grants were made on one resource after it (README §5.2).
+ * Watch changes go the same way: every stream's numbers (and the base new streams start from)
+ * go up by `margin` and the stored changes are dropped, so a watcher's cursor from before the
+ * restore, or from after the backup, is cursor_expired and never taken for a restored change.
  */
 export function bumpFence(db: Database.Database, margin: number): { resources: number; leasesReleased: number } {
   return db
@@ -137,6 +140,8 @@ export function bumpFence(db: Database.Database, margin: number): { resources: n
         .prepare("UPDATE leases SET fencing_token = fencing_token + ?, holder_agent_id = NULL, holder_agent_name = NULL")
         .run(margin);
       db.prepare("UPDATE fence_base SET floor = floor + ?").run(margin);
+      db.prepare("UPDATE watch_heads SET head = head + ?").run(margin);
+      db.prepare("DELETE FROM watch_changes").run();
       return { resources: bumped.changes, leasesReleased: held };
     })
     .immediate();

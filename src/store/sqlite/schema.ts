@@ -32,7 +32,7 @@ export const schemaVersion = migrations[migrations.length - 1]!.version;
 const expectedShape: Record<string, string[]> = {
   agents: ["id", "project", "name", "name_key", "purpose", "model", "host", "key_hash", "connected_at", "last_seen_at", "online"],
   leases: ["project", "name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at"],
-  runtime_presence: ["project", "runtime_id", "host", "registered_at", "heartbeat_at"],
+  runtime_presence: ["project", "runtime_id", "host", "registered_at", "heartbeat_at", "expiry_noted"],
   messages: [
     "id", "project", "from_id", "from_name", "to_id", "to_name", "content", "delivery", "hops", "max_hops", "seq",
     "correlation_id", "reply_to", "idempotency_key", "created_at", "expires_at", "delivered_at", "replied_at",
@@ -47,6 +47,8 @@ const expectedShape: Record<string, string[]> = {
   sync_projects: ["project_id", "hub_project"],
   sync_runs: ["project_id", "run_id", "hub_project", "home_runtime_id", "cursor", "stored"],
   fence_base: ["id", "floor"],
+  watch_heads: ["project", "stream", "head"],
+  watch_changes: ["project", "stream", "seq", "at_ms", "body"],
 };
 
 /**
@@ -57,6 +59,8 @@ const expectedKeys: Record<string, string[]> = {
   leases: ["project", "name"],
   agents: ["id"],
   runtime_presence: ["project", "runtime_id"],
+  watch_heads: ["project", "stream"],
+  watch_changes: ["project", "stream", "seq"],
 };
 
 /**

@@ -1,5 +1,20 @@
 import type Database from "better-sqlite3";
-import type { AgentRow, CommitStats, Decision, HubStore, ProjectCounts, LeaseKey, LeaseRow, ListLeasesQuery, RuntimeRow, StoreClock } from "../store.js";
+import type {
+  AgentRow,
+  ChangeOf,
+  ChangeRead,
+  ChangeStream,
+  CommitStats,
+  Decision,
+  HubStore,
+  LeaseKey,
+  LeaseRow,
+  ListLeasesQuery,
+  ProjectCounts,
+  RuntimeRow,
+  StoreClock,
+  StreamChange,
+} from "../store.js";
 import { GroupCommit } from "../group-commit.js";
 import { Checkpointer } from "./checkpointer.js";
 import { fdatasyncWal, sqliteBatches, type WalSync, type Work } from "./batch.js";
@@ -8,6 +23,7 @@ import { createSqliteSync } from "./sync.js";
 import type { StoreLock } from "./lock.js";
 import { openDatabase } from "./open.js";
 import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
+import { byRegistration, ChangeListeners } from "../changes.js";
 
 export interface SqliteStoreOptions {
   /** File path, or ":memory:". */
@@ -31,11 +47,6 @@ export interface SqliteStoreOptions {
 
 const systemTime: StoreClock = { now: () => Date.now() };
 
-
-
-
-
-
 /**
  * The embedded store. Decisions go through group commit (store/group-commit.ts): those that
  * arrive together run in one IMMEDIATE transaction, a savepoint each, and are answered after one
@@ -52,6 +63,7 @@ export class SqliteStore implements HubStore {
   private readonly messages;
   private readonly sync;
   private readonly clock: StoreClock;
+  private readonly changeListeners = new ChangeListeners();
 
   /** Opens the file and holds its process lock until close(); throws StoreOpenError (open.ts). */
   constructor(options: SqliteStoreOptions) {
@@ -103,9 +115,9 @@ export class SqliteStore implements HubStore {
            purpose = excluded.purpose, model = excluded.model, host = excluded.host, key_hash = excluded.key_hash,
            connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`,
       ),
-      allOffline: db.prepare("UPDATE agents SET online = 0 WHERE online = 1"),
-      staleAgents: db.prepare<[number], AgentDb>(
-        "UPDATE agents SET online = 0 WHERE online = 1 AND last_seen_at < ? RETURNING *",
+      allOffline: db.prepare<[], AgentDb & { reg: number }>("UPDATE agents SET online = 0 WHERE online = 1 RETURNING rowid AS reg, *"),
+      staleAgents: db.prepare<[number], AgentDb & { reg: number }>(
+        "UPDATE agents SET online = 0 WHERE online = 1 AND last_seen_at < ? RETURNING rowid AS reg, *",
       ),
       runtime: db.prepare<[string, string], RuntimeDb>(
         "SELECT * FROM runtime_presence WHERE project = ? AND runtime_id = ?",
@@ -113,14 +125,14 @@ export class SqliteStore implements HubStore {
       runtimesOfProject: db.prepare<[string], RuntimeDb>(
         "SELECT * FROM runtime_presence WHERE project = ? ORDER BY runtime_id",
       ),
-      runtimesBetween: db.prepare<[number, number], RuntimeDb>(
-        "SELECT * FROM runtime_presence WHERE heartbeat_at > ? AND heartbeat_at <= ? ORDER BY project, runtime_id",
+      expiredRuntimes: db.prepare<[number], RuntimeDb>(
+        "UPDATE runtime_presence SET expiry_noted = 1 WHERE expiry_noted = 0 AND heartbeat_at <= ? RETURNING *",
       ),
       upsertRuntime: db.prepare(
         `INSERT INTO runtime_presence (project, runtime_id, host, registered_at, heartbeat_at)
          VALUES (@project, @runtime_id, @host, @registered_at, @heartbeat_at)
          ON CONFLICT (project, runtime_id) DO UPDATE SET host = excluded.host,
-           registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at`,
+           registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at, expiry_noted = 0`,
       ),
       lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
       fenceBase: db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base"),
@@ -142,6 +154,23 @@ export class SqliteStore implements HubStore {
         `UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL
          WHERE holder_agent_id IS NOT NULL AND expires_at <= ?`,
       ),
+      liveLeases: db.prepare<[string, number], LeaseDb>(
+        "SELECT * FROM leases WHERE project = ? AND holder_agent_id IS NOT NULL AND expires_at > ? ORDER BY name",
+      ),
+      // A stream's first change is numbered from the fence base, which a restore raises.
+      nextChange: db.prepare<[string, string], { head: number }>(
+        `INSERT INTO watch_heads (project, stream, head) SELECT ?, ?, coalesce(max(floor), 0) + 1 FROM fence_base WHERE true
+         ON CONFLICT (project, stream) DO UPDATE SET head = head + 1 RETURNING head`,
+      ),
+      insertChange: db.prepare("INSERT INTO watch_changes (project, stream, seq, at_ms, body) VALUES (?, ?, ?, ?, ?)"),
+      changeHead: db.prepare<[string, string], { head: number }>(
+        `SELECT coalesce((SELECT head FROM watch_heads WHERE project = ? AND stream = ?),
+           (SELECT coalesce(max(floor), 0) FROM fence_base)) AS head`,
+      ),
+      changesAfter: db.prepare<[string, string, number, number], { seq: number; at_ms: number; body: string }>(
+        "SELECT seq, at_ms, body FROM watch_changes WHERE project = ? AND stream = ? AND seq > ? ORDER BY seq LIMIT ?",
+      ),
+      purgeChanges: db.prepare("DELETE FROM watch_changes WHERE at_ms < ?"),
     };
     const access = { tx: <T>(fn: () => T) => this.tx(fn), read: <T>(fn: () => T) => this.read(fn), now: () => this.clock.now() };
     this.messages = createSqliteMessages(db, access);
@@ -172,6 +201,25 @@ export class SqliteStore implements HubStore {
    */
   private tx<T>(fn: () => T): Promise<T> {
     return this.commits.submit<T>(fn);
+  }
+
+  /**
+   * Runs `fn` as one decision that may record changes (`record`); they are handed to the change
+   * listeners once the decision is durable, never when it is rolled back.
+   */
+  private changeTx<T>(fn: (record: (project: string, stream: ChangeStream, body: unknown, atMs: number) => void) => T): Promise<T> {
+    return this.tx(() => {
+      const changes: StreamChange[] = [];
+      const result = fn((project, stream, body, atMs) => {
+        const seq = this.q.nextChange.get(project, stream)!.head;
+        this.q.insertChange.run(project, stream, seq, atMs, JSON.stringify(body));
+        changes.push({ project, stream, seq, atMs, body });
+      });
+      return { result, changes };
+    }).then(({ result, changes }) => {
+      this.changeListeners.emit(changes);
+      return result;
+    });
   }
 
   /** Runs a read once every commit made so far is durable. */
@@ -263,29 +311,51 @@ export class SqliteStore implements HubStore {
     nameKey: string,
     decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>,
   ): Promise<T> {
-    return this.tx(() => {
+    return this.changeTx((record) => {
       const r = this.q.agentByName.get(project, nameKey);
-      const d = decide(r && agentFromDb(r), this.clock.now());
+      const nowMs = this.clock.now();
+      const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) this.writeAgent(d.write);
+      if (d.change) record(project, d.change.stream, d.change.body, nowMs);
       return d.result;
     });
   }
 
   decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
-    return this.tx(() => {
+    return this.changeTx((record) => {
       const r = this.q.agentById.get(id);
-      const d = decide(r && agentFromDb(r), this.clock.now());
+      const nowMs = this.clock.now();
+      const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) this.writeAgent(d.write);
+      const project = d.write?.project ?? r?.project;
+      if (d.change) {
+        if (project === undefined) throw new Error(`a decision on unknown agent ${id} recorded a change`);
+        record(project, d.change.stream, d.change.body, nowMs);
+      }
       return d.result;
     });
   }
 
-  async markAllAgentsOffline(): Promise<void> {
-    await this.tx(() => this.q.allOffline.run());
+  async markAllAgentsOffline(change: ChangeOf<AgentRow>): Promise<void> {
+    await this.changeTx((record) => {
+      const nowMs = this.clock.now();
+      for (const a of byRegistration(this.q.allOffline.all()).map(agentFromDb)) {
+        const c = change(a, nowMs);
+        record(a.project, c.stream, c.body, nowMs);
+      }
+    });
   }
 
-  sweepStaleAgents(cutoffMs: number): Promise<AgentRow[]> {
-    return this.tx(() => this.q.staleAgents.all(cutoffMs).map(agentFromDb));
+  sweepStaleAgents(staleAfterMs: number, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
+    return this.changeTx((record) => {
+      const nowMs = this.clock.now();
+      const swept = byRegistration(this.q.staleAgents.all(nowMs - staleAfterMs)).map(agentFromDb);
+      for (const a of swept) {
+        const c = change(a, nowMs);
+        record(a.project, c.stream, c.body, nowMs);
+      }
+      return swept;
+    });
   }
 
   decideRuntime<T>(
@@ -293,9 +363,10 @@ export class SqliteStore implements HubStore {
     runtimeId: string,
     decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>,
   ): Promise<T> {
-    return this.tx(() => {
+    return this.changeTx((record) => {
       const r = this.q.runtime.get(project, runtimeId);
-      const d = decide(r && runtimeFromDb(r), this.clock.now());
+      const nowMs = this.clock.now();
+      const d = decide(r && runtimeFromDb(r), nowMs);
       if (d.write) {
         this.q.upsertRuntime.run({
           project: d.write.project,
@@ -305,6 +376,7 @@ export class SqliteStore implements HubStore {
           heartbeat_at: d.write.heartbeatAtMs,
         });
       }
+      if (d.change) record(project, d.change.stream, d.change.body, nowMs);
       return d.result;
     });
   }
@@ -313,16 +385,28 @@ export class SqliteStore implements HubStore {
     return this.read(() => this.q.runtimesOfProject.all(project).map(runtimeFromDb));
   }
 
-  listRuntimesHeartbeatBetween(afterMs: number, uptoMs: number): Promise<RuntimeRow[]> {
-    return this.read(() => this.q.runtimesBetween.all(afterMs, uptoMs).map(runtimeFromDb));
+  sweepExpiredRuntimes(staleAfterMs: number, change: ChangeOf<RuntimeRow>): Promise<RuntimeRow[]> {
+    return this.changeTx((record) => {
+      const nowMs = this.clock.now();
+      const expired = this.q.expiredRuntimes
+        .all(nowMs - staleAfterMs)
+        .map(runtimeFromDb)
+        .sort((a, b) => (a.project === b.project ? cmp(a.runtimeId, b.runtimeId) : cmp(a.project, b.project)));
+      for (const r of expired) {
+        const c = change(r, nowMs);
+        record(r.project, c.stream, c.body, nowMs);
+      }
+      return expired;
+    });
   }
 
   decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T> {
-    return this.tx(() => {
+    return this.changeTx((record) => {
       // A resource without a row stands on the store's fence base (0 until a restore raised it):
       // the rules see it as a released floor, so its first grant is base + 1 (README §5.2).
       const r = this.q.lease.get(key.project, key.name) ?? this.floorOf(key);
-      const d = decide(r && leaseFromDb(r), this.clock.now());
+      const nowMs = this.clock.now();
+      const d = decide(r && leaseFromDb(r), nowMs);
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
         if (d.write.project !== key.project || d.write.name !== key.name) {
@@ -342,6 +426,7 @@ export class SqliteStore implements HubStore {
           expires_at: d.write.expiresAtMs,
         });
       }
+      if (d.change) record(key.project, d.change.stream, d.change.body, nowMs);
       return d.result;
     });
   }
@@ -361,11 +446,47 @@ export class SqliteStore implements HubStore {
     );
   }
 
-  purgeLapsedLeases(cutoffMs: number): Promise<LeaseRow[]> {
+  purgeLapsedLeases(afterMs: number): Promise<LeaseRow[]> {
     return this.tx(() => {
+      const cutoffMs = this.clock.now() - afterMs;
       const before = this.q.lapsedLeases.all(cutoffMs);
       this.q.purgeLeases.run(cutoffMs);
       return before.map(leaseFromDb);
     });
   }
+
+  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; head: number }> {
+    return this.read(() => ({
+      leases: this.q.liveLeases.all(project, nowMs).map(leaseFromDb),
+      head: this.q.changeHead.get(project, "leases")!.head,
+    }));
+  }
+
+  presenceSnapshot(project: string): Promise<{ agents: AgentRow[]; runtimes: RuntimeRow[]; head: number }> {
+    return this.read(() => ({
+      agents: this.q.agentsOfProject.all(project).map(agentFromDb),
+      runtimes: this.q.runtimesOfProject.all(project).map(runtimeFromDb),
+      head: this.q.changeHead.get(project, "presence")!.head,
+    }));
+  }
+
+  readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead> {
+    return this.read(() => ({
+      changes: this.q.changesAfter
+        .all(project, stream, afterSeq, limit)
+        .map((r) => ({ project, stream, seq: r.seq, atMs: r.at_ms, body: JSON.parse(r.body) as unknown })),
+      head: this.q.changeHead.get(project, stream)!.head,
+    }));
+  }
+
+  /** Only this store writes the file: its own changes are all there are. */
+  tailChanges(onChange: (change: StreamChange) => void): () => void {
+    return this.changeListeners.add(onChange);
+  }
+
+  purgeChanges(retainMs: number): Promise<number> {
+    return this.tx(() => this.q.purgeChanges.run(this.clock.now() - retainMs).changes);
+  }
 }
+
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

@@ -779,7 +779,12 @@ func (x *ListLeasesResponse) GetNextPageToken() string {
 type WatchLeasesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Project to watch when calling with a project or admin token; ignored for agent callers.
-	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Resume after this cursor (a frame's `cursor`), on any hub sharing the store: the stream starts
+	// with a keep-alive at this cursor instead of a snapshot, then sends every change after it.
+	// Unset: start with a snapshot. Errors: CURSOR_EXPIRED (older than the changes the hub retains,
+	// one hour by default, or from before a restore; start again without it).
+	AfterCursor   *int64 `protobuf:"varint,2,opt,name=after_cursor,json=afterCursor,proto3,oneof" json:"after_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -819,6 +824,13 @@ func (x *WatchLeasesRequest) GetProject() string {
 		return x.Project
 	}
 	return ""
+}
+
+func (x *WatchLeasesRequest) GetAfterCursor() int64 {
+	if x != nil && x.AfterCursor != nil {
+		return *x.AfterCursor
+	}
+	return 0
 }
 
 // One lease change.
@@ -1089,9 +1101,11 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\aproject\x18\x04 \x01(\tR\aproject\"g\n" +
 	"\x12ListLeasesResponse\x12)\n" +
 	"\x06leases\x18\x01 \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\".\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"g\n" +
 	"\x12WatchLeasesRequest\x12\x18\n" +
-	"\aproject\x18\x01 \x01(\tR\aproject\"e\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12&\n" +
+	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
+	"\r_after_cursor\"e\n" +
 	"\n" +
 	"LeaseEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.kxm.hub.v1.LeaseEventKindR\x04kind\x12'\n" +
@@ -1198,6 +1212,7 @@ func file_kxm_hub_v1_lease_proto_init() {
 	file_kxm_hub_v1_lease_proto_msgTypes[1].OneofWrappers = []any{}
 	file_kxm_hub_v1_lease_proto_msgTypes[3].OneofWrappers = []any{}
 	file_kxm_hub_v1_lease_proto_msgTypes[5].OneofWrappers = []any{}
+	file_kxm_hub_v1_lease_proto_msgTypes[11].OneofWrappers = []any{}
 	file_kxm_hub_v1_lease_proto_msgTypes[14].OneofWrappers = []any{
 		(*WatchLeasesResponse_Snapshot)(nil),
 		(*WatchLeasesResponse_Change)(nil),

@@ -902,7 +902,12 @@ type WatchPresenceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Project to watch when calling with a project or admin token; ignored for agent callers
 	// (they watch their own project). 1..128 chars.
-	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Resume after this cursor (a frame's `cursor`), on any hub sharing the store: the stream starts
+	// with a keep-alive at this cursor instead of a snapshot, then sends every change after it.
+	// Unset: start with a snapshot. Errors: CURSOR_EXPIRED (older than the changes the hub retains,
+	// one hour by default, or from before a restore; start again without it).
+	AfterCursor   *int64 `protobuf:"varint,2,opt,name=after_cursor,json=afterCursor,proto3,oneof" json:"after_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -942,6 +947,13 @@ func (x *WatchPresenceRequest) GetProject() string {
 		return x.Project
 	}
 	return ""
+}
+
+func (x *WatchPresenceRequest) GetAfterCursor() int64 {
+	if x != nil && x.AfterCursor != nil {
+		return *x.AfterCursor
+	}
+	return 0
 }
 
 // A snapshot of a project's presence.
@@ -1239,9 +1251,11 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\x04host\x18\x03 \x01(\tH\x00R\x04host\x88\x01\x01B\a\n" +
 	"\x05_host\"X\n" +
 	"\x1dReportRuntimePresenceResponse\x127\n" +
-	"\bpresence\x18\x01 \x01(\v2\x1b.kxm.hub.v1.RuntimePresenceR\bpresence\"0\n" +
+	"\bpresence\x18\x01 \x01(\v2\x1b.kxm.hub.v1.RuntimePresenceR\bpresence\"i\n" +
 	"\x14WatchPresenceRequest\x12\x18\n" +
-	"\aproject\x18\x01 \x01(\tR\aproject\"v\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12&\n" +
+	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
+	"\r_after_cursor\"v\n" +
 	"\x10PresenceSnapshot\x12)\n" +
 	"\x06agents\x18\x01 \x03(\v2\x11.kxm.hub.v1.AgentR\x06agents\x127\n" +
 	"\bruntimes\x18\x02 \x03(\v2\x1b.kxm.hub.v1.RuntimePresenceR\bruntimes\"7\n" +
@@ -1361,6 +1375,7 @@ func file_kxm_hub_v1_presence_proto_init() {
 	file_kxm_hub_v1_presence_proto_msgTypes[1].OneofWrappers = []any{}
 	file_kxm_hub_v1_presence_proto_msgTypes[2].OneofWrappers = []any{}
 	file_kxm_hub_v1_presence_proto_msgTypes[10].OneofWrappers = []any{}
+	file_kxm_hub_v1_presence_proto_msgTypes[12].OneofWrappers = []any{}
 	file_kxm_hub_v1_presence_proto_msgTypes[15].OneofWrappers = []any{
 		(*WatchPresenceResponse_Snapshot)(nil),
 		(*WatchPresenceResponse_Agent)(nil),

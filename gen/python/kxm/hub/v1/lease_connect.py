@@ -91,8 +91,10 @@ class LeaseService(Protocol):
     def watch_leases(self, request: WatchLeasesRequest, ctx: RequestContext[WatchLeasesRequest, WatchLeasesResponse], /) -> AsyncIterator[WatchLeasesResponse]:
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
-        release and takeover, with keep-alive frames while idle. Server streaming; no REST mapping.
+        release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
+        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -358,8 +360,10 @@ class LeaseServiceClient(ConnectClient):
     ) -> AsyncIterator[WatchLeasesResponse]:
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
-        release and takeover, with keep-alive frames while idle. Server streaming; no REST mapping.
+        release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
+        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         return self.execute_server_stream(
             request=request,
@@ -429,8 +433,10 @@ class LeaseServiceSync(Protocol):
     def watch_leases(self, request: WatchLeasesRequest, ctx: RequestContext[WatchLeasesRequest, WatchLeasesResponse], /) -> Iterator[WatchLeasesResponse]:
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
-        release and takeover, with keep-alive frames while idle. Server streaming; no REST mapping.
+        release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
+        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -694,8 +700,10 @@ class LeaseServiceClientSync(ConnectClientSync):
     ) -> Iterator[WatchLeasesResponse]:
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
-        release and takeover, with keep-alive frames while idle. Server streaming; no REST mapping.
+        release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
+        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         return self.execute_server_stream(
             request=request,

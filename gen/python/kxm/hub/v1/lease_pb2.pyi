@@ -133,10 +133,12 @@ class ListLeasesResponse(_message.Message):
     def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class WatchLeasesRequest(_message.Message):
-    __slots__ = ("project",)
+    __slots__ = ("project", "after_cursor")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
     project: str
-    def __init__(self, project: _Optional[str] = ...) -> None: ...
+    after_cursor: int
+    def __init__(self, project: _Optional[str] = ..., after_cursor: _Optional[int] = ...) -> None: ...
 
 class LeaseEvent(_message.Message):
     __slots__ = ("kind", "lease")

@@ -92,8 +92,10 @@ class PresenceService(Protocol):
         """
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
-        keep-alive frames while idle. Server streaming; no REST mapping.
+        keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
+        sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -360,8 +362,10 @@ class PresenceServiceClient(ConnectClient):
         """
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
-        keep-alive frames while idle. Server streaming; no REST mapping.
+        keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
+        sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         return self.execute_server_stream(
             request=request,
@@ -432,8 +436,10 @@ class PresenceServiceSync(Protocol):
         """
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
-        keep-alive frames while idle. Server streaming; no REST mapping.
+        keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
+        sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -698,8 +704,10 @@ class PresenceServiceClientSync(ConnectClientSync):
         """
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
-        keep-alive frames while idle. Server streaming; no REST mapping.
+        keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
+        sharing the store. Server streaming; no REST mapping.
         Auth: agent, or a project/admin token naming `project`.
+        Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
         return self.execute_server_stream(
             request=request,

@@ -154,10 +154,12 @@ class ReportRuntimePresenceResponse(_message.Message):
     def __init__(self, presence: _Optional[_Union[RuntimePresence, _Mapping]] = ...) -> None: ...
 
 class WatchPresenceRequest(_message.Message):
-    __slots__ = ("project",)
+    __slots__ = ("project", "after_cursor")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
     project: str
-    def __init__(self, project: _Optional[str] = ...) -> None: ...
+    after_cursor: int
+    def __init__(self, project: _Optional[str] = ..., after_cursor: _Optional[int] = ...) -> None: ...
 
 class PresenceSnapshot(_message.Message):
     __slots__ = ("agents", "runtimes")

@@ -80,8 +80,10 @@ type PresenceServiceClient interface {
 	ReportRuntimePresence(context.Context, *connect.Request[v1.ReportRuntimePresenceRequest]) (*connect.Response[v1.ReportRuntimePresenceResponse], error)
 	// Streams the project's presence: first a snapshot of agents and runtimes, then every change
 	// (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
-	// keep-alive frames while idle. Server streaming; no REST mapping.
+	// keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
+	// sharing the store. Server streaming; no REST mapping.
 	// Auth: agent, or a project/admin token naming `project`.
+	// Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
 	WatchPresence(context.Context, *connect.Request[v1.WatchPresenceRequest]) (*connect.ServerStreamForClient[v1.WatchPresenceResponse], error)
 }
 
@@ -202,8 +204,10 @@ type PresenceServiceHandler interface {
 	ReportRuntimePresence(context.Context, *connect.Request[v1.ReportRuntimePresenceRequest]) (*connect.Response[v1.ReportRuntimePresenceResponse], error)
 	// Streams the project's presence: first a snapshot of agents and runtimes, then every change
 	// (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
-	// keep-alive frames while idle. Server streaming; no REST mapping.
+	// keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
+	// sharing the store. Server streaming; no REST mapping.
 	// Auth: agent, or a project/admin token naming `project`.
+	// Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
 	WatchPresence(context.Context, *connect.Request[v1.WatchPresenceRequest], *connect.ServerStream[v1.WatchPresenceResponse]) error
 }
 

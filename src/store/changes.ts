@@ -1,0 +1,30 @@
+import type { StreamChange } from "./store.js";
+
+/**
+ * Who hears of the changes a store commits (HubStore.tailChanges): each listener gets every
+ * change once it is durable, in the order committed. A listener that throws is the listener's
+ * problem, never the decision's: the decision is committed and answered whatever it does.
+ */
+export class ChangeListeners {
+  private readonly listeners = new Set<(change: StreamChange) => void>();
+
+  add(listener: (change: StreamChange) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  emit(changes: readonly StreamChange[]): void {
+    for (const change of changes) {
+      for (const listener of this.listeners) {
+        try {
+          listener(change);
+        } catch {
+          // A listener's failure must not turn a committed decision into an error.
+        }
+      }
+    }
+  }
+}
+
+/** Rows a bulk update returned, in registration order (`reg`: the agent's registration number). */
+export const byRegistration = <R extends { reg: number }>(rows: R[]): R[] => rows.sort((a, b) => a.reg - b.reg);
