@@ -1,10 +1,14 @@
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { LeaseEventKind, LeaseService, type LeaseEvent, type WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import type { HubConfig } from "../../src/config.js";
 import { withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
-import { ms } from "../fixtures/rpc.js";
+import { ms, refusalOf } from "../fixtures/rpc.js";
+import { changeRetentionMs } from "../../src/events/watch.js";
 import { Frames, idle, StreamScope, streamProtocols } from "../fixtures/streams.js";
 
 const keepAliveMs = 15_000;
@@ -23,6 +27,10 @@ describe.each(streamProtocols)("WatchLeases over $name", (protocol) => {
         ? leases(t, as.headers).watchLeases({}, { signal })
         : leases(t, { authorization: `Bearer ${as.token}` }).watchLeases({ project: as.project }, { signal }),
     );
+
+  /** Resumes after `cursor` as an agent. */
+  const resume = (s: StreamScope, t: TestHub, as: AgentCreds, cursor: bigint) =>
+    s.add((signal) => leases(t, as.headers).watchLeases({ afterCursor: cursor }, { signal }));
 
   const acquire = async (t: TestHub, as: AgentCreds, name: string, ttlMs = 60_000) =>
     (await leases(t, as.headers).acquireLease({ name, ttlMs })).lease!;
@@ -112,6 +120,52 @@ describe.each(streamProtocols)("WatchLeases over $name", (protocol) => {
     expect((await change(wq, sq)).lease?.resource).toBe("q/w");
   });
 
+  it("resumes after any frame's cursor: a keep-alive at the cursor, every change after it in order, then live ones", async () => {
+    await using t = await startTestHub({ config });
+    using s = new StreamScope();
+    const a = await t.register("alpha", "p", tokens.p);
+    const w = watch(s, t, a);
+    const pos = { cursor: (await snapshot(w)).cursor };
+    await acquire(t, a, "one");
+    await change(w, pos);
+    const afterOne = pos.cursor;
+    await acquire(t, a, "two");
+    await acquire(t, a, "three");
+    w.close();
+
+    const r = resume(s, t, a, afterOne);
+    const k = await r.next();
+    expect({ kind: k.event.case, cursor: k.cursor }).toEqual({ kind: "keepAlive", cursor: afterOne });
+    const at = { cursor: afterOne };
+    expect(summary(await change(r, at))).toMatchObject({ kind: "GRANTED", name: "two" });
+    expect(at.cursor).toBe(afterOne + 1n);
+    expect(summary(await change(r, at))).toMatchObject({ kind: "GRANTED", name: "three" });
+    await acquire(t, a, "four");
+    expect(summary(await change(r, at))).toMatchObject({ kind: "GRANTED", name: "four" });
+    expect(at.cursor).toBe(afterOne + 3n);
+  });
+
+  it("refuses a cursor the hub does not hold (CURSOR_EXPIRED): purged past retention, or ahead of the project's changes", async () => {
+    await using t = await startTestHub({ config });
+    using s = new StreamScope();
+    const a = await t.register("alpha", "p", tokens.p);
+    const b = await t.register("beta", "q", tokens.q);
+    await acquire(t, a, "one");
+    await acquire(t, a, "two");
+    await acquire(t, b, "other"); // another project's changes count for nothing here
+    t.clock.advance(changeRetentionMs + 1);
+    await t.hub.sweepNow();
+    const purged = refusalOf(await resume(s, t, a, 0n).error());
+    expect(purged).toMatchObject({ code: "out_of_range", reason: "CURSOR_EXPIRED", metadata: { afterSeq: "0", oldestSeq: "2" } });
+    expect(refusalOf(await resume(s, t, a, 3n).error())).toMatchObject({ reason: "CURSOR_EXPIRED" });
+    expect(refusalOf(await resume(s, t, a, -1n).error())).toMatchObject({ reason: "PROTOCOL_ERROR" });
+    // At the head nothing is missing: the stream resumes, and a newer change comes through.
+    const r = resume(s, t, a, 2n);
+    expect((await r.next()).event.case).toBe("keepAlive");
+    await acquire(t, a, "three");
+    expect(summary(await change(r, { cursor: 2n }))).toMatchObject({ name: "three" });
+  });
+
   it("sends keep-alives while idle", async () => {
     await using t = await startTestHub({ config });
     using s = new StreamScope();
@@ -122,5 +176,39 @@ describe.each(streamProtocols)("WatchLeases over $name", (protocol) => {
     t.clock.advance(keepAliveMs);
     const k = await w.next();
     expect({ kind: k.event.case, cursor: k.cursor }).toEqual({ kind: "keepAlive", cursor: snap.cursor });
+  });
+});
+
+describe("WatchLeases across a restart", () => {
+  it("resumes on the restarted hub with a cursor it gave before", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-watch-"));
+    const dataPath = path.join(dir, "kxm.db");
+    try {
+      let cursor: bigint;
+      let agent: AgentCreds;
+      {
+        await using t = await startTestHub({ config: { ...config, dataPath } });
+        using s = new StreamScope();
+        agent = await t.register("alpha", "p", tokens.p);
+        const client = createClient(LeaseService, streamProtocols[0]!.make(t.baseUrl, [withHeaders(agent.headers)]));
+        const w = s.add((signal) => client.watchLeases({}, { signal }));
+        const snap = await w.next();
+        await client.acquireLease({ name: "one" });
+        cursor = (await w.next()).cursor;
+        expect(cursor).toBe(snap.cursor + 1n);
+        await client.acquireLease({ name: "two" });
+      }
+      await using t = await startTestHub({ config: { ...config, dataPath } });
+      using s = new StreamScope();
+      const again = await t.register("alpha", "p", tokens.p); // resumes the agent, with a new key
+      const client = createClient(LeaseService, streamProtocols[0]!.make(t.baseUrl, [withHeaders(again.headers)]));
+      const r = s.add((signal) => client.watchLeases({ afterCursor: cursor }, { signal }));
+      expect((await r.next()).event.case).toBe("keepAlive");
+      const next = await r.next();
+      expect(next.cursor).toBe(cursor + 1n);
+      expect(next.event.case === "change" && next.event.value.lease?.name).toBe("two");
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
+import { LeaseEventKind, LeaseService, type WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { serveCli, type ServingCli } from "../fixtures/cli.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 
@@ -87,6 +89,54 @@ describe("three hubs on one PostgreSQL database", () => {
     expect(frame?.event.case === "message" && frame.event.value.content).toBe("across hubs");
     // Heard through the inbox tail (a poll every 20 ms), not the 15 s keep-alive.
     expect(waitedMs).toBeLessThan(5_000);
+    ac.abort();
+  });
+
+  it("a WatchLeases watcher on the second hub sees a grant made on the first, and resumes with its cursor on the third", async () => {
+    const holder = await register(hubs[0]!.url, "watched-holder");
+    const other = await register(hubs[2]!.url, "watched-other");
+    const watcher = await register(hubs[1]!.url, "lease-watcher");
+    const leasesOn = (i: number) => createClient(LeaseService, createConnectTransport({ baseUrl: hubs[i]!.url, httpVersion: "2" }));
+    const kindAndName = (f: WatchLeasesResponse | undefined) =>
+      f?.event.case === "change" ? `${LeaseEventKind[f.event.value.kind]} ${f.event.value.lease?.name} by ${f.event.value.lease?.holderAgentName}` : f?.event.case;
+
+    const ac = new AbortController();
+    const onSecond = leasesOn(1).watchLeases({}, { headers: watcher.headers, signal: ac.signal })[Symbol.asyncIterator]();
+    const snap = (await onSecond.next()).value as WatchLeasesResponse;
+    expect(snap.event.case).toBe("snapshot");
+    const granted = await post(hubs[0]!.url, "/v1/leases/watched/acquire", holder.headers, { ttlMs: 60_000 });
+    expect(granted.status).toBe(200);
+    const seen = (await onSecond.next()).value as WatchLeasesResponse;
+    expect(kindAndName(seen)).toBe("GRANTED watched by watched-holder");
+    expect(seen.cursor).toBe(snap.cursor + 1n);
+    ac.abort();
+
+    // While nobody watches: a release on the first hub, a grant on the third.
+    const { lease } = (await granted.json()) as { lease: { fencingToken: number } };
+    expect((await post(hubs[0]!.url, "/v1/leases/watched/release", holder.headers, { fencingToken: lease.fencingToken })).status).toBe(200);
+    expect((await post(hubs[2]!.url, "/v1/leases/watched/acquire", other.headers, { ttlMs: 60_000 })).status).toBe(200);
+
+    const ac3 = new AbortController();
+    const onThird = leasesOn(2).watchLeases({ afterCursor: seen.cursor }, { headers: watcher.headers, signal: ac3.signal })[Symbol.asyncIterator]();
+    const frames = [(await onThird.next()).value, (await onThird.next()).value, (await onThird.next()).value] as WatchLeasesResponse[];
+    expect(frames.map((f) => [kindAndName(f), f.cursor])).toEqual([
+      ["keepAlive", seen.cursor],
+      ["RELEASED watched by watched-holder", seen.cursor + 1n],
+      ["GRANTED watched by watched-other", seen.cursor + 2n],
+    ]);
+    ac3.abort();
+  });
+
+  it("a WatchPresence watcher on the third hub sees an agent register on the first", async () => {
+    const watcher = await register(hubs[2]!.url, "presence-watcher");
+    const presence = createClient(PresenceService, createConnectTransport({ baseUrl: hubs[2]!.url, httpVersion: "2" }));
+    const ac = new AbortController();
+    const frames = presence.watchPresence({}, { headers: watcher.headers, signal: ac.signal })[Symbol.asyncIterator]();
+    expect((await frames.next()).value?.event.case).toBe("snapshot");
+    const joined = await register(hubs[0]!.url, "newcomer");
+    let frame = (await frames.next()).value;
+    while (frame && !(frame.event.case === "agent" && frame.event.value.id === joined.id)) frame = (await frames.next()).value;
+    expect(frame?.event.case === "agent" && frame.event.value.name).toBe("newcomer");
     ac.abort();
   });
 });
