@@ -25,3 +25,14 @@ export const systemClock: Clock = {
       signal?.addEventListener("abort", done, { once: true });
     }),
 };
+
+/**
+ * A clock whose time is `now()` and whose sleeps are `clock`'s: the hub clock of a replica, whose
+ * time is the database's (the one every decision is made on), so the views a read computes
+ * (online or stale, a lease's `expired`) and the stamps it writes agree with the decisions,
+ * whatever this host's clock says.
+ */
+export const clockWithTime = (clock: Clock, now: () => number): Clock => ({
+  now,
+  sleep: (ms, signal) => clock.sleep(ms, signal),
+});

@@ -4,7 +4,7 @@ import type { ConnectRouter, ServiceImpl } from "@connectrpc/connect";
 import type { AuthRule } from "./auth/rules.js";
 import { createAuthenticator } from "./auth/authenticate.js";
 import { createRateLimiter } from "./auth/rate-limit.js";
-import { systemClock, type Clock } from "./clock.js";
+import { clockWithTime, systemClock, type Clock } from "./clock.js";
 import { isLoopback, validateConfig, type HubConfig } from "./config.js";
 import { errors } from "./errors.js";
 import { createBus } from "./events/bus.js";
@@ -61,13 +61,15 @@ export interface ExtraService {
  */
 export async function createHub(config: HubConfig, overrides: HubOverrides = {}) {
   validateConfig(config);
-  const clock = overrides.clock ?? systemClock;
+  const hostClock = overrides.clock ?? systemClock;
   const store: HubStore =
     overrides.store ??
     (config.databaseUrl
       ? // Decisions on PostgreSQL read the database's clock, one for every hub, unless a test injects its own.
         await PostgresStore.open({ url: config.databaseUrl, poolSize: config.databasePoolSize, clock: overrides.clock })
-      : new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous, clock }));
+      : new SqliteStore({ path: config.dataPath, synchronous: config.sqliteSynchronous, clock: hostClock }));
+  // On PostgreSQL every replica's time is the database's (what its decisions are made on).
+  const clock = store.now ? clockWithTime(hostClock, () => store.now!()) : hostClock;
   // Held leases come from the store, so the gauge is right from the first scrape after a restart.
   const heldLeases = async () => (await store.listProjects(clock.now())).reduce((n, p) => n + p.heldLeases, 0);
   const metrics = createMetrics(store, { heldLeases });

@@ -90,7 +90,7 @@ export function createMessages(deps: MessagesDeps) {
 
   /** Expires due messages (lazily before reads, and on the sweep). */
   async function expireDue(): Promise<number> {
-    const events = await store.expireMessages(clock.now(), expiredError);
+    const events = await store.expireMessages(expiredError);
     const expired = new Map<string, MessageRow>();
     for (const e of events) expired.set(e.message.id, e.message);
     for (const m of expired.values()) {
@@ -103,7 +103,7 @@ export function createMessages(deps: MessagesDeps) {
 
   /** Deletes ended messages past retention (their idempotency keys are forgotten). */
   async function purge(): Promise<number> {
-    const purged = await store.purgeMessages(clock.now() - deps.messageRetentionMs);
+    const purged = await store.purgeMessages(deps.messageRetentionMs);
     for (const m of purged) {
       observer.count("messagesPurged");
       observer.log("message_purged", logFields(m));

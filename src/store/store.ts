@@ -254,6 +254,12 @@ export interface StoreClock {
 export interface HubStore {
   /** "sqlite", "memory" for an in-memory SQLite database, or "postgres". */
   readonly storage: "sqlite" | "memory" | "postgres";
+  /**
+   * On a store with a clock of its own (PostgreSQL's): its time now, as this process knows it
+   * (the last reading, advanced by the time elapsed here). The hub's clock reads it (clock.ts,
+   * clockWithTime). Absent: decisions are made on the hub's clock.
+   */
+  now?(): number;
   /** True when the store answers a trivial query (false once a commit could not be made durable). */
   ready(): Promise<boolean>;
   /** Commits what is queued, then closes. */
@@ -346,10 +352,13 @@ export interface HubStore {
   countMessages(): Promise<number>;
   /** Queued or delivered messages of a project, newest first, and how many there are. */
   listOpenMessages(project: string, limit: number): Promise<{ messages: MessageRow[]; total: number }>;
-  /** Expires every open message due at `nowMs` (status expired, `error` set); events to both parties. */
-  expireMessages(nowMs: number, error: string): Promise<InboxEvent[]>;
-  /** Deletes ended messages whose end is at or before `cutoffMs`, and their stream events. */
-  purgeMessages(cutoffMs: number): Promise<MessageRow[]>;
+  /**
+   * Expires every open message due at the store's time (status expired, `error` set); events to
+   * both parties.
+   */
+  expireMessages(error: string): Promise<InboxEvent[]>;
+  /** Deletes ended messages whose end is `retainMs` or more before the store's time, and their stream events. */
+  purgeMessages(retainMs: number): Promise<MessageRow[]>;
   inboxState(agentId: string): Promise<InboxState>;
   /** Stream events after `afterSeq`, oldest first. */
   readInbox(agentId: string, afterSeq: number, limit: number): Promise<InboxEvent[]>;

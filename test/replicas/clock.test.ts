@@ -36,5 +36,16 @@ describe("one clock for hubs on one database", () => {
     const refused = await ahead.rest("/v1/leases/deploy/acquire", { json: { ttlMs: 60_000 }, headers: b.headers });
     expect(refused.status).toBe(409);
     expect(((await refused.json()) as { code: string }).code).toBe("lease_held");
+
+    // What the hub ahead shows follows the database's clock too: the lease is not expired, and
+    // beta, registered a moment ago, is online (not stale for an hour).
+    const read = await ahead.rest("/v1/leases/deploy", { headers: b.headers });
+    expect(((await read.json()) as { expired: boolean }).expired).toBe(false);
+    const agents = (await (await ahead.rest("/v1/agents", { headers: b.headers })).json()) as { agents: { name: string; presence: string }[] };
+    expect(agents.agents.find((x) => x.name === "beta")?.presence).toBe("online");
+    // And so are the stamps it writes: a runtime's heartbeat.
+    const beat = await ahead.rest("/v1/runtime/presence", { json: { project: "p", runtimeId: "rtm_clockcheck" } });
+    const heartbeatAt = Date.parse(((await beat.json()) as { presence: { heartbeatAt: string } }).presence.heartbeatAt);
+    expect(Math.abs(heartbeatAt - Date.now())).toBeLessThan(30_000);
   });
 });

@@ -119,8 +119,9 @@ export function createPostgresMessages({ tx, rows, now }: PgAccess) {
       return { messages: messages.map(messageFromDb), total: count!.n };
     },
 
-    expireMessages(nowMs: number, error: string) {
+    expireMessages(error: string) {
       return tx(async (t) => {
+        const nowMs = await now(t);
         // Locked, and re-checked after a wait: a message another replica expired meanwhile drops out.
         const due = (
           await t.query<MessageDb>(
@@ -134,8 +135,9 @@ export function createPostgresMessages({ tx, rows, now }: PgAccess) {
       });
     },
 
-    purgeMessages(cutoffMs: number) {
+    purgeMessages(retainMs: number) {
       return tx(async (t) => {
+        const cutoffMs = (await now(t)) - retainMs;
         const ended = (
           await t.query<MessageDb>(
             `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id FOR UPDATE`,

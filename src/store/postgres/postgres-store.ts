@@ -89,6 +89,8 @@ export class PostgresStore implements HubStore {
   /** Marks the changes this store writes, so its tail skips them (they were handed over at commit). */
   private readonly origin = randomUUID();
   private readonly tail;
+  /** The last reading of the database's clock, and when (performance.now()) it was read. */
+  private reading = { dbMs: Date.now(), atMs: performance.now() };
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -97,7 +99,7 @@ export class PostgresStore implements HubStore {
     const access = {
       tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work),
       rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params),
-      now: (tx: PgTx) => this.now(tx),
+      now: (tx: PgTx) => this.decisionTime(tx),
     };
     this.messages = createPostgresMessages(access);
     this.sync = createPostgresSync(access);
@@ -126,14 +128,32 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    return new PostgresStore(pool, o.clock);
+    const store = new PostgresStore(pool, o.clock);
+    // The first reading of the database's clock, so the hub's views follow it from the start.
+    await store.tx((tx) => store.decisionTime(tx));
+    return store;
   }
 
-  /** The time of a decision, read after its rows are locked: the injected clock, else the database's. */
-  private async now(tx: PgTx): Promise<number> {
+  /**
+   * The time of a decision, read after its rows are locked: the injected clock, else the
+   * database's (which also refreshes the offset the hub's clock follows).
+   */
+  private async decisionTime(tx: PgTx): Promise<number> {
     if (this.clock) return this.clock.now();
     const r = await tx.query<{ now: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now");
-    return r.rows[0]!.now;
+    const dbNow = r.rows[0]!.now;
+    this.reading = { dbMs: dbNow, atMs: performance.now() };
+    return dbNow;
+  }
+
+  /**
+   * The injected clock's time (tests); else the database's clock as last read inside a decision,
+   * advanced by this process's monotonic time since (off by the read's latency, and by the
+   * hosts' clock rates between decisions: milliseconds).
+   */
+  now(): number {
+    if (this.clock) return this.clock.now();
+    return Math.round(this.reading.dbMs + (performance.now() - this.reading.atMs));
   }
 
   private tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T> {
@@ -245,7 +265,7 @@ export class PostgresStore implements HubStore {
   decideRegistration<T>(project: string, nameKey: string, decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
     return this.changeTx(async (tx, record) => {
       const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [project, nameKey])).rows;
-      const nowMs = await this.now(tx);
+      const nowMs = await this.decisionTime(tx);
       const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) await this.writeAgent(tx, d.write);
       if (d.change) await record(project, d.change.stream, d.change.body, nowMs);
@@ -256,7 +276,7 @@ export class PostgresStore implements HubStore {
   decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T> {
     return this.changeTx(async (tx, record) => {
       const [r] = (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
-      const nowMs = await this.now(tx);
+      const nowMs = await this.decisionTime(tx);
       const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) await this.writeAgent(tx, d.write);
       const project = d.write?.project ?? r?.project;
@@ -271,7 +291,7 @@ export class PostgresStore implements HubStore {
   /** Marks offline the agents `where` selects (locked in registration order), recording a change for each. */
   private offline(where: string, staleAfterMs: number | undefined, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
     return this.changeTx(async (tx, record) => {
-      const nowMs = await this.now(tx);
+      const nowMs = await this.decisionTime(tx);
       const params = staleAfterMs === undefined ? [] : [nowMs - staleAfterMs];
       const rows = (
         await tx.query<AgentDb & { reg: number }>(
@@ -300,7 +320,7 @@ export class PostgresStore implements HubStore {
   decideRuntime<T>(project: string, runtimeId: string, decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>): Promise<T> {
     return this.changeTx(async (tx, record) => {
       const [r] = (await tx.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE", [project, runtimeId])).rows;
-      const nowMs = await this.now(tx);
+      const nowMs = await this.decisionTime(tx);
       const d = decide(r && runtimeFromDb(r), nowMs);
       if (d.write) {
         await tx.query(
@@ -321,7 +341,7 @@ export class PostgresStore implements HubStore {
 
   sweepExpiredRuntimes(staleAfterMs: number, change: ChangeOf<RuntimeRow>): Promise<RuntimeRow[]> {
     return this.changeTx(async (tx, record) => {
-      const nowMs = await this.now(tx);
+      const nowMs = await this.decisionTime(tx);
       // Locked in key order, and skipped when another replica's sweep holds them: that sweep
       // records their lapse.
       const expired = (
@@ -353,7 +373,7 @@ export class PostgresStore implements HubStore {
         const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1")).rows[0]?.floor ?? 0;
         if (base > 0) current = floorRow(key, base);
       }
-      const nowMs = await this.now(tx);
+      const nowMs = await this.decisionTime(tx);
       const d = decide(current && leaseFromDb(current), nowMs);
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
@@ -406,7 +426,7 @@ export class PostgresStore implements HubStore {
 
   purgeLapsedLeases(afterMs: number): Promise<LeaseRow[]> {
     return this.tx(async (tx) => {
-      const cutoffMs = (await this.now(tx)) - afterMs;
+      const cutoffMs = (await this.decisionTime(tx)) - afterMs;
       // The rows as they were, then cleared; their tokens stay as floors.
       const before = (await tx.query<LeaseDb>("SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= $1 ORDER BY project, name FOR UPDATE", [cutoffMs])).rows;
       await tx.query("UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL WHERE holder_agent_id IS NOT NULL AND expires_at <= $1", [cutoffMs]);
@@ -420,8 +440,8 @@ export class PostgresStore implements HubStore {
   listMessages: HubStore["listMessages"] = (query) => this.messages.listMessages(query);
   countMessages: HubStore["countMessages"] = () => this.messages.countMessages();
   listOpenMessages: HubStore["listOpenMessages"] = (project, limit) => this.messages.listOpenMessages(project, limit);
-  expireMessages: HubStore["expireMessages"] = (nowMs, error) => this.messages.expireMessages(nowMs, error);
-  purgeMessages: HubStore["purgeMessages"] = (cutoffMs) => this.messages.purgeMessages(cutoffMs);
+  expireMessages: HubStore["expireMessages"] = (error) => this.messages.expireMessages(error);
+  purgeMessages: HubStore["purgeMessages"] = (retainMs) => this.messages.purgeMessages(retainMs);
   inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
   readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
   pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) => this.messages.pendingMessages(agentId, afterSeq, uptoSeq);
@@ -497,7 +517,7 @@ export class PostgresStore implements HubStore {
   }
 
   async purgeChanges(retainMs: number): Promise<number> {
-    return this.tx(async (tx) => (await tx.query("DELETE FROM watch_changes WHERE at_ms < $1", [(await this.now(tx)) - retainMs])).rowCount ?? 0);
+    return this.tx(async (tx) => (await tx.query("DELETE FROM watch_changes WHERE at_ms < $1", [(await this.decisionTime(tx)) - retainMs])).rowCount ?? 0);
   }
 
   pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);

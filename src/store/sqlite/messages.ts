@@ -147,15 +147,16 @@ export function createSqliteMessages(db: Database.Database, { tx, read, now }: S
       return read(() => ({ messages: q.open.all(project, limit).map(messageFromDb), total: q.openCount.get(project)!.n }));
     },
 
-    async expireMessages(nowMs: number, error: string) {
-      return tx(() =>
-        q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error))),
-      );
+    async expireMessages(error: string) {
+      return tx(() => {
+        const nowMs = now();
+        return q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error)));
+      });
     },
 
-    async purgeMessages(cutoffMs: number) {
+    async purgeMessages(retainMs: number) {
       return tx(() =>
-        q.ended.all(cutoffMs).map((r) => {
+        q.ended.all(now() - retainMs).map((r) => {
           for (const e of q.eventsOf.all(r.id)) q.purgedThrough.run({ agent: e.agent_id, seq: e.seq });
           q.deleteEvents.run(r.id);
           q.deleteMessage.run(r.id);

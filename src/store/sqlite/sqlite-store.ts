@@ -183,8 +183,8 @@ export class SqliteStore implements HubStore {
   listMessages: HubStore["listMessages"] = (query) => this.messages.listMessages(query);
   countMessages: HubStore["countMessages"] = () => this.messages.countMessages();
   listOpenMessages: HubStore["listOpenMessages"] = (project, limit) => this.messages.listOpenMessages(project, limit);
-  expireMessages: HubStore["expireMessages"] = (nowMs, error) => this.messages.expireMessages(nowMs, error);
-  purgeMessages: HubStore["purgeMessages"] = (cutoffMs) => this.messages.purgeMessages(cutoffMs);
+  expireMessages: HubStore["expireMessages"] = (error) => this.messages.expireMessages(error);
+  purgeMessages: HubStore["purgeMessages"] = (retainMs) => this.messages.purgeMessages(retainMs);
   inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
   readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
   pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) =>
