@@ -97,7 +97,7 @@ function defaultSyncThreads(): number {
 }
 
 /** A PostgreSQL URL, or invalid_config (the message never repeats it: it may hold a password). */
-function postgresUrl(raw: string): string {
+export function postgresUrl(raw: string): string {
   let url: URL;
   try {
     url = new URL(raw);

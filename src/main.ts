@@ -1,16 +1,17 @@
-import { backupCommand, restoreCommand } from "./cli/backup.js";
+import { backupCommand, raiseFenceCommand, restoreCommand } from "./cli/backup.js";
 import { serveCommand, serveHelp } from "./cli/serve.js";
 import { ConfigError } from "./config.js";
 import { BackupError, StoreOpenError } from "./store/store.js";
 
 /**
  * The `kxm-hub` command (bin/kxm-hub.mjs runs this file): `serve` (also what plain `kxm-hub
- * [flags]` does), `backup` and `restore`. A refusal is one line `kxm-hub: <code>: <message>` on
+ * [flags]` does), `backup`, `restore` and `raise-fence`. A refusal is one line `kxm-hub: <code>: <message>` on
  * stderr and exit code 1, never a stack trace.
  */
 const usage = `Usage: kxm-hub [serve] [flags]      start the hub (the default command)
        kxm-hub backup --out <file>     copy a store, running or not, with a manifest
        kxm-hub restore --from <file>   restore a backup into a store no hub is using
+       kxm-hub raise-fence --database-url <url>   after restoring a PostgreSQL database
        kxm-hub <command> --help        the command's flags and defaults
 
 ${serveHelp}`;
@@ -19,6 +20,7 @@ const commands: Record<string, (argv: string[]) => Promise<void>> = {
   serve: serveCommand,
   backup: backupCommand,
   restore: restoreCommand,
+  "raise-fence": raiseFenceCommand,
 };
 
 async function main(argv: string[]): Promise<void> {

@@ -1,8 +1,9 @@
 import fs from "node:fs";
 import { parseArgs } from "node:util";
 import { systemClock } from "../clock.js";
-import { ConfigError, defaultConfig, flagHelp, isArgumentError, type FlagDoc } from "../config.js";
+import { ConfigError, defaultConfig, flagHelp, isArgumentError, postgresUrl, redactedDatabaseUrl, type FlagDoc } from "../config.js";
 import { backupTo, manifestPathOf, maxFenceMargin, restoreFrom } from "../store/sqlite/backup.js";
+import { PostgresStore } from "../store/postgres/postgres-store.js";
 
 /**
  * `kxm-hub backup` and `kxm-hub restore` (README "Backup and restore"). The store does the work
@@ -42,6 +43,16 @@ const restoreFlags = {
   },
 } satisfies Record<string, FlagDoc>;
 
+const raiseFenceFlags = {
+  "database-url": {
+    env: "KXM_DATABASE_URL",
+    value: "url",
+    meaning: "postgres://user:password@host:port/database: the database a restore (pg_restore, point-in-time recovery) just brought back",
+    default: "none, required",
+  },
+  "bump-fence": restoreFlags["bump-fence"],
+} satisfies Record<string, FlagDoc>;
+
 const helpText = (usage: string, what: string, table: Record<string, FlagDoc>) =>
   `${usage}\n\n${what}\n\n${flagHelp(table)}\n  --help, -h\n      this text`;
 
@@ -59,6 +70,15 @@ export const restoreHelp = helpText(
     "raised by the margin and every lease released, in one transaction, so the restored hub never\n" +
     "hands out a fencing token again (holders re-acquire and get a higher one).",
   restoreFlags,
+);
+
+export const raiseFenceHelp = helpText(
+  "Usage: kxm-hub raise-fence --database-url <url> [--bump-fence <n>]",
+  "For hubs on PostgreSQL, after the database was restored with PostgreSQL's own tools and before\n" +
+    "any hub serves from it: what restore does to a SQLite file, in one transaction. Every\n" +
+    "resource's fence floor is raised by the margin, every lease released, and every watch\n" +
+    "stream's numbers raised, so no fencing token or watch cursor is ever handed out twice.",
+  raiseFenceFlags,
 );
 
 /** Parses a subcommand's flags; `undefined` when --help was asked for (after printing it). */
@@ -99,10 +119,30 @@ function hubVersion(): string {
   return pkg.version;
 }
 
+/** backup and restore copy a SQLite file; hubs on PostgreSQL are backed up with its own tools. */
+function refusePostgres(command: string): void {
+  if (process.env.KXM_DATABASE_URL?.trim()) {
+    throw new ConfigError(
+      "invalid_config",
+      `KXM_DATABASE_URL is set: this hub stores in PostgreSQL, which kxm-hub ${command} does not copy; ` +
+        "use pg_dump / pg_restore, then kxm-hub raise-fence (README, Backup and restore)",
+    );
+  }
+}
+
+function fenceMargin(raw: string | undefined): number {
+  const margin = raw === undefined ? defaultFenceMargin : Number(raw);
+  if (raw !== undefined && (!/^\d+$/.test(raw) || margin < 1 || margin > maxFenceMargin)) {
+    throw new ConfigError("invalid_config", `--bump-fence must be an integer in 1..${maxFenceMargin}`);
+  }
+  return margin;
+}
+
 /** `kxm-hub backup`: throws ConfigError, StoreOpenError, BackupError. */
 export async function backupCommand(argv: string[]): Promise<void> {
   const flags = parse(argv, backupFlags, backupHelp);
   if (!flags) return;
+  refusePostgres("backup");
   const out = required(flags.out, "out");
   const dataPath = flags["data-path"] ?? defaultConfig.dataPath;
   const startMs = performance.now();
@@ -118,17 +158,33 @@ export async function backupCommand(argv: string[]): Promise<void> {
 export async function restoreCommand(argv: string[]): Promise<void> {
   const flags = parse(argv, restoreFlags, restoreHelp);
   if (!flags) return;
+  refusePostgres("restore");
   const from = required(flags.from, "from");
   const dataPath = flags["data-path"] ?? defaultConfig.dataPath;
-  const raw = flags["bump-fence"];
-  const margin = raw === undefined ? defaultFenceMargin : Number(raw);
-  if (raw !== undefined && (!/^\d+$/.test(raw) || margin < 1 || margin > maxFenceMargin)) {
-    throw new ConfigError("invalid_config", `--bump-fence must be an integer in 1..${maxFenceMargin}`);
-  }
+  const margin = fenceMargin(flags["bump-fence"]);
   const r = restoreFrom({ from, dataPath, margin });
   process.stdout.write(
     `restored ${from} into ${dataPath}: schema ${r.schemaVersion}, ${r.resources} resources; every fence raised by ` +
       `${r.margin} (highest token in the backup ${r.highestTokenBefore}, unleased resources start above ${r.fenceBase}); ` +
       `${r.leasesReleased} leases released\n`,
   );
+}
+
+/** `kxm-hub raise-fence`: throws ConfigError, StoreOpenError (the database cannot be reached, a newer schema). */
+export async function raiseFenceCommand(argv: string[]): Promise<void> {
+  const flags = parse(argv, raiseFenceFlags, raiseFenceHelp);
+  if (!flags) return;
+  const url = postgresUrl(required(flags["database-url"], "database-url"));
+  const margin = fenceMargin(flags["bump-fence"]);
+  const store = await PostgresStore.open({ url, poolSize: 2 });
+  try {
+    const r = await store.raiseFence(margin);
+    process.stdout.write(
+      `raised the fence of ${redactedDatabaseUrl(url)} by ${margin}: ${r.resources} resources (highest token before ` +
+        `${r.highestTokenBefore}, unleased resources start above ${r.fenceBase}); ${r.leasesReleased} leases released; ` +
+        "watch cursors from before are cursor_expired\n",
+    );
+  } finally {
+    await store.close();
+  }
 }

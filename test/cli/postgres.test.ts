@@ -4,8 +4,9 @@ import path from "node:path";
 import net from "node:net";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli, serveCli } from "../fixtures/cli.js";
-import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
+import { spawnSync } from "node:child_process";
+import { expectRefusal, runCli, serveCli } from "../fixtures/cli.js";
+import { postgresBinDir, startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 
 /** `kxm-hub serve` on PostgreSQL (KXM_DATABASE_URL): the URL's password is never shown. */
 
@@ -55,5 +56,58 @@ describe("kxm-hub on PostgreSQL", () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^kxm-hub: runtime_store_unreachable: cannot reach the PostgreSQL database/);
     expect(r.stderr + r.stdout).not.toContain(password);
+  });
+
+  it("a database restored with pg_restore, then raise-fence: no fencing token is handed out twice", async () => {
+    const url = await server.createDatabase();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-cli-pgdump-"));
+    const dump = path.join(dir, "kxm.dump");
+    const tool = (name: string, args: string[]) => {
+      const r = spawnSync(path.join(postgresBinDir()!, name), args, { encoding: "utf8" });
+      expect(r.status, r.stderr).toBe(0);
+    };
+    const post = (base: string, p: string, headers: Record<string, string>, body: unknown) =>
+      fetch(`${base}${p}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+    const serve = () => serveCli(["--port", "0", "--log-path", "-"], { env: { KXM_DATABASE_URL: url } });
+    const tokenOf = async (res: Response) => {
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { lease: { fencingToken: number } }).lease.fencingToken;
+    };
+    try {
+      let hub = await serve();
+      const reg = (await (await post(hub.url, "/v1/agents/register", {}, { name: "alpha", project: "p" })).json()) as {
+        agent: { id: string };
+        agentKey: string;
+      };
+      const headers = { "x-kxm-agent-id": reg.agent.id, "x-kxm-agent-key": reg.agentKey };
+      expect(await tokenOf(await post(hub.url, "/v1/leases/deploy/acquire", headers, { ttlMs: 60_000 }))).toBe(1);
+      tool("pg_dump", ["-Fc", "-d", url, "-f", dump]);
+      // After the backup: token 1 released, token 2 handed out.
+      await post(hub.url, "/v1/leases/deploy/release", headers, { fencingToken: 1 });
+      expect(await tokenOf(await post(hub.url, "/v1/leases/deploy/acquire", headers, { ttlMs: 60_000 }))).toBe(2);
+      expect(await hub.stop()).toBe(0);
+
+      // backup and restore copy SQLite files; on PostgreSQL they say what to do instead.
+      expectRefusal(await runCli(["backup", "--out", path.join(dir, "x.db")], { env: { KXM_DATABASE_URL: url } }), "invalid_config");
+
+      tool("pg_restore", ["--clean", "--if-exists", "-d", url, dump]);
+      const raised = await runCli(["raise-fence", "--database-url", url, "--bump-fence", "1000"]);
+      expect(raised.code, raised.stderr).toBe(0);
+      expect(raised.stdout).toContain("raised the fence");
+      expect(raised.stdout).toContain("1 leases released");
+
+      hub = await serve();
+      try {
+        // The restored lease (token 1) is released; the next grant is above every token handed out.
+        const again = await post(hub.url, "/v1/leases/deploy/acquire", headers, { ttlMs: 60_000 });
+        expect(await tokenOf(again)).toBe(1_002);
+        const fresh = await post(hub.url, "/v1/leases/never-leased/acquire", headers, { ttlMs: 60_000 });
+        expect(await tokenOf(fresh)).toBe(1_001);
+      } finally {
+        expect(await hub.stop()).toBe(0);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

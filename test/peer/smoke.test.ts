@@ -3,6 +3,7 @@ import { createClient } from "@connectrpc/connect";
 import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { jsonOf, startTestHub } from "../fixtures/hub.js";
+import { idle } from "../fixtures/streams.js";
 
 describe("peer smoke", () => {
   it("sends, streams, acks, replies", async () => {
@@ -33,6 +34,7 @@ describe("peer smoke", () => {
     const reply = await t.rest(`/v1/messages/${m.id}/reply`, { headers: b.headers, json: { content: "yo" } });
     expect((await jsonOf(reply)).message.reply.content).toBe("yo");
 
+    await idle(t.clock); // the stream waits on the hub clock before the clock moves
     t.clock.advance(15_000);
     const ka = (await it.next()).value;
     expect(ka.event.case).toBe("keepAlive");

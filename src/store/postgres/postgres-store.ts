@@ -523,6 +523,35 @@ export class PostgresStore implements HubStore {
   pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);
   getSyncCursor: HubStore["getSyncCursor"] = (hubProject, projectId, runId) => this.sync.getSyncCursor(hubProject, projectId, runId);
   listSyncRuns: HubStore["listSyncRuns"] = (hubProject) => this.sync.listSyncRuns(hubProject);
+
+  /**
+   * After the database was restored with PostgreSQL's own tools (README "Backup and restore"),
+   * in ONE transaction: every resource's fence floor and the fence base go up by `margin`, every
+   * lease is released, and every watch stream's numbers go up by `margin` with its stored changes
+   * dropped, exactly as SQLite's restore does (store/sqlite/backup.ts, bumpFence).
+   */
+  raiseFence(margin: number): Promise<{ resources: number; leasesReleased: number; highestTokenBefore: number; fenceBase: number }> {
+    return this.tx(async (tx) => {
+      // Locks the fence base first: decisions of hubs still running wait, or are refused after.
+      const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1 FOR UPDATE")).rows[0]!.floor;
+      const [{ highest, held }] = (
+        await tx.query<{ highest: number; held: number }>(
+          "SELECT coalesce(max(fencing_token), 0)::bigint AS highest, (count(*) FILTER (WHERE holder_agent_id IS NOT NULL))::int AS held FROM leases",
+        )
+      ).rows as [{ highest: number; held: number }];
+      if (Math.max(highest, base) + margin > Number.MAX_SAFE_INTEGER) {
+        throw new RangeError(`token ${Math.max(highest, base)} + margin ${margin} would exceed ${Number.MAX_SAFE_INTEGER}`);
+      }
+      const bumped = await tx.query(
+        "UPDATE leases SET fencing_token = fencing_token + $1, holder_agent_id = NULL, holder_agent_name = NULL",
+        [margin],
+      );
+      await tx.query("UPDATE fence_base SET floor = floor + $1 WHERE id = 1", [margin]);
+      await tx.query("UPDATE watch_heads SET head = head + $1", [margin]);
+      await tx.query("DELETE FROM watch_changes");
+      return { resources: bumped.rowCount ?? 0, leasesReleased: held, highestTokenBefore: highest, fenceBase: base + margin };
+    });
+  }
 }
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
