@@ -8,7 +8,7 @@ import { clockWithTime, systemClock, type Clock } from "./clock.js";
 import { isLoopback, validateConfig, type HubConfig } from "./config.js";
 import { errors } from "./errors.js";
 import { createBus } from "./events/bus.js";
-import { changeRetentionMs } from "./events/watch.js";
+import { changeRetention } from "./events/watch.js";
 import { createLeases, leaseChangeOf, type LeaseChange } from "./lease/leases.js";
 import { createInboxStreams } from "./peer/inbox-stream.js";
 import { createMessages, type InboxNotice } from "./peer/messages.js";
@@ -181,7 +181,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     presence,
     leases,
     messages,
-    purgeChanges: () => store.purgeChanges(changeRetentionMs),
+    purgeChanges: () => store.purgeChanges(changeRetention.ms, changeRetention.perStream),
     limiter,
     clock,
     observer,

@@ -38,11 +38,12 @@ export interface WatchOptions<S, E extends { seq: number }> {
 const page = 100;
 
 /**
- * How long the hub keeps a presence or lease change for watchers to resume from: far longer
- * than a reconnect or a restart takes; a cursor older than that is cursor_expired, and the
- * watcher starts again from a snapshot.
+ * What the hub keeps of each project's presence and lease changes for watchers to resume from:
+ * the last hour, and at most the last 10,000 (a bound on the store however busy a project is),
+ * far more than a reconnect or a restart takes; a cursor older than that is cursor_expired, and
+ * the watcher starts again from a snapshot.
  */
-export const changeRetentionMs = 3_600_000;
+export const changeRetention = { ms: 3_600_000, perStream: 10_000 } as const;
 
 /**
  * The stored changes that continue a stream at `cursor`, or cursor_expired: changes are numbered

@@ -334,8 +334,11 @@ export interface HubStore {
    * watcher reads the store for a gap). Until the returned function is called.
    */
   tailChanges(onChange: (change: StreamChange) => void): () => void;
-  /** Deletes changes made more than `retainMs` before the sweep's time; returns how many. */
-  purgeChanges(retainMs: number): Promise<number>;
+  /**
+   * Deletes each stream's changes made more than `retainMs` before the sweep's time, and all but
+   * its last `keep`; what stays of a stream is always its newest changes. Returns how many.
+   */
+  purgeChanges(retainMs: number, keep: number): Promise<number>;
 
   /** A send: sees the idempotent original and the target candidates, decides, writes. */
   decideSend<T>(

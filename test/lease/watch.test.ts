@@ -8,7 +8,7 @@ import type { HubConfig } from "../../src/config.js";
 import { withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { ms, refusalOf } from "../fixtures/rpc.js";
-import { changeRetentionMs } from "../../src/events/watch.js";
+import { changeRetention } from "../../src/events/watch.js";
 import { Frames, idle, StreamScope, streamProtocols } from "../fixtures/streams.js";
 
 const keepAliveMs = 15_000;
@@ -153,7 +153,7 @@ describe.each(streamProtocols)("WatchLeases over $name", (protocol) => {
     await acquire(t, a, "one");
     await acquire(t, a, "two");
     await acquire(t, b, "other"); // another project's changes count for nothing here
-    t.clock.advance(changeRetentionMs + 1);
+    t.clock.advance(changeRetention.ms + 1);
     await t.hub.sweepNow();
     const purged = refusalOf(await resume(s, t, a, 0n).error());
     expect(purged).toMatchObject({ code: "out_of_range", reason: "CURSOR_EXPIRED", metadata: { afterSeq: "0", oldestSeq: "2" } });

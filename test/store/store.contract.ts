@@ -254,18 +254,22 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
-    it("purges changes past their retention on the store's time and keeps the head", async () => {
+    it("purges changes past their retention on the store's time, or past the last `keep`, and keeps the head", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);
       for (const at of [1_000, 2_000, 3_000]) {
         clock.ms = at;
         await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: at }, result: 0 }));
       }
+      await store.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: { stream: "leases", body: 0 }, result: 0 }));
       clock.ms = 4_000;
-      expect(await store.purgeChanges(2_000)).toBe(1);
+      expect(await store.purgeChanges(2_000, 10)).toBe(1);
       expect(await store.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 2 }, { seq: 3 }] });
+      expect(await store.purgeChanges(2_000, 1)).toBe(1); // p keeps its newest; q's one change is its newest
+      expect(await store.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 3 }] });
+      expect(await store.readChanges("q", "leases", 0, 10)).toMatchObject({ head: 1, changes: [{ seq: 1 }] });
       clock.ms = 10_000;
-      expect(await store.purgeChanges(2_000)).toBe(2);
+      expect(await store.purgeChanges(2_000, 10)).toBe(2);
       expect(await store.readChanges("p", "leases", 0, 10)).toEqual({ head: 3, changes: [] });
       await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: 4 }, result: 0 }));
       expect(await store.readChanges("p", "leases", 3, 10)).toMatchObject({ head: 4, changes: [{ seq: 4, body: 4 }] });

@@ -516,8 +516,23 @@ export class PostgresStore implements HubStore {
     };
   }
 
-  async purgeChanges(retainMs: number): Promise<number> {
-    return this.tx(async (tx) => (await tx.query("DELETE FROM watch_changes WHERE at_ms < $1", [(await this.decisionTime(tx)) - retainMs])).rowCount ?? 0);
+  /** Stream by stream, each its own transaction: a stream's old changes are a prefix of it. */
+  async purgeChanges(retainMs: number, keep: number): Promise<number> {
+    const heads = await this.rows<{ project: string; stream: string; head: number }>("SELECT project, stream, head FROM watch_heads");
+    let purged = 0;
+    for (const h of heads) {
+      purged += await this.tx(async (tx) => {
+        const cutoff = (await this.decisionTime(tx)) - retainMs;
+        const r = await tx.query(
+          `DELETE FROM watch_changes WHERE project = $1 AND stream = $2 AND seq < coalesce(
+             (SELECT seq FROM watch_changes WHERE project = $1 AND stream = $2 AND seq >= $3 AND at_ms >= $4 ORDER BY seq LIMIT 1),
+             $5 + 1)`,
+          [h.project, h.stream, h.head - keep + 1, cutoff, h.head],
+        );
+        return r.rowCount ?? 0;
+      });
+    }
+    return purged;
   }
 
   pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);

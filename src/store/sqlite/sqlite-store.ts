@@ -157,10 +157,12 @@ export class SqliteStore implements HubStore {
       liveLeases: db.prepare<[string, number], LeaseDb>(
         "SELECT * FROM leases WHERE project = ? AND holder_agent_id IS NOT NULL AND expires_at > ? ORDER BY name",
       ),
-      // A stream's first change is numbered from the fence base, which a restore raises.
       nextChange: db.prepare<[string, string], { head: number }>(
-        `INSERT INTO watch_heads (project, stream, head) SELECT ?, ?, coalesce(max(floor), 0) + 1 FROM fence_base WHERE true
-         ON CONFLICT (project, stream) DO UPDATE SET head = head + 1 RETURNING head`,
+        "UPDATE watch_heads SET head = head + 1 WHERE project = ? AND stream = ? RETURNING head",
+      ),
+      // A stream's first change is numbered from the fence base, which a restore raises.
+      firstChange: db.prepare<[string, string], { head: number }>(
+        "INSERT INTO watch_heads (project, stream, head) SELECT ?, ?, coalesce(max(floor), 0) + 1 FROM fence_base RETURNING head",
       ),
       insertChange: db.prepare("INSERT INTO watch_changes (project, stream, seq, at_ms, body) VALUES (?, ?, ?, ?, ?)"),
       changeHead: db.prepare<[string, string], { head: number }>(
@@ -170,7 +172,14 @@ export class SqliteStore implements HubStore {
       changesAfter: db.prepare<[string, string, number, number], { seq: number; at_ms: number; body: string }>(
         "SELECT seq, at_ms, body FROM watch_changes WHERE project = ? AND stream = ? AND seq > ? ORDER BY seq LIMIT ?",
       ),
-      purgeChanges: db.prepare("DELETE FROM watch_changes WHERE at_ms < ?"),
+      heads: db.prepare<[], { project: string; stream: string; head: number }>("SELECT project, stream, head FROM watch_heads"),
+      // A stream's changes are in commit order, so its old ones are a prefix: the rows before the
+      // first one to keep (recent enough, and among the last `keep`).
+      purgeStream: db.prepare<{ project: string; stream: string; cutoff: number; lowest: number; head: number }>(
+        `DELETE FROM watch_changes WHERE project = @project AND stream = @stream AND seq < coalesce(
+           (SELECT seq FROM watch_changes WHERE project = @project AND stream = @stream AND seq >= @lowest AND at_ms >= @cutoff ORDER BY seq LIMIT 1),
+           @head + 1)`,
+      ),
     };
     const access = { tx: <T>(fn: () => T) => this.tx(fn), read: <T>(fn: () => T) => this.read(fn), now: () => this.clock.now() };
     this.messages = createSqliteMessages(db, access);
@@ -211,7 +220,7 @@ export class SqliteStore implements HubStore {
     return this.tx(() => {
       const changes: StreamChange[] = [];
       const result = fn((project, stream, body, atMs) => {
-        const seq = this.q.nextChange.get(project, stream)!.head;
+        const seq = (this.q.nextChange.get(project, stream) ?? this.q.firstChange.get(project, stream)!).head;
         this.q.insertChange.run(project, stream, seq, atMs, JSON.stringify(body));
         changes.push({ project, stream, seq, atMs, body });
       });
@@ -484,8 +493,15 @@ export class SqliteStore implements HubStore {
     return this.changeListeners.add(onChange);
   }
 
-  purgeChanges(retainMs: number): Promise<number> {
-    return this.tx(() => this.q.purgeChanges.run(this.clock.now() - retainMs).changes);
+  purgeChanges(retainMs: number, keep: number): Promise<number> {
+    return this.tx(() => {
+      const cutoff = this.clock.now() - retainMs;
+      let purged = 0;
+      for (const h of this.q.heads.all()) {
+        purged += this.q.purgeStream.run({ project: h.project, stream: h.stream, cutoff, lowest: h.head - keep + 1, head: h.head }).changes;
+      }
+      return purged;
+    });
   }
 }
 

@@ -20,7 +20,6 @@ CREATE TABLE watch_changes (
   xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
   PRIMARY KEY (project, stream, seq)
 );
-CREATE INDEX watch_changes_at ON watch_changes (at_ms);
 CREATE INDEX watch_changes_xid ON watch_changes (xid);
 
 ALTER TABLE runtime_presence ADD COLUMN expiry_noted boolean NOT NULL DEFAULT false;

@@ -18,7 +18,6 @@ CREATE TABLE watch_changes (
   body TEXT NOT NULL,
   PRIMARY KEY (project, stream, seq)
 ) WITHOUT ROWID;
-CREATE INDEX watch_changes_at ON watch_changes (at_ms);
 
 -- A runtime's lapse is announced once (by whichever sweep sees it first); a heartbeat clears it.
 ALTER TABLE runtime_presence ADD COLUMN expiry_noted INTEGER NOT NULL DEFAULT 0;
