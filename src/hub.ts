@@ -86,8 +86,10 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const stopChangeTail = store.tailChanges((c) =>
     c.stream === "leases" ? leaseBus.publish(leaseChangeOf(c)) : presenceBus.publish(presenceChangeOf(c)),
   );
+  /** Aborted by close(): ends every open stream and waiting acquire so shutdown does not wait on them. */
+  const shutdown = createShutdownSignal();
   const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });
-  const leases = createLeases({ store, clock, observer });
+  const leases = createLeases({ store, clock, observer, bus: leaseBus, shutdown: shutdown.signal });
   const messages = createMessages({
     store,
     clock,
@@ -134,8 +136,6 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     createLimitsInterceptor(config.maxBodyBytes),
     createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
   ];
-  /** Aborted by close(): ends every open stream so shutdown does not wait on them. */
-  const shutdown = createShutdownSignal();
   /**
    * Connect's cap on every request message it reads, after decompression and without a declared
    * length too (streams over HTTP/2); its refusal is answered as payload_too_large.
@@ -190,7 +190,10 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
 
   // A restart makes everybody offline until they call again. Not with replicas: the others still
   // serve those agents, and presence lapses by itself (stale-after) for the ones that are gone.
-  if (store.storage !== "postgres") await presence.markAllOffline();
+  if (store.storage !== "postgres") {
+    await presence.markAllOffline();
+    await store.clearLeaseWaiters(); // the calls that waited went with the process
+  }
 
   let closing: Promise<void> | undefined;
   return {

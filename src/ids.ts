@@ -1,7 +1,7 @@
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 
 /** `<prefix>_` + 32 lowercase hex (a UUIDv4 without dashes). */
-export const newId = (prefix: "agt" | "msg" | "req" | "key") => `${prefix}_${randomUUID().replaceAll("-", "")}`;
+export const newId = (prefix: "agt" | "msg" | "req" | "key" | "wtr") => `${prefix}_${randomUUID().replaceAll("-", "")}`;
 
 export const sha256Hex = (text: string) => createHash("sha256").update(text, "utf8").digest("hex");
 

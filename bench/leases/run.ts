@@ -16,7 +16,8 @@ import { Worker } from "node:worker_threads";
 import { createClient } from "@connectrpc/connect";
 import { systemClock } from "../../src/clock.js";
 import { createHub } from "../../src/hub.js";
-import { createLeases } from "../../src/lease/leases.js";
+import { createBus } from "../../src/events/bus.js";
+import { createLeases, type LeaseChange } from "../../src/lease/leases.js";
 import type { AgentCaller } from "../../src/caller.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { runClosedLoop, runRpcScenario, type AgentCreds, type Phase, type RpcScenario, type RunResult } from "./load.js";
@@ -160,7 +161,7 @@ async function main() {
   };
 
   // Floor (a): the same decisions on the lease domain + store, no RPC, no auth.
-  const leases = createLeases({ store: hub.store, clock: systemClock, observer: hub.observer });
+  const leases = createLeases({ store: hub.store, clock: systemClock, observer: hub.observer, bus: createBus<LeaseChange>((c) => c.project) });
   for (const conc of concs) {
     const ns = names(conc, false);
     const r = await runClosedLoop(conc, phase, (w) => {

@@ -2,20 +2,28 @@ import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors, isHubError, type HubError, type LeaseView } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { Decision, HubStore, LeaseKey, LeaseRow, StreamChange } from "../store/store.js";
+import type { Bus } from "../events/bus.js";
+import { createWaker } from "../events/wait.js";
+import { newId } from "../ids.js";
+import type { HubStore, LeaseKey, StreamChange } from "../store/store.js";
 import { intInRange, requireString } from "../validate.js";
 import {
   decideAcquire,
+  decideLeaving,
   decideRelease,
   decideRenew,
+  decideWaiting,
   displayResource,
   heldLease,
   isLapsed,
-  type LeaseEventKind,
+  type LeaseAnswer,
+  type LeaseHolder,
   type LeaseOutcome,
 } from "./rules.js";
 
 export const leaseTtl = { minMs: 5_000, maxMs: 600_000, defaultMs: 300_000 } as const;
+/** How long an acquire may wait for a held lease (waitMs); 0, the default, does not wait. */
+export const leaseWait = { maxMs: 600_000 } as const;
 /** Leases lapsed longer than this lose their holder in the purge (the token floor stays). */
 export const leasePurgeAfterMs = 7 * 24 * 3_600_000;
 const maxFencingToken = Number.MAX_SAFE_INTEGER;
@@ -32,17 +40,23 @@ export interface LeaseChange extends LeaseOutcome {
 /** The change as watchers get it, from the store's row. */
 export const leaseChangeOf = (c: StreamChange): LeaseChange => ({ seq: c.seq, project: c.project, ...(c.body as LeaseOutcome) });
 
-/** Every lease decision that writes is a change watchers see: its outcome, stored with it. */
-const recorded = (d: Decision<LeaseRow, LeaseOutcome>): Decision<LeaseRow, LeaseOutcome> =>
-  d.write ? { ...d, change: { stream: "leases", body: d.result } } : d;
-
 export interface LeasesDeps {
   store: HubStore;
   clock: Clock;
   observer: Observer;
+  /** Lease changes as they commit, on this hub and the others: what wakes a waiting acquire. */
+  bus: Bus<LeaseChange>;
+  /** Ends every waiting acquire (hub shutdown). */
+  shutdown?: AbortSignal;
 }
 
-const holderOf = (c: AgentCaller) => ({ agentId: c.agentId, agentName: c.agentName, project: c.project });
+const holderOf = (c: AgentCaller): LeaseHolder => ({ agentId: c.agentId, agentName: c.agentName, project: c.project });
+
+/** What a caller that does not wait makes of an answer: a lease it holds, or lease_held. */
+function held(a: LeaseAnswer): LeaseOutcome {
+  if (a.kind === "queued" || a.kind === "held") throw errors.leaseHeld(a.lease);
+  return a as LeaseOutcome;
+}
 const leaseName = (name: string | undefined) => requireString("resource", name, 200);
 
 function fencingToken(value: bigint | number | undefined): number {
@@ -58,7 +72,7 @@ const denialReason: Partial<Record<HubError["code"], string>> = {
 };
 
 /** Fenced leases: validates, reads the hub clock once, and makes one store decision per call. */
-export function createLeases({ store, clock, observer }: LeasesDeps) {
+export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDeps) {
   /**
    * Runs one decision on the caller's (project, name), counting and logging grants and refusals
    * the way the reference does. The key is the pair itself; `resource` is only the log's form.
@@ -104,13 +118,68 @@ export function createLeases({ store, clock, observer }: LeasesDeps) {
     }
   }
 
+  /**
+   * An acquire that waits: queued behind the holder, it looks again when its resource changes
+   * (a release, a renewal: the bus, fed by this hub's commits and the other hubs' through the
+   * store) and when the lease it waits behind lapses, never on a poll. The queue hands the lease
+   * over inside the decision that frees it (rules.ts); the wait only finds out. It ends granted;
+   * with lease_held when `waitMs` runs out; or, when its client goes away (or the hub stops),
+   * by leaving the queue (giving the lease on if it was just handed over).
+   */
+  async function waitFor(caller: AgentCaller, key: LeaseKey, ttlMs: number, waitMs: number, signal: AbortSignal): Promise<LeaseOutcome> {
+    const holder = holderOf(caller);
+    const id = newId("wtr");
+    const deadlineMs = clock.now() + waitMs;
+    const waker = createWaker(clock);
+    // Subscribed before the first look, so no change after it is missed.
+    const unsubscribe = bus.subscribe(key.project, (c) => {
+      if (c.lease.name === key.name) waker.wake();
+    });
+    const stop = linked(signal, shutdown);
+    try {
+      let a: LeaseAnswer | { kind: "gone" } = await store.decideLease(key, (cur, nowMs, waiters) =>
+        decideAcquire(cur, { name: key.name, holder, ttlMs, nowMs, wait: { id, deadlineMs } }, waiters),
+      );
+      let behind = a.lease;
+      while (a.kind === "queued") {
+        behind = a.lease;
+        const nowMs = clock.now();
+        if (nowMs < deadlineMs && !stop.signal.aborted) {
+          await waker.wait(Math.max(0, Math.min(deadlineMs, behind.expiresAtMs) - nowMs), stop.signal);
+        }
+        if (stop.signal.aborted || clock.now() >= deadlineMs) {
+          const clientGone = stop.signal.aborted;
+          const left = await store.decideLease(key, (cur, now, waiters) =>
+            decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone }, waiters),
+          );
+          if (left.kind === "granted") return left;
+          if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : errors.leaseHeld(behind);
+          throw errors.leaseHeld(behind);
+        }
+        a = await store.decideLease(key, (cur, now, waiters) => decideWaiting(cur, { id, holder, name: key.name, nowMs: now }, waiters));
+      }
+      if (a.kind === "gone" || a.kind === "held") throw errors.leaseHeld(behind);
+      return a as LeaseOutcome;
+    } finally {
+      unsubscribe();
+      stop.dispose();
+    }
+  }
+
   return {
-    /** Grants, extends (own live lease) or takes over (lapsed) a lease. Throws lease_held. */
-    async acquire(caller: AgentCaller, input: { name: string; ttlMs?: number }) {
+    /**
+     * Grants, extends (own live lease) or takes over (lapsed) a lease. With `waitMs`, a held
+     * lease is waited for in the resource's queue (first come, first served) for up to that long.
+     * Throws lease_held.
+     */
+    async acquire(caller: AgentCaller, input: { name: string; ttlMs?: number; waitMs?: number }, signal?: AbortSignal) {
       const name = leaseName(input.name);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
-      const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur, nowMs) => recorded(decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }))),
+      const waitMs = intInRange("waitMs", input.waitMs, 0, leaseWait.maxMs, 0);
+      const outcome = await decide(caller, name, async (key) =>
+        waitMs > 0 && signal
+          ? waitFor(caller, key, ttlMs, waitMs, signal)
+          : held(await store.decideLease(key, (cur, nowMs, waiters) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }, waiters))),
       );
       return { lease: outcome.lease, renewed: outcome.kind === "renewed" };
     },
@@ -122,7 +191,7 @@ export function createLeases({ store, clock, observer }: LeasesDeps) {
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const outcome = await decide(caller, name, (key) =>
         store.decideLease(key, (cur, nowMs) =>
-          recorded(decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs })),
+          decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }),
         ),
       );
       return { lease: outcome.lease, renewed: true };
@@ -133,7 +202,7 @@ export function createLeases({ store, clock, observer }: LeasesDeps) {
       const name = leaseName(input.name);
       const token = fencingToken(input.fencingToken);
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur) => recorded(decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token }))),
+        store.decideLease(key, (cur, nowMs, waiters) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token }, waiters, nowMs)),
       );
       return { released: true, lease: outcome.lease };
     },
@@ -202,3 +271,19 @@ export function createLeases({ store, clock, observer }: LeasesDeps) {
 }
 
 export type Leases = ReturnType<typeof createLeases>;
+
+/** A signal that aborts with either of two (the call's, the hub's shutdown); dispose when done. */
+function linked(a: AbortSignal, b: AbortSignal | undefined) {
+  const ac = new AbortController();
+  const abort = () => ac.abort("ended");
+  if (a.aborted || b?.aborted) abort();
+  a.addEventListener("abort", abort, { once: true });
+  b?.addEventListener("abort", abort, { once: true });
+  return {
+    signal: ac.signal,
+    dispose() {
+      a.removeEventListener("abort", abort);
+      b?.removeEventListener("abort", abort);
+    },
+  };
+}

@@ -1,11 +1,18 @@
 import { errors, type LeaseView } from "../errors.js";
-import type { Decision, LeaseRow } from "../store/store.js";
+import type { Decision, LeaseDecision, LeaseRow, LeaseWaiter } from "../store/store.js";
 
 /**
  * The lease decisions, pure: given the resource's current row, the caller and the hub time,
  * what to write and what to answer. Fencing tokens only grow: a grant on a free or released
  * resource is floor + 1, a takeover of a lapsed lease is token + 1, and renewals (including the
  * holder re-acquiring its own live lease) keep the token.
+ *
+ * Waiting (AcquireLease with waitMs): a call that finds the lease held joins the resource's
+ * queue. A resource that is free when a decision looks at it (released, lapsed, never leased)
+ * goes to the first waiter whose wait has not run out, in that same decision: the handover is
+ * one transaction, so nobody can take the lease between the release and the next in line, and a
+ * caller that does not wait never jumps the queue. Every lease decision records what it changed
+ * for watchers (the handover too).
  */
 
 export interface LeaseHolder {
@@ -20,6 +27,16 @@ export interface LeaseOutcome {
   kind: LeaseEventKind;
   lease: LeaseView;
 }
+
+/**
+ * What a lease decision answers its caller: an outcome it holds (or released); `queued` behind
+ * `lease` (waiting); `held`: the resource went to a waiter ahead of a caller that does not wait
+ * (the caller is refused with lease_held once that handover is committed).
+ */
+export type LeaseAnswer = LeaseOutcome | { kind: "queued" | "held"; lease: LeaseView };
+
+/** The change a lease decision records for watchers. */
+const recorded = (o: LeaseOutcome) => ({ stream: "leases" as const, body: o });
 
 /**
  * The display form `<project>/<name>` that REST clients (and the logs) know as `resource`. It is
@@ -46,16 +63,64 @@ export const isLapsed = (lease: LeaseView, nowMs: number) => lease.expiresAtMs <
 
 const toRow = ({ resource: _display, ...row }: LeaseView): LeaseRow => row;
 
+/**
+ * The resource as it stands for a handover: a free or lapsed resource goes to the first waiter
+ * still waiting (its lease on the next token), and the waiters whose wait ran out leave the
+ * queue. `from` is the row the new lease builds on; `lapsed` says whether a live-looking holder
+ * is being replaced (a takeover).
+ */
+function handOver(from: LeaseRow | undefined, key: { project: string; name: string }, waiters: LeaseWaiter[], nowMs: number) {
+  const expired = waiters.filter((w) => w.deadlineMs <= nowMs).map((w) => w.id);
+  const next = waiters.find((w) => w.deadlineMs > nowMs);
+  if (!next) return { remove: expired };
+  const lease: LeaseView = {
+    resource: displayResource(key.project, key.name),
+    project: key.project,
+    name: key.name,
+    holderAgentId: next.agentId,
+    holderAgentName: next.agentName,
+    fencingToken: (from?.fencingToken ?? 0) + 1,
+    acquiredAtMs: nowMs,
+    expiresAtMs: nowMs + next.ttlMs,
+  };
+  const outcome: LeaseOutcome = { kind: heldLease(from) ? "taken_over" : "granted", lease };
+  return { remove: [...expired, next.id], next, outcome };
+}
+
 export function decideAcquire(
   current: LeaseRow | undefined,
-  req: { name: string; holder: LeaseHolder; ttlMs: number; nowMs: number },
-): Decision<LeaseRow, LeaseOutcome> {
+  req: { name: string; holder: LeaseHolder; ttlMs: number; nowMs: number; wait?: { id: string; deadlineMs: number } },
+  waiters: LeaseWaiter[] = [],
+): LeaseDecision<LeaseAnswer> {
   const held = heldLease(current);
   const expiresAtMs = req.nowMs + req.ttlMs;
+  const me: LeaseWaiter | undefined = req.wait && {
+    id: req.wait.id,
+    agentId: req.holder.agentId,
+    agentName: req.holder.agentName,
+    ttlMs: req.ttlMs,
+    deadlineMs: req.wait.deadlineMs,
+  };
   if (held && !isLapsed(held, req.nowMs)) {
-    if (held.holderAgentId !== req.holder.agentId) throw errors.leaseHeld(held);
-    const lease = { ...held, expiresAtMs };
-    return { write: toRow(lease), result: { kind: "renewed", lease } };
+    if (held.holderAgentId === req.holder.agentId) {
+      const lease = { ...held, expiresAtMs };
+      const outcome: LeaseOutcome = { kind: "renewed", lease };
+      return { write: toRow(lease), change: recorded(outcome), result: outcome };
+    }
+    if (me) return { queue: { add: me }, result: { kind: "queued", lease: held } };
+    throw errors.leaseHeld(held);
+  }
+  // Free or lapsed: the queue comes first.
+  const key = { project: req.holder.project, name: req.name };
+  const h = handOver(current, key, waiters, req.nowMs);
+  if (h.outcome && h.next.agentId !== req.holder.agentId) {
+    const lease = h.outcome.lease;
+    return {
+      write: toRow(lease),
+      change: recorded(h.outcome),
+      queue: { remove: h.remove, ...(me && { add: me }) },
+      result: { kind: me ? "queued" : "held", lease },
+    };
   }
   // @NOTE README §3.7: the fence never restarts; a released resource keeps its token as floor.
   const lease: LeaseView = {
@@ -68,7 +133,56 @@ export function decideAcquire(
     acquiredAtMs: req.nowMs,
     expiresAtMs,
   };
-  return { write: toRow(lease), result: { kind: held ? "taken_over" : "granted", lease } };
+  const outcome: LeaseOutcome = { kind: held ? "taken_over" : "granted", lease };
+  return { write: toRow(lease), change: recorded(outcome), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: outcome };
+}
+
+/**
+ * A waiting call looks again (its resource changed, or the lease it waits behind lapsed): it has
+ * the lease when the queue handed it over (its entry is gone and its agent holds the lease), or
+ * when the resource is free now and it is first in line; otherwise it stays queued behind the
+ * current lease, and a free resource goes to whoever is first. `gone`: its entry is not in the
+ * queue and the lease is not its agent's (its wait ran out and a decision passed it over).
+ */
+export function decideWaiting(
+  current: LeaseRow | undefined,
+  req: { id: string; holder: LeaseHolder; name: string; nowMs: number },
+  waiters: LeaseWaiter[],
+): LeaseDecision<LeaseAnswer | { kind: "gone" }> {
+  const held = heldLease(current);
+  const queued = waiters.some((w) => w.id === req.id);
+  const live = held && !isLapsed(held, req.nowMs);
+  if (!queued) {
+    if (live && held.holderAgentId === req.holder.agentId) return { result: { kind: "granted", lease: held } };
+    return { result: { kind: "gone" } };
+  }
+  if (live) return { result: { kind: "queued", lease: held } };
+  const h = handOver(current, { project: req.holder.project, name: req.name }, waiters, req.nowMs);
+  if (!h.outcome) return { queue: { remove: h.remove }, result: { kind: "gone" } };
+  return {
+    write: toRow(h.outcome.lease),
+    change: recorded(h.outcome),
+    queue: { remove: h.remove },
+    result: h.next.id === req.id ? h.outcome : { kind: "queued", lease: h.outcome.lease },
+  };
+}
+
+/**
+ * A waiting call ends without the lease (its wait ran out, or its client went away): it leaves
+ * the queue. If the queue handed it the lease in the meantime, a wait that ran out keeps it (the
+ * answer is the grant), and a call whose client is gone gives it on to the next in line.
+ */
+export function decideLeaving(
+  current: LeaseRow | undefined,
+  req: { id: string; holder: LeaseHolder; name: string; nowMs: number; clientGone: boolean },
+  waiters: LeaseWaiter[],
+): LeaseDecision<LeaseAnswer | { kind: "left" }> {
+  if (waiters.some((w) => w.id === req.id)) return { queue: { remove: [req.id] }, result: { kind: "left" } };
+  const held = heldLease(current);
+  if (!held || held.holderAgentId !== req.holder.agentId || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
+  if (!req.clientGone) return { result: { kind: "granted", lease: held } };
+  const d = decideRelease(current, { name: req.name, holder: req.holder, fencingToken: held.fencingToken }, waiters, req.nowMs);
+  return { ...d, result: { kind: "left" } };
 }
 
 /** The caller's lease on the resource, or the refusal that says why not. */
@@ -91,17 +205,26 @@ export function decideRenew(
   const held = ownLease(current, req);
   if (isLapsed(held, req.nowMs)) throw errors.leaseExpired(held);
   const lease = { ...held, expiresAtMs: req.nowMs + req.ttlMs };
-  return { write: toRow(lease), result: { kind: "renewed", lease } };
+  const outcome: LeaseOutcome = { kind: "renewed", lease };
+  return { write: toRow(lease), change: recorded(outcome), result: outcome };
 }
 
-/** Releases even a lapsed lease of the caller; the row stays as the token floor. */
+/**
+ * Releases even a lapsed lease of the caller; the row stays as the token floor, or goes at once
+ * to the first waiter (on the next token).
+ */
 export function decideRelease(
   current: LeaseRow | undefined,
   req: { name: string; holder: LeaseHolder; fencingToken: number },
-): Decision<LeaseRow, LeaseOutcome> {
+  waiters: LeaseWaiter[] = [],
+  nowMs = 0,
+): LeaseDecision<LeaseOutcome> {
   const held = ownLease(current, req);
-  return {
-    write: { ...toRow(held), holderAgentId: null, holderAgentName: null },
-    result: { kind: "released", lease: held },
-  };
+  const released: LeaseOutcome = { kind: "released", lease: held };
+  const floor: LeaseRow = { ...toRow(held), holderAgentId: null, holderAgentName: null };
+  const h = handOver(floor, held, waiters, nowMs);
+  if (!h.outcome) {
+    return { write: floor, change: recorded(released), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: released };
+  }
+  return { write: toRow(h.outcome.lease), change: [recorded(released), recorded(h.outcome)], queue: { remove: h.remove }, result: released };
 }

@@ -3,8 +3,8 @@
  * body (and a replay of it for connect when it must answer after all), the headers, the
  * method's own serialization.
  */
-import type { IncomingMessage } from "node:http";
-import type { Http2ServerRequest } from "node:http2";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { createMethodSerializationLookup } from "@connectrpc/connect/protocol";
 
@@ -72,3 +72,16 @@ export function headersOf(req: Req): Headers {
   return header;
 }
 
+
+/**
+ * The signal of a call served in-process: it aborts when the client goes away before its answer
+ * is written (the response closes before it was ended), which ends a call that waits on its client (a
+ * blocking acquire leaves its queue).
+ */
+export function clientGoneSignal(res: ServerResponse | Http2ServerResponse): AbortSignal {
+  const ac = new AbortController();
+  res.once("close", () => {
+    if (!res.writableEnded) ac.abort("client gone");
+  });
+  return ac.signal;
+}

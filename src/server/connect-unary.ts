@@ -5,7 +5,7 @@ import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { InProcessCaller } from "./in-process.js";
-import { headersOf, methodSerializations, readBody, replay, type ReplayBody } from "./connect-request.js";
+import { clientGoneSignal, headersOf, methodSerializations, readBody, replay, type ReplayBody } from "./connect-request.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -82,7 +82,7 @@ export function createConnectUnary(o: ConnectUnaryOptions) {
     let status = 200;
     let body: Uint8Array;
     try {
-      const answer = await o.call(path, { message: input, header, contextValues: values }, "connect");
+      const answer = await o.call(path, { message: input, header, contextValues: values, signal: clientGoneSignal(res) }, "connect");
       body = serialization.getO(binary).serialize(answer.message);
       answer.header.forEach((v, k) => responseHeader.set(k, v));
       answer.trailer.forEach((v, k) => responseHeader.set(`trailer-${k}`, v));

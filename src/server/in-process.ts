@@ -18,6 +18,8 @@ export interface InProcessCall {
   message: Message;
   header: Headers;
   contextValues: ContextValues;
+  /** Ends with the call's client (connect-request.ts, clientGoneSignal); default: the hub's shutdown. */
+  signal?: AbortSignal;
 }
 
 /** A unary method's answer: its message, response headers (the interceptors' included) and trailers. */
@@ -49,8 +51,8 @@ type StreamSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>;
  * decoded and gets the answer's message back, or the ConnectError the error interceptor made;
  * connect-stream.ts gets the stream's messages to write. That is what connect's own handler
  * would do minus its protocol work (negotiation, envelopes, encode and decode, deadline
- * signals). A unary call's signal is the hub's shutdown signal (no unary implementation waits on
- * its client); a stream brings its own, which also ends when its client goes away.
+ * signals). A unary call brings the signal of its client (a blocking acquire waits on it); a
+ * stream brings its own, which also ends when its client goes away.
  *
  * `register` is the function that serves the hub's services on a router; it is called once on a
  * collector that only records each method's implementation.
@@ -152,7 +154,7 @@ export function createInProcessCaller(
       method,
       requestMethod: "POST",
       url: `http://hub.internal${path}`, // no implementation reads it
-      signal,
+      signal: input.signal ?? signal,
       header: input.header,
       contextValues: input.contextValues,
       message: input.message,

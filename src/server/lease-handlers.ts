@@ -9,7 +9,8 @@ import type { WatchHandlers } from "./watch-handlers.js";
 export function leaseHandlers(leases: Leases, watches: WatchHandlers): ServiceImpl<typeof LeaseService> {
   return {
     async acquireLease(req, ctx) {
-      const r = await leases.acquire(agentOf(ctx), { name: req.name, ttlMs: req.ttlMs });
+      // A waiting acquire ends when its client goes away (ctx.signal).
+      const r = await leases.acquire(agentOf(ctx), { name: req.name, ttlMs: req.ttlMs, waitMs: req.waitMs }, ctx.signal);
       return { lease: leaseToProto(r.lease), renewed: r.renewed };
     },
     async renewLease(req, ctx) {

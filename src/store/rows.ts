@@ -1,4 +1,4 @@
-import type { AgentRow, InboxEventKind, LeaseRow, MessageDecision, MessageRow, RuntimeRow, SyncRunView } from "./store.js";
+import type { AgentRow, InboxEventKind, LeaseRow, LeaseWaiter, MessageDecision, MessageRow, RuntimeRow, SyncRunView } from "./store.js";
 
 /**
  * Row shapes both stores keep (the same columns on SQLite and PostgreSQL) and their mapping to
@@ -190,4 +190,20 @@ export const prefixFromDb = (p: PrefixDb): SyncRunView["prefix"][number] => ({
   ...(p.run_status !== null && { runStatus: p.run_status }),
   ...(p.workflow_id !== null && { workflowId: p.workflow_id }),
   ...(p.display_title !== null && { displayTitle: p.display_title }),
+});
+
+export interface WaiterDb {
+  id: string;
+  agent_id: string;
+  agent_name: string;
+  ttl_ms: number;
+  deadline_ms: number;
+}
+
+export const waiterFromDb = (r: WaiterDb): LeaseWaiter => ({
+  id: r.id,
+  agentId: r.agent_id,
+  agentName: r.agent_name,
+  ttlMs: r.ttl_ms,
+  deadlineMs: r.deadline_ms,
 });

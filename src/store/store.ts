@@ -207,12 +207,39 @@ export interface ChangeRead {
  */
 export interface Decision<Row, T> {
   write?: Row;
-  change?: { stream: ChangeStream; body: unknown };
+  /** One change, or several in order (a release that hands the lease to a waiter records both). */
+  change?: ChangeRecord | ChangeRecord[];
   result: T;
 }
 
+export interface ChangeRecord {
+  stream: ChangeStream;
+  body: unknown;
+}
+
+/** A call waiting for a held lease (AcquireLease with waitMs), in the resource's queue. */
+export interface LeaseWaiter {
+  /** The waiting call's own id. */
+  id: string;
+  agentId: string;
+  agentName: string;
+  /** The TTL the lease is granted with when it comes to this waiter. */
+  ttlMs: number;
+  /** When the wait runs out: from then on the waiter is passed over. */
+  deadlineMs: number;
+}
+
+/** A lease decision may also change the resource's queue of waiters. */
+export interface LeaseDecision<T> extends Decision<LeaseRow, T> {
+  queue?: { add?: LeaseWaiter; remove?: string[] };
+}
+
 /** A sweep's change for each row it updates, made from the row and the sweep's time. */
-export type ChangeOf<Row> = (row: Row, nowMs: number) => { stream: ChangeStream; body: unknown };
+export type ChangeOf<Row> = (row: Row, nowMs: number) => ChangeRecord;
+
+/** A decision's changes as a list. */
+export const changesOf = (d: { change?: ChangeRecord | ChangeRecord[] }): ChangeRecord[] =>
+  d.change === undefined ? [] : Array.isArray(d.change) ? d.change : [d.change];
 
 export interface ListLeasesQuery {
   project: string;
@@ -308,10 +335,16 @@ export interface HubStore {
   sweepExpiredRuntimes(staleAfterMs: number, change: ChangeOf<RuntimeRow>): Promise<RuntimeRow[]>;
 
   /**
-   * One lease decision on one (project, name). `decide` may only write that same key and never
-   * a lower fencing token; either is a bug and rolls the decision back.
+   * One lease decision on one (project, name), which sees the resource's waiters in queue order
+   * and may change that queue. `decide` may only write that same key and never a lower fencing
+   * token; either is a bug and rolls the decision back.
    */
-  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T>;
+  decideLease<T>(
+    key: LeaseKey,
+    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => LeaseDecision<T>,
+  ): Promise<T>;
+  /** Forgets every waiter (a single hub's start: the calls that waited are gone). */
+  clearLeaseWaiters(): Promise<void>;
   getLease(key: LeaseKey): Promise<LeaseRow | undefined>;
   /** Held leases of a project ordered by name (released floors are never listed). */
   listLeases(query: ListLeasesQuery): Promise<LeaseRow[]>;

@@ -7,6 +7,7 @@ import { errors, isHubError, type HubError } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../server/call-record.js";
+import { clientGoneSignal } from "../server/connect-request.js";
 import { kRemoteAddress } from "../server/context.js";
 import type { InProcessCaller } from "../server/in-process.js";
 import { remoteAddressOf } from "../server/listen.js";
@@ -142,7 +143,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
   }
 
   /** Calls the method in-process; a refusal comes back as the ConnectError the RPC face would send. */
-  async function invoke(route: RestRoute, input: Message, req: Req, requestId: string, call: CallRecord) {
+  async function invoke(route: RestRoute, input: Message, req: Req, res: Res, requestId: string, call: CallRecord) {
     const header = new Headers({ "x-request-id": requestId });
     for (const name of forwarded) {
       const v = req.headers[name];
@@ -153,6 +154,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         message: input,
         header,
         contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
+        signal: clientGoneSignal(res),
       });
       return { message: out.message, headers: out.header };
     } catch (e) {
@@ -203,7 +205,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         throw e;
       }
       mark?.(input);
-      const out = await invoke(match.route, input, req, requestId, call);
+      const out = await invoke(match.route, input, req, res, requestId, call);
       if (out.error) {
         const err = restErrorFromConnect(out.error, requestId);
         refuse(res, err, requestId, out.headers);

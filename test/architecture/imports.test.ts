@@ -40,9 +40,10 @@ const allowed: Record<string, string[]> = {
   ops: ["ops", ...domain, "store", ...shared],
   server: ["server", ...domain, "events", "store", ...shared],
   transcode: ["transcode", "server", "auth", ...shared],
-  // The command line (serve, backup, restore) sits beside main.ts, above the composition root:
-  // it starts the hub, and backup/restore call the SQLite store's file operations directly.
-  cli: ["cli", "hub.ts", "ops", "store", "store/sqlite", ...shared],
+  // The command line (serve, backup, restore, raise-fence) sits beside main.ts, above the
+  // composition root: it starts the hub, backup/restore call the SQLite store's file operations
+  // directly, and raise-fence the PostgreSQL store's fence step.
+  cli: ["cli", "hub.ts", "ops", "store", "store/sqlite", "store/postgres", ...shared],
 };
 const connectUsers = new Set(["server", "transcode", "hub.ts"]);
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { isHubError } from "../../src/errors.js";
-import { createLeases } from "../../src/lease/leases.js";
+import { createBus } from "../../src/events/bus.js";
+import { createLeases, type LeaseChange } from "../../src/lease/leases.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { Lease } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { hubClients, protocols, withHeaders, type HubClients } from "../fixtures/clients.js";
@@ -133,7 +134,7 @@ describe("lease model", () => {
     const clock = new FakeClock();
     // The store makes each decision at its clock's time: the same fake clock as the domain's.
     const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
-    const leases = createLeases({ store, clock, observer: { log() {}, count() {} } });
+    const leases = createLeases({ store, clock, observer: { log() {}, count() {} }, bus: createBus<LeaseChange>((c) => c.project) });
     const caller = (a: number) => ({ kind: "agent" as const, agentId: `agt_${a}`, agentName: `agent-${a}`, project: "p" });
     const answer = async (run: () => Promise<{ lease: { fencingToken: number; holderAgentName: string; expiresAtMs: number }; renewed?: boolean }>): Promise<Answer> => {
       try {

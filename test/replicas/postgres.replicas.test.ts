@@ -1,3 +1,4 @@
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -14,9 +15,10 @@ import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 
 let server: TestPostgres;
 let hubs: ServingCli[] = [];
+let databaseUrl: string;
 beforeAll(async () => {
   server = await startPostgres();
-  const url = await server.createDatabase();
+  const url = (databaseUrl = await server.createDatabase());
   // One at a time, so the first migrates; the others find the schema ready.
   for (let i = 0; i < 3; i++) {
     hubs.push(await serveCli(["--port", "0", "--log-path", "-"], { env: { KXM_DATABASE_URL: url } }));
@@ -42,6 +44,17 @@ async function register(base: string, name: string): Promise<Agent> {
   expect(res.status).toBe(201);
   const body = (await res.json()) as { agent: { id: string }; agentKey: string };
   return { id: body.agent.id, headers: { "x-kxm-agent-id": body.agent.id, "x-kxm-agent-key": body.agentKey } };
+}
+
+/** Calls waiting in lease queues, read from the database the hubs share. */
+async function queueLength(): Promise<number> {
+  const c = new pg.Client({ connectionString: databaseUrl });
+  await c.connect();
+  try {
+    return Number((await c.query<{ n: string }>("SELECT count(*) AS n FROM lease_waiters")).rows[0]!.n);
+  } finally {
+    await c.end();
+  }
 }
 
 const post = (base: string, path: string, headers: Record<string, string>, json: unknown) =>
@@ -125,6 +138,34 @@ describe("three hubs on one PostgreSQL database", () => {
       ["GRANTED watched by watched-other", seen.cursor + 2n],
     ]);
     ac3.abort();
+  });
+
+  it("a waiter on the second hub is granted, in queue order, a lease released on the first", async () => {
+    const holder = await register(hubs[0]!.url, "queue-holder");
+    const first = await register(hubs[1]!.url, "queue-first");
+    const second = await register(hubs[2]!.url, "queue-second");
+    const granted = await post(hubs[0]!.url, "/v1/leases/queued/acquire", holder.headers, { ttlMs: 60_000 });
+    const token = ((await granted.json()) as { lease: { fencingToken: number } }).lease.fencingToken;
+    const waitOn = (i: number, a: Agent) => post(hubs[i]!.url, "/v1/leases/queued/acquire", a.headers, { ttlMs: 60_000, waitMs: 30_000 });
+    const firstWait = waitOn(1, first);
+    // Queued in this order: the second waiter comes once the first is in the queue.
+    for (let i = 0; i < 500 && (await queueLength()) < 1; i++) await new Promise((r) => setTimeout(r, 10));
+    const secondWait = waitOn(2, second);
+    for (let i = 0; i < 500 && (await queueLength()) < 2; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await queueLength()).toBe(2);
+
+    const releasedAt = performance.now();
+    expect((await post(hubs[0]!.url, "/v1/leases/queued/release", holder.headers, { fencingToken: token })).status).toBe(200);
+    const got = await firstWait;
+    const waitedMs = performance.now() - releasedAt;
+    expect(got.status).toBe(200);
+    const lease = ((await got.json()) as { lease: { holderAgentName: string; fencingToken: number } }).lease;
+    expect(lease).toMatchObject({ holderAgentName: "queue-first", fencingToken: token + 1 });
+    // Heard through the change tail (every 20 ms), not by polling or the wait running out.
+    expect(waitedMs).toBeLessThan(5_000);
+    expect((await post(hubs[1]!.url, "/v1/leases/queued/release", first.headers, { fencingToken: lease.fencingToken })).status).toBe(200);
+    const next = (await (await secondWait).json()) as { lease: { holderAgentName: string; fencingToken: number } };
+    expect(next.lease).toMatchObject({ holderAgentName: "queue-second", fencingToken: token + 2 });
   });
 
   it("a WatchPresence watcher on the third hub sees an agent register on the first", async () => {

@@ -4,7 +4,8 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentCaller } from "../../src/caller.js";
-import { createLeases } from "../../src/lease/leases.js";
+import { createBus } from "../../src/events/bus.js";
+import { createLeases, type LeaseChange } from "../../src/lease/leases.js";
 import { schemaVersion } from "../../src/store/sqlite/schema.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { StoreOpenError } from "../../src/store/store.js";
@@ -117,7 +118,7 @@ describe("migration 009: leases keyed by (project, name)", () => {
   it("the next grant on each pair is its floor + 1, and each holder keeps its own lease", async () => {
     const clock = new FakeClock(T);
     const store = open(version8(fixture), clock);
-    const leases = createLeases({ store, clock, observer: { log: () => {}, count: () => {} } });
+    const leases = createLeases({ store, clock, observer: { log: () => {}, count: () => {} }, bus: createBus<LeaseChange>((c) => c.project) });
     const token = async (caller: AgentCaller, name: string) => (await leases.acquire(caller, { name })).lease;
 
     // alpha's lapsed repo/main is taken over above its token; alpha/repo's `main` starts above it too.

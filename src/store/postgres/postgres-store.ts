@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import {
+  changesOf,
   StoreOpenError,
   type AgentRow,
   type ChangeOf,
@@ -9,7 +10,9 @@ import {
   type CommitStats,
   type Decision,
   type HubStore,
+  type LeaseDecision,
   type LeaseKey,
+  type LeaseWaiter,
   type LeaseRow,
   type ListLeasesQuery,
   type ProjectCounts,
@@ -24,7 +27,7 @@ import { migrate } from "./schema.js";
 import { createPostgresMessages } from "./messages.js";
 import { createPostgresSync } from "./sync.js";
 import { agentColumns } from "./rows.js";
-import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
+import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, waiterFromDb, type AgentDb, type LeaseDb, type RuntimeDb, type WaiterDb } from "../rows.js";
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database` */
@@ -268,7 +271,7 @@ export class PostgresStore implements HubStore {
       const nowMs = await this.decisionTime(tx);
       const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) await this.writeAgent(tx, d.write);
-      if (d.change) await record(project, d.change.stream, d.change.body, nowMs);
+      for (const c of changesOf(d)) await record(project, c.stream, c.body, nowMs);
       return d.result;
     });
   }
@@ -280,9 +283,9 @@ export class PostgresStore implements HubStore {
       const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) await this.writeAgent(tx, d.write);
       const project = d.write?.project ?? r?.project;
-      if (d.change) {
+      for (const c of changesOf(d)) {
         if (project === undefined) throw new Error(`a decision on unknown agent ${id} recorded a change`);
-        await record(project, d.change.stream, d.change.body, nowMs);
+        await record(project, c.stream, c.body, nowMs);
       }
       return d.result;
     });
@@ -330,7 +333,7 @@ export class PostgresStore implements HubStore {
           [d.write.project, d.write.runtimeId, d.write.host ?? null, d.write.registeredAtMs, d.write.heartbeatAtMs],
         );
       }
-      if (d.change) await record(project, d.change.stream, d.change.body, nowMs);
+      for (const c of changesOf(d)) await record(project, c.stream, c.body, nowMs);
       return d.result;
     });
   }
@@ -363,7 +366,10 @@ export class PostgresStore implements HubStore {
     });
   }
 
-  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T> {
+  decideLease<T>(
+    key: LeaseKey,
+    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => LeaseDecision<T>,
+  ): Promise<T> {
     return this.changeTx(async (tx, record) => {
       // The row, locked until the decision commits: decisions on one resource from every replica
       // take turns. A resource without a row stands on the fence base (0 until a restore raised it).
@@ -374,7 +380,23 @@ export class PostgresStore implements HubStore {
         if (base > 0) current = floorRow(key, base);
       }
       const nowMs = await this.decisionTime(tx);
-      const d = decide(current && leaseFromDb(current), nowMs);
+      // The queue is read under the lease row's lock: waiters are added only by decisions that hold it.
+      const waiters = row
+        ? (await tx.query<WaiterDb>("SELECT * FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq", [key.project, key.name])).rows.map(waiterFromDb)
+        : [];
+      const d = decide(current && leaseFromDb(current), nowMs, waiters);
+      for (const id of d.queue?.remove ?? []) {
+        await tx.query("DELETE FROM lease_waiters WHERE project = $1 AND name = $2 AND id = $3", [key.project, key.name, id]);
+      }
+      const add = d.queue?.add;
+      if (add) {
+        if (!row) throw new Error(`a waiter for ${JSON.stringify(key)} is queued behind no lease`);
+        await tx.query(
+          `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms)
+           SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7 FROM lease_waiters WHERE project = $1 AND name = $2`,
+          [key.project, key.name, add.id, add.agentId, add.agentName, add.ttlMs, add.deadlineMs],
+        );
+      }
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
         if (d.write.project !== key.project || d.write.name !== key.name) {
@@ -404,9 +426,13 @@ export class PostgresStore implements HubStore {
           values,
         );
       }
-      if (d.change) await record(key.project, d.change.stream, d.change.body, nowMs);
+      for (const c of changesOf(d)) await record(key.project, c.stream, c.body, nowMs);
       return d.result;
     });
+  }
+
+  async clearLeaseWaiters(): Promise<void> {
+    await this.tx((tx) => tx.query("DELETE FROM lease_waiters"));
   }
 
   async getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
@@ -564,6 +590,7 @@ export class PostgresStore implements HubStore {
       await tx.query("UPDATE fence_base SET floor = floor + $1 WHERE id = 1", [margin]);
       await tx.query("UPDATE watch_heads SET head = head + $1", [margin]);
       await tx.query("DELETE FROM watch_changes");
+      await tx.query("DELETE FROM lease_waiters");
       return { resources: bumped.rowCount ?? 0, leasesReleased: held, highestTokenBefore: highest, fenceBase: base + margin };
     });
   }

@@ -142,6 +142,7 @@ export function bumpFence(db: Database.Database, margin: number): { resources: n
       db.prepare("UPDATE fence_base SET floor = floor + ?").run(margin);
       db.prepare("UPDATE watch_heads SET head = head + ?").run(margin);
       db.prepare("DELETE FROM watch_changes").run();
+      db.prepare("DELETE FROM lease_waiters").run();
       return { resources: bumped.changes, leasesReleased: held };
     })
     .immediate();

@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { changesOf } from "../store.js";
 import type {
   AgentRow,
   ChangeOf,
@@ -7,12 +8,14 @@ import type {
   CommitStats,
   Decision,
   HubStore,
+  LeaseDecision,
   LeaseKey,
   LeaseRow,
   ListLeasesQuery,
   ProjectCounts,
   RuntimeRow,
   StoreClock,
+  LeaseWaiter,
   StreamChange,
 } from "../store.js";
 import { GroupCommit } from "../group-commit.js";
@@ -22,7 +25,7 @@ import { createSqliteMessages } from "./messages.js";
 import { createSqliteSync } from "./sync.js";
 import type { StoreLock } from "./lock.js";
 import { openDatabase } from "./open.js";
-import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
+import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, waiterFromDb, type AgentDb, type LeaseDb, type RuntimeDb, type WaiterDb } from "../rows.js";
 import { byRegistration, ChangeListeners } from "../changes.js";
 
 export interface SqliteStoreOptions {
@@ -175,6 +178,14 @@ export class SqliteStore implements HubStore {
       heads: db.prepare<[], { project: string; stream: string; head: number }>("SELECT project, stream, head FROM watch_heads"),
       // A stream's changes are in commit order, so its old ones are a prefix: the rows before the
       // first one to keep (recent enough, and among the last `keep`).
+      waiters: db.prepare<[string, string], WaiterDb>("SELECT * FROM lease_waiters WHERE project = ? AND name = ? ORDER BY seq"),
+      removeWaiter: db.prepare("DELETE FROM lease_waiters WHERE project = ? AND name = ? AND id = ?"),
+      addWaiter: db.prepare(
+        `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms)
+         SELECT @project, @name, coalesce(max(seq), 0) + 1, @id, @agent_id, @agent_name, @ttl_ms, @deadline_ms
+         FROM lease_waiters WHERE project = @project AND name = @name`,
+      ),
+      clearWaiters: db.prepare("DELETE FROM lease_waiters"),
       purgeStream: db.prepare<{ project: string; stream: string; cutoff: number; lowest: number; head: number }>(
         `DELETE FROM watch_changes WHERE project = @project AND stream = @stream AND seq < coalesce(
            (SELECT seq FROM watch_changes WHERE project = @project AND stream = @stream AND seq >= @lowest AND at_ms >= @cutoff ORDER BY seq LIMIT 1),
@@ -325,7 +336,7 @@ export class SqliteStore implements HubStore {
       const nowMs = this.clock.now();
       const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) this.writeAgent(d.write);
-      if (d.change) record(project, d.change.stream, d.change.body, nowMs);
+      for (const c of changesOf(d)) record(project, c.stream, c.body, nowMs);
       return d.result;
     });
   }
@@ -337,9 +348,9 @@ export class SqliteStore implements HubStore {
       const d = decide(r && agentFromDb(r), nowMs);
       if (d.write) this.writeAgent(d.write);
       const project = d.write?.project ?? r?.project;
-      if (d.change) {
+      for (const c of changesOf(d)) {
         if (project === undefined) throw new Error(`a decision on unknown agent ${id} recorded a change`);
-        record(project, d.change.stream, d.change.body, nowMs);
+        record(project, c.stream, c.body, nowMs);
       }
       return d.result;
     });
@@ -385,7 +396,7 @@ export class SqliteStore implements HubStore {
           heartbeat_at: d.write.heartbeatAtMs,
         });
       }
-      if (d.change) record(project, d.change.stream, d.change.body, nowMs);
+      for (const c of changesOf(d)) record(project, c.stream, c.body, nowMs);
       return d.result;
     });
   }
@@ -409,13 +420,19 @@ export class SqliteStore implements HubStore {
     });
   }
 
-  decideLease<T>(key: LeaseKey, decide: (current: LeaseRow | undefined, nowMs: number) => Decision<LeaseRow, T>): Promise<T> {
+  decideLease<T>(
+    key: LeaseKey,
+    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => LeaseDecision<T>,
+  ): Promise<T> {
     return this.changeTx((record) => {
       // A resource without a row stands on the store's fence base (0 until a restore raised it):
       // the rules see it as a released floor, so its first grant is base + 1 (README §5.2).
       const r = this.q.lease.get(key.project, key.name) ?? this.floorOf(key);
       const nowMs = this.clock.now();
-      const d = decide(r && leaseFromDb(r), nowMs);
+      const d = decide(r && leaseFromDb(r), nowMs, this.q.waiters.all(key.project, key.name).map(waiterFromDb));
+      for (const id of d.queue?.remove ?? []) this.q.removeWaiter.run(key.project, key.name, id);
+      const add = d.queue?.add;
+      if (add) this.q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs });
       if (d.write) {
         // A decision writes the row it was shown, never another key: that is the isolation.
         if (d.write.project !== key.project || d.write.name !== key.name) {
@@ -435,9 +452,13 @@ export class SqliteStore implements HubStore {
           expires_at: d.write.expiresAtMs,
         });
       }
-      if (d.change) record(key.project, d.change.stream, d.change.body, nowMs);
+      for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
       return d.result;
     });
+  }
+
+  async clearLeaseWaiters(): Promise<void> {
+    await this.tx(() => this.q.clearWaiters.run());
   }
 
   getLease(key: LeaseKey): Promise<LeaseRow | undefined> {

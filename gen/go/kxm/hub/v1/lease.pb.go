@@ -200,7 +200,13 @@ type AcquireLeaseRequest struct {
 	// Lease name, trimmed, 1..200 chars; may contain `/` (REST: percent-encoded as %2F).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Time to live in milliseconds, 5000..600000; unset uses 300000.
-	TtlMs         *int32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
+	TtlMs *int32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
+	// How long to wait for a lease another agent holds, in milliseconds, 0..600000; unset or 0
+	// answers LEASE_HELD at once. A waiting call joins the resource's queue (first come, first
+	// served, on every hub sharing the store) and is granted as soon as the lease is released or
+	// lapses and it is first in line, or ends with LEASE_HELD when the wait runs out. A call whose
+	// client goes away leaves the queue. A caller that does not wait never jumps the queue.
+	WaitMs        *int32 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -245,6 +251,13 @@ func (x *AcquireLeaseRequest) GetName() string {
 func (x *AcquireLeaseRequest) GetTtlMs() int32 {
 	if x != nil && x.TtlMs != nil {
 		return *x.TtlMs
+	}
+	return 0
+}
+
+func (x *AcquireLeaseRequest) GetWaitMs() int32 {
+	if x != nil && x.WaitMs != nil {
+		return *x.WaitMs
 	}
 	return 0
 }
@@ -1063,11 +1076,14 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\vacquired_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"acquiredAt\x129\n" +
 	"\n" +
-	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"U\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x7f\n" +
 	"\x13AcquireLeaseRequest\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12\x1a\n" +
-	"\x06ttl_ms\x18\x02 \x01(\x05H\x00R\x05ttlMs\x88\x01\x01B\t\n" +
-	"\a_ttl_ms\"Y\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x05H\x00R\x05ttlMs\x88\x01\x01\x12\x1c\n" +
+	"\await_ms\x18\x03 \x01(\x05H\x01R\x06waitMs\x88\x01\x01B\t\n" +
+	"\a_ttl_msB\n" +
+	"\n" +
+	"\b_wait_ms\"Y\n" +
 	"\x14AcquireLeaseResponse\x12'\n" +
 	"\x05lease\x18\x01 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n" +
 	"\arenewed\x18\x02 \x01(\bR\arenewed\"\x94\x01\n" +

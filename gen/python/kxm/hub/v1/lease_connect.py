@@ -50,9 +50,10 @@ class LeaseService(Protocol):
     async def acquire_lease(self, request: AcquireLeaseRequest, ctx: RequestContext[AcquireLeaseRequest, AcquireLeaseResponse], /) -> AcquireLeaseResponse:
         """
         Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders.
-        Errors: PROTOCOL_ERROR (name, ttl_ms), LEASE_HELD (a live lease of another agent; the
-        current lease is attached as a detail).
+        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
+        lease is waited for in the resource's queue (see wait_ms).
+        Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
+        or the one just handed to the first waiter; the current lease is attached as a detail).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -234,9 +235,10 @@ class LeaseServiceClient(ConnectClient):
     ) -> AcquireLeaseResponse:
         """
         Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders.
-        Errors: PROTOCOL_ERROR (name, ttl_ms), LEASE_HELD (a live lease of another agent; the
-        current lease is attached as a detail).
+        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
+        lease is waited for in the resource's queue (see wait_ms).
+        Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
+        or the one just handed to the first waiter; the current lease is attached as a detail).
         """
         return await self.execute_unary(
             request=request,
@@ -392,9 +394,10 @@ class LeaseServiceSync(Protocol):
     def acquire_lease(self, request: AcquireLeaseRequest, ctx: RequestContext[AcquireLeaseRequest, AcquireLeaseResponse], /) -> AcquireLeaseResponse:
         """
         Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders.
-        Errors: PROTOCOL_ERROR (name, ttl_ms), LEASE_HELD (a live lease of another agent; the
-        current lease is attached as a detail).
+        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
+        lease is waited for in the resource's queue (see wait_ms).
+        Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
+        or the one just handed to the first waiter; the current lease is attached as a detail).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -574,9 +577,10 @@ class LeaseServiceClientSync(ConnectClientSync):
     ) -> AcquireLeaseResponse:
         """
         Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders.
-        Errors: PROTOCOL_ERROR (name, ttl_ms), LEASE_HELD (a live lease of another agent; the
-        current lease is attached as a detail).
+        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
+        lease is waited for in the resource's queue (see wait_ms).
+        Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
+        or the one just handed to the first waiter; the current lease is attached as a detail).
         """
         return self.execute_unary(
             request=request,

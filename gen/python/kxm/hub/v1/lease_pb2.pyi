@@ -47,12 +47,14 @@ class Lease(_message.Message):
     def __init__(self, resource: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., holder_agent_id: _Optional[str] = ..., holder_agent_name: _Optional[str] = ..., fencing_token: _Optional[int] = ..., acquired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AcquireLeaseRequest(_message.Message):
-    __slots__ = ("name", "ttl_ms")
+    __slots__ = ("name", "ttl_ms", "wait_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
     ttl_ms: int
-    def __init__(self, name: _Optional[str] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+    wait_ms: int
+    def __init__(self, name: _Optional[str] = ..., ttl_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class AcquireLeaseResponse(_message.Message):
     __slots__ = ("lease", "renewed")

@@ -53,9 +53,10 @@ const (
 // LeaseServiceClient is a client for the kxm.hub.v1.LeaseService service.
 type LeaseServiceClient interface {
 	// Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-	// takes over a lapsed one (token + 1). Not idempotent across holders.
-	// Errors: PROTOCOL_ERROR (name, ttl_ms), LEASE_HELD (a live lease of another agent; the
-	// current lease is attached as a detail).
+	// takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
+	// lease is waited for in the resource's queue (see wait_ms).
+	// Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
+	// or the one just handed to the first waiter; the current lease is attached as a detail).
 	AcquireLease(context.Context, *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error)
 	// Extends the caller's live lease; the token and acquired_at stay.
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
@@ -174,9 +175,10 @@ func (c *leaseServiceClient) WatchLeases(ctx context.Context, req *connect.Reque
 // LeaseServiceHandler is an implementation of the kxm.hub.v1.LeaseService service.
 type LeaseServiceHandler interface {
 	// Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-	// takes over a lapsed one (token + 1). Not idempotent across holders.
-	// Errors: PROTOCOL_ERROR (name, ttl_ms), LEASE_HELD (a live lease of another agent; the
-	// current lease is attached as a detail).
+	// takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
+	// lease is waited for in the resource's queue (see wait_ms).
+	// Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
+	// or the one just handed to the first waiter; the current lease is attached as a detail).
 	AcquireLease(context.Context, *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error)
 	// Extends the caller's live lease; the token and acquired_at stay.
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or

@@ -1,0 +1,142 @@
+import { describe, expect, it } from "vitest";
+import { createClient } from "@connectrpc/connect";
+import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { protocols, withHeaders } from "../fixtures/clients.js";
+import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
+import { refusalOf } from "../fixtures/rpc.js";
+import { idle } from "../fixtures/streams.js";
+
+/**
+ * AcquireLease with waitMs: the call waits in the resource's queue (first come, first served)
+ * and is granted as the holder releases or its lease lapses, or ends with LEASE_HELD when its
+ * wait runs out. Every waiting call sleeps on the hub clock, so `idle(clock, n)` says that n of
+ * them are queued, and moving the clock is what makes a lease lapse or a wait run out.
+ */
+describe("blocking acquire", () => {
+  const client = (t: TestHub, a: AgentCreds) => createClient(LeaseService, protocols[1].make(t.baseUrl, [withHeaders(a.headers)]));
+  const acquire = (t: TestHub, a: AgentCreds, name: string, waitMs?: number, signal?: AbortSignal) =>
+    client(t, a).acquireLease({ name, ttlMs: 30_000, ...(waitMs !== undefined && { waitMs }) }, { signal });
+  const release = (t: TestHub, a: AgentCreds, name: string, token: bigint) => client(t, a).releaseLease({ name, fencingToken: token });
+  const waiting = async (t: TestHub) => Number((await t.sql("SELECT count(*) AS n FROM lease_waiters"))[0]!.n);
+  const settled = async <T>(p: Promise<T>) => {
+    let done = false;
+    void p.then(
+      () => (done = true),
+      () => (done = true),
+    );
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    return done;
+  };
+
+  it("hands the lease over in arrival order to 5 waiters, each with the next token, with one call each", async () => {
+    await using t = await startTestHub();
+    const holder = await t.register("holder");
+    const waiters = await Promise.all([1, 2, 3, 4, 5].map((i) => t.register(`waiter-${i}`)));
+    const first = await acquire(t, holder, "deploy");
+    const calls: Promise<{ lease?: { fencingToken: bigint; holderAgentName: string } }>[] = [];
+    for (const [i, w] of waiters.entries()) {
+      calls.push(acquire(t, w, "deploy", 60_000));
+      await idle(t.clock, i + 1); // queued (asleep on the hub clock) before the next one comes
+    }
+    expect(await waiting(t)).toBe(5);
+
+    let token = first.lease!.fencingToken;
+    await release(t, holder, "deploy", token);
+    for (const [i, w] of waiters.entries()) {
+      const got = await calls[i]!;
+      expect(got.lease).toMatchObject({ holderAgentName: w.name, fencingToken: token + 1n });
+      token = got.lease!.fencingToken;
+      await release(t, w, "deploy", token);
+    }
+    expect(await waiting(t)).toBe(0);
+    // No polling: one AcquireLease per agent reached the hub, and none was refused.
+    const acquires = t.events.filter((e) => e.event === "lease_acquired").length;
+    expect(acquires).toBe(6);
+    expect(t.events.filter((e) => e.event === "lease_denied")).toEqual([]);
+  });
+
+  it("grants a waiter the lease its holder let lapse, as a takeover, when the hub clock passes its expiry", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const held = await client(t, a).acquireLease({ name: "db", ttlMs: 5_000 });
+    const wait = acquire(t, b, "db", 60_000);
+    await idle(t.clock);
+    t.clock.advance(4_999);
+    expect(await settled(wait)).toBe(false);
+    await idle(t.clock);
+    t.clock.advance(1);
+    const got = await wait;
+    expect(got.lease).toMatchObject({ holderAgentName: "beta", fencingToken: held.lease!.fencingToken + 1n });
+  });
+
+  it("ends with LEASE_HELD and the holder's lease when the wait runs out, and leaves the queue", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const c = await t.register("gamma");
+    const held = await acquire(t, a, "db");
+    const wait = acquire(t, b, "db", 10_000);
+    await idle(t.clock);
+    t.clock.advance(10_000);
+    const e = refusalOf(await wait.catch((x: unknown) => x));
+    expect(e).toMatchObject({ reason: "LEASE_HELD", lease: { holderAgentName: "alpha" } });
+    expect(await waiting(t)).toBe(0);
+    await release(t, a, "db", held.lease!.fencingToken);
+    // Nobody was handed the lease: the next caller gets it.
+    expect((await acquire(t, c, "db")).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: held.lease!.fencingToken + 1n });
+  });
+
+  it("takes a call whose client goes away out of the queue", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const c = await t.register("gamma");
+    const held = await acquire(t, a, "db");
+    const ac = new AbortController();
+    const wait = acquire(t, b, "db", 60_000, ac.signal);
+    await idle(t.clock);
+    expect(await waiting(t)).toBe(1);
+    ac.abort();
+    await wait.catch(() => undefined);
+    for (let i = 0; i < 200 && (await waiting(t)) > 0; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await waiting(t)).toBe(0);
+    await release(t, a, "db", held.lease!.fencingToken);
+    expect((await acquire(t, c, "db")).lease).toMatchObject({ holderAgentName: "gamma" });
+  });
+
+  it("never lets a caller that does not wait take a lease a waiter is first in line for", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const c = await t.register("gamma");
+    await client(t, a).acquireLease({ name: "db", ttlMs: 5_000 });
+    const wait = acquire(t, b, "db", 60_000);
+    await idle(t.clock);
+    // The lease lapses; the caller that does not wait comes before the waiter looks again.
+    t.clock.jump(5_000);
+    const e = refusalOf(await acquire(t, c, "db").catch((x: unknown) => x));
+    expect(e).toMatchObject({ reason: "LEASE_HELD", lease: { holderAgentName: "beta" } });
+    // The handover woke the waiter: it holds the lease it was handed.
+    expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
+  });
+
+  it("waits through REST with waitMs, and refuses a wait out of range", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const held = await acquire(t, a, "db");
+    const wait = t.rest("/v1/leases/db/acquire", { headers: b.headers, json: { ttlMs: 30_000, waitMs: 60_000 } });
+    await idle(t.clock);
+    await release(t, a, "db", held.lease!.fencingToken);
+    const res = await wait;
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { lease: { holderAgentName: string; fencingToken: number } }).lease).toMatchObject({
+      holderAgentName: "beta",
+      fencingToken: 2,
+    });
+    const bad = await t.rest("/v1/leases/x/acquire", { headers: b.headers, json: { waitMs: 600_001 } });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { code: string }).code).toBe("protocol_error");
+  });
+});
