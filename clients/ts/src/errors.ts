@@ -1,0 +1,37 @@
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ErrorInfoSchema, LeaseSchema, type Lease } from "./generated.js";
+
+/**
+ * A refusal from the hub, whatever the call: its code (`lease_held`, `cursor_expired`, …, the
+ * hub's error table), the facts in its metadata, and the lease it concerns when there is one.
+ * Anything that is not a hub refusal (the hub unreachable, a cancelled call) is a `HubError`
+ * with `code` `unavailable`, `cancelled` or `unknown`, and `transient` says whether trying
+ * again later may succeed.
+ */
+export class HubError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly metadata: Record<string, string> = {},
+    readonly lease?: Lease,
+    readonly transient = false,
+    options?: { cause: unknown },
+  ) {
+    super(message, options);
+    this.name = "HubError";
+  }
+
+  /** The error of a failed call, typed. */
+  static from(e: unknown): HubError {
+    if (e instanceof HubError) return e;
+    const c = ConnectError.from(e);
+    const info = c.findDetails(ErrorInfoSchema)[0];
+    if (info && info.domain === "kxm-hub") {
+      const transient = c.code === Code.Unavailable || c.code === Code.ResourceExhausted;
+      return new HubError(info.reason.toLowerCase(), c.rawMessage, { ...info.metadata }, c.findDetails(LeaseSchema)[0], transient, { cause: e });
+    }
+    if (c.code === Code.Canceled) return new HubError("cancelled", c.rawMessage, {}, undefined, false, { cause: e });
+    const transient = c.code === Code.Unavailable || c.code === Code.DeadlineExceeded || c.code === Code.Unknown || c.code === Code.Internal;
+    return new HubError(transient ? "unavailable" : "unknown", c.rawMessage, {}, undefined, transient, { cause: e });
+  }
+}

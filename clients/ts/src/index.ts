@@ -1,0 +1,11 @@
+/**
+ * kxm-hub's client library: a session (registration, heartbeats, credentials), leases kept
+ * renewed with a loss signal, a resuming inbox and typed errors, over the generated Connect
+ * clients (exported too, for everything else the hub serves).
+ */
+export { connect, Session, type SessionOptions } from "./session.js";
+export { HeldLease, type AcquireOptions } from "./lease.js";
+export { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
+export { HubError } from "./errors.js";
+export { monotonicClock, type Clock } from "./clock.js";
+export * from "./generated.js";

@@ -1,0 +1,115 @@
+import type { Client } from "@connectrpc/connect";
+import type { Clock } from "./clock.js";
+import { HubError } from "./errors.js";
+import type { Lease, LeaseService } from "./generated.js";
+
+export interface AcquireOptions {
+  /** Time to live on the hub, 5,000..600,000 ms (default 30,000). */
+  ttlMs?: number;
+  /** Wait this long for a lease another agent holds, in the hub's queue (default 0: lease_held at once). */
+  waitMs?: number;
+  /** Stops waiting (and leaves the queue). */
+  signal?: AbortSignal;
+}
+
+/**
+ * A lease this process holds, renewed about every third of its TTL until it is released or lost.
+ * `lost` aborts (its reason a HubError) when the hub says the lease is gone (`lease_superseded`,
+ * `lease_expired`, `lease_not_found`), and also when renewals have failed for so long that the
+ * lease may lapse on the hub: a fifth of the TTL before that, counted from when the last
+ * successful renewal was sent, so the work it guards stops before anyone else can be granted it.
+ */
+export class HeldLease {
+  #lease: Lease;
+  readonly #lost = new AbortController();
+  readonly #stop = new AbortController();
+  readonly #done: Promise<void>;
+
+  constructor(
+    private readonly leases: Client<typeof LeaseService>,
+    private readonly clock: Clock,
+    lease: Lease,
+    private readonly ttlMs: number,
+    sentAtMs: number,
+  ) {
+    this.#lease = lease;
+    this.#done = this.keep(sentAtMs + ttlMs);
+  }
+
+  get name(): string {
+    return this.#lease.name;
+  }
+
+  /** The fencing token: present it with every write to the guarded resource (README, "The fence"). */
+  get token(): bigint {
+    return this.#lease.fencingToken;
+  }
+
+  /** The lease as the hub last granted or renewed it. */
+  get lease(): Lease {
+    return this.#lease;
+  }
+
+  /** Aborts when the lease is lost; `reason` is the HubError that says why. */
+  get lost(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  /** Throws the loss, if the lease is lost: call it before an irreversible step. */
+  check(): void {
+    if (this.#lost.signal.aborted) throw this.#lost.signal.reason as HubError;
+  }
+
+  /** Stops renewing and releases the lease (a lease already lost is not released). */
+  async release(): Promise<void> {
+    this.#stop.abort();
+    await this.#done;
+    if (this.#lost.signal.aborted) return;
+    this.#lose(new HubError("released", `lease ${this.name} was released`));
+    try {
+      await this.leases.releaseLease({ name: this.name, fencingToken: this.token });
+    } catch (e) {
+      const err = HubError.from(e);
+      // Gone already (superseded, lapsed and taken): nothing of ours to release.
+      if (!["lease_superseded", "lease_not_found"].includes(err.code)) throw err;
+    }
+  }
+
+  #lose(reason: HubError): void {
+    if (!this.#lost.signal.aborted) this.#lost.abort(reason);
+  }
+
+  /** Renews every ttl/3; retries a failed renewal until the lease may be lapsing, then gives it up. */
+  private async keep(validUntilMs: number): Promise<void> {
+    const margin = this.ttlMs / 5;
+    let nextRenewAt = this.clock.now() + this.ttlMs / 3;
+    while (!this.#stop.signal.aborted && !this.#lost.signal.aborted) {
+      const lostAt = validUntilMs - margin;
+      await this.clock.sleep(Math.min(nextRenewAt, lostAt) - this.clock.now(), this.#stop.signal);
+      if (this.#stop.signal.aborted) return;
+      if (this.clock.now() >= lostAt) {
+        this.#lose(new HubError("lease_unconfirmed", `lease ${this.name} could not be renewed before it may lapse`, {}, this.#lease, true));
+        return;
+      }
+      const sentAt = this.clock.now();
+      try {
+        const r = await this.leases.renewLease(
+          { name: this.name, fencingToken: this.token, ttlMs: this.ttlMs },
+          { signal: this.#stop.signal, timeoutMs: Math.max(1, Math.floor(lostAt - sentAt)) },
+        );
+        if (r.lease) this.#lease = r.lease;
+        validUntilMs = sentAt + this.ttlMs;
+        nextRenewAt = sentAt + this.ttlMs / 3;
+      } catch (e) {
+        if (this.#stop.signal.aborted) return;
+        const err = HubError.from(e);
+        if (!err.transient && err.code !== "rate_limited") {
+          this.#lose(err);
+          return;
+        }
+        // The hub is away: try again soon, while the lease can still be valid.
+        nextRenewAt = this.clock.now() + Math.min(1_000, this.ttlMs / 10);
+      }
+    }
+  }
+}

@@ -1,0 +1,173 @@
+import os from "node:os";
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { monotonicClock, type Clock } from "./clock.js";
+import { HubError } from "./errors.js";
+import { LeaseService, PeerService, PresenceService, type Agent, type Message } from "./generated.js";
+import { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
+import { HeldLease, type AcquireOptions } from "./lease.js";
+
+export interface SessionOptions {
+  /** The hub's base URL, e.g. `http://127.0.0.1:7331`. */
+  url: string;
+  project: string;
+  /** The agent's name in the project (a registration resumes the offline agent of that name). */
+  name: string;
+  /** The project's token (`Authorization: Bearer`); none on a loopback hub without tokens. */
+  token?: string;
+  purpose?: string;
+  model?: string;
+  /** Host label; default: this machine's host name. */
+  host?: string;
+  /** Heartbeat interval; default 10 s, well inside the hub's default stale-after of 30 s. */
+  heartbeatMs?: number;
+  /**
+   * Default: Connect over HTTP/2 (connect-node), one connection, closed by close(). A function
+   * of the interceptors the session adds.
+   */
+  transport?: (interceptors: Interceptor[]) => Transport;
+  /** Default: the monotonic clock. */
+  clock?: Clock;
+}
+
+/**
+ * An agent's session with the hub: registered (or resumed) on open, its credentials on every
+ * call, a heartbeat while it lives, and unregistered on close. `lost` aborts when the hub refuses
+ * the agent (its key rotated away) or heartbeats have failed for three intervals in a row.
+ */
+export class Session {
+  readonly agent: Agent;
+  readonly leases: Client<typeof LeaseService>;
+  readonly peer: Client<typeof PeerService>;
+  readonly presence: Client<typeof PresenceService>;
+  readonly #lost = new AbortController();
+  readonly #closing = new AbortController();
+  readonly #held = new Set<HeldLease>();
+  readonly #heartbeats: Promise<void>;
+  readonly #connection: Http2SessionManager | undefined;
+
+  private constructor(
+    o: Required<Pick<SessionOptions, "heartbeatMs">> & { clock: Clock; connection: Http2SessionManager | undefined },
+    agent: Agent,
+    clients: { leases: Client<typeof LeaseService>; peer: Client<typeof PeerService>; presence: Client<typeof PresenceService> },
+  ) {
+    this.agent = agent;
+    ({ leases: this.leases, peer: this.peer, presence: this.presence } = clients);
+    this.clock = o.clock;
+    this.#connection = o.connection;
+    this.#heartbeats = this.beat(o.heartbeatMs);
+  }
+
+  private readonly clock: Clock;
+
+  /** Registers (or resumes) the agent and starts its heartbeats. */
+  static async open(o: SessionOptions): Promise<Session> {
+    const credentials: Record<string, string> = o.token ? { authorization: `Bearer ${o.token}` } : {};
+    const auth: Interceptor = (next) => (req) => {
+      for (const [k, v] of Object.entries(credentials)) req.header.set(k, v);
+      return next(req);
+    };
+    const connection = o.transport ? undefined : new Http2SessionManager(o.url);
+    const transport = (o.transport ?? ((interceptors) => createConnectTransport({ baseUrl: o.url, httpVersion: "2", sessionManager: connection, interceptors })))([auth]);
+    const presence = createClient(PresenceService, transport);
+    let registered;
+    try {
+      registered = await presence.registerAgent({ name: o.name, project: o.project, purpose: o.purpose, model: o.model, host: o.host ?? os.hostname().slice(0, 64) });
+    } catch (e) {
+      connection?.abort();
+      throw HubError.from(e);
+    }
+    credentials["x-kxm-agent-id"] = registered.agent!.id;
+    credentials["x-kxm-agent-key"] = registered.agentKey;
+    return new Session({ heartbeatMs: o.heartbeatMs ?? 10_000, clock: o.clock ?? monotonicClock, connection }, registered.agent!, {
+      leases: createClient(LeaseService, transport),
+      peer: createClient(PeerService, transport),
+      presence,
+    });
+  }
+
+  /** Aborts when the session is lost; `reason` is the HubError that says why. */
+  get lost(): AbortSignal {
+    return this.#lost.signal;
+  }
+
+  /**
+   * Acquires a lease and keeps it renewed (see HeldLease): with `waitMs`, waits for it in the
+   * hub's queue. Throws HubError (`lease_held` with the holder's lease).
+   */
+  async acquire(name: string, o: AcquireOptions = {}): Promise<HeldLease> {
+    const ttlMs = o.ttlMs ?? 30_000;
+    const sentAt = this.clock.now();
+    let lease;
+    try {
+      lease = (await this.leases.acquireLease({ name, ttlMs, waitMs: o.waitMs }, { signal: o.signal })).lease!;
+    } catch (e) {
+      throw HubError.from(e);
+    }
+    const held = new HeldLease(this.leases, this.clock, lease, ttlMs, sentAt);
+    this.#held.add(held);
+    held.lost.addEventListener("abort", () => this.#held.delete(held), { once: true });
+    return held;
+  }
+
+  /**
+   * Runs `fn` holding the lease: `fn` gets the fencing token and a signal that aborts if the
+   * lease is lost; the lease is released when `fn` settles.
+   */
+  async withLease<T>(name: string, fn: (lease: { token: bigint; signal: AbortSignal }) => Promise<T>, o: AcquireOptions = {}): Promise<T> {
+    const held = await this.acquire(name, o);
+    try {
+      return await fn({ token: held.token, signal: held.lost });
+    } finally {
+      await held.release().catch(() => undefined);
+    }
+  }
+
+  /** The agent's inbox (see inboxEvents): resumes across dropped connections and hub restarts. */
+  inbox(o: InboxOptions = {}): AsyncGenerator<InboxEvent> {
+    return inboxEvents(this.peer, this.clock, o);
+  }
+
+  /** Sends a message to an agent of the project (id or name). */
+  async send(target: string, content: string): Promise<Message> {
+    try {
+      return (await this.peer.sendMessage({ target, content })).message!;
+    } catch (e) {
+      throw HubError.from(e);
+    }
+  }
+
+  /** Releases every lease still held, stops the heartbeats, unregisters the agent and closes the connection. */
+  async close(): Promise<void> {
+    await Promise.all([...this.#held].map((h) => h.release().catch(() => undefined)));
+    this.#closing.abort();
+    await this.#heartbeats;
+    if (!this.#lost.signal.aborted) {
+      this.#lost.abort(new HubError("closed", "the session was closed"));
+      await this.presence.unregisterAgent({}).catch(() => undefined);
+    }
+    this.#connection?.abort();
+  }
+
+  private async beat(everyMs: number): Promise<void> {
+    let failures = 0;
+    while (!this.#closing.signal.aborted) {
+      await this.clock.sleep(everyMs, this.#closing.signal);
+      if (this.#closing.signal.aborted) return;
+      try {
+        await this.presence.heartbeat({ agentId: this.agent.id }, { signal: this.#closing.signal });
+        failures = 0;
+      } catch (e) {
+        if (this.#closing.signal.aborted) return;
+        const err = HubError.from(e);
+        if (!err.transient || ++failures >= 3) {
+          this.#lost.abort(err);
+          return;
+        }
+      }
+    }
+  }
+}
+
+/** Opens a session (Session.open). */
+export const connect = (o: SessionOptions) => Session.open(o);

@@ -1,0 +1,209 @@
+import { randomBytes } from "node:crypto";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import type { Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { connect, HubError, type Session } from "../../clients/ts/src/index.js";
+import { serveCli } from "../fixtures/cli.js";
+import { FakeClock } from "../fixtures/fake-clock.js";
+import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { idle } from "../fixtures/streams.js";
+
+/**
+ * The TypeScript library's behaviour against a real hub: leases kept and lost, blocking acquire,
+ * the resuming inbox, typed errors. In-process hubs share their FakeClock with the library, so
+ * renewals and lapses happen when the test moves time; the outage tests run `kxm-hub serve` and
+ * SIGKILL it, on real time.
+ */
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+
+/** Counts the calls each session makes, by method name. */
+function counted() {
+  const calls = new Map<string, number>();
+  const count: Interceptor = (next) => (req) => {
+    calls.set(req.method.name, (calls.get(req.method.name) ?? 0) + 1);
+    return next(req);
+  };
+  return { calls, transport: (url: string) => (interceptors: Interceptor[]) => createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [count, ...interceptors] }) };
+}
+
+const open = (t: TestHub, name: string, extra: Partial<Parameters<typeof connect>[0]> = {}) =>
+  connect({ url: t.baseUrl, project: "p", name, clock: t.clock, heartbeatMs: 60_000, ...extra });
+
+describe("TypeScript library: leases", () => {
+  it("keeps a lease through three times its TTL by renewing it", async () => {
+    await using t = await startTestHub();
+    const s = await open(t, "keeper");
+    const held = await s.acquire("repo/main", { ttlMs: 6_000 });
+    for (let elapsed = 0; elapsed < 18_000; elapsed += 2_000) {
+      await idle(t.clock, 2); // the keeper and the heartbeat asleep: the last renewal is done
+      t.clock.advance(2_000);
+    }
+    await idle(t.clock, 2);
+    expect(held.lost.aborted).toBe(false);
+    const now = (await s.leases.getLease({ name: "repo/main" })).lease!;
+    expect(now.fencingToken).toBe(held.token);
+    expect(Number(now.expiresAt!.seconds) * 1000).toBeGreaterThan(t.clock.now());
+    await s.close();
+  });
+
+  it("signals loss when the hub says the lease was superseded", async () => {
+    await using t = await startTestHub();
+    const late = new FakeClock(t.clock.now()); // this process's timers, running late against the hub's
+    const a = await open(t, "alpha", { clock: late });
+    const b = await open(t, "beta");
+    const held = await a.acquire("db", { ttlMs: 5_000 });
+    t.clock.advance(5_001);
+    const taken = await b.acquire("db", { ttlMs: 5_000 });
+    expect(taken.token).toBe(held.token + 1n);
+    late.advance(5_000 / 3); // the keeper renews: the hub refuses
+    await new Promise<void>((resolve) => held.lost.addEventListener("abort", () => resolve(), { once: true }));
+    const reason = held.lost.reason as HubError;
+    expect(reason).toBeInstanceOf(HubError);
+    expect(reason.code).toBe("lease_superseded");
+    expect(reason.lease?.holderAgentName).toBe("beta");
+    expect(() => held.check()).toThrow(HubError);
+  });
+
+  it("hands a lease over to 5 waiters in the order they came, one AcquireLease call each", async () => {
+    await using t = await startTestHub();
+    const holder = await open(t, "holder");
+    const first = await holder.acquire("deploy", { ttlMs: 30_000 });
+    const { calls, transport } = counted();
+    const waiters: Session[] = [];
+    const got: Promise<Awaited<ReturnType<Session["acquire"]>>>[] = [];
+    for (let i = 0; i < 5; i++) {
+      const w = await open(t, `waiter-${i}`, { transport: transport(t.baseUrl) });
+      waiters.push(w);
+      got.push(w.acquire("deploy", { ttlMs: 30_000, waitMs: 120_000 }));
+      await idle(t.clock, 2 + 2 * (i + 1)); // holder: heartbeat + keeper; each waiter: heartbeat + its wait
+    }
+    await first.release();
+    let token = first.token;
+    for (let i = 0; i < 5; i++) {
+      const held = await got[i]!;
+      expect([held.lease.holderAgentName, held.token]).toEqual([`waiter-${i}`, token + 1n]);
+      token = held.token;
+      await held.release();
+    }
+    expect(calls.get("AcquireLease")).toBe(5);
+  });
+
+  it("refuses with a typed lease_held that carries the holder's lease", async () => {
+    await using t = await startTestHub();
+    const a = await open(t, "alpha");
+    const b = await open(t, "beta");
+    const held = await a.acquire("db");
+    const e = await b.acquire("db").catch((x: unknown) => x);
+    expect(e).toBeInstanceOf(HubError);
+    expect(e).toMatchObject({ code: "lease_held", metadata: { holderAgentName: "alpha" }, transient: false });
+    expect((e as HubError).lease?.fencingToken).toBe(held.token);
+  });
+});
+
+describe("TypeScript library: a hub that goes away", () => {
+  async function hubProcess(port: number, dataPath: string) {
+    return serveCli(["--port", String(port), "--data-path", dataPath, "--log-path", "-"]);
+  }
+
+  it("keeps the lease through a SIGKILL and restart shorter than the TTL; signals loss before the TTL ends when the outage is longer", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-lib-"));
+    const port = await freePort();
+    const dataPath = path.join(dir, "kxm.db");
+    let hub = await hubProcess(port, dataPath);
+    try {
+      const s = await connect({ url: hub.url, project: "p", name: "survivor", heartbeatMs: 60_000 });
+      const ttlMs = 6_000;
+      const held = await s.acquire("db", { ttlMs });
+
+      // Short: down for about a second, then back on the same file and port.
+      hub.child.kill("SIGKILL");
+      await new Promise((r) => hub.child.once("close", r));
+      await new Promise((r) => setTimeout(r, 1_000));
+      hub = await hubProcess(port, dataPath);
+      await new Promise((r) => setTimeout(r, ttlMs));
+      expect(held.lost.aborted).toBe(false);
+      expect((await s.leases.getLease({ name: "db" })).lease?.fencingToken).toBe(held.token);
+
+      // Long: down for good. The loss comes before the lease, as the hub last confirmed it, ends.
+      hub.child.kill("SIGKILL");
+      await new Promise<void>((resolve) => held.lost.addEventListener("abort", () => resolve(), { once: true }));
+      const lostAt = Date.now();
+      expect((held.lost.reason as HubError).code).toBe("lease_unconfirmed");
+      const expiresAt = Number(held.lease.expiresAt!.seconds) * 1000 + Math.floor(held.lease.expiresAt!.nanos / 1e6);
+      expect(lostAt).toBeLessThan(expiresAt);
+    } finally {
+      hub.child.kill("SIGKILL");
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
+
+describe("TypeScript library: inbox", () => {
+  it("loses and repeats nothing across a hub restart and a forced subscriber_too_slow", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-lib-inbox-"));
+    const port = await freePort();
+    const clock = new FakeClock();
+    const config = { port, dataPath: path.join(dir, "kxm.db"), streamMaxLag: 4 };
+    try {
+      let t = await startTestHub({ clock, config });
+      const sender = await open(t, "sender");
+      const { calls, transport } = counted();
+      const reader = await open(t, "reader", { transport: transport(t.baseUrl) });
+      const seen: string[] = [];
+      const ac = new AbortController();
+      const it = reader.inbox({ signal: ac.signal })[Symbol.asyncIterator]();
+      const next = async () => {
+        const r = await it.next();
+        if (r.done) throw new Error("inbox ended");
+        seen.push(r.value.message.content.slice(0, 11));
+        return r.value;
+      };
+      // Random text: the hub compresses frames, so repeated characters would fill no buffer.
+      const big = (i: number) => `message ${String(i).padStart(3, "0")} ${randomBytes(15_000).toString("base64")}`;
+
+      await sender.send("reader", big(0));
+      await next();
+      // The reader stops reading while 60 large messages arrive: HTTP/2 flow control holds the
+      // hub's writes, the stream falls more than 4 events behind and is cut off; the inbox
+      // resumes where the hub says.
+      for (let i = 1; i <= 60; i++) await sender.send("reader", big(i));
+      for (let i = 1; i <= 60; i++) await next();
+      expect(calls.get("Subscribe")).toBeGreaterThan(1); // it was cut off, and resumed
+
+      // The hub restarts on the same file and port.
+      await t.close();
+      t = await startTestHub({ clock, config });
+      const subscribes = calls.get("Subscribe")!;
+      // The restarted hub has every agent offline until it calls: the inbox reconnecting (its
+      // back-off runs on the shared clock) brings the reader back online.
+      const reconnected = next();
+      for (let i = 0; i < 200 && calls.get("Subscribe") === subscribes; i++) {
+        clock.advance(5_000);
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      expect(calls.get("Subscribe")).toBeGreaterThan(subscribes);
+      for (let i = 0; i < 200 && !(await t.sql("SELECT online FROM agents WHERE name = 'reader'"))[0]?.online; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      for (let i = 61; i <= 65; i++) await sender.send("reader", big(i));
+      await reconnected;
+      for (let i = 62; i <= 65; i++) await next();
+
+      expect(seen).toEqual(Array.from({ length: 66 }, (_, i) => `message ${String(i).padStart(3, "0")}`));
+      ac.abort();
+      await t.close();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
