@@ -64,6 +64,15 @@ describe("Go client (gen/go)", () => {
         expect(r.code, "go test exit code").toBe(0);
         expect(r.output).toContain("--- PASS: TestScenarioConnect");
         expect(r.output).toContain("--- PASS: TestScenarioGRPC");
+        for (const name of [
+          "TestLibraryRenewalsKeepALeaseThroughThreeTTLs",
+          "TestLibrarySupersededHolderIsToldItLostTheLease",
+          "TestLibraryHandsOverToFiveWaitersInOrder",
+          "TestLibraryTypedErrorsCarryTheCodeAndTheLease",
+          "TestLibraryInboxAcksAndReplies",
+        ]) {
+          expect(r.output).toContain(`--- PASS: ${name}`);
+        }
       } finally {
         await control.close();
       }

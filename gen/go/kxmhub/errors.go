@@ -1,0 +1,78 @@
+package kxmhub
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+
+	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
+)
+
+// Error is a refusal from the hub, whatever the call: its Code ("lease_held", "cursor_expired",
+// …, the hub's error table), the facts in Metadata, and the Lease it concerns when there is one.
+// Anything that is not a hub refusal (the hub unreachable, a cancelled call) is an Error with
+// Code "unavailable", "cancelled" or "unknown"; Transient says whether trying again may succeed.
+type Error struct {
+	Code      string
+	Message   string
+	Metadata  map[string]string
+	Lease     *hubv1.Lease
+	Transient bool
+	cause     error
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+func (e *Error) Unwrap() error { return e.cause }
+
+// Is matches another *Error by code: errors.Is(err, &kxmhub.Error{Code: "lease_held"}).
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// AsError types the error of a failed call (nil stays nil).
+func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return &Error{Code: "unavailable", Message: err.Error(), Transient: true, cause: err}
+	}
+	out := &Error{Message: ce.Message(), Metadata: map[string]string{}, cause: err}
+	for _, d := range ce.Details() {
+		v, derr := d.Value()
+		if derr != nil {
+			continue
+		}
+		switch m := v.(type) {
+		case *errdetails.ErrorInfo:
+			if m.GetDomain() == "kxm-hub" {
+				out.Code = strings.ToLower(m.GetReason())
+				for k, val := range m.GetMetadata() {
+					out.Metadata[k] = val
+				}
+			}
+		case *hubv1.Lease:
+			out.Lease = m
+		}
+	}
+	switch {
+	case out.Code != "":
+		out.Transient = ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeResourceExhausted
+	case ce.Code() == connect.CodeCanceled:
+		out.Code = "cancelled"
+	case ce.Code() == connect.CodeUnavailable, ce.Code() == connect.CodeDeadlineExceeded, ce.Code() == connect.CodeUnknown, ce.Code() == connect.CodeInternal:
+		out.Code, out.Transient = "unavailable", true
+	default:
+		out.Code = "unknown"
+	}
+	return out
+}

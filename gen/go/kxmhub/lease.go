@@ -1,0 +1,192 @@
+package kxmhub
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
+)
+
+// AcquireOptions: TTL on the hub (5 s..10 min, default 30 s); Wait for a lease another agent
+// holds, in the hub's queue (default 0: lease_held at once). The context ends a wait.
+type AcquireOptions struct {
+	TTL  time.Duration
+	Wait time.Duration
+}
+
+// Lease is a lease this process holds, renewed about every third of its TTL until Release or
+// loss. Lost is closed (Err says why) when the hub says the lease is gone (lease_superseded,
+// lease_expired, lease_not_found), and also when renewals have failed for so long that the lease
+// may lapse on the hub: a fifth of the TTL before the TTL counted from when the last successful
+// renewal was sent, so the work it guards stops before anyone else can be granted it.
+type Lease struct {
+	Name string
+	// Token is the fencing token: present it with every write to the guarded resource.
+	Token int64
+
+	s     *Session
+	ttl   time.Duration
+	lost  chan struct{}
+	stop  chan struct{}
+	kept  sync.WaitGroup
+	mu    sync.Mutex
+	err   error
+	lease *hubv1.Lease
+}
+
+// Acquire takes the lease (waiting in the queue with Wait) and keeps it renewed.
+func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*Lease, error) {
+	if o.TTL == 0 {
+		o.TTL = 30 * time.Second
+	}
+	ttl := int32(o.TTL / time.Millisecond)
+	req := &hubv1.AcquireLeaseRequest{Name: name, TtlMs: &ttl}
+	if o.Wait > 0 {
+		wait := int32(o.Wait / time.Millisecond)
+		req.WaitMs = &wait
+	}
+	sent := s.clock.Now()
+	res, err := s.Leases.AcquireLease(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, AsError(err)
+	}
+	l := &Lease{Name: name, Token: res.Msg.GetLease().GetFencingToken(), s: s, ttl: o.TTL, lost: make(chan struct{}), stop: make(chan struct{}), lease: res.Msg.GetLease()}
+	s.mu.Lock()
+	s.held[l] = struct{}{}
+	s.mu.Unlock()
+	l.kept.Add(1)
+	go l.keep(sent.Add(o.TTL))
+	return l, nil
+}
+
+// WithLease runs fn holding the lease: fn's context is cancelled if the lease is lost, and the
+// lease is released when fn returns.
+func (s *Session) WithLease(ctx context.Context, name string, o AcquireOptions, fn func(ctx context.Context, token int64) error) error {
+	l, err := s.Acquire(ctx, name, o)
+	if err != nil {
+		return err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	work, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-l.Lost():
+			cancel(l.Err())
+		case <-work.Done():
+		}
+	}()
+	return fn(work, l.Token)
+}
+
+// Lost is closed when the lease is lost (or released).
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Err says why Lost is closed.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Check returns the loss, if the lease is lost: call it before an irreversible step.
+func (l *Lease) Check() error { return l.Err() }
+
+// Lease is the lease as the hub last granted or renewed it.
+func (l *Lease) Lease() *hubv1.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease
+}
+
+func (l *Lease) lose(err *Error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return false
+	}
+	l.err = err
+	close(l.lost)
+	l.s.mu.Lock()
+	delete(l.s.held, l)
+	l.s.mu.Unlock()
+	return true
+}
+
+// Release stops renewing and releases the lease (one already lost is not released).
+func (l *Lease) Release(ctx context.Context) error {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.kept.Wait()
+	if !l.lose(&Error{Code: "released", Message: "lease " + l.Name + " was released"}) {
+		return nil
+	}
+	_, err := l.s.Leases.ReleaseLease(ctx, connect.NewRequest(&hubv1.ReleaseLeaseRequest{Name: l.Name, FencingToken: &l.Token}))
+	if e := AsError(err); e != nil && e.Code != "lease_superseded" && e.Code != "lease_not_found" {
+		return e
+	}
+	return nil
+}
+
+func (l *Lease) keep(validUntil time.Time) {
+	defer l.kept.Done()
+	margin := l.ttl / 5
+	nextRenew := l.s.clock.Now().Add(l.ttl / 3)
+	for {
+		lostAt := validUntil.Add(-margin)
+		wake := nextRenew
+		if lostAt.Before(wake) {
+			wake = lostAt
+		}
+		select {
+		case <-l.stop:
+			return
+		case <-l.s.clock.After(wake.Sub(l.s.clock.Now())):
+		}
+		if !l.s.clock.Now().Before(lostAt) {
+			l.lose(&Error{Code: "lease_unconfirmed", Message: "lease " + l.Name + " could not be renewed before it may lapse", Lease: l.Lease(), Transient: true})
+			return
+		}
+		sent := l.s.clock.Now()
+		ttl := int32(l.ttl / time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), lostAt.Sub(sent))
+		go func() {
+			select {
+			case <-l.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		res, err := l.s.Leases.RenewLease(ctx, connect.NewRequest(&hubv1.RenewLeaseRequest{Name: l.Name, FencingToken: &l.Token, TtlMs: &ttl}))
+		cancel()
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		if err == nil {
+			l.mu.Lock()
+			l.lease = res.Msg.GetLease()
+			l.mu.Unlock()
+			validUntil = sent.Add(l.ttl)
+			nextRenew = sent.Add(l.ttl / 3)
+			continue
+		}
+		if e := AsError(err); !e.Transient && e.Code != "rate_limited" {
+			l.lose(e)
+			return
+		}
+		// The hub is away: try again soon, while the lease can still be valid.
+		retry := l.ttl / 10
+		if retry > time.Second {
+			retry = time.Second
+		}
+		nextRenew = l.s.clock.Now().Add(retry)
+	}
+}

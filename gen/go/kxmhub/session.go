@@ -1,0 +1,228 @@
+// Package kxmhub is the client library for kxm-hub over the generated Connect clients
+// (../kxm/hub/v1): a Session that registers the agent, sends its credentials and heartbeats; a
+// Lease kept renewed with a loss signal; blocking acquire; an inbox that resumes; one Error type.
+package kxmhub
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
+	"github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1/hubv1connect"
+)
+
+// Options says which hub, which project and which agent.
+type Options struct {
+	URL     string // the hub's base URL, e.g. http://127.0.0.1:7331
+	Project string
+	Name    string // the agent's name; a registration resumes the offline agent of that name
+	Token   string // the project's token; empty on a loopback hub without tokens
+	Purpose string
+	Model   string
+	Host    string // default: os.Hostname()
+	// HeartbeatEvery defaults to 10 s, well inside the hub's default stale-after of 30 s.
+	HeartbeatEvery time.Duration
+	// HTTPClient defaults to http.DefaultClient (Connect over HTTP/1.1).
+	HTTPClient connect.HTTPClient
+	// ClientOptions are added to every generated client (connect.WithGRPC(), interceptors).
+	ClientOptions []connect.ClientOption
+	// Clock defaults to the system clock.
+	Clock Clock
+}
+
+// Session is an agent's session with the hub: registered (or resumed) by Connect, its
+// credentials on every call, a heartbeat while it lives, unregistered by Close. Done is closed
+// when the hub refuses the agent or three heartbeats in a row fail; Err says why.
+type Session struct {
+	Agent    *hubv1.Agent
+	Presence hubv1connect.PresenceServiceClient
+	Leases   hubv1connect.LeaseServiceClient
+	Peer     hubv1connect.PeerServiceClient
+
+	clock   Clock
+	done    chan struct{}
+	closing chan struct{}
+	beats   sync.WaitGroup
+	mu      sync.Mutex
+	err     error
+	held    map[*Lease]struct{}
+}
+
+// Connect registers (or resumes) the agent and starts its heartbeats.
+func Connect(ctx context.Context, o Options) (*Session, error) {
+	if o.HTTPClient == nil {
+		o.HTTPClient = http.DefaultClient
+	}
+	if o.Clock == nil {
+		o.Clock = systemClock{}
+	}
+	if o.HeartbeatEvery == 0 {
+		o.HeartbeatEvery = 10 * time.Second
+	}
+	if o.Host == "" {
+		o.Host, _ = os.Hostname()
+		if len(o.Host) > 64 {
+			o.Host = o.Host[:64]
+		}
+	}
+	creds := &credentials{token: o.Token}
+	opts := append([]connect.ClientOption{connect.WithInterceptors(creds)}, o.ClientOptions...)
+	s := &Session{
+		Presence: hubv1connect.NewPresenceServiceClient(o.HTTPClient, o.URL, opts...),
+		Leases:   hubv1connect.NewLeaseServiceClient(o.HTTPClient, o.URL, opts...),
+		Peer:     hubv1connect.NewPeerServiceClient(o.HTTPClient, o.URL, opts...),
+		clock:    o.Clock,
+		done:     make(chan struct{}),
+		closing:  make(chan struct{}),
+		held:     map[*Lease]struct{}{},
+	}
+	req := &hubv1.RegisterAgentRequest{Name: o.Name, Project: o.Project, Host: &o.Host}
+	if o.Purpose != "" {
+		req.Purpose = &o.Purpose
+	}
+	if o.Model != "" {
+		req.Model = &o.Model
+	}
+	res, err := s.Presence.RegisterAgent(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, AsError(err)
+	}
+	s.Agent = res.Msg.GetAgent()
+	creds.set(s.Agent.GetId(), res.Msg.GetAgentKey())
+	s.beats.Add(1)
+	go s.heartbeat(o.HeartbeatEvery)
+	return s, nil
+}
+
+// Done is closed when the session is lost (or closed).
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// Err says why Done is closed.
+func (s *Session) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+func (s *Session) lose(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		s.err = err
+		close(s.done)
+	}
+}
+
+// Send messages an agent of the project (its id or name).
+func (s *Session) Send(ctx context.Context, target, content string) (*hubv1.Message, error) {
+	res, err := s.Peer.SendMessage(ctx, connect.NewRequest(&hubv1.SendMessageRequest{Target: target, Content: content}))
+	if err != nil {
+		return nil, AsError(err)
+	}
+	return res.Msg.GetMessage(), nil
+}
+
+// Close releases the leases still held, stops the heartbeats and unregisters the agent.
+func (s *Session) Close(ctx context.Context) error {
+	s.mu.Lock()
+	held := make([]*Lease, 0, len(s.held))
+	for l := range s.held {
+		held = append(held, l)
+	}
+	s.mu.Unlock()
+	for _, l := range held {
+		_ = l.Release(ctx)
+	}
+	select {
+	case <-s.closing:
+	default:
+		close(s.closing)
+	}
+	s.beats.Wait()
+	if s.Err() != nil {
+		return nil
+	}
+	s.lose(&Error{Code: "closed", Message: "the session was closed"})
+	_, err := s.Presence.UnregisterAgent(ctx, connect.NewRequest(&hubv1.UnregisterAgentRequest{}))
+	return AsError(err).orNil()
+}
+
+func (s *Session) heartbeat(every time.Duration) {
+	defer s.beats.Done()
+	failures := 0
+	for {
+		select {
+		case <-s.closing:
+			return
+		case <-s.clock.After(every):
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		_, err := s.Presence.Heartbeat(ctx, connect.NewRequest(&hubv1.HeartbeatRequest{AgentId: s.Agent.GetId()}))
+		cancel()
+		if err == nil {
+			failures = 0
+			continue
+		}
+		if e := AsError(err); !e.Transient || failures+1 >= 3 {
+			s.lose(e)
+			return
+		}
+		failures++
+	}
+}
+
+func (e *Error) orNil() error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// credentials adds the project token and, once registered, the agent's id and key to every call.
+type credentials struct {
+	token   string
+	mu      sync.RWMutex
+	id, key string
+}
+
+func (c *credentials) set(id, key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.id, c.key = id, key
+}
+
+func (c *credentials) apply(h http.Header) {
+	if c.token != "" {
+		h.Set("Authorization", "Bearer "+c.token)
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.id != "" {
+		h.Set("X-Kxm-Agent-Id", c.id)
+		h.Set("X-Kxm-Agent-Key", c.key)
+	}
+}
+
+func (c *credentials) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		c.apply(req.Header())
+		return next(ctx, req)
+	}
+}
+
+func (c *credentials) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		c.apply(conn.RequestHeader())
+		return conn
+	}
+}
+
+func (c *credentials) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
