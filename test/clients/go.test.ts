@@ -1,8 +1,11 @@
 import { spawn, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { startControl } from "../fixtures/control.js";
+import { serveCli } from "../fixtures/cli.js";
 import { startTestHub } from "../fixtures/hub.js";
 
 /**
@@ -75,6 +78,33 @@ describe("Go client (gen/go)", () => {
         }
       } finally {
         await control.close();
+      }
+    },
+    300_000,
+  );
+
+  it(
+    "runs the example agent program from a module outside the repository (gen/go through a replace)",
+    async () => {
+      goVersion();
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-go-user-"));
+      const hub = await serveCli(["--port", "0", "--data-path", path.join(dir, "kxm.db"), "--log-path", "-"]);
+      try {
+        fs.copyFileSync(path.join(goDir, "../../../examples/go/main.go"), path.join(dir, "main.go"));
+        fs.writeFileSync(
+          path.join(dir, "go.mod"),
+          `module agent\n\ngo 1.26.0\n\nrequire github.com/kxm-dev/kxm-hub/gen/go v0.0.0\n\nreplace github.com/kxm-dev/kxm-hub/gen/go => ${path.resolve(goDir, "../../../gen/go")}\n`,
+        );
+        const env = { ...process.env, GOWORK: "off", GOFLAGS: "-mod=mod" };
+        const tidy = await run("go", ["mod", "tidy"], { cwd: dir, env, timeoutMs: GO_TIMEOUT_MS });
+        expect(tidy.code, tidy.output).toBe(0);
+        const r = await run("go", ["run", "."], { cwd: dir, env: { ...env, KXM_URL: hub.url, WORK: "1500ms" }, timeoutMs: GO_TIMEOUT_MS });
+        expect(r.code, r.output).toBe(0);
+        expect(r.output).toContain("commit to main with fencing token 1");
+        expect(r.output).toContain('reviewer replied to "pushed main at token 1"');
+      } finally {
+        await hub.stop();
+        fs.rmSync(dir, { recursive: true, force: true });
       }
     },
     300_000,
