@@ -14,10 +14,14 @@ buf lint
 
 echo "check-gen: gen/ is fresh"
 buf generate --output "$tmp"
-# Hand-written files in gen/ that generation does not produce.
+# Hand-written files in gen/ that generation does not produce: the modules' manifests and the
+# client libraries beside the generated code (gen/go/kxmhub, gen/python/kxmhub).
 for f in gen/go/go.mod gen/go/go.sum gen/python/pyproject.toml; do
   cp "$f" "$tmp/$f"
 done
+cp -R gen/go/kxmhub "$tmp/gen/go/kxmhub"
+mkdir -p "$tmp/gen/python"
+(cd gen/python && find kxmhub -name '*.py' -print0 | xargs -0 -I{} cp --parents {} "$tmp/gen/python/")
 # __pycache__, build, *.egg-info: gitignored byproducts of installing/importing gen/python.
 skip=(-x __pycache__ -x build -x '*.egg-info')
 if ! diff -rq "${skip[@]}" gen "$tmp/gen" >/dev/null; then
@@ -38,7 +42,7 @@ echo "check-gen: pip install + import (gen/python)"
 import ast, importlib, pathlib, sys
 root = pathlib.Path(sys.argv[1])
 sys.path.insert(0, str(root))
-mods = sorted(root.glob("kxm/**/*.py"))
+mods = sorted([*root.glob("kxm/**/*.py"), *root.glob("kxmhub/*.py")])
 for stub in root.glob("kxm/**/*.pyi"):
     ast.parse(stub.read_text(), str(stub))
 for m in mods:

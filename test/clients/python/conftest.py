@@ -25,6 +25,11 @@ class HubEnv:
     control_url: str
     project_token: str
 
+    def sleepers(self) -> int:
+        """How many waits sleep on the hub clock (stream keep-alives, waiting acquires)."""
+        with urllib.request.urlopen(f"{self.control_url}/sleepers", timeout=10) as res:
+            return int(json.load(res)["sleepers"])
+
     def advance(self, ms: int) -> int:
         """Moves the hub's fake clock forward by `ms` and returns the hub's new now (ms)."""
         req = urllib.request.Request(f"{self.control_url}/advance?ms={ms}", method="POST", data=b"")

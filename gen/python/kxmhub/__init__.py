@@ -1,0 +1,21 @@
+"""Client library for kxm-hub over the generated Connect clients (kxm.hub.v1).
+
+A Session registers the agent, sends its credentials on every call and heartbeats; a Lease is
+kept renewed with a loss signal; acquire can wait in the hub's queue; the inbox resumes across
+dropped connections; every refusal is a HubError. asyncio throughout::
+
+    async with await kxmhub.connect(url, project="demo", name="builder", token=token) as hub:
+        async with hub.lease("repo/main", ttl=10, wait=30) as lease:
+            ...                       # lease.token is the fencing token
+            lease.check()             # raises the loss before an irreversible step
+"""
+
+from __future__ import annotations
+
+from ._clock import Clock, MonotonicClock
+from ._errors import HubError
+from ._inbox import InboxEvent
+from ._lease import Lease
+from ._session import Session, connect
+
+__all__ = ["Clock", "HubError", "InboxEvent", "Lease", "MonotonicClock", "Session", "connect"]

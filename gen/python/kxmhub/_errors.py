@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from connectrpc.code import Code
+from connectrpc.errors import ConnectError
+from google.rpc import error_details_pb2
+from kxm.hub.v1 import lease_pb2
+
+_TRANSIENT = {Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.UNKNOWN, Code.INTERNAL}
+
+
+class HubError(Exception):
+    """A refusal from the hub: its code ("lease_held", "cursor_expired", ...), the facts in
+    `metadata` and the `lease` it concerns when there is one. Anything else (the hub away, a
+    cancelled call) has code "unavailable", "cancelled" or "unknown"; `transient` says whether
+    trying again may succeed.
+    """
+
+    def __init__(self, code: str, message: str, metadata: dict[str, str] | None = None, lease: lease_pb2.Lease | None = None, transient: bool = False) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.metadata = metadata or {}
+        self.lease = lease
+        self.transient = transient
+
+    @classmethod
+    def of(cls, err: BaseException) -> HubError:
+        """The error of a failed call, typed."""
+        if isinstance(err, HubError):
+            return err
+        if not isinstance(err, ConnectError):
+            return cls("unavailable", str(err), transient=True)
+        # ErrorDetail.value() knows only the runtime's own message types: decode by type name.
+        infos = [error_details_pb2.ErrorInfo.FromString(d.message_bytes) for d in err.details if d.type_name == "google.rpc.ErrorInfo"]
+        leases = [lease_pb2.Lease.FromString(d.message_bytes) for d in err.details if d.type_name == "kxm.hub.v1.Lease"]
+        info = next((i for i in infos if i.domain == "kxm-hub"), None)
+        if info is not None:
+            transient = err.code in (Code.UNAVAILABLE, Code.RESOURCE_EXHAUSTED)
+            return cls(info.reason.lower(), err.message, dict(info.metadata), leases[0] if leases else None, transient)
+        if err.code == Code.CANCELED:
+            return cls("cancelled", err.message)
+        if err.code in _TRANSIENT:
+            return cls("unavailable", err.message, transient=True)
+        return cls("unknown", err.message)

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kxm.hub.v1 import peer_pb2
+
+from ._errors import HubError
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+_KINDS = ("message", "reply", "cancelled", "expired")
+
+
+@dataclass
+class InboxEvent:
+    """One event of the inbox: kind "message" (to this agent), "reply" (to one it sent),
+    "cancelled" or "expired"; `cursor` is its number in the stream."""
+
+    kind: str
+    message: peer_pb2.Message
+    cursor: int
+    _session: Session = field(repr=False)
+
+    async def ack(self) -> peer_pb2.Message:
+        """Acknowledges a message (it is delivered)."""
+        try:
+            return (await self._session.peer.ack_message(peer_pb2.AckMessageRequest(message_id=self.message.id), headers=self._session._headers())).message
+        except Exception as e:  # noqa: BLE001 - typed
+            raise HubError.of(e) from e
+
+    async def reply(self, content: str) -> peer_pb2.Message:
+        """Replies to a message."""
+        try:
+            res = await self._session.peer.reply_message(peer_pb2.ReplyMessageRequest(message_id=self.message.id, content=content), headers=self._session._headers())
+            return res.message
+        except Exception as e:  # noqa: BLE001 - typed
+            raise HubError.of(e) from e
+
+
+async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncIterator[InboxEvent]:
+    """The inbox as an async iterator that resumes from the last cursor it yielded after a dropped
+    connection or a hub restart (nothing lost, nothing twice) and where subscriber_too_slow says.
+    It raises HubError only for what retrying cannot fix (cursor_expired, a refused identity).
+    Cancelling the task that iterates ends it with CancelledError, never a reconnect: the runtime
+    reports a cancelled stream as ConnectError(CANCELED), which is not taken for a dropped one.
+    """
+    after = after_seq
+    backoff = 0.1
+    while True:
+        request = peer_pb2.SubscribeRequest() if after is None else peer_pb2.SubscribeRequest(after_seq=after)
+        try:
+            async for frame in session.peer.subscribe(request, headers=session._headers()):
+                backoff = 0.1
+                kind = frame.WhichOneof("event")
+                if kind not in _KINDS:
+                    continue
+                after = frame.cursor
+                yield InboxEvent(kind, getattr(frame, kind), frame.cursor, session)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - typed below
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError from e
+            err = HubError.of(e)
+            if err.code == "subscriber_too_slow" and "resumeAfterSeq" in err.metadata:
+                after = int(err.metadata["resumeAfterSeq"])
+                continue
+            if not err.transient:
+                raise err from e
+        # The stream ended or the hub is away: reconnect from the last cursor, with a back-off.
+        await session.clock.sleep(backoff)
+        backoff = min(backoff * 2, 5.0)

@@ -1,0 +1,178 @@
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+
+from connectrpc.protocol import ProtocolType
+from kxm.hub.v1 import lease_pb2, peer_pb2, presence_pb2
+from kxm.hub.v1.lease_connect import LeaseServiceClient
+from kxm.hub.v1.peer_connect import PeerServiceClient
+from kxm.hub.v1.presence_connect import PresenceServiceClient
+from pyqwest import Client, HTTPTransport, HTTPVersion
+
+from ._clock import Clock, MonotonicClock
+from ._errors import HubError
+from ._inbox import InboxEvent, inbox_events
+from ._lease import Lease
+
+
+class Session:
+    """An agent's session: registered (or resumed) by `connect`, its credentials on every call, a
+    heartbeat while it lives, unregistered by `close` (or leaving `async with`). `lost` is set when
+    the hub refuses the agent or three heartbeats in a row fail; `error` says why.
+    """
+
+    def __init__(self, url: str, token: str | None, clock: Clock, http: Client, transport: HTTPTransport | None, protocol: ProtocolType) -> None:
+        kw = {"protocol": protocol, "http_client": http}
+        self.presence = PresenceServiceClient(url, **kw)
+        self.leases = LeaseServiceClient(url, **kw)
+        self.peer = PeerServiceClient(url, **kw)
+        self.clock = clock
+        self.agent: presence_pb2.Agent | None = None
+        self.lost = asyncio.Event()
+        self.error: HubError | None = None
+        self._token = token
+        self._key = ""
+        self._transport = transport
+        self._held: set[Lease] = set()
+        self._beats: asyncio.Task[None] | None = None
+
+    def _headers(self) -> dict[str, str]:
+        h = {"authorization": f"Bearer {self._token}"} if self._token else {}
+        if self.agent is not None:
+            h["x-kxm-agent-id"] = self.agent.id
+            h["x-kxm-agent-key"] = self._key
+        return h
+
+    def _lose(self, err: HubError) -> None:
+        if self.error is None:
+            self.error = err
+            self.lost.set()
+
+    async def acquire(self, name: str, ttl: float = 30.0, wait: float = 0.0) -> Lease:
+        """Acquires the lease (waiting in the hub's queue up to `wait` seconds) and keeps it renewed.
+        Raises HubError (lease_held, with the holder's lease). Cancelling the call leaves the queue."""
+        sent = self.clock.now()
+        req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=int(ttl * 1000))
+        if wait > 0:
+            req.wait_ms = int(wait * 1000)
+        try:
+            res = await self.leases.acquire_lease(req, headers=self._headers())
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - typed
+            raise HubError.of(e) from e
+        held = Lease(self, res.lease, ttl, sent)
+        self._held.add(held)
+        return held
+
+    def lease(self, name: str, ttl: float = 30.0, wait: float = 0.0) -> _LeaseContext:
+        """`async with hub.lease(name) as lease:` holds the lease for the block and releases it after."""
+        return _LeaseContext(self, name, ttl, wait)
+
+    def inbox(self, after_seq: int | None = None) -> AsyncIterator[InboxEvent]:
+        """The agent's inbox (see inbox_events): resumes across dropped connections and hub restarts."""
+        return inbox_events(self, after_seq)
+
+    async def send(self, target: str, content: str) -> peer_pb2.Message:
+        """Messages an agent of the project (its id or name)."""
+        try:
+            return (await self.peer.send_message(peer_pb2.SendMessageRequest(target=target, content=content), headers=self._headers())).message
+        except Exception as e:  # noqa: BLE001 - typed
+            raise HubError.of(e) from e
+
+    async def close(self) -> None:
+        """Releases the leases still held, stops the heartbeats and unregisters the agent."""
+        for held in list(self._held):
+            try:
+                await held.release()
+            except HubError:
+                pass
+        if self._beats is not None:
+            self._beats.cancel()
+            await asyncio.gather(self._beats, return_exceptions=True)
+        if self.error is None:
+            self._lose(HubError("closed", "the session was closed"))
+            try:
+                await self.presence.unregister_agent(presence_pb2.UnregisterAgentRequest(), headers=self._headers())
+            except Exception:  # noqa: BLE001 - gone already
+                pass
+        if self._transport is not None:
+            await self._transport.__aexit__(None, None, None)
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _beat(self, every: float) -> None:
+        failures = 0
+        while True:
+            await self.clock.sleep(every)
+            try:
+                await self.presence.heartbeat(presence_pb2.HeartbeatRequest(agent_id=self.agent.id), headers=self._headers())
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - typed
+                err = HubError.of(e)
+                failures += 1
+                if not err.transient or failures >= 3:
+                    self._lose(err)
+                    return
+
+
+class _LeaseContext:
+    def __init__(self, session: Session, name: str, ttl: float, wait: float) -> None:
+        self._args = (session, name, ttl, wait)
+        self._lease: Lease | None = None
+
+    async def __aenter__(self) -> Lease:
+        session, name, ttl, wait = self._args
+        self._lease = await session.acquire(name, ttl, wait)
+        return self._lease
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._lease is not None:
+            try:
+                await self._lease.release()
+            except HubError:
+                pass
+
+
+async def connect(
+    url: str,
+    *,
+    project: str,
+    name: str,
+    token: str | None = None,
+    purpose: str | None = None,
+    host: str | None = None,
+    heartbeat: float = 10.0,
+    clock: Clock | None = None,
+    http: Client | None = None,
+    protocol: ProtocolType = ProtocolType.CONNECT,
+) -> Session:
+    """Registers (or resumes) the agent `name` in `project` and starts its heartbeats (every 10 s,
+    well inside the hub's default stale-after of 30 s). Default transport: HTTP/2 (h2c), one
+    connection, closed by close()."""
+    transport = None
+    if http is None:
+        transport = HTTPTransport(http_version=HTTPVersion.HTTP2)
+        await transport.__aenter__()
+        http = Client(transport)
+    s = Session(url, token, clock or MonotonicClock(), http, transport, protocol)
+    req = presence_pb2.RegisterAgentRequest(name=name, project=project, host=(host or socket.gethostname())[:64])
+    if purpose:
+        req.purpose = purpose
+    try:
+        res = await s.presence.register_agent(req, headers=s._headers())
+    except Exception as e:  # noqa: BLE001 - typed
+        if transport is not None:
+            await transport.__aexit__(None, None, None)
+        raise HubError.of(e) from e
+    s.agent, s._key = res.agent, res.agent_key
+    s._beats = asyncio.create_task(s._beat(heartbeat))
+    return s
