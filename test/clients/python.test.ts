@@ -1,7 +1,10 @@
 import { spawn } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startControl } from "../fixtures/control.js";
+import { serveCli } from "../fixtures/cli.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 
 // The issue #5 scenario in Python: the generated package (gen/python, pip-installed into
@@ -17,10 +20,10 @@ interface Run {
 }
 
 /** Runs a command to completion without blocking the event loop (the hub lives in this process). */
-function run(cmd: string, args: string[], env: Record<string, string> = {}, timeoutMs = 120_000): Promise<Run> {
+function run(cmd: string, args: string[], env: Record<string, string> = {}, timeoutMs = 120_000, cwd = root): Promise<Run> {
   const started = Date.now();
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
     child.stdout.on("data", (c: Buffer) => (output += c.toString()));
     child.stderr.on("data", (c: Buffer) => (output += c.toString()));
@@ -84,4 +87,30 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
     }
     expect(res.output).toMatch(/=+ 8 passed in [\d.]+s/);
   }, 180_000);
+
+  it("builds the package as a wheel, installs it into a fresh venv outside the repository and runs the example on it", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-py-user-"));
+    const hub = await serveCli(["--port", "0", "--data-path", path.join(dir, "kxm.db"), "--log-path", "-"]);
+    try {
+      // A copy of gen/python, so no build byproducts land in the repository.
+      fs.cpSync(path.join(root, "gen", "python"), path.join(dir, "src"), { recursive: true, filter: (f) => !/__pycache__|\.egg-info|\/build$/.test(f) });
+      const wheel = await run(python, ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", path.join(dir, "dist"), path.join(dir, "src")], {}, 300_000);
+      expect(wheel.code, wheel.output).toBe(0);
+      const built = fs.readdirSync(path.join(dir, "dist")).find((f) => f.endsWith(".whl"));
+      expect(built).toBeDefined();
+      const venv = path.join(dir, "venv");
+      expect((await run("python3", ["-m", "venv", venv], {}, 120_000, dir)).code).toBe(0);
+      const userPython = path.join(venv, "bin", "python");
+      const install = await run(userPython, ["-m", "pip", "install", "-q", "--disable-pip-version-check", path.join(dir, "dist", built!)], {}, 300_000, dir);
+      expect(install.code, install.output).toBe(0);
+      fs.copyFileSync(path.join(root, "examples", "python", "agent.py"), path.join(dir, "agent.py"));
+      const r = await run(userPython, ["agent.py"], { KXM_URL: hub.url, WORK_S: "1.5" }, 60_000, dir);
+      expect(r.code, r.output).toBe(0);
+      expect(r.output).toContain("commit to main with fencing token 1");
+      expect(r.output).toContain('reviewer replied to "pushed main at token 1"');
+    } finally {
+      await hub.stop();
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 600_000);
 });
