@@ -56,6 +56,9 @@ describe("Go client (gen/go)", () => {
             KXM_HUB_URL: t.baseUrl,
             KXM_CONTROL_URL: control.url,
             KXM_PROJECT_TOKEN: "tok-clients",
+            // The outage tests start, SIGKILL and restart `kxm-hub serve` themselves.
+            KXM_NODE: process.execPath,
+            KXM_HUB_BIN: path.resolve(goDir, "../../../bin/kxm-hub.mjs"),
             // Only this module's go.mod (and its replace of gen/go) decides the build.
             GOWORK: "off",
           },
@@ -73,6 +76,8 @@ describe("Go client (gen/go)", () => {
           "TestLibraryHandsOverToFiveWaitersInOrder",
           "TestLibraryTypedErrorsCarryTheCodeAndTheLease",
           "TestLibraryInboxAcksAndReplies",
+          "TestLibraryLeaseThroughAShortOutageAndLostBeforeItsTTLInALongOne",
+          "TestLibraryInboxThroughSubscriberTooSlowAndARestart",
         ]) {
           expect(r.output).toContain(`--- PASS: ${name}`);
         }

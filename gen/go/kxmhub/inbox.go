@@ -88,7 +88,9 @@ func (s *Session) Inbox(ctx context.Context, afterSeq *int64) iter.Seq2[InboxEve
 					}
 					continue
 				}
-				if !e.Transient {
+				// A stream the connection under it dropped (a hub killed mid-stream) can surface as
+				// cancelled; only this iteration's own ctx ends it.
+				if !e.Transient && e.Code != "cancelled" {
 					yield(InboxEvent{}, e)
 					return
 				}

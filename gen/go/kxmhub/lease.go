@@ -178,7 +178,8 @@ func (l *Lease) keep(validUntil time.Time) {
 			nextRenew = sent.Add(l.ttl / 3)
 			continue
 		}
-		if e := AsError(err); !e.Transient && e.Code != "rate_limited" {
+		// cancelled here is the connection under the call dropping (Release stops the keeper above).
+		if e := AsError(err); !e.Transient && e.Code != "rate_limited" && e.Code != "cancelled" {
 			l.lose(e)
 			return
 		}
