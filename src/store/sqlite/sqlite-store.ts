@@ -357,24 +357,23 @@ export class SqliteStore implements HubStore {
   }
 
   async markAllAgentsOffline(change: ChangeOf<AgentRow>): Promise<void> {
-    await this.changeTx((record) => {
-      const nowMs = this.clock.now();
-      for (const a of byRegistration(this.q.allOffline.all()).map(agentFromDb)) {
-        const c = change(a, nowMs);
-        record(a.project, c.stream, c.body, nowMs);
-      }
-    });
+    await this.sweep(() => byRegistration(this.q.allOffline.all()).map(agentFromDb), change);
   }
 
   sweepStaleAgents(staleAfterMs: number, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
+    return this.sweep((nowMs) => byRegistration(this.q.staleAgents.all(nowMs - staleAfterMs)).map(agentFromDb), change);
+  }
+
+  /** One sweep decision: the rows `update` changes at the store's time, each recorded with its change. */
+  private sweep<R extends { project: string }>(update: (nowMs: number) => R[], change: ChangeOf<R>): Promise<R[]> {
     return this.changeTx((record) => {
       const nowMs = this.clock.now();
-      const swept = byRegistration(this.q.staleAgents.all(nowMs - staleAfterMs)).map(agentFromDb);
-      for (const a of swept) {
-        const c = change(a, nowMs);
-        record(a.project, c.stream, c.body, nowMs);
+      const rows = update(nowMs);
+      for (const row of rows) {
+        const c = change(row, nowMs);
+        record(row.project, c.stream, c.body, nowMs);
       }
-      return swept;
+      return rows;
     });
   }
 
@@ -406,18 +405,14 @@ export class SqliteStore implements HubStore {
   }
 
   sweepExpiredRuntimes(staleAfterMs: number, change: ChangeOf<RuntimeRow>): Promise<RuntimeRow[]> {
-    return this.changeTx((record) => {
-      const nowMs = this.clock.now();
-      const expired = this.q.expiredRuntimes
-        .all(nowMs - staleAfterMs)
-        .map(runtimeFromDb)
-        .sort((a, b) => (a.project === b.project ? cmp(a.runtimeId, b.runtimeId) : cmp(a.project, b.project)));
-      for (const r of expired) {
-        const c = change(r, nowMs);
-        record(r.project, c.stream, c.body, nowMs);
-      }
-      return expired;
-    });
+    return this.sweep(
+      (nowMs) =>
+        this.q.expiredRuntimes
+          .all(nowMs - staleAfterMs)
+          .map(runtimeFromDb)
+          .sort((a, b) => (a.project === b.project ? cmp(a.runtimeId, b.runtimeId) : cmp(a.project, b.project))),
+      change,
+    );
   }
 
   decideLease<T>(

@@ -60,3 +60,16 @@ def installed_client_package() -> None:
     site = [pathlib.Path(p).resolve() for p in sys.path if p.endswith("site-packages")]
     if not any(s in where.parents for s in site):
         pytest.fail(f"kxm.hub.v1 imported from {where}, not from an installed package", pytrace=False)
+
+
+def count_subscribes(session) -> list[int]:
+    """Counts the Subscribe streams a kxmhub session opens: the returned list's one item."""
+    count = [0]
+    original = session.peer.subscribe
+
+    def counted(req, *, headers=None, timeout_ms=None):
+        count[0] += 1
+        return original(req, headers=headers, timeout_ms=timeout_ms)
+
+    session.peer.subscribe = counted
+    return count
