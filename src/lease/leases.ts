@@ -126,7 +126,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
    * with lease_held when `waitMs` runs out; or, when its client goes away (or the hub stops),
    * by leaving the queue (giving the lease on if it was just handed over).
    */
-  async function waitFor(caller: AgentCaller, key: LeaseKey, ttlMs: number, waitMs: number, signal: AbortSignal): Promise<LeaseOutcome> {
+  async function waitFor(caller: AgentCaller, key: LeaseKey, ttlMs: number, waitMs: number, signal: AbortSignal | undefined): Promise<LeaseOutcome> {
     const holder = holderOf(caller);
     const id = newId("wtr");
     const deadlineMs = clock.now() + waitMs;
@@ -177,7 +177,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const waitMs = intInRange("waitMs", input.waitMs, 0, leaseWait.maxMs, 0);
       const outcome = await decide(caller, name, async (key) =>
-        waitMs > 0 && signal
+        waitMs > 0
           ? waitFor(caller, key, ttlMs, waitMs, signal)
           : held(await store.decideLease(key, (cur, nowMs, waiters) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }, waiters))),
       );
@@ -273,16 +273,16 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
 export type Leases = ReturnType<typeof createLeases>;
 
 /** A signal that aborts with either of two (the call's, the hub's shutdown); dispose when done. */
-function linked(a: AbortSignal, b: AbortSignal | undefined) {
+function linked(a: AbortSignal | undefined, b: AbortSignal | undefined) {
   const ac = new AbortController();
   const abort = () => ac.abort("ended");
-  if (a.aborted || b?.aborted) abort();
-  a.addEventListener("abort", abort, { once: true });
+  if (a?.aborted || b?.aborted) abort();
+  a?.addEventListener("abort", abort, { once: true });
   b?.addEventListener("abort", abort, { once: true });
   return {
     signal: ac.signal,
     dispose() {
-      a.removeEventListener("abort", abort);
+      a?.removeEventListener("abort", abort);
       b?.removeEventListener("abort", abort);
     },
   };
