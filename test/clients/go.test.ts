@@ -75,6 +75,7 @@ describe("Go client (gen/go)", () => {
           "TestLibrarySupersededHolderIsToldItLostTheLease",
           "TestLibraryHandsOverToFiveWaitersInOrder",
           "TestLibraryTypedErrorsCarryTheCodeAndTheLease",
+          "TestLibrarySessionLostWhenTheHubRefusesItsHeartbeat",
           "TestLibraryInboxAcksAndReplies",
           "TestLibraryLeaseThroughAShortOutageAndLostBeforeItsTTLInALongOne",
           "TestLibraryInboxThroughSubscriberTooSlowAndARestart",

@@ -84,13 +84,14 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
       "test_a_superseded_holder_is_told_it_lost_the_lease",
       "test_blocking_acquire_hands_over_to_five_waiters_in_order_with_one_call_each",
       "test_typed_errors_carry_the_code_and_the_lease",
+      "test_the_session_is_lost_when_the_hub_refuses_its_heartbeat",
       "test_inbox_acks_replies_and_ends_on_cancel_without_reconnecting",
       "test_outage.py::test_lease_through_a_short_outage_and_lost_before_its_ttl_in_a_long_one",
       "test_outage.py::test_inbox_loses_and_repeats_nothing_through_subscriber_too_slow_and_a_restart",
     ]) {
       expect(res.output).toContain(`${name.includes("::") ? name : `test_library.py::${name}`} PASSED`);
     }
-    expect(res.output).toMatch(/=+ 10 passed in [\d.]+s/);
+    expect(res.output).toMatch(/=+ 11 passed in [\d.]+s/);
   }, 180_000);
 
   it("builds the package as a wheel, installs it into a fresh venv outside the repository and runs the example on it", async () => {

@@ -53,7 +53,12 @@ describe("TypeScript library: leases", () => {
     const now = (await s.leases.getLease({ name: "repo/main" })).lease!;
     expect(now.fencingToken).toBe(held.token);
     expect(Number(now.expiresAt!.seconds) * 1000).toBeGreaterThan(t.clock.now());
+    // close releases the lease and unregisters the agent.
+    const observer = await open(t, "observer");
     await s.close();
+    expect((await observer.leases.getLease({ name: "repo/main" }).catch((e: unknown) => HubError.from(e))) instanceof HubError).toBe(true);
+    const agents = (await observer.presence.listAgents({ includeOffline: true })).agents;
+    expect(agents.find((a) => a.id === s.agent.id)?.online).toBe(false);
   });
 
   it("signals loss when the hub says the lease was superseded", async () => {
@@ -96,6 +101,16 @@ describe("TypeScript library: leases", () => {
       await held.release();
     }
     expect(calls.get("AcquireLease")).toBe(5);
+  });
+
+  it("signals the session lost when the hub refuses the agent's heartbeat", async () => {
+    await using t = await startTestHub();
+    const s = await open(t, "ghost", { heartbeatMs: 10_000 });
+    await s.presence.unregisterAgent({ agentId: s.agent.id }); // rotates the key this session holds away
+    await idle(t.clock);
+    t.clock.advance(10_000);
+    await new Promise<void>((resolve) => s.lost.addEventListener("abort", () => resolve(), { once: true }));
+    expect((s.lost.reason as HubError).code).toBe("invalid_agent_identity");
   });
 
   it("refuses with a typed lease_held that carries the holder's lease", async () => {

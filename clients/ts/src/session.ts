@@ -144,7 +144,7 @@ export class Session {
     await this.#heartbeats;
     if (!this.#lost.signal.aborted) {
       this.#lost.abort(new HubError("closed", "the session was closed"));
-      await this.presence.unregisterAgent({}).catch(() => undefined);
+      await this.presence.unregisterAgent({ agentId: this.agent.id }).catch(() => undefined);
     }
     this.#connection?.abort();
   }

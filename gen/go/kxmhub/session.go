@@ -148,7 +148,7 @@ func (s *Session) Close(ctx context.Context) error {
 		return nil
 	}
 	s.lose(&Error{Code: "closed", Message: "the session was closed"})
-	_, err := s.Presence.UnregisterAgent(ctx, connect.NewRequest(&hubv1.UnregisterAgentRequest{}))
+	_, err := s.Presence.UnregisterAgent(ctx, connect.NewRequest(&hubv1.UnregisterAgentRequest{AgentId: s.Agent.GetId()}))
 	return AsError(err).orNil()
 }
 

@@ -95,7 +95,7 @@ class Session:
         if self.error is None:
             self._lose(HubError("closed", "the session was closed"))
             try:
-                await self.presence.unregister_agent(presence_pb2.UnregisterAgentRequest(), headers=self._headers())
+                await self.presence.unregister_agent(presence_pb2.UnregisterAgentRequest(agent_id=self.agent.id), headers=self._headers())
             except Exception:  # noqa: BLE001 - gone already
                 pass
         if self._transport is not None:

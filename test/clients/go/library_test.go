@@ -255,6 +255,30 @@ func TestLibraryHandsOverToFiveWaitersInOrder(t *testing.T) {
 	}
 }
 
+func TestLibrarySessionLostWhenTheHubRefusesItsHeartbeat(t *testing.T) {
+	e := loadEnv(t)
+	clock := newTestClock(e.controlURL)
+	s, err := kxmhub.Connect(within(t), kxmhub.Options{URL: e.hubURL, Token: e.token, Project: project, Name: "ghost-" + randomHex(4), HeartbeatEvery: 10 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Rotates the key this session holds away.
+	if _, err := s.Presence.UnregisterAgent(within(t), connect.NewRequest(&hubv1.UnregisterAgentRequest{AgentId: s.Agent.GetId()})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the heartbeat asleep", func() bool { return clock.sleepers() >= 1 })
+	clock.advance(t, 10*time.Second)
+	select {
+	case <-s.Done():
+	case <-time.After(waitTimeout):
+		t.Fatal("no loss signal")
+	}
+	var herr *kxmhub.Error
+	if !errors.As(s.Err(), &herr) || herr.Code != "invalid_agent_identity" {
+		t.Fatalf("loss: %v", s.Err())
+	}
+}
+
 func TestLibraryTypedErrorsCarryTheCodeAndTheLease(t *testing.T) {
 	e := loadEnv(t)
 	clock := newTestClock(e.controlURL)

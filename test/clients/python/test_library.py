@@ -142,6 +142,22 @@ def test_blocking_acquire_hands_over_to_five_waiters_in_order_with_one_call_each
     asyncio.run(run())
 
 
+def test_the_session_is_lost_when_the_hub_refuses_its_heartbeat(hub: HubEnv) -> None:
+    async def run() -> None:
+        clock = HubClock(hub)
+        s = await kxmhub.connect(hub.hub_url, project=PROJECT, name=f"ghost-{secrets.token_hex(4)}", token=hub.project_token, heartbeat=10, clock=clock)
+        from kxm.hub.v1 import presence_pb2
+
+        await s.presence.unregister_agent(presence_pb2.UnregisterAgentRequest(agent_id=s.agent.id), headers=s._headers())  # rotates the key away
+        await until("the heartbeat asleep", lambda: clock.sleepers >= 1)
+        clock.advance(10)
+        await asyncio.wait_for(s.lost.wait(), 10)
+        assert s.error is not None and s.error.code == "invalid_agent_identity"
+        await s.close()
+
+    asyncio.run(run())
+
+
 def test_typed_errors_carry_the_code_and_the_lease(hub: HubEnv) -> None:
     async def run() -> None:
         clock = HubClock(hub)
