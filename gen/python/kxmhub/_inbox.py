@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -41,7 +41,7 @@ class InboxEvent:
             raise HubError.of(e) from e
 
 
-async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncIterator[InboxEvent]:
+async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncGenerator[InboxEvent, None]:
     """The inbox as an async iterator that resumes from the last cursor it yielded after a dropped
     connection or a hub restart (nothing lost, nothing twice) and where subscriber_too_slow says.
     It raises HubError only for what retrying cannot fix (cursor_expired, a refused identity).

@@ -76,6 +76,7 @@ def test_lease_through_a_short_outage_and_lost_before_its_ttl_in_a_long_one() ->
                 lost_at_ms = time.time() * 1000
                 assert lease.error is not None and lease.error.code == "lease_unconfirmed"
                 assert lost_at_ms < lease.lease.expires_at.ToMilliseconds()
+                await s.close()
             finally:
                 hub.kill()
 
@@ -137,6 +138,8 @@ def test_inbox_loses_and_repeats_nothing_through_subscriber_too_slow_and_a_resta
                 assert subscribes[0] > before, "the inbox did not reconnect after the restart"
                 assert seen == [f"message {i:03d}" for i in range(206)]
                 await inbox.aclose()
+                await sender.close()
+                await reader.close()
             finally:
                 hub.kill()
 
