@@ -35,6 +35,12 @@ type Options struct {
 	Clock Clock
 }
 
+// Named is these options for another agent of the same hub and project.
+func (o Options) Named(name string) Options {
+	o.Name = name
+	return o
+}
+
 // Session is an agent's session with the hub: registered (or resumed) by Connect, its
 // credentials on every call, a heartbeat while it lives, unregistered by Close. Done is closed
 // when the hub refuses the agent or three heartbeats in a row fail; Err says why.
