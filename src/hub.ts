@@ -92,7 +92,6 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const leases = createLeases({ store, clock, observer, bus: leaseBus, shutdown: shutdown.signal });
   const messages = createMessages({
     store,
-    clock,
     observer,
     inboxBus,
     messageTtlMs: config.messageTtlMs,

@@ -1,5 +1,4 @@
 import type { AgentCaller } from "../caller.js";
-import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Bus } from "../events/bus.js";
 import { newId } from "../ids.js";
@@ -30,7 +29,6 @@ export interface InboxNotice {
 
 export interface MessagesDeps {
   store: HubStore;
-  clock: Clock;
   observer: Observer;
   inboxBus: Bus<InboxNotice>;
   /** Default TTL of a message (KXM_MESSAGE_TTL_MS). */
@@ -71,7 +69,7 @@ const content = (value: string | undefined) => requireString("content", value, m
 
 /** Peer messages: validation in the reference's order, one store decision per call, stream notices after commit. */
 export function createMessages(deps: MessagesDeps) {
-  const { store, clock, observer, inboxBus } = deps;
+  const { store, observer, inboxBus } = deps;
 
   const notify = (events: InboxEvent[]) => {
     for (const e of events) inboxBus.publish({ agentId: e.agentId, seq: e.seq, event: e });
