@@ -16,6 +16,7 @@ import type { Observer } from "./observe.js";
 import { createOpsRoutes } from "./ops/http.js";
 import { createMetrics } from "./ops/metrics.js";
 import { createLogger, createObserver } from "./ops/observer.js";
+import { createOperatorLive, messageWatchChangeOf, runWatchChangeOf, type MessageWatchChange, type RunWatchChange } from "./operator/live.js";
 import { createOperatorView } from "./operator/snapshot.js";
 import { createSweeper } from "./ops/sweep.js";
 import { createPresence, presenceChangeOf, type PresenceChange } from "./presence/presence.js";
@@ -31,7 +32,7 @@ import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
 import { createSync } from "./sync/sync.js";
 import { createPreparePool } from "./sync/prepare-pool.js";
-import type { HubStore } from "./store/store.js";
+import type { HubStore, StreamChange } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
@@ -78,14 +79,22 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
 
   const presenceBus = createBus<PresenceChange>((c) => c.project);
   const leaseBus = createBus<LeaseChange>((c) => c.project);
+  const messageBus = createBus<MessageWatchChange>((c) => c.project);
+  const runBus = createBus<RunWatchChange>((c) => c.project);
+  /** Every change of every project, for the live project list. */
+  const projectsBus = createBus<StreamChange>(() => "*");
   const inboxBus = createBus<InboxNotice>((n) => n.agentId);
   // Hubs sharing a database hear of the inbox events the others commit (PostgreSQL).
   const stopInboxTail = store.tailInbox?.((agentId, seq) => inboxBus.publish({ agentId, seq }));
-  // Presence and lease changes are stored by the decisions that make them; the store hands each
-  // over once it is durable (and, on PostgreSQL, the ones other hubs commit).
-  const stopChangeTail = store.tailChanges((c) =>
-    c.stream === "leases" ? leaseBus.publish(leaseChangeOf(c)) : presenceBus.publish(presenceChangeOf(c)),
-  );
+  // Presence, lease, message and run changes are stored by the decisions that make them; the
+  // store hands each over once it is durable (and, on PostgreSQL, the ones other hubs commit).
+  const stopChangeTail = store.tailChanges((c) => {
+    if (c.stream === "leases") leaseBus.publish(leaseChangeOf(c));
+    else if (c.stream === "presence") presenceBus.publish(presenceChangeOf(c));
+    else if (c.stream === "messages") messageBus.publish(messageWatchChangeOf(c));
+    else runBus.publish(runWatchChangeOf(c));
+    projectsBus.publish(c);
+  });
   /** Aborted by close(): ends every open stream and waiting acquire so shutdown does not wait on them. */
   const shutdown = createShutdownSignal();
   const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });
@@ -108,11 +117,23 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     ...stream,
     maxLag: config.streamMaxLag,
   });
+  const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
+  const operatorLive = createOperatorLive({
+    store,
+    clock,
+    presence,
+    messages,
+    changes: projectsBus,
+    listProjects: () => operator.listProjects(),
+  });
   const watches = createWatchHandlers({
     presence,
     leases,
+    operator: operatorLive,
     presenceBus,
     leaseBus,
+    messageBus,
+    runBus,
     clock,
     ...stream,
     maxBuffered: config.streamMaxLag,
@@ -146,7 +167,6 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     onError: (e) => observer.log("internal_error", { error: `sync prepare thread failed, hashing on the hub's thread: ${String(e)}` }),
   });
   const sync = createSync({ store, clock, observer, prepare });
-  const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
   const hubRoutes = routes({ presence, leases, messages, openInbox, watches, sync, operator });
   const serviceRoutes = (router: ConnectRouter) => {
     hubRoutes(router);

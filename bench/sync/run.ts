@@ -31,7 +31,7 @@ import { eventJson } from "../../src/server/sync-convert.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import type { SyncEventRow } from "../../src/store/store.js";
 import { checkSyncEvent } from "../../src/sync/schema.js";
-import { contentHash, createSync, decideIngest } from "../../src/sync/sync.js";
+import { contentHash, createSync, decideIngest, syncChanges } from "../../src/sync/sync.js";
 import { SyncEventSchema, type SyncEvent } from "../../gen/ts/kxm/hub/v1/sync_event_pb.js";
 import {
   PushEventsRequestSchema,
@@ -204,9 +204,9 @@ function timedStore(dbPath: string) {
   const txMs = new Samples();
   let recording = false;
   const inner = store.pushSyncEvents;
-  store.pushSyncEvents = async (events, decide) => {
+  store.pushSyncEvents = async (events, decide, changes) => {
     const t0 = monoMs();
-    const r = await inner(events, decide);
+    const r = await inner(events, decide, changes);
     if (recording) txMs.push(monoMs() - t0);
     return r;
   };
@@ -468,7 +468,7 @@ async function floorScenario(kind: FloorKind, plan: BatchPlan, warm: BatchPlan) 
     if (kind === "store") {
       const rowsIn = buildRows(batch, Date.now()); // outside the timed region
       const t0 = monoMs();
-      const { outcomes: o } = await store.pushSyncEvents(rowsIn, decideIngest);
+      const { outcomes: o } = await store.pushSyncEvents(rowsIn, decideIngest, syncChanges);
       const t1 = monoMs();
       if (!measure) return;
       lat.push(t1 - t0);
@@ -477,7 +477,7 @@ async function floorScenario(kind: FloorKind, plan: BatchPlan, warm: BatchPlan) 
       const t0 = monoMs();
       const rowsIn = buildRows(batch, Date.now());
       const t1 = monoMs();
-      const { outcomes: o } = await store.pushSyncEvents(rowsIn, decideIngest);
+      const { outcomes: o } = await store.pushSyncEvents(rowsIn, decideIngest, syncChanges);
       const t2 = monoMs();
       if (!measure) return;
       lat.push(t2 - t0);

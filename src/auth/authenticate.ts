@@ -96,6 +96,11 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
           if (!isAdmin(creds)) checkProjectToken(project, creds);
           return { kind: "project", project };
         }
+        case "operator": {
+          const project = projectName("project", field(rule.projectField) as string | undefined);
+          if (!isAdmin(creds)) checkProjectToken(project, creds);
+          return { kind: "project", project };
+        }
         case "public":
           return { kind: "public" };
         case "adminConfigured":

@@ -15,6 +15,11 @@ export type AuthRule =
    * without an admin token trusts its callers as admin).
    */
   | { kind: "agentOrOperator"; projectField: string }
+  /**
+   * An operator of the project named in `projectField`: the admin token or that project's own
+   * token (a loopback hub without an admin token trusts its callers as admin). Never an agent.
+   */
+  | { kind: "operator"; projectField: string }
   /** Admin token; a hub without one trusts loopback callers, else refuses (admin_auth_not_configured). */
   | { kind: "adminConfigured" }
   /** No credentials (discovery services such as server reflection). */
@@ -25,6 +30,7 @@ const agentPath: AuthRule = { kind: "agent", idField: "agentId" };
 const project: AuthRule = { kind: "project", projectField: "project" };
 const watcher: AuthRule = { kind: "agentOrProject", projectField: "project" };
 const reader: AuthRule = { kind: "agentOrOperator", projectField: "project" };
+const operator: AuthRule = { kind: "operator", projectField: "project" };
 
 export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.PresenceService/RegisterAgent": project,
@@ -50,5 +56,8 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.SyncService/GetCursor": project,
   "kxm.hub.v1.OpsService/GetSnapshot": { kind: "adminConfigured" },
   "kxm.hub.v1.OpsService/ListProjects": { kind: "adminConfigured" },
+  "kxm.hub.v1.OpsService/WatchProjects": { kind: "adminConfigured" },
+  "kxm.hub.v1.OpsService/WatchOpenMessages": operator,
+  "kxm.hub.v1.OpsService/WatchRuns": operator,
   "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": { kind: "public" },
 };

@@ -3,7 +3,7 @@ import type { LeaseView } from "../errors.js";
 import type { Leases } from "../lease/leases.js";
 import type { Messages } from "../peer/messages.js";
 import type { AgentView, Presence, RuntimeView } from "../presence/presence.js";
-import type { HubStore, MessageRow } from "../store/store.js";
+import type { HubStore, MessageRow, SyncRunView } from "../store/store.js";
 import { projectName } from "../validate.js";
 
 export interface HomeRuntimeRun {
@@ -46,12 +46,55 @@ export interface ProjectSummary {
   agents: number;
   onlineAgents: number;
   heldLeases: number;
+  openMessages: number;
   hasToken: boolean;
 }
 
 const maxOpenMessages = 16;
 const maxLeases = 100;
 const maxRunsPerRuntime = 16;
+
+/** A run as the operator sees it, under a home runtime whose presence is `presence`. */
+export function homeRuntimeRun(run: SyncRunView, presence: HomeRuntime["presence"] | undefined): HomeRuntimeRun {
+  return {
+    projectId: run.projectId,
+    runId: run.runId,
+    ...(run.workflowId !== undefined && { workflowId: run.workflowId }),
+    ...(run.displayTitle !== undefined && { displayTitle: run.displayTitle }),
+    ...(run.status !== undefined && { status: run.status }),
+    lastSequence: run.cursor,
+    pendingGap: run.stored > run.cursor,
+    ...(run.updatedAt !== undefined && { updatedAt: run.updatedAt }),
+    orphaned: presence !== "online",
+  };
+}
+
+/**
+ * Runs grouped under their home runtime: every runtime that ever heartbeated, with or without
+ * runs, and every runtime that owns runs, heartbeat or not; each runtime's newest runs first.
+ */
+export function byHomeRuntime(runs: SyncRunView[], runtimes: RuntimeView[]): HomeRuntime[] {
+  const byRuntime = new Map<string, RuntimeView>(runtimes.map((r) => [r.runtimeId, r]));
+  const runsByRuntime = new Map<string, HomeRuntimeRun[]>();
+  for (const run of runs) {
+    const item = homeRuntimeRun(run, byRuntime.get(run.homeRuntimeId)?.presence);
+    runsByRuntime.set(run.homeRuntimeId, [...(runsByRuntime.get(run.homeRuntimeId) ?? []), item]);
+  }
+  const ids = [...new Set([...byRuntime.keys(), ...runsByRuntime.keys()])].sort();
+  return ids.map((runtimeId): HomeRuntime => {
+    const r = byRuntime.get(runtimeId);
+    const all = (runsByRuntime.get(runtimeId) ?? []).sort((a, b) => (b.updatedAt ?? "").localeCompare(a.updatedAt ?? ""));
+    return {
+      runtimeId,
+      ...(r?.host !== undefined && { host: r.host }),
+      ...(r && { heartbeatAtMs: r.heartbeatAtMs, leaseExpiresAtMs: r.leaseExpiresAtMs }),
+      presence: r?.presence ?? "unknown",
+      orphaned: r?.presence !== "online",
+      runs: all.slice(0, maxRunsPerRuntime),
+      runTotal: all.length,
+    };
+  });
+}
 
 /**
  * What an operator sees of a project (reference-hub.md §5.4). Runs are grouped under their
@@ -78,6 +121,7 @@ export function createOperatorView(deps: {
       agents: counts.get(project)?.agents ?? 0,
       onlineAgents: counts.get(project)?.onlineAgents ?? 0,
       heldLeases: counts.get(project)?.heldLeases ?? 0,
+      openMessages: counts.get(project)?.openMessages ?? 0,
       hasToken: tokens.has(project),
     }));
   }
@@ -94,41 +138,7 @@ export function createOperatorView(deps: {
       presence.runtimes(project),
       leases.list({ project }, { includeExpired: false, pageSize: maxLeases, pageToken: "" }),
     ]);
-    const byRuntime = new Map<string, RuntimeView>(runtimes.map((r) => [r.runtimeId, r]));
-    const runsByRuntime = new Map<string, HomeRuntimeRun[]>();
-    for (const run of runs) {
-      const home = byRuntime.get(run.homeRuntimeId);
-      const last = run.prefix.at(-1);
-      const status = run.prefix.findLast((e) => e.eventType.startsWith("run.") && e.runStatus !== undefined)?.runStatus;
-      const workflowId = run.prefix.findLast((e) => e.workflowId !== undefined)?.workflowId;
-      const displayTitle = run.prefix.findLast((e) => e.displayTitle !== undefined)?.displayTitle;
-      const item: HomeRuntimeRun = {
-        projectId: run.projectId,
-        runId: run.runId,
-        ...(workflowId !== undefined && { workflowId }),
-        ...(displayTitle !== undefined && { displayTitle }),
-        ...(status !== undefined && { status }),
-        lastSequence: run.cursor,
-        pendingGap: run.stored > run.prefix.length,
-        ...(last && { updatedAt: last.occurredAt }),
-        orphaned: home?.presence !== "online",
-      };
-      runsByRuntime.set(run.homeRuntimeId, [...(runsByRuntime.get(run.homeRuntimeId) ?? []), item]);
-    }
-    const ids = [...new Set([...byRuntime.keys(), ...runsByRuntime.keys()])].sort();
-    const homeRuntimes = ids.map((runtimeId): HomeRuntime => {
-      const r = byRuntime.get(runtimeId);
-      const all = (runsByRuntime.get(runtimeId) ?? []).sort((a, b) => (b.updatedAt ?? "").localeCompare(a.updatedAt ?? ""));
-      return {
-        runtimeId,
-        ...(r?.host !== undefined && { host: r.host }),
-        ...(r && { heartbeatAtMs: r.heartbeatAtMs, leaseExpiresAtMs: r.leaseExpiresAtMs }),
-        presence: r?.presence ?? "unknown",
-        orphaned: r?.presence !== "online",
-        runs: all.slice(0, maxRunsPerRuntime),
-        runTotal: all.length,
-      };
-    });
+    const homeRuntimes = byHomeRuntime(runs, runtimes);
     const onlineFirst = [...agents].sort(
       (a, b) => Number(b.online) - Number(a.online) || a.name.localeCompare(b.name),
     );

@@ -11,6 +11,7 @@ import {
   decideReply,
   decideSend,
   expiredError,
+  messageChange,
   visibleTo,
   type SendInput,
 } from "./rules.js";
@@ -88,7 +89,7 @@ export function createMessages(deps: MessagesDeps) {
 
   /** Expires due messages (lazily before reads, and on the sweep). */
   async function expireDue(): Promise<number> {
-    const events = await store.expireMessages(expiredError);
+    const events = await store.expireMessages(expiredError, messageChange);
     const expired = new Map<string, MessageRow>();
     for (const e of events) expired.set(e.message.id, e.message);
     for (const m of expired.values()) {

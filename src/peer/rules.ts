@@ -1,5 +1,5 @@
 import { errors } from "../errors.js";
-import type { AgentRow, Delivery, MessageDecision, MessageRow, SendContext } from "../store/store.js";
+import type { AgentRow, ChangeRecord, Delivery, MessageDecision, MessageRow, MessageStatus, SendContext } from "../store/store.js";
 
 /**
  * The message decisions, pure: given the stored message (or the send context), the caller and
@@ -32,6 +32,38 @@ export interface Sender {
 }
 
 const isOpen = (m: MessageRow) => m.status === "queued" || m.status === "delivered";
+
+/** What watchers of a project's open messages learn of one (WatchOpenMessages): never its content. */
+export interface MessageChangeBody {
+  id: string;
+  status: MessageStatus;
+  fromName: string;
+  toName: string;
+  delivery: Delivery;
+  createdAtMs: number;
+  expiresAtMs: number;
+  deliveredAtMs?: number;
+  /** When it ended (replied, cancelled, expired, failed). */
+  endedAtMs?: number;
+  correlationId?: string;
+}
+
+/** The change a message decision records: the message as it is after it, at `nowMs`. */
+export function messageChange(m: MessageRow, nowMs: number): ChangeRecord {
+  const body: MessageChangeBody = {
+    id: m.id,
+    status: m.status,
+    fromName: m.fromName,
+    toName: m.toName,
+    delivery: m.delivery,
+    createdAtMs: m.createdAtMs,
+    expiresAtMs: m.expiresAtMs,
+    ...(m.deliveredAtMs !== undefined && { deliveredAtMs: m.deliveredAtMs }),
+    ...(!isOpen(m) && { endedAtMs: m.repliedAtMs ?? m.cancelledAtMs ?? nowMs }),
+    ...(m.correlationId !== undefined && { correlationId: m.correlationId }),
+  };
+  return { stream: "messages", body };
+}
 
 /**
  * A repeat with the same idempotency key is the same request when everything but allowOffline
@@ -93,6 +125,7 @@ export function decideSend(
   return {
     atMs: nowMs,
     write: message,
+    change: messageChange(message, nowMs),
     events: [{ agentId: to.id, kind: "message" }],
     result: { message, idempotent: false },
   };
@@ -115,7 +148,7 @@ export function decideAck(current: MessageRow | undefined, req: { id: string; ag
   const next: MessageRow = m.status === "queued" ? { ...m, status: "delivered", deliveredAtMs: req.nowMs } : m;
   return {
     atMs: req.nowMs,
-    ...(next !== m && { write: next }),
+    ...(next !== m && { write: next, change: messageChange(next, req.nowMs) }),
     ack: { agentId: m.toId, seq: m.seq },
     result: next,
   } satisfies MessageDecision<MessageRow>;
@@ -136,7 +169,13 @@ export function decideReply(
     reply: { content: req.content(), createdAtMs: req.nowMs },
     repliedAtMs: req.nowMs,
   };
-  return { atMs: req.nowMs, write: next, events: [{ agentId: m.fromId, kind: "reply" }], result: next };
+  return {
+    atMs: req.nowMs,
+    write: next,
+    change: messageChange(next, req.nowMs),
+    events: [{ agentId: m.fromId, kind: "reply" }],
+    result: next,
+  };
 }
 
 /** Sender only; a repeat cancel answers the cancelled message unchanged; the recipient gets an event. */
@@ -152,6 +191,7 @@ export function decideCancel(
   return {
     atMs: req.nowMs,
     write: next,
+    change: messageChange(next, req.nowMs),
     events: [{ agentId: m.toId, kind: "cancelled" }],
     result: { message: next, changed: true },
   };

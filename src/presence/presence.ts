@@ -189,8 +189,13 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
 
     /** The runtimes that heartbeated in a project, by runtime id. */
     async runtimes(project: string): Promise<RuntimeView[]> {
+      return this.runtimeViews(await store.listRuntimes(project));
+    },
+
+    /** Runtimes as views see them now (online or expired). */
+    runtimeViews(rows: RuntimeRow[]): RuntimeView[] {
       const nowMs = clock.now();
-      return (await store.listRuntimes(project)).map((r) => runtimeView(r, nowMs));
+      return rows.map((r) => runtimeView(r, nowMs));
     },
 
     /** Records a runtime heartbeat. Throws protocol_error, invalid_runtime_id. */

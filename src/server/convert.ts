@@ -1,6 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { LeaseView } from "../errors.js";
+import type { HomeRuntime, HomeRuntimeRun } from "../operator/snapshot.js";
+import type { MessageChangeBody } from "../peer/rules.js";
 import type { AgentView, RuntimeView } from "../presence/presence.js";
 import type { Delivery as DomainDelivery, MessageRow, MessageStatus as DomainStatus } from "../store/store.js";
 import {
@@ -11,6 +13,14 @@ import {
   MessageStatus,
 } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { type Lease, LeaseSchema } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import {
+  type HomeRuntime as HomeRuntimeProto,
+  type HomeRuntimeRun as HomeRuntimeRunProto,
+  HomeRuntimeRunSchema,
+  HomeRuntimeSchema,
+  type OpenMessage,
+  OpenMessageSchema,
+} from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import {
   type Agent,
   AgentSchema,
@@ -118,4 +128,43 @@ export const messageToProto = (m: MessageRow): Message =>
     status: statusToProto[m.status],
     reply: m.reply && { content: m.reply.content, createdAt: timestampFromMs(m.reply.createdAtMs) },
     error: m.error,
+  });
+
+const runtimePresence = {
+  online: RuntimePresenceState.ONLINE,
+  expired: RuntimePresenceState.EXPIRED,
+  unknown: RuntimePresenceState.UNKNOWN,
+} as const;
+
+const optionalTimestamp = (ms: number | undefined) => (ms === undefined ? undefined : timestampFromMs(ms));
+
+/** A run under its home runtime, as the operator views send it. */
+export const homeRuntimeRunToProto = (r: HomeRuntimeRun): HomeRuntimeRunProto =>
+  create(HomeRuntimeRunSchema, { ...r, lastSequence: BigInt(r.lastSequence) });
+
+export const homeRuntimeToProto = (h: HomeRuntime): HomeRuntimeProto =>
+  create(HomeRuntimeSchema, {
+    runtimeId: h.runtimeId,
+    host: h.host,
+    heartbeatAt: optionalTimestamp(h.heartbeatAtMs),
+    leaseExpiresAt: optionalTimestamp(h.leaseExpiresAtMs),
+    presence: runtimePresence[h.presence],
+    orphaned: h.orphaned,
+    runs: h.runs.map(homeRuntimeRunToProto),
+    runTotal: h.runTotal,
+  });
+
+/** An open (or just ended) message without its content. */
+export const openMessageToProto = (m: MessageChangeBody): OpenMessage =>
+  create(OpenMessageSchema, {
+    id: m.id,
+    status: statusToProto[m.status],
+    fromName: m.fromName,
+    toName: m.toName,
+    delivery: deliveryToProto[m.delivery],
+    createdAt: timestampFromMs(m.createdAtMs),
+    expiresAt: timestampFromMs(m.expiresAtMs),
+    deliveredAt: optionalTimestamp(m.deliveredAtMs),
+    endedAt: optionalTimestamp(m.endedAtMs),
+    correlationId: m.correlationId,
   });

@@ -2,17 +2,12 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { OperatorView } from "../operator/snapshot.js";
 import type { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
-import { RuntimePresenceState } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
-import { agentToProto, deliveryToProto, leaseToProto, statusToProto } from "./convert.js";
+import { agentToProto, homeRuntimeToProto, leaseToProto, openMessageToProto } from "./convert.js";
+import { messageChange, type MessageChangeBody } from "../peer/rules.js";
+import type { WatchHandlers } from "./watch-handlers.js";
 
-const runtimePresence = {
-  online: RuntimePresenceState.ONLINE,
-  expired: RuntimePresenceState.EXPIRED,
-  unknown: RuntimePresenceState.UNKNOWN,
-} as const;
-
-/** OpsService: the operator snapshot and the list of projects. */
-export function opsHandlers(operator: OperatorView): ServiceImpl<typeof OpsService> {
+/** OpsService: the operator snapshot, the list of projects, and their live forms (watch-handlers.ts). */
+export function opsHandlers(operator: OperatorView, watches: WatchHandlers): ServiceImpl<typeof OpsService> {
   return {
     async listProjects() {
       return { projects: await operator.listProjects() };
@@ -23,28 +18,14 @@ export function opsHandlers(operator: OperatorView): ServiceImpl<typeof OpsServi
         project: s.project,
         fetchedAt: timestampFromMs(s.fetchedAtMs),
         agents: s.agents.map(agentToProto),
-        openMessages: s.openMessages.map((m) => ({
-          id: m.id,
-          status: statusToProto[m.status],
-          fromName: m.fromName,
-          toName: m.toName,
-          delivery: deliveryToProto[m.delivery],
-          createdAt: timestampFromMs(m.createdAtMs),
-          correlationId: m.correlationId,
-        })),
+        openMessages: s.openMessages.map((m) => openMessageToProto(messageChange(m, s.fetchedAtMs).body as MessageChangeBody)),
         openMessageTotal: s.openMessageTotal,
-        homeRuntimes: s.homeRuntimes.map((h) => ({
-          runtimeId: h.runtimeId,
-          host: h.host,
-          heartbeatAt: h.heartbeatAtMs === undefined ? undefined : timestampFromMs(h.heartbeatAtMs),
-          leaseExpiresAt: h.leaseExpiresAtMs === undefined ? undefined : timestampFromMs(h.leaseExpiresAtMs),
-          presence: runtimePresence[h.presence],
-          orphaned: h.orphaned,
-          runs: h.runs.map((r) => ({ ...r, lastSequence: BigInt(r.lastSequence) })),
-          runTotal: h.runTotal,
-        })),
+        homeRuntimes: s.homeRuntimes.map(homeRuntimeToProto),
         leases: s.leases.map(leaseToProto),
       };
     },
+    watchProjects: (req, ctx) => watches.watchProjects(req, ctx),
+    watchOpenMessages: (req, ctx) => watches.watchOpenMessages(req, ctx),
+    watchRuns: (req, ctx) => watches.watchRuns(req, ctx),
   };
 }

@@ -7,16 +7,27 @@ import type { LeaseChange, Leases } from "../lease/leases.js";
 import type { Presence, PresenceChange } from "../presence/presence.js";
 import { create, type MessageShape } from "@bufbuild/protobuf";
 import { LeaseEventKind, WatchLeasesResponseSchema } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import {
+  OpenMessageChangeKind,
+  WatchOpenMessagesResponseSchema,
+  WatchRunsResponseSchema,
+  type WatchRunsResponse,
+} from "../../gen/ts/kxm/hub/v1/ops_pb.js";
+import type { MessageWatchChange, OperatorLive, RunWatchChange } from "../operator/live.js";
 import { WatchPresenceResponseSchema } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { callerOf } from "./caller.js";
-import { agentToProto, leaseToProto, runtimeToProto } from "./convert.js";
+import { agentToProto, homeRuntimeRunToProto, homeRuntimeToProto, leaseToProto, openMessageToProto, runtimeToProto } from "./convert.js";
 import { intInRange, projectName } from "../validate.js";
+import { homeRuntimeRun } from "../operator/snapshot.js";
 
 export interface WatchDeps {
   presence: Presence;
   leases: Leases;
+  operator: OperatorLive;
   presenceBus: Bus<PresenceChange>;
   leaseBus: Bus<LeaseChange>;
+  messageBus: Bus<MessageWatchChange>;
+  runBus: Bus<RunWatchChange>;
   clock: Clock;
   keepAliveMs: number;
   maxBuffered: number;
@@ -59,7 +70,17 @@ function framesOnce<C extends object, F>(build: (change: C) => F) {
 const afterCursor = (value: bigint | undefined) =>
   value === undefined ? undefined : intInRange("afterCursor", value, 0, Number.MAX_SAFE_INTEGER, 0);
 
-/** WatchPresence and WatchLeases: a snapshot (or a resume), then the stored changes, woken by the buses. */
+const messageKind = (status: string) =>
+  status === "queued"
+    ? OpenMessageChangeKind.SENT
+    : status === "delivered"
+      ? OpenMessageChangeKind.DELIVERED
+      : OpenMessageChangeKind.ENDED;
+
+/**
+ * WatchPresence, WatchLeases, WatchOpenMessages and WatchRuns: a snapshot (or a resume), then
+ * the stored changes, woken by the buses; WatchProjects: the project list as it changes.
+ */
 export function createWatchHandlers(deps: WatchDeps) {
   const common = { clock: deps.clock, keepAliveMs: deps.keepAliveMs, maxBuffered: deps.maxBuffered };
   const presenceFrames = framesOnce((c: PresenceChange) => {
@@ -68,6 +89,26 @@ export function createWatchHandlers(deps: WatchDeps) {
     if (c.agent) frames.push(create(WatchPresenceResponseSchema, { cursor, event: { case: "agent", value: agentToProto(c.agent) } }));
     if (c.runtime) frames.push(create(WatchPresenceResponseSchema, { cursor, event: { case: "runtime", value: runtimeToProto(c.runtime) } }));
     return frames;
+  });
+  const messageFrame = framesOnce((c: MessageWatchChange) =>
+    create(WatchOpenMessagesResponseSchema, {
+      cursor: BigInt(c.seq),
+      event: { case: "change", value: { kind: messageKind(c.status), message: openMessageToProto(c) } },
+    }),
+  );
+  const runFrame = framesOnce((c: RunWatchChange): WatchRunsResponse => {
+    const cursor = BigInt(c.seq);
+    const b = c.body;
+    if (b.kind === "alert") {
+      const { kind: _, sequence, ...alert } = b;
+      return create(WatchRunsResponseSchema, {
+        cursor,
+        event: { case: "alert", value: { ...alert, sequence: BigInt(sequence), at: timestampFromMs(c.atMs) } },
+      });
+    }
+    // Orphaned or not is the home runtime's presence, which WatchPresence follows.
+    const run = homeRuntimeRunToProto({ ...homeRuntimeRun(b.run, undefined), orphaned: false });
+    return create(WatchRunsResponseSchema, { cursor, event: { case: "change", value: { homeRuntimeId: b.run.homeRuntimeId, run } } });
   });
   const leaseFrame = framesOnce((c: LeaseChange) =>
     create(WatchLeasesResponseSchema, {
@@ -128,6 +169,67 @@ export function createWatchHandlers(deps: WatchDeps) {
         } else {
           yield keepAliveFrame(f);
         }
+      }
+    },
+
+    async *watchOpenMessages(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
+      const { project } = watchedProject(ctx, req.project);
+      const frames = watch({
+        ...common,
+        bus: deps.messageBus,
+        key: project,
+        afterCursor: afterCursor(req.afterCursor),
+        snapshot: () => deps.operator.openMessages(project),
+        read: (after, limit) => deps.operator.messageChanges(project, after, limit),
+        signal: ctx.signal,
+      });
+      for await (const f of frames) {
+        if (f.kind === "snapshot") {
+          yield {
+            cursor: BigInt(f.cursor),
+            event: {
+              case: "snapshot" as const,
+              value: { messages: f.snapshot.messages.map(openMessageToProto), total: f.snapshot.total },
+            },
+          };
+        } else if (f.kind === "change") {
+          yield messageFrame(f.change);
+        } else {
+          yield keepAliveFrame(f);
+        }
+      }
+    },
+
+    async *watchRuns(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
+      const { project } = watchedProject(ctx, req.project);
+      const frames = watch({
+        ...common,
+        bus: deps.runBus,
+        key: project,
+        afterCursor: afterCursor(req.afterCursor),
+        snapshot: () => deps.operator.runs(project),
+        read: (after, limit) => deps.operator.runChanges(project, after, limit),
+        signal: ctx.signal,
+      });
+      for await (const f of frames) {
+        if (f.kind === "snapshot") {
+          yield {
+            cursor: BigInt(f.cursor),
+            event: { case: "snapshot" as const, value: { homeRuntimes: f.snapshot.map(homeRuntimeToProto) } },
+          };
+        } else if (f.kind === "change") {
+          yield runFrame(f.change);
+        } else {
+          yield keepAliveFrame(f);
+        }
+      }
+    },
+
+    async *watchProjects(_req: unknown, ctx: HandlerContext) {
+      for await (const f of deps.operator.watchProjects({ keepAliveMs: deps.keepAliveMs, signal: ctx.signal })) {
+        yield f.kind === "projects"
+          ? { event: { case: "projects" as const, value: { projects: f.projects } } }
+          : { event: { case: "keepAlive" as const, value: { at: timestampFromMs(f.atMs) } } };
       }
     },
   };

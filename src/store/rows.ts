@@ -1,4 +1,4 @@
-import type { AgentRow, InboxEventKind, LeaseRow, LeaseWaiter, MessageDecision, MessageRow, RuntimeRow, SyncRunView } from "./store.js";
+import type { AgentRow, ChangeOf, InboxEventKind, LeaseRow, LeaseWaiter, MessageDecision, MessageRow, RuntimeRow, SyncRunView } from "./store.js";
 
 /**
  * Row shapes both stores keep (the same columns on SQLite and PostgreSQL) and their mapping to
@@ -160,11 +160,13 @@ export const messageToDb = (m: MessageRow) => ({
 
 
 /** The decision that expires an open message: status expired, `error` set, an event to both parties. */
-export function expiryDecision(m: MessageRow, nowMs: number, error: string): MessageDecision<undefined> {
+export function expiryDecision(m: MessageRow, nowMs: number, error: string, change: ChangeOf<MessageRow>): MessageDecision<undefined> {
   const kind: InboxEventKind = "expired";
+  const write: MessageRow = { ...m, status: "expired", error };
   return {
     atMs: nowMs,
-    write: { ...m, status: "expired", error },
+    write,
+    change: change(write, nowMs),
     events: [
       { agentId: m.fromId, kind },
       { agentId: m.toId, kind },
@@ -173,24 +175,44 @@ export function expiryDecision(m: MessageRow, nowMs: number, error: string): Mes
   };
 }
 
-/** One event of a run's gapless prefix, as listSyncRuns reads it. */
-export interface PrefixDb {
-  sequence: number;
-  event_type: string;
-  occurred_at: string;
-  run_status: string | null;
+/** A run as the run views read it (runSummary in each backend's SQL). */
+export interface RunDb {
+  project_id: string;
+  run_id: string;
+  home_runtime_id: string;
+  cursor: number;
+  stored: number;
+  updated_at: string | null;
+  status: string | null;
   workflow_id: string | null;
   display_title: string | null;
 }
 
-export const prefixFromDb = (p: PrefixDb): SyncRunView["prefix"][number] => ({
-  sequence: p.sequence,
-  eventType: p.event_type,
-  occurredAt: p.occurred_at,
-  ...(p.run_status !== null && { runStatus: p.run_status }),
-  ...(p.workflow_id !== null && { workflowId: p.workflow_id }),
-  ...(p.display_title !== null && { displayTitle: p.display_title }),
+export const runFromDb = (r: RunDb): SyncRunView => ({
+  projectId: r.project_id,
+  runId: r.run_id,
+  homeRuntimeId: r.home_runtime_id,
+  cursor: r.cursor,
+  stored: r.stored,
+  ...(r.updated_at !== null && { updatedAt: r.updated_at }),
+  ...(r.status !== null && { status: r.status }),
+  ...(r.workflow_id !== null && { workflowId: r.workflow_id }),
+  ...(r.display_title !== null && { displayTitle: r.display_title }),
 });
+
+/**
+ * The columns of a run's view, from `sync_runs r`: each field's last value in the gapless
+ * prefix, found walking back from the cursor on the events' key (a run status is stored for
+ * run.* events only).
+ */
+export const runViewColumns = `r.project_id, r.run_id, r.home_runtime_id, r.cursor, r.stored,
+  (SELECT occurred_at FROM sync_events e WHERE e.project_id = r.project_id AND e.run_id = r.run_id AND e.sequence = r.cursor) AS updated_at,
+  (SELECT run_status FROM sync_events e WHERE e.project_id = r.project_id AND e.run_id = r.run_id AND e.sequence <= r.cursor
+     AND e.run_status IS NOT NULL ORDER BY e.sequence DESC LIMIT 1) AS status,
+  (SELECT workflow_id FROM sync_events e WHERE e.project_id = r.project_id AND e.run_id = r.run_id AND e.sequence <= r.cursor
+     AND e.workflow_id IS NOT NULL ORDER BY e.sequence DESC LIMIT 1) AS workflow_id,
+  (SELECT display_title FROM sync_events e WHERE e.project_id = r.project_id AND e.run_id = r.run_id AND e.sequence <= r.cursor
+     AND e.display_title IS NOT NULL ORDER BY e.sequence DESC LIMIT 1) AS display_title`;
 
 export interface WaiterDb {
   id: string;

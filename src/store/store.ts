@@ -110,6 +110,8 @@ export interface MessageDecision<T> {
   events?: { agentId: string; kind: InboxEventKind }[];
   /** Advance this agent's acked cursor to at least `seq`. */
   ack?: { agentId: string; seq: number };
+  /** The change it records for watchers of the message's project (WatchOpenMessages), with `write`. */
+  change?: ChangeRecord;
   result: T;
 }
 
@@ -165,7 +167,10 @@ export type IngestOutcome =
   | { outcome: "duplicate" }
   | { outcome: "conflict"; reason: "sequence_reused" | "project_mismatch" | "home_runtime_mismatch"; existingHash?: string };
 
-/** A run with its gapless prefix (sequences 1..cursor), for the operator view. */
+/**
+ * A run as its gapless prefix (sequences 1..cursor) describes it, for the operator views: the
+ * last value of each field in the prefix.
+ */
 export interface SyncRunView {
   projectId: string;
   runId: string;
@@ -173,12 +178,24 @@ export interface SyncRunView {
   cursor: number;
   /** Events stored for the run, prefix or not. */
   stored: number;
-  /** The prefix's events in order (only the fields views need). */
-  prefix: Pick<SyncEventRow, "sequence" | "eventType" | "occurredAt" | "runStatus" | "workflowId" | "displayTitle">[];
+  /** occurredAt of the prefix's last event. */
+  updatedAt?: string;
+  /** payload.status of the prefix's last run.* event that has one. */
+  status?: string;
+  workflowId?: string;
+  displayTitle?: string;
 }
 
-/** Which watchable history of a project a change belongs to (WatchPresence, WatchLeases). */
-export type ChangeStream = "presence" | "leases";
+/** The changes a push records for watchers of its hub project (WatchRuns), made by the domain. */
+export interface SyncChanges {
+  /** A run whose events the push stored, as it stands after the push. */
+  run(view: SyncRunView): ChangeRecord;
+  /** An event the push refused as a conflict. */
+  conflict(event: SyncEventRow, outcome: Extract<IngestOutcome, { outcome: "conflict" }>): ChangeRecord;
+}
+
+/** Which watchable history of a project a change belongs to (WatchPresence, WatchLeases, WatchOpenMessages, WatchRuns). */
+export type ChangeStream = "presence" | "leases" | "messages" | "runs";
 
 /**
  * One stored change of a project's presence or leases. Each (project, stream) numbers its
@@ -258,6 +275,8 @@ export interface ProjectCounts {
   onlineAgents: number;
   /** Leases held and not lapsed at the query's nowMs. */
   heldLeases: number;
+  /** Messages queued or delivered. */
+  openMessages: number;
 }
 
 /** What group commit has done since the store opened (metrics). */
@@ -357,6 +376,10 @@ export interface HubStore {
   leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; head: number }>;
   /** The agents and runtimes of a project, and the head of its presence changes they reflect. */
   presenceSnapshot(project: string): Promise<{ agents: AgentRow[]; runtimes: RuntimeRow[]; head: number }>;
+  /** The newest `limit` open messages of a project, how many it has, and the head of its message changes they reflect. */
+  openMessagesSnapshot(project: string, limit: number): Promise<{ messages: MessageRow[]; total: number; head: number }>;
+  /** The runs and runtimes of a project, and the head of its run changes they reflect. */
+  runsSnapshot(project: string): Promise<{ runs: SyncRunView[]; runtimes: RuntimeRow[]; head: number }>;
 
   /** Up to `limit` changes of a stream after `afterSeq`, oldest first, and its head. */
   readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead>;
@@ -390,9 +413,9 @@ export interface HubStore {
   listOpenMessages(project: string, limit: number): Promise<{ messages: MessageRow[]; total: number }>;
   /**
    * Expires every open message due at the store's time (status expired, `error` set); events to
-   * both parties.
+   * both parties, and `change` for each.
    */
-  expireMessages(error: string): Promise<InboxEvent[]>;
+  expireMessages(error: string, change: ChangeOf<MessageRow>): Promise<InboxEvent[]>;
   /** Deletes ended messages whose end is `retainMs` or more before the store's time, and their stream events. */
   purgeMessages(retainMs: number): Promise<MessageRow[]>;
   inboxState(agentId: string): Promise<InboxState>;
@@ -409,16 +432,18 @@ export interface HubStore {
 
   /**
    * Stores a batch of run facts in one transaction, deciding each in order (later events see
-   * what earlier ones stored). Returns one outcome per event and the cursor of every run with an
-   * accepted or duplicate event.
+   * what earlier ones stored), and records a change for each conflict and for each run it stored
+   * events of (all of one hub project). Returns one outcome per event and the cursor of every
+   * run with an accepted or duplicate event.
    */
   pushSyncEvents(
     events: SyncEventRow[],
     decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome,
+    changes: SyncChanges,
   ): Promise<{ outcomes: IngestOutcome[]; cursors: { projectId: string; runId: string; cursor: number }[] }>;
   /** A run's cursor as seen by a hub project (0 when it has none of the run). */
   getSyncCursor(hubProject: string, projectId: string, runId: string): Promise<number>;
-  /** Every run of a hub project with its gapless prefix. */
+  /** Every run of a hub project, as its gapless prefix describes it. */
   listSyncRuns(hubProject: string): Promise<SyncRunView[]>;
 }
 

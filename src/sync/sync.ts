@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { HubStore, IngestContext, IngestOutcome, SyncEventRow } from "../store/store.js";
+import type { HubStore, IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView } from "../store/store.js";
 import { projectName, runtimeIdPattern } from "../validate.js";
 import { createPreparePool, type PreparePool } from "./prepare-pool.js";
 
@@ -42,6 +42,27 @@ export function decideIngest(e: SyncEventRow, ctx: IngestContext): IngestOutcome
   if (ctx.home !== undefined && ctx.home !== e.homeRuntimeId) return { outcome: "conflict", reason: "home_runtime_mismatch" };
   return { outcome: "accepted" };
 }
+
+/** What watchers of a project's runs learn (WatchRuns): a run as its prefix now describes it, or a refused push. */
+export type RunChangeBody =
+  | { kind: "run"; run: SyncRunView }
+  | { kind: "alert"; code: SyncCode; runtimeId: string; projectId: string; runId: string; sequence: number };
+
+/** The changes a push records: each run it stored events of, each conflict (a security alert). */
+export const syncChanges: SyncChanges = {
+  run: (run) => ({ stream: "runs", body: { kind: "run", run } satisfies RunChangeBody }),
+  conflict: (e, o) => ({
+    stream: "runs",
+    body: {
+      kind: "alert",
+      code: `sync_${o.reason}`,
+      runtimeId: e.homeRuntimeId,
+      projectId: e.projectId,
+      runId: e.runId,
+      sequence: e.sequence,
+    } satisfies RunChangeBody,
+  }),
+};
 
 function echo(event: unknown): Pick<SyncResult, "projectId" | "runId" | "sequence"> {
   const e = (typeof event === "object" && event !== null ? event : {}) as JsonObject;
@@ -120,7 +141,7 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
         slots.push(results.length);
         results.push({ ...identity, outcome: "accepted" });
       }
-      const { outcomes, cursors } = await store.pushSyncEvents(rows, decideIngest);
+      const { outcomes, cursors } = await store.pushSyncEvents(rows, decideIngest, syncChanges);
       outcomes.forEach((o, i) => {
         const row = rows[i]!;
         const result = results[slots[i]!]!;

@@ -28,6 +28,7 @@ export type Rule =
   | { kind: "project"; projectField: string }
   | { kind: "agentOrProject"; projectField: string }
   | { kind: "agentOrOperator"; projectField: string }
+  | { kind: "operator"; projectField: string }
   | { kind: "adminConfigured" }
   | { kind: "public" };
 
@@ -154,6 +155,12 @@ export function authenticate(rule: Rule, env: AuthEnv, agents: Map<string, SeedA
       const admin = env.admin === undefined ? env.loopback : c.bearer === env.admin;
       return admin || accepts(env, named, c.bearer) ? { as: { kind: "project", project: named } } : { refused: "invalid_auth" };
     }
+    case "operator": {
+      // The operator's live views: the admin (as above) or the project's token, never an agent.
+      const named = project(rule.projectField);
+      const admin = env.admin === undefined ? env.loopback : c.bearer === env.admin;
+      return admin || accepts(env, named, c.bearer) ? { as: { kind: "project", project: named } } : { refused: "invalid_auth" };
+    }
     case "adminConfigured":
       // Spec §5.3: a loopback hub without an admin token takes every caller as admin.
       if (env.admin === undefined) return env.loopback ? { as: { kind: "admin" } } : { refused: "admin_auth_not_configured" };
@@ -203,6 +210,7 @@ const agentPath: Rule = { kind: "agent", idField: "agentId" };
 const projectRule: Rule = { kind: "project", projectField: "project" };
 const watcher: Rule = { kind: "agentOrProject", projectField: "project" };
 const reader: Rule = { kind: "agentOrOperator", projectField: "project" };
+const operatorRule: Rule = { kind: "operator", projectField: "project" };
 
 const ok: Expect = () => "ok";
 const inTarget = (a: As) => a.kind !== "agent" || a.project === TARGET;
@@ -337,6 +345,15 @@ export const methodRows: MethodRow[] = [
   },
   { rpc: "kxm.hub.v1.OpsService/GetSnapshot", rule: { kind: "adminConfigured" }, request: () => ({ project: "alpha" }), expect: ok },
   { rpc: "kxm.hub.v1.OpsService/ListProjects", rule: { kind: "adminConfigured" }, request: () => ({}), expect: ok, adminSeesAll: true },
+  { rpc: "kxm.hub.v1.OpsService/WatchProjects", rule: { kind: "adminConfigured" }, request: () => ({}), expect: ok, adminSeesAll: true },
+  {
+    rpc: "kxm.hub.v1.OpsService/WatchOpenMessages",
+    rule: operatorRule,
+    request: () => ({ project: "alpha" }),
+    expect: ok,
+    check: seesProbe("OPEN_MESSAGE_CHANGE_KIND_SENT"),
+  },
+  { rpc: "kxm.hub.v1.OpsService/WatchRuns", rule: operatorRule, request: () => ({ project: "alpha" }), expect: ok },
 ];
 
 /** REST routes outside the proto (src/ops/http.ts). */

@@ -62,14 +62,17 @@ describe("operator reads over REST", () => {
   it("ListProjects lists every known project with counts, for the admin only", async () => {
     await using t = await startTestHub({ config: { authToken: "tok-admin", projectTokens: tokens } });
     await seed(t, tokens.p);
-    await t.register("solo", "open/one", "tok-admin");
+    const solo = await t.register("solo", "open/one", "tok-admin");
+    const duo = await t.register("duo", "open/one", "tok-admin");
+    expect((await t.rest("/v1/messages", { json: { target: "duo", content: "hi" }, headers: solo.headers })).status).toBe(202);
     const res = await t.rest("/v1/ops/projects", { headers: bearer("tok-admin") });
     expect(res.status).toBe(200);
     expect((await jsonOf(res)).projects).toEqual([
-      { project: "open/one", agents: 1, onlineAgents: 1, heldLeases: 0, hasToken: false },
-      { project: "p", agents: 2, onlineAgents: 1, heldLeases: 1, hasToken: true },
-      { project: "q", agents: 0, onlineAgents: 0, heldLeases: 0, hasToken: true },
+      { project: "open/one", agents: 2, onlineAgents: 2, heldLeases: 0, openMessages: 1, hasToken: false },
+      { project: "p", agents: 2, onlineAgents: 1, heldLeases: 1, openMessages: 0, hasToken: true },
+      { project: "q", agents: 0, onlineAgents: 0, heldLeases: 0, openMessages: 0, hasToken: true },
     ]);
+    void duo;
     // A lapsed lease is not held.
     t.clock.advance(60_000);
     const later = await jsonOf(await t.rest("/v1/ops/projects", { headers: bearer("tok-admin") }));

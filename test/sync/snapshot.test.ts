@@ -158,7 +158,7 @@ describe("snapshot: agents and open messages", () => {
     expect(snap.openMessageTotal).toBe(17);
     expect(snap.openMessages).toHaveLength(16);
     for (const m of snap.openMessages) {
-      expect(Object.keys(m).every((k) => ["id", "status", "fromName", "toName", "delivery", "createdAt", "correlationId"].includes(k)), JSON.stringify(m)).toBe(true);
+      expect(Object.keys(m).every((k) => ["id", "status", "fromName", "toName", "delivery", "createdAt", "expiresAt", "deliveredAt", "correlationId"].includes(k)), JSON.stringify(m)).toBe(true);
       expect(m).toMatchObject({ fromName: "amy", toName: "zed", status: expect.stringMatching(/^(queued|delivered)$/) });
       expect(JSON.stringify(m)).not.toContain("secret body");
     }
@@ -170,7 +170,7 @@ describe("snapshot: agents and open messages", () => {
     expect(times).toEqual([...times].sort((x, y) => y - x));
     expect(snap.openMessages[0]).toEqual({
       id: correlated.message.id, status: "queued", fromName: "amy", toName: "zed", delivery: "steer",
-      createdAt: correlated.message.createdAt, correlationId: "corr-1",
+      createdAt: correlated.message.createdAt, expiresAt: correlated.message.expiresAt, correlationId: "corr-1",
     });
     expect(snap.openMessages[1]).not.toHaveProperty("correlationId");
     expect(snap.homeRuntimes).toEqual([]);

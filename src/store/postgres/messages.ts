@@ -1,6 +1,6 @@
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
-import type { InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, SendContext } from "../store.js";
-import type { PgAccess, PgTx } from "./transaction.js";
+import type { ChangeOf, InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, SendContext } from "../store.js";
+import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
 import { agentColumns } from "./rows.js";
 import type { TailReader } from "./tail.js";
 
@@ -21,9 +21,12 @@ const upsertMessage = `INSERT INTO messages (${columns.join(", ")})
  * way (`FOR UPDATE`). Two replicas sending with one idempotency key race on the unique index:
  * the loser's decision runs again and sees the winner's message (postgres/transaction.ts).
  */
-export function createPostgresMessages({ tx, rows, now }: PgAccess) {
-  /** Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor. */
-  async function apply<T>(t: PgTx, d: MessageDecision<T>): Promise<InboxEvent[]> {
+export function createPostgresMessages({ tx, changeTx, rows, now }: PgAccess) {
+  /**
+   * Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor;
+   * records its change last.
+   */
+  async function apply<T>(t: PgTx, d: MessageDecision<T>, record: PgRecordChange): Promise<InboxEvent[]> {
     const events: InboxEvent[] = [];
     const numbered: { agentId: string; kind: InboxEventKind; seq: number }[] = [];
     for (const e of d.events ?? []) {
@@ -56,12 +59,13 @@ export function createPostgresMessages({ tx, rows, now }: PgAccess) {
         [d.ack.agentId, d.ack.seq],
       );
     }
+    if (d.write && d.change) await record(d.write.project, d.change.stream, d.change.body, d.atMs);
     return events;
   }
 
   return {
     decideSend<T>(query: { senderId: string; idempotencyKey?: string; project: string; target: string }, decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>) {
-      return tx(async (t) => {
+      return changeTx(async (t, record) => {
         const existing = query.idempotencyKey
           ? (await t.query<MessageDb>("SELECT * FROM messages WHERE from_id = $1 AND idempotency_key = $2", [query.senderId, query.idempotencyKey])).rows[0]
           : undefined;
@@ -73,15 +77,15 @@ export function createPostgresMessages({ tx, rows, now }: PgAccess) {
           ])
         ).rows.map(agentFromDb);
         const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, await now(t));
-        return { result: d.result, events: await apply(t, d) };
+        return { result: d.result, events: await apply(t, d, record) };
       });
     },
 
     decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
-      return tx(async (t) => {
+      return changeTx(async (t, record) => {
         const [r] = (await t.query<MessageDb>("SELECT * FROM messages WHERE id = $1 FOR UPDATE", [id])).rows;
         const d = decide(r && messageFromDb(r), await now(t));
-        return { result: d.result, events: await apply(t, d) };
+        return { result: d.result, events: await apply(t, d, record) };
       });
     },
 
@@ -119,8 +123,8 @@ export function createPostgresMessages({ tx, rows, now }: PgAccess) {
       return { messages: messages.map(messageFromDb), total: count!.n };
     },
 
-    expireMessages(error: string) {
-      return tx(async (t) => {
+    expireMessages(error: string, change: ChangeOf<MessageRow>) {
+      return changeTx(async (t, record) => {
         const nowMs = await now(t);
         // Locked, and re-checked after a wait: a message another replica expired meanwhile drops out.
         const due = (
@@ -130,7 +134,7 @@ export function createPostgresMessages({ tx, rows, now }: PgAccess) {
           )
         ).rows;
         const events: InboxEvent[] = [];
-        for (const r of due) events.push(...(await apply(t, expiryDecision(messageFromDb(r), nowMs, error))));
+        for (const r of due) events.push(...(await apply(t, expiryDecision(messageFromDb(r), nowMs, error, change), record)));
         return events;
       });
     },

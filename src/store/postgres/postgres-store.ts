@@ -15,19 +15,35 @@ import {
   type LeaseWaiter,
   type LeaseRow,
   type ListLeasesQuery,
+  type MessageRow,
   type ProjectCounts,
   type RuntimeRow,
   type StoreClock,
   type StreamChange,
+  type SyncRunView,
 } from "../store.js";
 import { byRegistration, ChangeListeners } from "../changes.js";
 import { createTail } from "./tail.js";
-import { runTransaction, storeError, type PgTx } from "./transaction.js";
+import { runTransaction, storeError, type PgAccess, type PgRecordChange, type PgTx } from "./transaction.js";
 import { migrate } from "./schema.js";
 import { createPostgresMessages } from "./messages.js";
-import { createPostgresSync } from "./sync.js";
+import { createPostgresSync, runsOfProject } from "./sync.js";
 import { agentColumns } from "./rows.js";
-import { agentFromDb, floorRow, leaseFromDb, runtimeFromDb, waiterFromDb, type AgentDb, type LeaseDb, type RuntimeDb, type WaiterDb } from "../rows.js";
+import {
+  agentFromDb,
+  floorRow,
+  leaseFromDb,
+  messageFromDb,
+  runFromDb,
+  runtimeFromDb,
+  waiterFromDb,
+  type AgentDb,
+  type LeaseDb,
+  type MessageDb,
+  type RunDb as RunViewDb,
+  type RuntimeDb,
+  type WaiterDb,
+} from "../rows.js";
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database` */
@@ -99,8 +115,9 @@ export class PostgresStore implements HubStore {
     private readonly pool: pg.Pool,
     private readonly clock: StoreClock | undefined,
   ) {
-    const access = {
+    const access: PgAccess = {
       tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work),
+      changeTx: (work) => this.changeTx(work),
       rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params),
       now: (tx: PgTx) => this.decisionTime(tx),
     };
@@ -175,7 +192,7 @@ export class PostgresStore implements HubStore {
    * One decision that may record changes (`record`, inside its transaction); they are handed to
    * the change listeners once it has committed, never when it rolled back or ran again.
    */
-  private changeTx<T>(work: (tx: PgTx, record: (project: string, stream: ChangeStream, body: unknown, atMs: number) => Promise<void>) => Promise<T>): Promise<T> {
+  private changeTx<T>(work: (tx: PgTx, record: PgRecordChange) => Promise<T>): Promise<T> {
     let changes: StreamChange[] = [];
     return this.tx(async (tx) => {
       changes = [];
@@ -235,18 +252,19 @@ export class PostgresStore implements HubStore {
   }
 
   async listProjects(nowMs: number): Promise<ProjectCounts[]> {
-    const rows = await this.rows<{ project: string; agents: number; online: number; held: number }>(
+    const rows = await this.rows<{ project: string; agents: number; online: number; held: number; open: number }>(
       `WITH names (project) AS (
          SELECT project FROM agents UNION SELECT project FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at > $1
          UNION SELECT project FROM runtime_presence UNION SELECT hub_project FROM sync_runs)
        SELECT n.project,
          (SELECT count(*)::int FROM agents a WHERE a.project = n.project) AS agents,
          (SELECT count(*)::int FROM agents a WHERE a.project = n.project AND a.online) AS online,
-         (SELECT count(*)::int FROM leases l WHERE l.project = n.project AND l.holder_agent_id IS NOT NULL AND l.expires_at > $1) AS held
+         (SELECT count(*)::int FROM leases l WHERE l.project = n.project AND l.holder_agent_id IS NOT NULL AND l.expires_at > $1) AS held,
+         (SELECT count(*)::int FROM messages m WHERE m.project = n.project AND m.status IN ('queued', 'delivered')) AS open
        FROM names n ORDER BY n.project`,
       [nowMs],
     );
-    return rows.map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held }));
+    return rows.map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held, openMessages: r.open }));
   }
 
   private async writeAgent(tx: PgTx, a: AgentRow): Promise<void> {
@@ -466,7 +484,7 @@ export class PostgresStore implements HubStore {
   listMessages: HubStore["listMessages"] = (query) => this.messages.listMessages(query);
   countMessages: HubStore["countMessages"] = () => this.messages.countMessages();
   listOpenMessages: HubStore["listOpenMessages"] = (project, limit) => this.messages.listOpenMessages(project, limit);
-  expireMessages: HubStore["expireMessages"] = (error) => this.messages.expireMessages(error);
+  expireMessages: HubStore["expireMessages"] = (error, change) => this.messages.expireMessages(error, change);
   purgeMessages: HubStore["purgeMessages"] = (retainMs) => this.messages.purgeMessages(retainMs);
   inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
   readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
@@ -497,6 +515,25 @@ export class PostgresStore implements HubStore {
       agents: (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).rows.map(agentFromDb),
       runtimes: (await tx.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 ORDER BY runtime_id", [project])).rows.map(runtimeFromDb),
       head: (await tx.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, "presence"])).rows[0]!.head,
+    }));
+  }
+
+  openMessagesSnapshot(project: string, limit: number): Promise<{ messages: MessageRow[]; total: number; head: number }> {
+    const open = "project = $1 AND status IN ('queued', 'delivered')";
+    return this.snapshotRead(async (tx) => ({
+      messages: (
+        await tx.query<MessageDb>(`SELECT * FROM messages WHERE ${open} ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit])
+      ).rows.map(messageFromDb),
+      total: (await tx.query<{ n: number }>(`SELECT count(*)::int AS n FROM messages WHERE ${open}`, [project])).rows[0]!.n,
+      head: (await tx.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, "messages"])).rows[0]!.head,
+    }));
+  }
+
+  runsSnapshot(project: string): Promise<{ runs: SyncRunView[]; runtimes: RuntimeRow[]; head: number }> {
+    return this.snapshotRead(async (tx) => ({
+      runs: (await tx.query<RunViewDb>(runsOfProject, [project])).rows.map(runFromDb),
+      runtimes: (await tx.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 ORDER BY runtime_id", [project])).rows.map(runtimeFromDb),
+      head: (await tx.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, "runs"])).rows[0]!.head,
     }));
   }
 
@@ -561,7 +598,7 @@ export class PostgresStore implements HubStore {
     return purged;
   }
 
-  pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);
+  pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide, changes) => this.sync.pushSyncEvents(events, decide, changes);
   getSyncCursor: HubStore["getSyncCursor"] = (hubProject, projectId, runId) => this.sync.getSyncCursor(hubProject, projectId, runId);
   listSyncRuns: HubStore["listSyncRuns"] = (hubProject) => this.sync.listSyncRuns(hubProject);
 

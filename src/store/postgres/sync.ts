@@ -1,6 +1,6 @@
-import type { IngestContext, IngestOutcome, SyncEventRow, SyncRunView } from "../store.js";
+import type { ChangeRecord, IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView } from "../store.js";
 import type { PgAccess } from "./transaction.js";
-import { prefixFromDb, type PrefixDb } from "../rows.js";
+import { runFromDb, runViewColumns, type RunDb as RunViewDb } from "../rows.js";
 
 interface RunDb {
   project_id: string;
@@ -22,6 +22,9 @@ interface RunState {
   touched: boolean;
 }
 
+/** Every run of a hub project, as its prefix describes it. */
+export const runsOfProject = `SELECT ${runViewColumns} FROM sync_runs r WHERE r.hub_project = $1 ORDER BY r.project_id, r.run_id`;
+
 /** Keyed by the pair itself (JSON of the strings is one-to-one), never a joined string. */
 const keyOf = (...parts: (string | number)[]) => JSON.stringify(parts);
 
@@ -39,10 +42,12 @@ const insertTypes = ["text", "text", "bigint", "text", "text", "text", "text", "
  * one statement. Two replicas that create the same run, owner or event at once race on a
  * primary key: the loser's push runs again and sees the winner's rows (postgres/transaction.ts).
  */
-export function createPostgresSync({ tx, rows }: Pick<PgAccess, "tx" | "rows">) {
+export function createPostgresSync({ changeTx, rows, now }: Pick<PgAccess, "changeTx" | "rows" | "now">) {
   return {
-    pushSyncEvents(events: SyncEventRow[], decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome) {
-      return tx(async (t) => {
+    pushSyncEvents(events: SyncEventRow[], decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome, changes: SyncChanges) {
+      return changeTx(async (t, record) => {
+        /** The changes for watchers, recorded last (each locks its stream's head until the commit). */
+        const recorded: { project: string; change: ChangeRecord }[] = [];
         const projectIds = [...new Set(events.map((e) => e.projectId))];
         const runPairs = [...new Map(events.map((e) => [keyOf(e.projectId, e.runId), e])).values()];
         const existing = new Map<string, { contentHash: string; hubProject: string }>();
@@ -99,7 +104,8 @@ export function createPostgresSync({ tx, rows }: Pick<PgAccess, "tx" | "rows">) 
             toInsert.push(e);
             run.inserted.add(e.sequence);
           }
-          if (outcome.outcome !== "conflict") run.touched = true;
+          if (outcome.outcome === "conflict") recorded.push({ project: e.hubProject, change: changes.conflict(e, outcome) });
+          else run.touched = true;
           return outcome;
         });
 
@@ -162,8 +168,19 @@ export function createPostgresSync({ tx, rows }: Pick<PgAccess, "tx" | "rows">) 
               run.runId,
             ]);
             run.row.cursor = cursor;
+            const [view] = (
+              await t.query<RunViewDb>(`SELECT ${runViewColumns} FROM sync_runs r WHERE r.project_id = $1 AND r.run_id = $2`, [
+                run.projectId,
+                run.runId,
+              ])
+            ).rows;
+            recorded.push({ project: run.row.hub_project, change: changes.run(runFromDb(view!)) });
           }
           if (run.touched) cursors.push({ projectId: run.projectId, runId: run.runId, cursor: run.row?.cursor ?? 0 });
+        }
+        if (recorded.length > 0) {
+          const atMs = await now(t);
+          for (const r of recorded) await record(r.project, r.change.stream, r.change.body, atMs);
         }
         return { outcomes, cursors };
       });
@@ -179,27 +196,7 @@ export function createPostgresSync({ tx, rows }: Pick<PgAccess, "tx" | "rows">) 
     },
 
     async listSyncRuns(hubProject: string): Promise<SyncRunView[]> {
-      const runs = await rows<{ project_id: string; run_id: string; home_runtime_id: string; cursor: number; stored: number }>(
-        "SELECT project_id, run_id, home_runtime_id, cursor, stored FROM sync_runs WHERE hub_project = $1 ORDER BY project_id, run_id",
-        [hubProject],
-      );
-      const views: SyncRunView[] = [];
-      for (const r of runs) {
-        const prefix = await rows<PrefixDb>(
-          `SELECT sequence, event_type, occurred_at, run_status, workflow_id, display_title FROM sync_events
-           WHERE project_id = $1 AND run_id = $2 AND sequence <= $3 ORDER BY sequence`,
-          [r.project_id, r.run_id, r.cursor],
-        );
-        views.push({
-          projectId: r.project_id,
-          runId: r.run_id,
-          homeRuntimeId: r.home_runtime_id,
-          cursor: r.cursor,
-          stored: r.stored,
-          prefix: prefix.map(prefixFromDb),
-        });
-      }
-      return views;
+      return (await rows<RunViewDb>(runsOfProject, [hubProject])).map(runFromDb);
     },
   };
 }

@@ -1,15 +1,24 @@
 import type pg from "pg";
-import { StoreUnavailable } from "../store.js";
+import { StoreUnavailable, type ChangeStream } from "../store.js";
 
 /** How a decision runs its statements: inside its own transaction, on its pooled connection. */
 export interface PgTx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 
+/** Numbers and stores one change of a project's stream, inside the decision. */
+export type PgRecordChange = (project: string, stream: ChangeStream, body: unknown, atMs: number) => Promise<void>;
+
 /** How the store's halves run their statements (postgres-store.ts). */
 export interface PgAccess {
   /** One decision, its own transaction; resolves once it is committed. */
   tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
+  /**
+   * One decision that may record changes for watchers (`record`, inside its transaction, last:
+   * it locks the stream's head row until the commit); they are handed to the change listeners
+   * once it has committed.
+   */
+  changeTx<T>(work: (tx: PgTx, record: PgRecordChange) => Promise<T>): Promise<T>;
   /** A read on the pool: what is committed. */
   rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
   /** The time of a decision, inside its transaction (the database's clock unless one is injected). */

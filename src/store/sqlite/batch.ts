@@ -2,14 +2,23 @@ import fs from "node:fs";
 import path from "node:path";
 import type Database from "better-sqlite3";
 import { DurabilityLost, type BatchBackend, type WorkOutcome } from "../group-commit.js";
+import type { ChangeStream } from "../store.js";
 
 /** A decision's body: synchronous statements on the store's connection, returning its result. */
 export type Work = () => unknown;
+
+/** Numbers and stores one change of a project's stream, inside the decision. */
+export type RecordChange = (project: string, stream: ChangeStream, body: unknown, atMs: number) => void;
 
 /** How the store's halves (messages, sync) run their statements. */
 export interface StoreAccess {
   /** One decision of the next batch; resolves once the batch is durable. */
   tx<T>(fn: () => T): Promise<T>;
+  /**
+   * One decision that may record changes for watchers (`record`, in its savepoint); they are
+   * handed to the change listeners once it is durable.
+   */
+  changeTx<T>(fn: (record: RecordChange) => T): Promise<T>;
   /** A read, once every commit made so far is durable. */
   read<T>(fn: () => T): Promise<T>;
   /** The time of a decision (the store's clock). */

@@ -1,11 +1,12 @@
 import type Database from "better-sqlite3";
-import type { StoreAccess } from "./batch.js";
+import type { RecordChange, StoreAccess } from "./batch.js";
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type {
   InboxEvent,
   InboxEventKind,
   InboxState,
   ListMessagesQuery,
+  ChangeOf,
   MessageDecision,
   MessageRow,
   SendContext,
@@ -19,7 +20,7 @@ const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
  * transaction); every decision writes the message, appends its stream events and advances
  * cursors in it, all or nothing.
  */
-export function createSqliteMessages(db: Database.Database, { tx, read, now }: StoreAccess) {
+export function createSqliteMessages(db: Database.Database, { tx, changeTx, read, now }: StoreAccess) {
   const q = {
     byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
     byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
@@ -70,16 +71,19 @@ export function createSqliteMessages(db: Database.Database, { tx, read, now }: S
       `SELECT * FROM messages WHERE to_id = ? AND status IN ('queued', 'delivered') AND seq > ? AND seq <= ? ORDER BY seq`,
     ),
     count: db.prepare<[], { n: number }>("SELECT count(*) AS n FROM messages"),
-    open: db.prepare<[string, number], MessageDb>(
-      "SELECT * FROM messages WHERE project = ? AND status IN ('queued', 'delivered') ORDER BY created_at DESC, id DESC LIMIT ?",
-    ),
     openCount: db.prepare<[string], { n: number }>(
       "SELECT count(*) AS n FROM messages WHERE project = ? AND status IN ('queued', 'delivered')",
     ),
+    open: db.prepare<[string, number], MessageDb>(
+      "SELECT * FROM messages WHERE project = ? AND status IN ('queued', 'delivered') ORDER BY created_at DESC, id DESC LIMIT ?",
+    ),
   };
 
-  /** Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor. */
-  function apply<T>(d: MessageDecision<T>): InboxEvent[] {
+  /**
+   * Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor,
+   * records its change.
+   */
+  function apply<T>(d: MessageDecision<T>, record: RecordChange): InboxEvent[] {
     const events: InboxEvent[] = [];
     const numbered = (d.events ?? []).map((e) => ({ ...e, seq: q.takeSeq.get(e.agentId)!.seq }));
     if (d.write) {
@@ -90,9 +94,14 @@ export function createSqliteMessages(db: Database.Database, { tx, read, now }: S
         q.appendEvent.run(e.agentId, e.seq, e.kind, row.id, d.atMs);
         events.push({ agentId: e.agentId, seq: e.seq, kind: e.kind, message: row });
       }
+      if (d.change) record(row.project, d.change.stream, d.change.body, d.atMs);
     }
     if (d.ack) q.ack.run({ agent: d.ack.agentId, seq: d.ack.seq });
     return events;
+  }
+
+  function openNow(project: string, limit: number) {
+    return { messages: q.open.all(project, limit).map(messageFromDb), total: q.openCount.get(project)!.n };
   }
 
   return {
@@ -100,19 +109,19 @@ export function createSqliteMessages(db: Database.Database, { tx, read, now }: S
       query: { senderId: string; idempotencyKey?: string; project: string; target: string },
       decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>,
     ) {
-      return tx(() => {
+      return changeTx((record) => {
         const existing = query.idempotencyKey ? q.byKey.get(query.senderId, query.idempotencyKey) : undefined;
         const candidates = q.candidates.all(query.project, query.target, query.target.toLowerCase()).map(agentFromDb);
         const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, now());
-        return { result: d.result, events: apply(d) };
+        return { result: d.result, events: apply(d, record) };
       });
     },
 
     async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
-      return tx(() => {
+      return changeTx((record) => {
         const r = q.byId.get(id);
         const d = decide(r && messageFromDb(r), now());
-        return { result: d.result, events: apply(d) };
+        return { result: d.result, events: apply(d, record) };
       });
     },
 
@@ -144,13 +153,16 @@ export function createSqliteMessages(db: Database.Database, { tx, read, now }: S
     },
 
     listOpenMessages(project: string, limit: number) {
-      return read(() => ({ messages: q.open.all(project, limit).map(messageFromDb), total: q.openCount.get(project)!.n }));
+      return read(() => openNow(project, limit));
     },
 
-    async expireMessages(error: string) {
-      return tx(() => {
+    /** listOpenMessages inside a read the caller holds. */
+    openNow,
+
+    async expireMessages(error: string, change: ChangeOf<MessageRow>) {
+      return changeTx((record) => {
         const nowMs = now();
-        return q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error)));
+        return q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error, change), record));
       });
     },
 

@@ -16,11 +16,13 @@ import type {
   RuntimeRow,
   StoreClock,
   LeaseWaiter,
+  MessageRow,
   StreamChange,
+  SyncRunView,
 } from "../store.js";
 import { GroupCommit } from "../group-commit.js";
 import { Checkpointer } from "./checkpointer.js";
-import { fdatasyncWal, sqliteBatches, type WalSync, type Work } from "./batch.js";
+import { fdatasyncWal, sqliteBatches, type RecordChange, type StoreAccess, type WalSync, type Work } from "./batch.js";
 import { createSqliteMessages } from "./messages.js";
 import { createSqliteSync } from "./sync.js";
 import type { StoreLock } from "./lock.js";
@@ -101,14 +103,15 @@ export class SqliteStore implements HubStore {
       agentByName: db.prepare<[string, string], AgentDb>("SELECT * FROM agents WHERE project = ? AND name_key = ?"),
       agentsOfProject: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE project = ? ORDER BY rowid"),
       onlineCount: db.prepare<[], { n: number }>("SELECT count(*) AS n FROM agents WHERE online = 1"),
-      projects: db.prepare<[number, number], { project: string; agents: number; online: number; held: number }>(
+      projects: db.prepare<[number, number], { project: string; agents: number; online: number; held: number; open: number }>(
         `WITH names (project) AS (
            SELECT project FROM agents UNION SELECT project FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at > ?
            UNION SELECT project FROM runtime_presence UNION SELECT hub_project FROM sync_runs)
          SELECT n.project,
            (SELECT count(*) FROM agents a WHERE a.project = n.project) AS agents,
            (SELECT count(*) FROM agents a WHERE a.project = n.project AND a.online = 1) AS online,
-           (SELECT count(*) FROM leases l WHERE l.project = n.project AND l.holder_agent_id IS NOT NULL AND l.expires_at > ?) AS held
+           (SELECT count(*) FROM leases l WHERE l.project = n.project AND l.holder_agent_id IS NOT NULL AND l.expires_at > ?) AS held,
+           (SELECT count(*) FROM messages m WHERE m.project = n.project AND m.status IN ('queued', 'delivered')) AS open
          FROM names n ORDER BY n.project`,
       ),
       upsertAgent: db.prepare(
@@ -192,7 +195,12 @@ export class SqliteStore implements HubStore {
            @head + 1)`,
       ),
     };
-    const access = { tx: <T>(fn: () => T) => this.tx(fn), read: <T>(fn: () => T) => this.read(fn), now: () => this.clock.now() };
+    const access: StoreAccess = {
+      tx: (fn) => this.tx(fn),
+      changeTx: (fn) => this.changeTx(fn),
+      read: (fn) => this.read(fn),
+      now: () => this.clock.now(),
+    };
     this.messages = createSqliteMessages(db, access);
     this.sync = createSqliteSync(db, access);
   }
@@ -203,14 +211,14 @@ export class SqliteStore implements HubStore {
   listMessages: HubStore["listMessages"] = (query) => this.messages.listMessages(query);
   countMessages: HubStore["countMessages"] = () => this.messages.countMessages();
   listOpenMessages: HubStore["listOpenMessages"] = (project, limit) => this.messages.listOpenMessages(project, limit);
-  expireMessages: HubStore["expireMessages"] = (error) => this.messages.expireMessages(error);
+  expireMessages: HubStore["expireMessages"] = (error, change) => this.messages.expireMessages(error, change);
   purgeMessages: HubStore["purgeMessages"] = (retainMs) => this.messages.purgeMessages(retainMs);
   inboxState: HubStore["inboxState"] = (agentId) => this.messages.inboxState(agentId);
   readInbox: HubStore["readInbox"] = (agentId, afterSeq, limit) => this.messages.readInbox(agentId, afterSeq, limit);
   pendingMessages: HubStore["pendingMessages"] = (agentId, afterSeq, uptoSeq) =>
     this.messages.pendingMessages(agentId, afterSeq, uptoSeq);
 
-  pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide) => this.sync.pushSyncEvents(events, decide);
+  pushSyncEvents: HubStore["pushSyncEvents"] = (events, decide, changes) => this.sync.pushSyncEvents(events, decide, changes);
   getSyncCursor: HubStore["getSyncCursor"] = (hubProject, projectId, runId) =>
     this.sync.getSyncCursor(hubProject, projectId, runId);
   listSyncRuns: HubStore["listSyncRuns"] = (hubProject) => this.sync.listSyncRuns(hubProject);
@@ -227,7 +235,7 @@ export class SqliteStore implements HubStore {
    * Runs `fn` as one decision that may record changes (`record`); they are handed to the change
    * listeners once the decision is durable, never when it is rolled back.
    */
-  private changeTx<T>(fn: (record: (project: string, stream: ChangeStream, body: unknown, atMs: number) => void) => T): Promise<T> {
+  private changeTx<T>(fn: (record: RecordChange) => T): Promise<T> {
     return this.tx(() => {
       const changes: StreamChange[] = [];
       const result = fn((project, stream, body, atMs) => {
@@ -306,7 +314,7 @@ export class SqliteStore implements HubStore {
     return this.read(() =>
       this.q.projects
         .all(nowMs, nowMs)
-        .map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held })),
+        .map((r) => ({ project: r.project, agents: r.agents, onlineAgents: r.online, heldLeases: r.held, openMessages: r.open })),
     );
   }
 
@@ -484,6 +492,18 @@ export class SqliteStore implements HubStore {
     return this.read(() => ({
       leases: this.q.liveLeases.all(project, nowMs).map(leaseFromDb),
       head: this.q.changeHead.get(project, "leases")!.head,
+    }));
+  }
+
+  openMessagesSnapshot(project: string, limit: number): Promise<{ messages: MessageRow[]; total: number; head: number }> {
+    return this.read(() => ({ ...this.messages.openNow(project, limit), head: this.q.changeHead.get(project, "messages")!.head }));
+  }
+
+  runsSnapshot(project: string): Promise<{ runs: SyncRunView[]; runtimes: RuntimeRow[]; head: number }> {
+    return this.read(() => ({
+      runs: this.sync.runsNow(project),
+      runtimes: this.q.runtimesOfProject.all(project).map(runtimeFromDb),
+      head: this.q.changeHead.get(project, "runs")!.head,
     }));
   }
 

@@ -1,8 +1,7 @@
 import type Database from "better-sqlite3";
 import type { StoreAccess } from "./batch.js";
-import { prefixFromDb, type PrefixDb } from "../rows.js";
-import type { IngestContext, IngestOutcome, SyncEventRow, SyncRunView } from "../store.js";
-
+import { runFromDb, runViewColumns, type RunDb } from "../rows.js";
+import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView } from "../store.js";
 
 /** One run as a push sees it: its row (once it has one) and the sequences the push stored. */
 interface RunState {
@@ -19,7 +18,7 @@ interface RunState {
  * `sync_runs` and advanced over contiguous sequences as events arrive, so gaps stay open until
  * filled and reading a cursor is one row.
  */
-export function createSqliteSync(db: Database.Database, { tx, read }: StoreAccess) {
+export function createSqliteSync(db: Database.Database, { changeTx, read, now }: StoreAccess) {
   const q = {
     existing: db.prepare<[string, string, number], { content_hash: string; hub_project: string }>(
       "SELECT content_hash, hub_project FROM sync_events WHERE project_id = ? AND run_id = ? AND sequence = ?",
@@ -45,18 +44,22 @@ export function createSqliteSync(db: Database.Database, { tx, read }: StoreAcces
     cursorOf: db.prepare<[string, string, string], { cursor: number }>(
       "SELECT cursor FROM sync_runs WHERE hub_project = ? AND project_id = ? AND run_id = ?",
     ),
-    runsOf: db.prepare<[string], { project_id: string; run_id: string; home_runtime_id: string; cursor: number; stored: number }>(
-      "SELECT project_id, run_id, home_runtime_id, cursor, stored FROM sync_runs WHERE hub_project = ? ORDER BY project_id, run_id",
+    runsOf: db.prepare<[string], RunDb>(
+      `SELECT ${runViewColumns} FROM sync_runs r WHERE r.hub_project = ? ORDER BY r.project_id, r.run_id`,
     ),
-    prefix: db.prepare<[string, string, number], PrefixDb>(
-      `SELECT sequence, event_type, occurred_at, run_status, workflow_id, display_title FROM sync_events
-       WHERE project_id = ? AND run_id = ? AND sequence <= ? ORDER BY sequence`,
-    ),
+    runView: db.prepare<[string, string], RunDb>(`SELECT ${runViewColumns} FROM sync_runs r WHERE r.project_id = ? AND r.run_id = ?`),
   };
 
+  const runsNow = (hubProject: string): SyncRunView[] => q.runsOf.all(hubProject).map(runFromDb);
+
   return {
-    async pushSyncEvents(events: SyncEventRow[], decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome) {
-      return tx(() => {
+    async pushSyncEvents(
+      events: SyncEventRow[],
+      decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome,
+      changes: SyncChanges,
+    ) {
+      return changeTx((record) => {
+        const atMs = now();
         // What earlier events of this push stored is kept here, so each event costs its own
         // lookup and insert, and each run and project one read and one write per push.
         const owners = new Map<string, string | undefined>();
@@ -100,7 +103,12 @@ export function createSqliteSync(db: Database.Database, { tx, read }: StoreAcces
             });
             run.inserted.add(e.sequence);
           }
-          if (outcome.outcome !== "conflict") run.touched = true;
+          if (outcome.outcome === "conflict") {
+            const c = changes.conflict(e, outcome);
+            record(e.hubProject, c.stream, c.body, atMs);
+          } else {
+            run.touched = true;
+          }
           return outcome;
         });
         const cursors: { projectId: string; runId: string; cursor: number }[] = [];
@@ -111,6 +119,8 @@ export function createSqliteSync(db: Database.Database, { tx, read }: StoreAcces
             while (run.inserted.has(cursor + 1) || q.has.get(run.projectId, run.runId, cursor + 1)) cursor++;
             q.setCursor.run(cursor, run.inserted.size, run.projectId, run.runId);
             run.row.cursor = cursor;
+            const c = changes.run(runFromDb(q.runView.get(run.projectId, run.runId)!));
+            record(run.row.hub_project, c.stream, c.body, atMs);
           }
           if (run.touched) cursors.push({ projectId: run.projectId, runId: run.runId, cursor: run.row?.cursor ?? 0 });
         }
@@ -123,14 +133,10 @@ export function createSqliteSync(db: Database.Database, { tx, read }: StoreAcces
     },
 
     listSyncRuns(hubProject: string): Promise<SyncRunView[]> {
-      return read(() => q.runsOf.all(hubProject).map((r) => ({
-        projectId: r.project_id,
-        runId: r.run_id,
-        homeRuntimeId: r.home_runtime_id,
-        cursor: r.cursor,
-        stored: r.stored,
-        prefix: q.prefix.all(r.project_id, r.run_id, r.cursor).map(prefixFromDb),
-      })));
+      return read(() => runsNow(hubProject));
     },
+
+    /** listSyncRuns inside a read the caller holds. */
+    runsNow,
   };
 }

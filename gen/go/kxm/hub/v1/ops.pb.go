@@ -23,6 +23,845 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What happened to a message.
+type OpenMessageChangeKind int32
+
+const (
+	// Not used.
+	OpenMessageChangeKind_OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED OpenMessageChangeKind = 0
+	// Sent: now open (queued).
+	OpenMessageChangeKind_OPEN_MESSAGE_CHANGE_KIND_SENT OpenMessageChangeKind = 1
+	// Acknowledged by its recipient: still open (delivered).
+	OpenMessageChangeKind_OPEN_MESSAGE_CHANGE_KIND_DELIVERED OpenMessageChangeKind = 2
+	// Ended: replied, cancelled, expired or failed (its status says which); no longer open.
+	OpenMessageChangeKind_OPEN_MESSAGE_CHANGE_KIND_ENDED OpenMessageChangeKind = 3
+)
+
+// Enum value maps for OpenMessageChangeKind.
+var (
+	OpenMessageChangeKind_name = map[int32]string{
+		0: "OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED",
+		1: "OPEN_MESSAGE_CHANGE_KIND_SENT",
+		2: "OPEN_MESSAGE_CHANGE_KIND_DELIVERED",
+		3: "OPEN_MESSAGE_CHANGE_KIND_ENDED",
+	}
+	OpenMessageChangeKind_value = map[string]int32{
+		"OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED": 0,
+		"OPEN_MESSAGE_CHANGE_KIND_SENT":        1,
+		"OPEN_MESSAGE_CHANGE_KIND_DELIVERED":   2,
+		"OPEN_MESSAGE_CHANGE_KIND_ENDED":       3,
+	}
+)
+
+func (x OpenMessageChangeKind) Enum() *OpenMessageChangeKind {
+	p := new(OpenMessageChangeKind)
+	*p = x
+	return p
+}
+
+func (x OpenMessageChangeKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OpenMessageChangeKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_kxm_hub_v1_ops_proto_enumTypes[0].Descriptor()
+}
+
+func (OpenMessageChangeKind) Type() protoreflect.EnumType {
+	return &file_kxm_hub_v1_ops_proto_enumTypes[0]
+}
+
+func (x OpenMessageChangeKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OpenMessageChangeKind.Descriptor instead.
+func (OpenMessageChangeKind) EnumDescriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+}
+
+// WatchProjects input (none).
+type WatchProjectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchProjectsRequest) Reset() {
+	*x = WatchProjectsRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchProjectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchProjectsRequest) ProtoMessage() {}
+
+func (x *WatchProjectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchProjectsRequest.ProtoReflect.Descriptor instead.
+func (*WatchProjectsRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+}
+
+// One WatchProjects frame.
+type WatchProjectsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchProjectsResponse_Projects
+	//	*WatchProjectsResponse_KeepAlive
+	Event         isWatchProjectsResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchProjectsResponse) Reset() {
+	*x = WatchProjectsResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchProjectsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchProjectsResponse) ProtoMessage() {}
+
+func (x *WatchProjectsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchProjectsResponse.ProtoReflect.Descriptor instead.
+func (*WatchProjectsResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WatchProjectsResponse) GetEvent() isWatchProjectsResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchProjectsResponse) GetProjects() *ListProjectsResponse {
+	if x != nil {
+		if x, ok := x.Event.(*WatchProjectsResponse_Projects); ok {
+			return x.Projects
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectsResponse) GetKeepAlive() *KeepAlive {
+	if x != nil {
+		if x, ok := x.Event.(*WatchProjectsResponse_KeepAlive); ok {
+			return x.KeepAlive
+		}
+	}
+	return nil
+}
+
+type isWatchProjectsResponse_Event interface {
+	isWatchProjectsResponse_Event()
+}
+
+type WatchProjectsResponse_Projects struct {
+	// The whole list, as ListProjects answers it.
+	Projects *ListProjectsResponse `protobuf:"bytes,1,opt,name=projects,proto3,oneof"`
+}
+
+type WatchProjectsResponse_KeepAlive struct {
+	// Nothing changed for the keep-alive interval.
+	KeepAlive *KeepAlive `protobuf:"bytes,2,opt,name=keep_alive,json=keepAlive,proto3,oneof"`
+}
+
+func (*WatchProjectsResponse_Projects) isWatchProjectsResponse_Event() {}
+
+func (*WatchProjectsResponse_KeepAlive) isWatchProjectsResponse_Event() {}
+
+// WatchOpenMessages input.
+type WatchOpenMessagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Resume after this cursor (a frame's `cursor`), on any hub sharing the store. Unset: start
+	// with a snapshot.
+	AfterCursor   *int64 `protobuf:"varint,2,opt,name=after_cursor,json=afterCursor,proto3,oneof" json:"after_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOpenMessagesRequest) Reset() {
+	*x = WatchOpenMessagesRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOpenMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOpenMessagesRequest) ProtoMessage() {}
+
+func (x *WatchOpenMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOpenMessagesRequest.ProtoReflect.Descriptor instead.
+func (*WatchOpenMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WatchOpenMessagesRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *WatchOpenMessagesRequest) GetAfterCursor() int64 {
+	if x != nil && x.AfterCursor != nil {
+		return *x.AfterCursor
+	}
+	return 0
+}
+
+// The open messages of a project.
+type OpenMessagesSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The newest open messages, at most 200, newest first.
+	Messages []*OpenMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// How many open messages the project has.
+	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenMessagesSnapshot) Reset() {
+	*x = OpenMessagesSnapshot{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenMessagesSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenMessagesSnapshot) ProtoMessage() {}
+
+func (x *OpenMessagesSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenMessagesSnapshot.ProtoReflect.Descriptor instead.
+func (*OpenMessagesSnapshot) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *OpenMessagesSnapshot) GetMessages() []*OpenMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *OpenMessagesSnapshot) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+// One message's change.
+type OpenMessageChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What happened.
+	Kind OpenMessageChangeKind `protobuf:"varint,1,opt,name=kind,proto3,enum=kxm.hub.v1.OpenMessageChangeKind" json:"kind,omitempty"`
+	// The message after it (its status is the new one).
+	Message       *OpenMessage `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenMessageChange) Reset() {
+	*x = OpenMessageChange{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenMessageChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenMessageChange) ProtoMessage() {}
+
+func (x *OpenMessageChange) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenMessageChange.ProtoReflect.Descriptor instead.
+func (*OpenMessageChange) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *OpenMessageChange) GetKind() OpenMessageChangeKind {
+	if x != nil {
+		return x.Kind
+	}
+	return OpenMessageChangeKind_OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED
+}
+
+func (x *OpenMessageChange) GetMessage() *OpenMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+// One WatchOpenMessages frame.
+type WatchOpenMessagesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position of this frame in the project's message history; strictly increasing.
+	Cursor int64 `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// What happened.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchOpenMessagesResponse_Snapshot
+	//	*WatchOpenMessagesResponse_Change
+	//	*WatchOpenMessagesResponse_KeepAlive
+	Event         isWatchOpenMessagesResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOpenMessagesResponse) Reset() {
+	*x = WatchOpenMessagesResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOpenMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOpenMessagesResponse) ProtoMessage() {}
+
+func (x *WatchOpenMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOpenMessagesResponse.ProtoReflect.Descriptor instead.
+func (*WatchOpenMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WatchOpenMessagesResponse) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *WatchOpenMessagesResponse) GetEvent() isWatchOpenMessagesResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchOpenMessagesResponse) GetSnapshot() *OpenMessagesSnapshot {
+	if x != nil {
+		if x, ok := x.Event.(*WatchOpenMessagesResponse_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
+func (x *WatchOpenMessagesResponse) GetChange() *OpenMessageChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchOpenMessagesResponse_Change); ok {
+			return x.Change
+		}
+	}
+	return nil
+}
+
+func (x *WatchOpenMessagesResponse) GetKeepAlive() *KeepAlive {
+	if x != nil {
+		if x, ok := x.Event.(*WatchOpenMessagesResponse_KeepAlive); ok {
+			return x.KeepAlive
+		}
+	}
+	return nil
+}
+
+type isWatchOpenMessagesResponse_Event interface {
+	isWatchOpenMessagesResponse_Event()
+}
+
+type WatchOpenMessagesResponse_Snapshot struct {
+	// First frame: the open messages at `cursor`.
+	Snapshot *OpenMessagesSnapshot `protobuf:"bytes,2,opt,name=snapshot,proto3,oneof"`
+}
+
+type WatchOpenMessagesResponse_Change struct {
+	// A message changed.
+	Change *OpenMessageChange `protobuf:"bytes,3,opt,name=change,proto3,oneof"`
+}
+
+type WatchOpenMessagesResponse_KeepAlive struct {
+	// Nothing happened for the keep-alive interval.
+	KeepAlive *KeepAlive `protobuf:"bytes,4,opt,name=keep_alive,json=keepAlive,proto3,oneof"`
+}
+
+func (*WatchOpenMessagesResponse_Snapshot) isWatchOpenMessagesResponse_Event() {}
+
+func (*WatchOpenMessagesResponse_Change) isWatchOpenMessagesResponse_Event() {}
+
+func (*WatchOpenMessagesResponse_KeepAlive) isWatchOpenMessagesResponse_Event() {}
+
+// WatchRuns input.
+type WatchRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Resume after this cursor (a frame's `cursor`), on any hub sharing the store. Unset: start
+	// with a snapshot.
+	AfterCursor   *int64 `protobuf:"varint,2,opt,name=after_cursor,json=afterCursor,proto3,oneof" json:"after_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRunsRequest) Reset() {
+	*x = WatchRunsRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRunsRequest) ProtoMessage() {}
+
+func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRunsRequest.ProtoReflect.Descriptor instead.
+func (*WatchRunsRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WatchRunsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *WatchRunsRequest) GetAfterCursor() int64 {
+	if x != nil && x.AfterCursor != nil {
+		return *x.AfterCursor
+	}
+	return 0
+}
+
+// The runs of a project.
+type RunsSnapshot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Runtimes by runtime id, each with its runs (as GetSnapshot answers them).
+	HomeRuntimes  []*HomeRuntime `protobuf:"bytes,1,rep,name=home_runtimes,json=homeRuntimes,proto3" json:"home_runtimes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunsSnapshot) Reset() {
+	*x = RunsSnapshot{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunsSnapshot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunsSnapshot) ProtoMessage() {}
+
+func (x *RunsSnapshot) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunsSnapshot.ProtoReflect.Descriptor instead.
+func (*RunsSnapshot) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RunsSnapshot) GetHomeRuntimes() []*HomeRuntime {
+	if x != nil {
+		return x.HomeRuntimes
+	}
+	return nil
+}
+
+// A run moved: its home runtime pushed events.
+type RunChange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run's home runtime.
+	HomeRuntimeId string `protobuf:"bytes,1,opt,name=home_runtime_id,json=homeRuntimeId,proto3" json:"home_runtime_id,omitempty"`
+	// The run now (its gapless prefix).
+	Run           *HomeRuntimeRun `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunChange) Reset() {
+	*x = RunChange{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunChange) ProtoMessage() {}
+
+func (x *RunChange) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunChange.ProtoReflect.Descriptor instead.
+func (*RunChange) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RunChange) GetHomeRuntimeId() string {
+	if x != nil {
+		return x.HomeRuntimeId
+	}
+	return ""
+}
+
+func (x *RunChange) GetRun() *HomeRuntimeRun {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+// A push the hub refused as a conflict (a security alert: the same sequence with other content,
+// a projectId another hub project owns, or a run claimed by another runtime).
+type SyncAlert struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sync_sequence_reused, sync_project_mismatch or sync_home_runtime_mismatch.
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The runtime that pushed it.
+	RuntimeId string `protobuf:"bytes,2,opt,name=runtime_id,json=runtimeId,proto3" json:"runtime_id,omitempty"`
+	// The event's project id.
+	ProjectId string `protobuf:"bytes,3,opt,name=project_id,json=projectId,proto3" json:"project_id,omitempty"`
+	// The event's run id.
+	RunId string `protobuf:"bytes,4,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	// The event's sequence.
+	Sequence int64 `protobuf:"varint,5,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// When the hub refused it.
+	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncAlert) Reset() {
+	*x = SyncAlert{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncAlert) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncAlert) ProtoMessage() {}
+
+func (x *SyncAlert) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncAlert.ProtoReflect.Descriptor instead.
+func (*SyncAlert) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SyncAlert) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *SyncAlert) GetRuntimeId() string {
+	if x != nil {
+		return x.RuntimeId
+	}
+	return ""
+}
+
+func (x *SyncAlert) GetProjectId() string {
+	if x != nil {
+		return x.ProjectId
+	}
+	return ""
+}
+
+func (x *SyncAlert) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *SyncAlert) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *SyncAlert) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// One WatchRuns frame.
+type WatchRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Position of this frame in the project's run history; strictly increasing.
+	Cursor int64 `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// What happened.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchRunsResponse_Snapshot
+	//	*WatchRunsResponse_Change
+	//	*WatchRunsResponse_KeepAlive
+	//	*WatchRunsResponse_Alert
+	Event         isWatchRunsResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRunsResponse) Reset() {
+	*x = WatchRunsResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRunsResponse) ProtoMessage() {}
+
+func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRunsResponse.ProtoReflect.Descriptor instead.
+func (*WatchRunsResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchRunsResponse) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *WatchRunsResponse) GetEvent() isWatchRunsResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchRunsResponse) GetSnapshot() *RunsSnapshot {
+	if x != nil {
+		if x, ok := x.Event.(*WatchRunsResponse_Snapshot); ok {
+			return x.Snapshot
+		}
+	}
+	return nil
+}
+
+func (x *WatchRunsResponse) GetChange() *RunChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchRunsResponse_Change); ok {
+			return x.Change
+		}
+	}
+	return nil
+}
+
+func (x *WatchRunsResponse) GetKeepAlive() *KeepAlive {
+	if x != nil {
+		if x, ok := x.Event.(*WatchRunsResponse_KeepAlive); ok {
+			return x.KeepAlive
+		}
+	}
+	return nil
+}
+
+func (x *WatchRunsResponse) GetAlert() *SyncAlert {
+	if x != nil {
+		if x, ok := x.Event.(*WatchRunsResponse_Alert); ok {
+			return x.Alert
+		}
+	}
+	return nil
+}
+
+type isWatchRunsResponse_Event interface {
+	isWatchRunsResponse_Event()
+}
+
+type WatchRunsResponse_Snapshot struct {
+	// First frame: the runs at `cursor`.
+	Snapshot *RunsSnapshot `protobuf:"bytes,2,opt,name=snapshot,proto3,oneof"`
+}
+
+type WatchRunsResponse_Change struct {
+	// A run moved.
+	Change *RunChange `protobuf:"bytes,3,opt,name=change,proto3,oneof"`
+}
+
+type WatchRunsResponse_KeepAlive struct {
+	// Nothing happened for the keep-alive interval.
+	KeepAlive *KeepAlive `protobuf:"bytes,4,opt,name=keep_alive,json=keepAlive,proto3,oneof"`
+}
+
+type WatchRunsResponse_Alert struct {
+	// A push was refused as a conflict.
+	Alert *SyncAlert `protobuf:"bytes,5,opt,name=alert,proto3,oneof"`
+}
+
+func (*WatchRunsResponse_Snapshot) isWatchRunsResponse_Event() {}
+
+func (*WatchRunsResponse_Change) isWatchRunsResponse_Event() {}
+
+func (*WatchRunsResponse_KeepAlive) isWatchRunsResponse_Event() {}
+
+func (*WatchRunsResponse_Alert) isWatchRunsResponse_Event() {}
+
 // ListProjects input (none).
 type ListProjectsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -32,7 +871,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +883,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +896,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{11}
 }
 
 // One project as ListProjects sees it.
@@ -72,14 +911,16 @@ type ProjectSummary struct {
 	// Live leases (held and not lapsed on the hub clock).
 	HeldLeases int32 `protobuf:"varint,4,opt,name=held_leases,json=heldLeases,proto3" json:"held_leases,omitempty"`
 	// The project has its own token (KXM_PROJECT_TOKENS).
-	HasToken      bool `protobuf:"varint,5,opt,name=has_token,json=hasToken,proto3" json:"has_token,omitempty"`
+	HasToken bool `protobuf:"varint,5,opt,name=has_token,json=hasToken,proto3" json:"has_token,omitempty"`
+	// Open messages (queued or delivered).
+	OpenMessages  int32 `protobuf:"varint,6,opt,name=open_messages,json=openMessages,proto3" json:"open_messages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProjectSummary) Reset() {
 	*x = ProjectSummary{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -91,7 +932,7 @@ func (x *ProjectSummary) String() string {
 func (*ProjectSummary) ProtoMessage() {}
 
 func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -104,7 +945,7 @@ func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
 func (*ProjectSummary) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProjectSummary) GetProject() string {
@@ -142,6 +983,13 @@ func (x *ProjectSummary) GetHasToken() bool {
 	return false
 }
 
+func (x *ProjectSummary) GetOpenMessages() int32 {
+	if x != nil {
+		return x.OpenMessages
+	}
+	return 0
+}
+
 // ListProjects result.
 type ListProjectsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -153,7 +1001,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +1013,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +1026,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*ProjectSummary {
@@ -199,7 +1047,7 @@ type GetSnapshotRequest struct {
 
 func (x *GetSnapshotRequest) Reset() {
 	*x = GetSnapshotRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +1059,7 @@ func (x *GetSnapshotRequest) String() string {
 func (*GetSnapshotRequest) ProtoMessage() {}
 
 func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +1072,7 @@ func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetSnapshotRequest) GetProject() string {
@@ -251,13 +1099,19 @@ type OpenMessage struct {
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	// Its correlation id, if any.
 	CorrelationId *string `protobuf:"bytes,7,opt,name=correlation_id,json=correlationId,proto3,oneof" json:"correlation_id,omitempty"`
+	// When it expires unless it ends first.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// When its recipient acknowledged it (delivered).
+	DeliveredAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=delivered_at,json=deliveredAt,proto3,oneof" json:"delivered_at,omitempty"`
+	// When it ended (replied, cancelled, expired, failed).
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=ended_at,json=endedAt,proto3,oneof" json:"ended_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpenMessage) Reset() {
 	*x = OpenMessage{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +1123,7 @@ func (x *OpenMessage) String() string {
 func (*OpenMessage) ProtoMessage() {}
 
 func (x *OpenMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +1136,7 @@ func (x *OpenMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessage.ProtoReflect.Descriptor instead.
 func (*OpenMessage) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *OpenMessage) GetId() string {
@@ -334,6 +1188,27 @@ func (x *OpenMessage) GetCorrelationId() string {
 	return ""
 }
 
+func (x *OpenMessage) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *OpenMessage) GetDeliveredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveredAt
+	}
+	return nil
+}
+
+func (x *OpenMessage) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
 // One run as its home runtime reported it (gapless prefix only).
 type HomeRuntimeRun struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -361,7 +1236,7 @@ type HomeRuntimeRun struct {
 
 func (x *HomeRuntimeRun) Reset() {
 	*x = HomeRuntimeRun{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +1248,7 @@ func (x *HomeRuntimeRun) String() string {
 func (*HomeRuntimeRun) ProtoMessage() {}
 
 func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +1261,7 @@ func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntimeRun.ProtoReflect.Descriptor instead.
 func (*HomeRuntimeRun) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{5}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HomeRuntimeRun) GetProjectId() string {
@@ -477,7 +1352,7 @@ type HomeRuntime struct {
 
 func (x *HomeRuntime) Reset() {
 	*x = HomeRuntime{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +1364,7 @@ func (x *HomeRuntime) String() string {
 func (*HomeRuntime) ProtoMessage() {}
 
 func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +1377,7 @@ func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntime.ProtoReflect.Descriptor instead.
 func (*HomeRuntime) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{6}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HomeRuntime) GetRuntimeId() string {
@@ -584,7 +1459,7 @@ type GetSnapshotResponse struct {
 
 func (x *GetSnapshotResponse) Reset() {
 	*x = GetSnapshotResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -596,7 +1471,7 @@ func (x *GetSnapshotResponse) String() string {
 func (*GetSnapshotResponse) ProtoMessage() {}
 
 func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -609,7 +1484,7 @@ func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{7}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSnapshotResponse) GetProject() string {
@@ -666,19 +1541,69 @@ var File_kxm_hub_v1_ops_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"\x14kxm/hub/v1/ops.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x15\n" +
-	"\x13ListProjectsRequest\"\xa5\x01\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x16\n" +
+	"\x14WatchProjectsRequest\"\x98\x01\n" +
+	"\x15WatchProjectsResponse\x12>\n" +
+	"\bprojects\x18\x01 \x01(\v2 .kxm.hub.v1.ListProjectsResponseH\x00R\bprojects\x126\n" +
+	"\n" +
+	"keep_alive\x18\x02 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\a\n" +
+	"\x05event\"r\n" +
+	"\x18WatchOpenMessagesRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12&\n" +
+	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
+	"\r_after_cursor\"a\n" +
+	"\x14OpenMessagesSnapshot\x123\n" +
+	"\bmessages\x18\x01 \x03(\v2\x17.kxm.hub.v1.OpenMessageR\bmessages\x12\x14\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\"}\n" +
+	"\x11OpenMessageChange\x125\n" +
+	"\x04kind\x18\x01 \x01(\x0e2!.kxm.hub.v1.OpenMessageChangeKindR\x04kind\x121\n" +
+	"\amessage\x18\x02 \x01(\v2\x17.kxm.hub.v1.OpenMessageR\amessage\"\xed\x01\n" +
+	"\x19WatchOpenMessagesResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12>\n" +
+	"\bsnapshot\x18\x02 \x01(\v2 .kxm.hub.v1.OpenMessagesSnapshotH\x00R\bsnapshot\x127\n" +
+	"\x06change\x18\x03 \x01(\v2\x1d.kxm.hub.v1.OpenMessageChangeH\x00R\x06change\x126\n" +
+	"\n" +
+	"keep_alive\x18\x04 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\a\n" +
+	"\x05event\"j\n" +
+	"\x10WatchRunsRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12&\n" +
+	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
+	"\r_after_cursor\"L\n" +
+	"\fRunsSnapshot\x12<\n" +
+	"\rhome_runtimes\x18\x01 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes\"a\n" +
+	"\tRunChange\x12&\n" +
+	"\x0fhome_runtime_id\x18\x01 \x01(\tR\rhomeRuntimeId\x12,\n" +
+	"\x03run\x18\x02 \x01(\v2\x1a.kxm.hub.v1.HomeRuntimeRunR\x03run\"\xbc\x01\n" +
+	"\tSyncAlert\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x1d\n" +
+	"\n" +
+	"runtime_id\x18\x02 \x01(\tR\truntimeId\x12\x1d\n" +
+	"\n" +
+	"project_id\x18\x03 \x01(\tR\tprojectId\x12\x15\n" +
+	"\x06run_id\x18\x04 \x01(\tR\x05runId\x12\x1a\n" +
+	"\bsequence\x18\x05 \x01(\x03R\bsequence\x12*\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x84\x02\n" +
+	"\x11WatchRunsResponse\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x126\n" +
+	"\bsnapshot\x18\x02 \x01(\v2\x18.kxm.hub.v1.RunsSnapshotH\x00R\bsnapshot\x12/\n" +
+	"\x06change\x18\x03 \x01(\v2\x15.kxm.hub.v1.RunChangeH\x00R\x06change\x126\n" +
+	"\n" +
+	"keep_alive\x18\x04 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAlive\x12-\n" +
+	"\x05alert\x18\x05 \x01(\v2\x15.kxm.hub.v1.SyncAlertH\x00R\x05alertB\a\n" +
+	"\x05event\"\x15\n" +
+	"\x13ListProjectsRequest\"\xca\x01\n" +
 	"\x0eProjectSummary\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12\x16\n" +
 	"\x06agents\x18\x02 \x01(\x05R\x06agents\x12#\n" +
 	"\ronline_agents\x18\x03 \x01(\x05R\fonlineAgents\x12\x1f\n" +
 	"\vheld_leases\x18\x04 \x01(\x05R\n" +
 	"heldLeases\x12\x1b\n" +
-	"\thas_token\x18\x05 \x01(\bR\bhasToken\"N\n" +
+	"\thas_token\x18\x05 \x01(\bR\bhasToken\x12#\n" +
+	"\ropen_messages\x18\x06 \x01(\x05R\fopenMessages\"N\n" +
 	"\x14ListProjectsResponse\x126\n" +
 	"\bprojects\x18\x01 \x03(\v2\x1a.kxm.hub.v1.ProjectSummaryR\bprojects\"3\n" +
 	"\x12GetSnapshotRequest\x12\x1d\n" +
-	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\"\xb2\x02\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\"\x8b\x04\n" +
 	"\vOpenMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x121\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x19.kxm.hub.v1.MessageStatusR\x06status\x12\x1b\n" +
@@ -687,8 +1612,15 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\bdelivery\x18\x05 \x01(\x0e2\x14.kxm.hub.v1.DeliveryR\bdelivery\x129\n" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12*\n" +
-	"\x0ecorrelation_id\x18\a \x01(\tH\x00R\rcorrelationId\x88\x01\x01B\x11\n" +
-	"\x0f_correlation_id\"\xf5\x02\n" +
+	"\x0ecorrelation_id\x18\a \x01(\tH\x00R\rcorrelationId\x88\x01\x01\x129\n" +
+	"\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12B\n" +
+	"\fdelivered_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampH\x01R\vdeliveredAt\x88\x01\x01\x12:\n" +
+	"\bended_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampH\x02R\aendedAt\x88\x01\x01B\x11\n" +
+	"\x0f_correlation_idB\x0f\n" +
+	"\r_delivered_atB\v\n" +
+	"\t_ended_at\"\xf5\x02\n" +
 	"\x0eHomeRuntimeRun\x12\x1d\n" +
 	"\n" +
 	"project_id\x18\x01 \x01(\tR\tprojectId\x12\x15\n" +
@@ -728,11 +1660,19 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\ropen_messages\x18\x04 \x03(\v2\x17.kxm.hub.v1.OpenMessageR\fopenMessages\x12,\n" +
 	"\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n" +
 	"\rhome_runtimes\x18\x06 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes\x12)\n" +
-	"\x06leases\x18\a \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases2\xe3\x01\n" +
+	"\x06leases\x18\a \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases*\xb0\x01\n" +
+	"\x15OpenMessageChangeKind\x12(\n" +
+	"$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x12&\n" +
+	"\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x12\"\n" +
+	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x032\xeb\x03\n" +
 	"\n" +
 	"OpsService\x12h\n" +
 	"\vGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n" +
-	"\fListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projectsB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\fListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projects\x12V\n" +
+	"\rWatchProjects\x12 .kxm.hub.v1.WatchProjectsRequest\x1a!.kxm.hub.v1.WatchProjectsResponse0\x01\x12b\n" +
+	"\x11WatchOpenMessages\x12$.kxm.hub.v1.WatchOpenMessagesRequest\x1a%.kxm.hub.v1.WatchOpenMessagesResponse0\x01\x12J\n" +
+	"\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_ops_proto_rawDescOnce sync.Once
@@ -746,46 +1686,84 @@ func file_kxm_hub_v1_ops_proto_rawDescGZIP() []byte {
 	return file_kxm_hub_v1_ops_proto_rawDescData
 }
 
-var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_kxm_hub_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_kxm_hub_v1_ops_proto_goTypes = []any{
-	(*ListProjectsRequest)(nil),   // 0: kxm.hub.v1.ListProjectsRequest
-	(*ProjectSummary)(nil),        // 1: kxm.hub.v1.ProjectSummary
-	(*ListProjectsResponse)(nil),  // 2: kxm.hub.v1.ListProjectsResponse
-	(*GetSnapshotRequest)(nil),    // 3: kxm.hub.v1.GetSnapshotRequest
-	(*OpenMessage)(nil),           // 4: kxm.hub.v1.OpenMessage
-	(*HomeRuntimeRun)(nil),        // 5: kxm.hub.v1.HomeRuntimeRun
-	(*HomeRuntime)(nil),           // 6: kxm.hub.v1.HomeRuntime
-	(*GetSnapshotResponse)(nil),   // 7: kxm.hub.v1.GetSnapshotResponse
-	(MessageStatus)(0),            // 8: kxm.hub.v1.MessageStatus
-	(Delivery)(0),                 // 9: kxm.hub.v1.Delivery
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(RuntimePresenceState)(0),     // 11: kxm.hub.v1.RuntimePresenceState
-	(*Agent)(nil),                 // 12: kxm.hub.v1.Agent
-	(*Lease)(nil),                 // 13: kxm.hub.v1.Lease
+	(OpenMessageChangeKind)(0),        // 0: kxm.hub.v1.OpenMessageChangeKind
+	(*WatchProjectsRequest)(nil),      // 1: kxm.hub.v1.WatchProjectsRequest
+	(*WatchProjectsResponse)(nil),     // 2: kxm.hub.v1.WatchProjectsResponse
+	(*WatchOpenMessagesRequest)(nil),  // 3: kxm.hub.v1.WatchOpenMessagesRequest
+	(*OpenMessagesSnapshot)(nil),      // 4: kxm.hub.v1.OpenMessagesSnapshot
+	(*OpenMessageChange)(nil),         // 5: kxm.hub.v1.OpenMessageChange
+	(*WatchOpenMessagesResponse)(nil), // 6: kxm.hub.v1.WatchOpenMessagesResponse
+	(*WatchRunsRequest)(nil),          // 7: kxm.hub.v1.WatchRunsRequest
+	(*RunsSnapshot)(nil),              // 8: kxm.hub.v1.RunsSnapshot
+	(*RunChange)(nil),                 // 9: kxm.hub.v1.RunChange
+	(*SyncAlert)(nil),                 // 10: kxm.hub.v1.SyncAlert
+	(*WatchRunsResponse)(nil),         // 11: kxm.hub.v1.WatchRunsResponse
+	(*ListProjectsRequest)(nil),       // 12: kxm.hub.v1.ListProjectsRequest
+	(*ProjectSummary)(nil),            // 13: kxm.hub.v1.ProjectSummary
+	(*ListProjectsResponse)(nil),      // 14: kxm.hub.v1.ListProjectsResponse
+	(*GetSnapshotRequest)(nil),        // 15: kxm.hub.v1.GetSnapshotRequest
+	(*OpenMessage)(nil),               // 16: kxm.hub.v1.OpenMessage
+	(*HomeRuntimeRun)(nil),            // 17: kxm.hub.v1.HomeRuntimeRun
+	(*HomeRuntime)(nil),               // 18: kxm.hub.v1.HomeRuntime
+	(*GetSnapshotResponse)(nil),       // 19: kxm.hub.v1.GetSnapshotResponse
+	(*KeepAlive)(nil),                 // 20: kxm.hub.v1.KeepAlive
+	(*timestamppb.Timestamp)(nil),     // 21: google.protobuf.Timestamp
+	(MessageStatus)(0),                // 22: kxm.hub.v1.MessageStatus
+	(Delivery)(0),                     // 23: kxm.hub.v1.Delivery
+	(RuntimePresenceState)(0),         // 24: kxm.hub.v1.RuntimePresenceState
+	(*Agent)(nil),                     // 25: kxm.hub.v1.Agent
+	(*Lease)(nil),                     // 26: kxm.hub.v1.Lease
 }
 var file_kxm_hub_v1_ops_proto_depIdxs = []int32{
-	1,  // 0: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
-	8,  // 1: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
-	9,  // 2: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
-	10, // 3: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
-	10, // 4: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
-	10, // 5: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
-	11, // 6: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
-	5,  // 7: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
-	10, // 8: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	12, // 9: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
-	4,  // 10: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
-	6,  // 11: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	13, // 12: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
-	3,  // 13: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
-	0,  // 14: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
-	7,  // 15: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
-	2,  // 16: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
-	15, // [15:17] is the sub-list for method output_type
-	13, // [13:15] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	14, // 0: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
+	20, // 1: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	16, // 2: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
+	0,  // 3: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
+	16, // 4: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
+	4,  // 5: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
+	5,  // 6: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
+	20, // 7: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	18, // 8: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	17, // 9: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
+	21, // 10: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
+	8,  // 11: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
+	9,  // 12: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
+	20, // 13: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	10, // 14: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
+	13, // 15: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
+	22, // 16: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
+	23, // 17: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
+	21, // 18: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
+	21, // 19: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 20: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
+	21, // 21: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
+	21, // 22: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
+	21, // 23: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
+	24, // 24: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
+	17, // 25: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
+	21, // 26: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	25, // 27: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
+	16, // 28: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
+	18, // 29: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	26, // 30: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
+	15, // 31: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
+	12, // 32: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
+	1,  // 33: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
+	3,  // 34: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
+	7,  // 35: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
+	19, // 36: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
+	14, // 37: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
+	2,  // 38: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
+	6,  // 39: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
+	11, // 40: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
+	36, // [36:41] is the sub-list for method output_type
+	31, // [31:36] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_ops_proto_init() }
@@ -796,21 +1774,39 @@ func file_kxm_hub_v1_ops_proto_init() {
 	file_kxm_hub_v1_lease_proto_init()
 	file_kxm_hub_v1_peer_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
-	file_kxm_hub_v1_ops_proto_msgTypes[4].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[5].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[1].OneofWrappers = []any{
+		(*WatchProjectsResponse_Projects)(nil),
+		(*WatchProjectsResponse_KeepAlive)(nil),
+	}
+	file_kxm_hub_v1_ops_proto_msgTypes[2].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[5].OneofWrappers = []any{
+		(*WatchOpenMessagesResponse_Snapshot)(nil),
+		(*WatchOpenMessagesResponse_Change)(nil),
+		(*WatchOpenMessagesResponse_KeepAlive)(nil),
+	}
 	file_kxm_hub_v1_ops_proto_msgTypes[6].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[10].OneofWrappers = []any{
+		(*WatchRunsResponse_Snapshot)(nil),
+		(*WatchRunsResponse_Change)(nil),
+		(*WatchRunsResponse_KeepAlive)(nil),
+		(*WatchRunsResponse_Alert)(nil),
+	}
+	file_kxm_hub_v1_ops_proto_msgTypes[15].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[16].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[17].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_ops_proto_rawDesc), len(file_kxm_hub_v1_ops_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   8,
+			NumEnums:      1,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_kxm_hub_v1_ops_proto_goTypes,
 		DependencyIndexes: file_kxm_hub_v1_ops_proto_depIdxs,
+		EnumInfos:         file_kxm_hub_v1_ops_proto_enumTypes,
 		MessageInfos:      file_kxm_hub_v1_ops_proto_msgTypes,
 	}.Build()
 	File_kxm_hub_v1_ops_proto = out.File

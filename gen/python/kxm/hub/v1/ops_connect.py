@@ -21,10 +21,10 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .ops_pb2 import GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse
+from .ops_pb2 import GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse, WatchOpenMessagesRequest, WatchOpenMessagesResponse, WatchProjectsRequest, WatchProjectsResponse, WatchRunsRequest, WatchRunsResponse
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator, Iterable, Mapping
+    from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 
     from connectrpc.codec import Codec
     from connectrpc.compression import Compression
@@ -57,6 +57,36 @@ class OpsService(Protocol):
         Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
         configured token), by name, with counts.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_projects(self, request: WatchProjectsRequest, ctx: RequestContext[WatchProjectsRequest, WatchProjectsResponse], /) -> AsyncIterator[WatchProjectsResponse]:
+        """
+        ListProjects, live: the list now, then again whenever a project's agents, leases, open
+        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        Every frame is the whole list, so a client that reconnects needs no cursor.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_open_messages(self, request: WatchOpenMessagesRequest, ctx: RequestContext[WatchOpenMessagesRequest, WatchOpenMessagesResponse], /) -> AsyncIterator[WatchOpenMessagesResponse]:
+        """
+        A project's open messages (queued or delivered, no bodies), live: a snapshot, then each
+        message that is sent, delivered, or ends (replied, cancelled, expired, failed), in commit
+        order on every hub. Resumes by cursor like WatchLeases.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_runs(self, request: WatchRunsRequest, ctx: RequestContext[WatchRunsRequest, WatchRunsResponse], /) -> AsyncIterator[WatchRunsResponse]:
+        """
+        A project's runs under their home runtimes, live: a snapshot, then each run as its home
+        runtime's pushes move it (the gapless prefix only), and each refused push (a security
+        alert), in commit order on every hub. A run's `orphaned` is true when its home runtime's
+        presence is not online; WatchPresence tells when that changes. Resumes by cursor.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -95,6 +125,39 @@ class OpsServiceASGIApplication(ConnectASGIApplication[OpsService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.list_projects,
+                ),
+                "/kxm.hub.v1.OpsService/WatchProjects": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="WatchProjects",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchProjectsRequest,
+                        output=WatchProjectsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.watch_projects,
+                ),
+                "/kxm.hub.v1.OpsService/WatchOpenMessages": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="WatchOpenMessages",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchOpenMessagesRequest,
+                        output=WatchOpenMessagesResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.watch_open_messages,
+                ),
+                "/kxm.hub.v1.OpsService/WatchRuns": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="WatchRuns",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchRunsRequest,
+                        output=WatchRunsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.watch_runs,
                 ),
             },
             interceptors=interceptors,
@@ -190,6 +253,87 @@ class OpsServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    def watch_projects(
+        self,
+        request: WatchProjectsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[WatchProjectsResponse]:
+        """
+        ListProjects, live: the list now, then again whenever a project's agents, leases, open
+        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        Every frame is the whole list, so a client that reconnects needs no cursor.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchProjects",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchProjectsRequest,
+                output=WatchProjectsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_open_messages(
+        self,
+        request: WatchOpenMessagesRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[WatchOpenMessagesResponse]:
+        """
+        A project's open messages (queued or delivered, no bodies), live: a snapshot, then each
+        message that is sent, delivered, or ends (replied, cancelled, expired, failed), in commit
+        order on every hub. Resumes by cursor like WatchLeases.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchOpenMessages",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchOpenMessagesRequest,
+                output=WatchOpenMessagesResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_runs(
+        self,
+        request: WatchRunsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[WatchRunsResponse]:
+        """
+        A project's runs under their home runtimes, live: a snapshot, then each run as its home
+        runtime's pushes move it (the gapless prefix only), and each refused push (a security
+        alert), in commit order on every hub. A run's `orphaned` is true when its home runtime's
+        presence is not online; WatchPresence tells when that changes. Resumes by cursor.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchRuns",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchRunsRequest,
+                output=WatchRunsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OpsServiceSync(Protocol):
     """
@@ -211,6 +355,36 @@ class OpsServiceSync(Protocol):
         Lists every project the hub knows (it has agents, held leases, runtimes or runs, or a
         configured token), by name, with counts.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_projects(self, request: WatchProjectsRequest, ctx: RequestContext[WatchProjectsRequest, WatchProjectsResponse], /) -> Iterator[WatchProjectsResponse]:
+        """
+        ListProjects, live: the list now, then again whenever a project's agents, leases, open
+        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        Every frame is the whole list, so a client that reconnects needs no cursor.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_open_messages(self, request: WatchOpenMessagesRequest, ctx: RequestContext[WatchOpenMessagesRequest, WatchOpenMessagesResponse], /) -> Iterator[WatchOpenMessagesResponse]:
+        """
+        A project's open messages (queued or delivered, no bodies), live: a snapshot, then each
+        message that is sent, delivered, or ends (replied, cancelled, expired, failed), in commit
+        order on every hub. Resumes by cursor like WatchLeases.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_runs(self, request: WatchRunsRequest, ctx: RequestContext[WatchRunsRequest, WatchRunsResponse], /) -> Iterator[WatchRunsResponse]:
+        """
+        A project's runs under their home runtimes, live: a snapshot, then each run as its home
+        runtime's pushes move it (the gapless prefix only), and each refused push (a security
+        alert), in commit order on every hub. A run's `orphaned` is true when its home runtime's
+        presence is not online; WatchPresence tells when that changes. Resumes by cursor.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -247,6 +421,39 @@ class OpsServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.list_projects,
+                ),
+                "/kxm.hub.v1.OpsService/WatchProjects": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="WatchProjects",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchProjectsRequest,
+                        output=WatchProjectsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.watch_projects,
+                ),
+                "/kxm.hub.v1.OpsService/WatchOpenMessages": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="WatchOpenMessages",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchOpenMessagesRequest,
+                        output=WatchOpenMessagesResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.watch_open_messages,
+                ),
+                "/kxm.hub.v1.OpsService/WatchRuns": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="WatchRuns",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchRunsRequest,
+                        output=WatchRunsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.watch_runs,
                 ),
             },
             interceptors=interceptors,
@@ -338,6 +545,87 @@ class OpsServiceClientSync(ConnectClientSync):
                 output=ListProjectsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_projects(
+        self,
+        request: WatchProjectsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[WatchProjectsResponse]:
+        """
+        ListProjects, live: the list now, then again whenever a project's agents, leases, open
+        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        Every frame is the whole list, so a client that reconnects needs no cursor.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchProjects",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchProjectsRequest,
+                output=WatchProjectsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_open_messages(
+        self,
+        request: WatchOpenMessagesRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[WatchOpenMessagesResponse]:
+        """
+        A project's open messages (queued or delivered, no bodies), live: a snapshot, then each
+        message that is sent, delivered, or ends (replied, cancelled, expired, failed), in commit
+        order on every hub. Resumes by cursor like WatchLeases.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchOpenMessages",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchOpenMessagesRequest,
+                output=WatchOpenMessagesResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_runs(
+        self,
+        request: WatchRunsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[WatchRunsResponse]:
+        """
+        A project's runs under their home runtimes, live: a snapshot, then each run as its home
+        runtime's pushes move it (the gapless prefix only), and each refused push (a security
+        alert), in commit order on every hub. A run's `orphaned` is true when its home runtime's
+        presence is not online; WatchPresence tells when that changes. Resumes by cursor.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchRuns",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchRunsRequest,
+                output=WatchRunsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

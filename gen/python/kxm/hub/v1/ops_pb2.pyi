@@ -7,6 +7,7 @@ from kxm.hub.v1 import lease_pb2 as _lease_pb2
 from kxm.hub.v1 import peer_pb2 as _peer_pb2
 from kxm.hub.v1 import presence_pb2 as _presence_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
@@ -14,23 +15,136 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class OpenMessageChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED: _ClassVar[OpenMessageChangeKind]
+    OPEN_MESSAGE_CHANGE_KIND_SENT: _ClassVar[OpenMessageChangeKind]
+    OPEN_MESSAGE_CHANGE_KIND_DELIVERED: _ClassVar[OpenMessageChangeKind]
+    OPEN_MESSAGE_CHANGE_KIND_ENDED: _ClassVar[OpenMessageChangeKind]
+OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED: OpenMessageChangeKind
+OPEN_MESSAGE_CHANGE_KIND_SENT: OpenMessageChangeKind
+OPEN_MESSAGE_CHANGE_KIND_DELIVERED: OpenMessageChangeKind
+OPEN_MESSAGE_CHANGE_KIND_ENDED: OpenMessageChangeKind
+
+class WatchProjectsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WatchProjectsResponse(_message.Message):
+    __slots__ = ("projects", "keep_alive")
+    PROJECTS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    projects: ListProjectsResponse
+    keep_alive: _presence_pb2.KeepAlive
+    def __init__(self, projects: _Optional[_Union[ListProjectsResponse, _Mapping]] = ..., keep_alive: _Optional[_Union[_presence_pb2.KeepAlive, _Mapping]] = ...) -> None: ...
+
+class WatchOpenMessagesRequest(_message.Message):
+    __slots__ = ("project", "after_cursor")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    after_cursor: int
+    def __init__(self, project: _Optional[str] = ..., after_cursor: _Optional[int] = ...) -> None: ...
+
+class OpenMessagesSnapshot(_message.Message):
+    __slots__ = ("messages", "total")
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[OpenMessage]
+    total: int
+    def __init__(self, messages: _Optional[_Iterable[_Union[OpenMessage, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
+
+class OpenMessageChange(_message.Message):
+    __slots__ = ("kind", "message")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    kind: OpenMessageChangeKind
+    message: OpenMessage
+    def __init__(self, kind: _Optional[_Union[OpenMessageChangeKind, str]] = ..., message: _Optional[_Union[OpenMessage, _Mapping]] = ...) -> None: ...
+
+class WatchOpenMessagesResponse(_message.Message):
+    __slots__ = ("cursor", "snapshot", "change", "keep_alive")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    cursor: int
+    snapshot: OpenMessagesSnapshot
+    change: OpenMessageChange
+    keep_alive: _presence_pb2.KeepAlive
+    def __init__(self, cursor: _Optional[int] = ..., snapshot: _Optional[_Union[OpenMessagesSnapshot, _Mapping]] = ..., change: _Optional[_Union[OpenMessageChange, _Mapping]] = ..., keep_alive: _Optional[_Union[_presence_pb2.KeepAlive, _Mapping]] = ...) -> None: ...
+
+class WatchRunsRequest(_message.Message):
+    __slots__ = ("project", "after_cursor")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    after_cursor: int
+    def __init__(self, project: _Optional[str] = ..., after_cursor: _Optional[int] = ...) -> None: ...
+
+class RunsSnapshot(_message.Message):
+    __slots__ = ("home_runtimes",)
+    HOME_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    home_runtimes: _containers.RepeatedCompositeFieldContainer[HomeRuntime]
+    def __init__(self, home_runtimes: _Optional[_Iterable[_Union[HomeRuntime, _Mapping]]] = ...) -> None: ...
+
+class RunChange(_message.Message):
+    __slots__ = ("home_runtime_id", "run")
+    HOME_RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    home_runtime_id: str
+    run: HomeRuntimeRun
+    def __init__(self, home_runtime_id: _Optional[str] = ..., run: _Optional[_Union[HomeRuntimeRun, _Mapping]] = ...) -> None: ...
+
+class SyncAlert(_message.Message):
+    __slots__ = ("code", "runtime_id", "project_id", "run_id", "sequence", "at")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    runtime_id: str
+    project_id: str
+    run_id: str
+    sequence: int
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, code: _Optional[str] = ..., runtime_id: _Optional[str] = ..., project_id: _Optional[str] = ..., run_id: _Optional[str] = ..., sequence: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class WatchRunsResponse(_message.Message):
+    __slots__ = ("cursor", "snapshot", "change", "keep_alive", "alert")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    ALERT_FIELD_NUMBER: _ClassVar[int]
+    cursor: int
+    snapshot: RunsSnapshot
+    change: RunChange
+    keep_alive: _presence_pb2.KeepAlive
+    alert: SyncAlert
+    def __init__(self, cursor: _Optional[int] = ..., snapshot: _Optional[_Union[RunsSnapshot, _Mapping]] = ..., change: _Optional[_Union[RunChange, _Mapping]] = ..., keep_alive: _Optional[_Union[_presence_pb2.KeepAlive, _Mapping]] = ..., alert: _Optional[_Union[SyncAlert, _Mapping]] = ...) -> None: ...
+
 class ListProjectsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ProjectSummary(_message.Message):
-    __slots__ = ("project", "agents", "online_agents", "held_leases", "has_token")
+    __slots__ = ("project", "agents", "online_agents", "held_leases", "has_token", "open_messages")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     ONLINE_AGENTS_FIELD_NUMBER: _ClassVar[int]
     HELD_LEASES_FIELD_NUMBER: _ClassVar[int]
     HAS_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    OPEN_MESSAGES_FIELD_NUMBER: _ClassVar[int]
     project: str
     agents: int
     online_agents: int
     held_leases: int
     has_token: bool
-    def __init__(self, project: _Optional[str] = ..., agents: _Optional[int] = ..., online_agents: _Optional[int] = ..., held_leases: _Optional[int] = ..., has_token: _Optional[bool] = ...) -> None: ...
+    open_messages: int
+    def __init__(self, project: _Optional[str] = ..., agents: _Optional[int] = ..., online_agents: _Optional[int] = ..., held_leases: _Optional[int] = ..., has_token: _Optional[bool] = ..., open_messages: _Optional[int] = ...) -> None: ...
 
 class ListProjectsResponse(_message.Message):
     __slots__ = ("projects",)
@@ -45,7 +159,7 @@ class GetSnapshotRequest(_message.Message):
     def __init__(self, project: _Optional[str] = ...) -> None: ...
 
 class OpenMessage(_message.Message):
-    __slots__ = ("id", "status", "from_name", "to_name", "delivery", "created_at", "correlation_id")
+    __slots__ = ("id", "status", "from_name", "to_name", "delivery", "created_at", "correlation_id", "expires_at", "delivered_at", "ended_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     FROM_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -53,6 +167,9 @@ class OpenMessage(_message.Message):
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     CORRELATION_ID_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     status: _peer_pb2.MessageStatus
     from_name: str
@@ -60,7 +177,10 @@ class OpenMessage(_message.Message):
     delivery: _peer_pb2.Delivery
     created_at: _timestamp_pb2.Timestamp
     correlation_id: str
-    def __init__(self, id: _Optional[str] = ..., status: _Optional[_Union[_peer_pb2.MessageStatus, str]] = ..., from_name: _Optional[str] = ..., to_name: _Optional[str] = ..., delivery: _Optional[_Union[_peer_pb2.Delivery, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., correlation_id: _Optional[str] = ...) -> None: ...
+    expires_at: _timestamp_pb2.Timestamp
+    delivered_at: _timestamp_pb2.Timestamp
+    ended_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[_Union[_peer_pb2.MessageStatus, str]] = ..., from_name: _Optional[str] = ..., to_name: _Optional[str] = ..., delivery: _Optional[_Union[_peer_pb2.Delivery, str]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., correlation_id: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ended_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class HomeRuntimeRun(_message.Message):
     __slots__ = ("project_id", "run_id", "workflow_id", "display_title", "status", "last_sequence", "pending_gap", "updated_at", "orphaned")

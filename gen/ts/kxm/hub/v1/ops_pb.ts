@@ -2,8 +2,8 @@
 // @generated from file kxm/hub/v1/ops.proto (package kxm.hub.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import { file_google_api_annotations } from "../../../google/api/annotations_pb.js";
 import { file_google_api_field_behavior } from "../../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
@@ -12,7 +12,7 @@ import type { Lease } from "./lease_pb.js";
 import { file_kxm_hub_v1_lease } from "./lease_pb.js";
 import type { Delivery, MessageStatus } from "./peer_pb.js";
 import { file_kxm_hub_v1_peer } from "./peer_pb.js";
-import type { Agent, RuntimePresenceState } from "./presence_pb.js";
+import type { Agent, KeepAlive, RuntimePresenceState } from "./presence_pb.js";
 import { file_kxm_hub_v1_presence } from "./presence_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -20,7 +20,391 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/ops.proto.
  */
 export const file_kxm_hub_v1_ops: GenFile = /*@__PURE__*/
-  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSIVChNMaXN0UHJvamVjdHNSZXF1ZXN0InAKDlByb2plY3RTdW1tYXJ5Eg8KB3Byb2plY3QYASABKAkSDgoGYWdlbnRzGAIgASgFEhUKDW9ubGluZV9hZ2VudHMYAyABKAUSEwoLaGVsZF9sZWFzZXMYBCABKAUSEQoJaGFzX3Rva2VuGAUgASgIIkQKFExpc3RQcm9qZWN0c1Jlc3BvbnNlEiwKCHByb2plY3RzGAEgAygLMhoua3htLmh1Yi52MS5Qcm9qZWN0U3VtbWFyeSIqChJHZXRTbmFwc2hvdFJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECIvABCgtPcGVuTWVzc2FnZRIKCgJpZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5reG0uaHViLnYxLk1lc3NhZ2VTdGF0dXMSEQoJZnJvbV9uYW1lGAMgASgJEg8KB3RvX25hbWUYBCABKAkSJgoIZGVsaXZlcnkYBSABKA4yFC5reG0uaHViLnYxLkRlbGl2ZXJ5Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKDmNvcnJlbGF0aW9uX2lkGAcgASgJSACIAQFCEQoPX2NvcnJlbGF0aW9uX2lkIpICCg5Ib21lUnVudGltZVJ1bhISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIYCgt3b3JrZmxvd19pZBgDIAEoCUgAiAEBEhoKDWRpc3BsYXlfdGl0bGUYBCABKAlIAYgBARITCgZzdGF0dXMYBSABKAlIAogBARIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEhMKC3BlbmRpbmdfZ2FwGAcgASgIEhcKCnVwZGF0ZWRfYXQYCCABKAlIA4gBARIQCghvcnBoYW5lZBgJIAEoCEIOCgxfd29ya2Zsb3dfaWRCEAoOX2Rpc3BsYXlfdGl0bGVCCQoHX3N0YXR1c0INCgtfdXBkYXRlZF9hdCLYAgoLSG9tZVJ1bnRpbWUSEgoKcnVudGltZV9pZBgBIAEoCRIRCgRob3N0GAIgASgJSACIAQESNQoMaGVhcnRiZWF0X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjkKEGxlYXNlX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQESMgoIcHJlc2VuY2UYBSABKA4yIC5reG0uaHViLnYxLlJ1bnRpbWVQcmVzZW5jZVN0YXRlEhAKCG9ycGhhbmVkGAYgASgIEigKBHJ1bnMYByADKAsyGi5reG0uaHViLnYxLkhvbWVSdW50aW1lUnVuEhEKCXJ1bl90b3RhbBgIIAEoBUIHCgVfaG9zdEIPCg1faGVhcnRiZWF0X2F0QhMKEV9sZWFzZV9leHBpcmVzX2F0IpgCChNHZXRTbmFwc2hvdFJlc3BvbnNlEg8KB3Byb2plY3QYASABKAkSLgoKZmV0Y2hlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoGYWdlbnRzGAMgAygLMhEua3htLmh1Yi52MS5BZ2VudBIuCg1vcGVuX21lc3NhZ2VzGAQgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRIaChJvcGVuX21lc3NhZ2VfdG90YWwYBSABKAUSLgoNaG9tZV9ydW50aW1lcxgGIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSIQoGbGVhc2VzGAcgAygLMhEua3htLmh1Yi52MS5MZWFzZTLjAQoKT3BzU2VydmljZRJoCgtHZXRTbmFwc2hvdBIeLmt4bS5odWIudjEuR2V0U25hcHNob3RSZXF1ZXN0Gh8ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvc25hcHNob3QSawoMTGlzdFByb2plY3RzEh8ua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXF1ZXN0GiAua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXNwb25zZSIYgtPkkwISEhAvdjEvb3BzL3Byb2plY3RzQjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSIWChRXYXRjaFByb2plY3RzUmVxdWVzdCKDAQoVV2F0Y2hQcm9qZWN0c1Jlc3BvbnNlEjQKCHByb2plY3RzGAEgASgLMiAua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXNwb25zZUgAEisKCmtlZXBfYWxpdmUYAiABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50IlwKGFdhdGNoT3Blbk1lc3NhZ2VzUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJQChRPcGVuTWVzc2FnZXNTbmFwc2hvdBIpCghtZXNzYWdlcxgBIAMoCzIXLmt4bS5odWIudjEuT3Blbk1lc3NhZ2USDQoFdG90YWwYAiABKAUibgoRT3Blbk1lc3NhZ2VDaGFuZ2USLwoEa2luZBgBIAEoDjIhLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VDaGFuZ2VLaW5kEigKB21lc3NhZ2UYAiABKAsyFy5reG0uaHViLnYxLk9wZW5NZXNzYWdlIsgBChlXYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxI0CghzbmFwc2hvdBgCIAEoCzIgLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VzU25hcHNob3RIABIvCgZjaGFuZ2UYAyABKAsyHS5reG0uaHViLnYxLk9wZW5NZXNzYWdlQ2hhbmdlSAASKwoKa2VlcF9hbGl2ZRgEIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSABCBwoFZXZlbnQiVAoQV2F0Y2hSdW5zUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciI+CgxSdW5zU25hcHNob3QSLgoNaG9tZV9ydW50aW1lcxgBIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUiTQoJUnVuQ2hhbmdlEhcKD2hvbWVfcnVudGltZV9pZBgBIAEoCRInCgNydW4YAiABKAsyGi5reG0uaHViLnYxLkhvbWVSdW50aW1lUnVuIosBCglTeW5jQWxlcnQSDAoEY29kZRgBIAEoCRISCgpydW50aW1lX2lkGAIgASgJEhIKCnByb2plY3RfaWQYAyABKAkSDgoGcnVuX2lkGAQgASgJEhAKCHNlcXVlbmNlGAUgASgDEiYKAmF0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLYAQoRV2F0Y2hSdW5zUmVzcG9uc2USDgoGY3Vyc29yGAEgASgDEiwKCHNuYXBzaG90GAIgASgLMhgua3htLmh1Yi52MS5SdW5zU25hcHNob3RIABInCgZjaGFuZ2UYAyABKAsyFS5reG0uaHViLnYxLlJ1bkNoYW5nZUgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAEiYKBWFsZXJ0GAUgASgLMhUua3htLmh1Yi52MS5TeW5jQWxlcnRIAEIHCgVldmVudCIVChNMaXN0UHJvamVjdHNSZXF1ZXN0IocBCg5Qcm9qZWN0U3VtbWFyeRIPCgdwcm9qZWN0GAEgASgJEg4KBmFnZW50cxgCIAEoBRIVCg1vbmxpbmVfYWdlbnRzGAMgASgFEhMKC2hlbGRfbGVhc2VzGAQgASgFEhEKCWhhc190b2tlbhgFIAEoCBIVCg1vcGVuX21lc3NhZ2VzGAYgASgFIkQKFExpc3RQcm9qZWN0c1Jlc3BvbnNlEiwKCHByb2plY3RzGAEgAygLMhoua3htLmh1Yi52MS5Qcm9qZWN0U3VtbWFyeSIqChJHZXRTbmFwc2hvdFJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECIqgDCgtPcGVuTWVzc2FnZRIKCgJpZBgBIAEoCRIpCgZzdGF0dXMYAiABKA4yGS5reG0uaHViLnYxLk1lc3NhZ2VTdGF0dXMSEQoJZnJvbV9uYW1lGAMgASgJEg8KB3RvX25hbWUYBCABKAkSJgoIZGVsaXZlcnkYBSABKA4yFC5reG0uaHViLnYxLkRlbGl2ZXJ5Ei4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKDmNvcnJlbGF0aW9uX2lkGAcgASgJSACIAQESLgoKZXhwaXJlc19hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoMZGVsaXZlcmVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjEKCGVuZGVkX2F0GAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBQhEKD19jb3JyZWxhdGlvbl9pZEIPCg1fZGVsaXZlcmVkX2F0QgsKCV9lbmRlZF9hdCKSAgoOSG9tZVJ1bnRpbWVSdW4SEgoKcHJvamVjdF9pZBgBIAEoCRIOCgZydW5faWQYAiABKAkSGAoLd29ya2Zsb3dfaWQYAyABKAlIAIgBARIaCg1kaXNwbGF5X3RpdGxlGAQgASgJSAGIAQESEwoGc3RhdHVzGAUgASgJSAKIAQESFQoNbGFzdF9zZXF1ZW5jZRgGIAEoAxITCgtwZW5kaW5nX2dhcBgHIAEoCBIXCgp1cGRhdGVkX2F0GAggASgJSAOIAQESEAoIb3JwaGFuZWQYCSABKAhCDgoMX3dvcmtmbG93X2lkQhAKDl9kaXNwbGF5X3RpdGxlQgkKB19zdGF0dXNCDQoLX3VwZGF0ZWRfYXQi2AIKC0hvbWVSdW50aW1lEhIKCnJ1bnRpbWVfaWQYASABKAkSEQoEaG9zdBgCIAEoCUgAiAEBEjUKDGhlYXJ0YmVhdF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAYgBARI5ChBsZWFzZV9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgCiAEBEjIKCHByZXNlbmNlGAUgASgOMiAua3htLmh1Yi52MS5SdW50aW1lUHJlc2VuY2VTdGF0ZRIQCghvcnBoYW5lZBgGIAEoCBIoCgRydW5zGAcgAygLMhoua3htLmh1Yi52MS5Ib21lUnVudGltZVJ1bhIRCglydW5fdG90YWwYCCABKAVCBwoFX2hvc3RCDwoNX2hlYXJ0YmVhdF9hdEITChFfbGVhc2VfZXhwaXJlc19hdCKYAgoTR2V0U25hcHNob3RSZXNwb25zZRIPCgdwcm9qZWN0GAEgASgJEi4KCmZldGNoZWRfYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKBmFnZW50cxgDIAMoCzIRLmt4bS5odWIudjEuQWdlbnQSLgoNb3Blbl9tZXNzYWdlcxgEIAMoCzIXLmt4bS5odWIudjEuT3Blbk1lc3NhZ2USGgoSb3Blbl9tZXNzYWdlX3RvdGFsGAUgASgFEi4KDWhvbWVfcnVudGltZXMYBiADKAsyFy5reG0uaHViLnYxLkhvbWVSdW50aW1lEiEKBmxlYXNlcxgHIAMoCzIRLmt4bS5odWIudjEuTGVhc2UqsAEKFU9wZW5NZXNzYWdlQ2hhbmdlS2luZBIoCiRPUEVOX01FU1NBR0VfQ0hBTkdFX0tJTkRfVU5TUEVDSUZJRUQQABIhCh1PUEVOX01FU1NBR0VfQ0hBTkdFX0tJTkRfU0VOVBABEiYKIk9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9ERUxJVkVSRUQQAhIiCh5PUEVOX01FU1NBR0VfQ0hBTkdFX0tJTkRfRU5ERUQQAzLrAwoKT3BzU2VydmljZRJoCgtHZXRTbmFwc2hvdBIeLmt4bS5odWIudjEuR2V0U25hcHNob3RSZXF1ZXN0Gh8ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvc25hcHNob3QSawoMTGlzdFByb2plY3RzEh8ua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXF1ZXN0GiAua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXNwb25zZSIYgtPkkwISEhAvdjEvb3BzL3Byb2plY3RzElYKDVdhdGNoUHJvamVjdHMSIC5reG0uaHViLnYxLldhdGNoUHJvamVjdHNSZXF1ZXN0GiEua3htLmh1Yi52MS5XYXRjaFByb2plY3RzUmVzcG9uc2UwARJiChFXYXRjaE9wZW5NZXNzYWdlcxIkLmt4bS5odWIudjEuV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0GiUua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlMAESSgoJV2F0Y2hSdW5zEhwua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXF1ZXN0Gh0ua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXNwb25zZTABQjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+
+/**
+ * WatchProjects input (none).
+ *
+ * @generated from message kxm.hub.v1.WatchProjectsRequest
+ */
+export type WatchProjectsRequest = Message<"kxm.hub.v1.WatchProjectsRequest"> & {
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchProjectsRequest.
+ * Use `create(WatchProjectsRequestSchema)` to create a new message.
+ */
+export const WatchProjectsRequestSchema: GenMessage<WatchProjectsRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 0);
+
+/**
+ * One WatchProjects frame.
+ *
+ * @generated from message kxm.hub.v1.WatchProjectsResponse
+ */
+export type WatchProjectsResponse = Message<"kxm.hub.v1.WatchProjectsResponse"> & {
+  /**
+   * What happened.
+   *
+   * @generated from oneof kxm.hub.v1.WatchProjectsResponse.event
+   */
+  event: {
+    /**
+     * The whole list, as ListProjects answers it.
+     *
+     * @generated from field: kxm.hub.v1.ListProjectsResponse projects = 1;
+     */
+    value: ListProjectsResponse;
+    case: "projects";
+  } | {
+    /**
+     * Nothing changed for the keep-alive interval.
+     *
+     * @generated from field: kxm.hub.v1.KeepAlive keep_alive = 2;
+     */
+    value: KeepAlive;
+    case: "keepAlive";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchProjectsResponse.
+ * Use `create(WatchProjectsResponseSchema)` to create a new message.
+ */
+export const WatchProjectsResponseSchema: GenMessage<WatchProjectsResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 1);
+
+/**
+ * WatchOpenMessages input.
+ *
+ * @generated from message kxm.hub.v1.WatchOpenMessagesRequest
+ */
+export type WatchOpenMessagesRequest = Message<"kxm.hub.v1.WatchOpenMessagesRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * Resume after this cursor (a frame's `cursor`), on any hub sharing the store. Unset: start
+   * with a snapshot.
+   *
+   * @generated from field: optional int64 after_cursor = 2;
+   */
+  afterCursor?: bigint | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchOpenMessagesRequest.
+ * Use `create(WatchOpenMessagesRequestSchema)` to create a new message.
+ */
+export const WatchOpenMessagesRequestSchema: GenMessage<WatchOpenMessagesRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 2);
+
+/**
+ * The open messages of a project.
+ *
+ * @generated from message kxm.hub.v1.OpenMessagesSnapshot
+ */
+export type OpenMessagesSnapshot = Message<"kxm.hub.v1.OpenMessagesSnapshot"> & {
+  /**
+   * The newest open messages, at most 200, newest first.
+   *
+   * @generated from field: repeated kxm.hub.v1.OpenMessage messages = 1;
+   */
+  messages: OpenMessage[];
+
+  /**
+   * How many open messages the project has.
+   *
+   * @generated from field: int32 total = 2;
+   */
+  total: number;
+};
+
+/**
+ * Describes the message kxm.hub.v1.OpenMessagesSnapshot.
+ * Use `create(OpenMessagesSnapshotSchema)` to create a new message.
+ */
+export const OpenMessagesSnapshotSchema: GenMessage<OpenMessagesSnapshot> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 3);
+
+/**
+ * One message's change.
+ *
+ * @generated from message kxm.hub.v1.OpenMessageChange
+ */
+export type OpenMessageChange = Message<"kxm.hub.v1.OpenMessageChange"> & {
+  /**
+   * What happened.
+   *
+   * @generated from field: kxm.hub.v1.OpenMessageChangeKind kind = 1;
+   */
+  kind: OpenMessageChangeKind;
+
+  /**
+   * The message after it (its status is the new one).
+   *
+   * @generated from field: kxm.hub.v1.OpenMessage message = 2;
+   */
+  message?: OpenMessage | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.OpenMessageChange.
+ * Use `create(OpenMessageChangeSchema)` to create a new message.
+ */
+export const OpenMessageChangeSchema: GenMessage<OpenMessageChange> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 4);
+
+/**
+ * One WatchOpenMessages frame.
+ *
+ * @generated from message kxm.hub.v1.WatchOpenMessagesResponse
+ */
+export type WatchOpenMessagesResponse = Message<"kxm.hub.v1.WatchOpenMessagesResponse"> & {
+  /**
+   * Position of this frame in the project's message history; strictly increasing.
+   *
+   * @generated from field: int64 cursor = 1;
+   */
+  cursor: bigint;
+
+  /**
+   * What happened.
+   *
+   * @generated from oneof kxm.hub.v1.WatchOpenMessagesResponse.event
+   */
+  event: {
+    /**
+     * First frame: the open messages at `cursor`.
+     *
+     * @generated from field: kxm.hub.v1.OpenMessagesSnapshot snapshot = 2;
+     */
+    value: OpenMessagesSnapshot;
+    case: "snapshot";
+  } | {
+    /**
+     * A message changed.
+     *
+     * @generated from field: kxm.hub.v1.OpenMessageChange change = 3;
+     */
+    value: OpenMessageChange;
+    case: "change";
+  } | {
+    /**
+     * Nothing happened for the keep-alive interval.
+     *
+     * @generated from field: kxm.hub.v1.KeepAlive keep_alive = 4;
+     */
+    value: KeepAlive;
+    case: "keepAlive";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchOpenMessagesResponse.
+ * Use `create(WatchOpenMessagesResponseSchema)` to create a new message.
+ */
+export const WatchOpenMessagesResponseSchema: GenMessage<WatchOpenMessagesResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 5);
+
+/**
+ * WatchRuns input.
+ *
+ * @generated from message kxm.hub.v1.WatchRunsRequest
+ */
+export type WatchRunsRequest = Message<"kxm.hub.v1.WatchRunsRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * Resume after this cursor (a frame's `cursor`), on any hub sharing the store. Unset: start
+   * with a snapshot.
+   *
+   * @generated from field: optional int64 after_cursor = 2;
+   */
+  afterCursor?: bigint | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchRunsRequest.
+ * Use `create(WatchRunsRequestSchema)` to create a new message.
+ */
+export const WatchRunsRequestSchema: GenMessage<WatchRunsRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 6);
+
+/**
+ * The runs of a project.
+ *
+ * @generated from message kxm.hub.v1.RunsSnapshot
+ */
+export type RunsSnapshot = Message<"kxm.hub.v1.RunsSnapshot"> & {
+  /**
+   * Runtimes by runtime id, each with its runs (as GetSnapshot answers them).
+   *
+   * @generated from field: repeated kxm.hub.v1.HomeRuntime home_runtimes = 1;
+   */
+  homeRuntimes: HomeRuntime[];
+};
+
+/**
+ * Describes the message kxm.hub.v1.RunsSnapshot.
+ * Use `create(RunsSnapshotSchema)` to create a new message.
+ */
+export const RunsSnapshotSchema: GenMessage<RunsSnapshot> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 7);
+
+/**
+ * A run moved: its home runtime pushed events.
+ *
+ * @generated from message kxm.hub.v1.RunChange
+ */
+export type RunChange = Message<"kxm.hub.v1.RunChange"> & {
+  /**
+   * The run's home runtime.
+   *
+   * @generated from field: string home_runtime_id = 1;
+   */
+  homeRuntimeId: string;
+
+  /**
+   * The run now (its gapless prefix).
+   *
+   * @generated from field: kxm.hub.v1.HomeRuntimeRun run = 2;
+   */
+  run?: HomeRuntimeRun | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.RunChange.
+ * Use `create(RunChangeSchema)` to create a new message.
+ */
+export const RunChangeSchema: GenMessage<RunChange> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 8);
+
+/**
+ * A push the hub refused as a conflict (a security alert: the same sequence with other content,
+ * a projectId another hub project owns, or a run claimed by another runtime).
+ *
+ * @generated from message kxm.hub.v1.SyncAlert
+ */
+export type SyncAlert = Message<"kxm.hub.v1.SyncAlert"> & {
+  /**
+   * sync_sequence_reused, sync_project_mismatch or sync_home_runtime_mismatch.
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * The runtime that pushed it.
+   *
+   * @generated from field: string runtime_id = 2;
+   */
+  runtimeId: string;
+
+  /**
+   * The event's project id.
+   *
+   * @generated from field: string project_id = 3;
+   */
+  projectId: string;
+
+  /**
+   * The event's run id.
+   *
+   * @generated from field: string run_id = 4;
+   */
+  runId: string;
+
+  /**
+   * The event's sequence.
+   *
+   * @generated from field: int64 sequence = 5;
+   */
+  sequence: bigint;
+
+  /**
+   * When the hub refused it.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 6;
+   */
+  at?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.SyncAlert.
+ * Use `create(SyncAlertSchema)` to create a new message.
+ */
+export const SyncAlertSchema: GenMessage<SyncAlert> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 9);
+
+/**
+ * One WatchRuns frame.
+ *
+ * @generated from message kxm.hub.v1.WatchRunsResponse
+ */
+export type WatchRunsResponse = Message<"kxm.hub.v1.WatchRunsResponse"> & {
+  /**
+   * Position of this frame in the project's run history; strictly increasing.
+   *
+   * @generated from field: int64 cursor = 1;
+   */
+  cursor: bigint;
+
+  /**
+   * What happened.
+   *
+   * @generated from oneof kxm.hub.v1.WatchRunsResponse.event
+   */
+  event: {
+    /**
+     * First frame: the runs at `cursor`.
+     *
+     * @generated from field: kxm.hub.v1.RunsSnapshot snapshot = 2;
+     */
+    value: RunsSnapshot;
+    case: "snapshot";
+  } | {
+    /**
+     * A run moved.
+     *
+     * @generated from field: kxm.hub.v1.RunChange change = 3;
+     */
+    value: RunChange;
+    case: "change";
+  } | {
+    /**
+     * Nothing happened for the keep-alive interval.
+     *
+     * @generated from field: kxm.hub.v1.KeepAlive keep_alive = 4;
+     */
+    value: KeepAlive;
+    case: "keepAlive";
+  } | {
+    /**
+     * A push was refused as a conflict.
+     *
+     * @generated from field: kxm.hub.v1.SyncAlert alert = 5;
+     */
+    value: SyncAlert;
+    case: "alert";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchRunsResponse.
+ * Use `create(WatchRunsResponseSchema)` to create a new message.
+ */
+export const WatchRunsResponseSchema: GenMessage<WatchRunsResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 10);
 
 /**
  * ListProjects input (none).
@@ -35,7 +419,7 @@ export type ListProjectsRequest = Message<"kxm.hub.v1.ListProjectsRequest"> & {
  * Use `create(ListProjectsRequestSchema)` to create a new message.
  */
 export const ListProjectsRequestSchema: GenMessage<ListProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 0);
+  messageDesc(file_kxm_hub_v1_ops, 11);
 
 /**
  * One project as ListProjects sees it.
@@ -77,6 +461,13 @@ export type ProjectSummary = Message<"kxm.hub.v1.ProjectSummary"> & {
    * @generated from field: bool has_token = 5;
    */
   hasToken: boolean;
+
+  /**
+   * Open messages (queued or delivered).
+   *
+   * @generated from field: int32 open_messages = 6;
+   */
+  openMessages: number;
 };
 
 /**
@@ -84,7 +475,7 @@ export type ProjectSummary = Message<"kxm.hub.v1.ProjectSummary"> & {
  * Use `create(ProjectSummarySchema)` to create a new message.
  */
 export const ProjectSummarySchema: GenMessage<ProjectSummary> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 1);
+  messageDesc(file_kxm_hub_v1_ops, 12);
 
 /**
  * ListProjects result.
@@ -105,7 +496,7 @@ export type ListProjectsResponse = Message<"kxm.hub.v1.ListProjectsResponse"> & 
  * Use `create(ListProjectsResponseSchema)` to create a new message.
  */
 export const ListProjectsResponseSchema: GenMessage<ListProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 2);
+  messageDesc(file_kxm_hub_v1_ops, 13);
 
 /**
  * GetSnapshot input.
@@ -126,7 +517,7 @@ export type GetSnapshotRequest = Message<"kxm.hub.v1.GetSnapshotRequest"> & {
  * Use `create(GetSnapshotRequestSchema)` to create a new message.
  */
 export const GetSnapshotRequestSchema: GenMessage<GetSnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 3);
+  messageDesc(file_kxm_hub_v1_ops, 14);
 
 /**
  * An open message without its body.
@@ -182,6 +573,27 @@ export type OpenMessage = Message<"kxm.hub.v1.OpenMessage"> & {
    * @generated from field: optional string correlation_id = 7;
    */
   correlationId?: string | undefined;
+
+  /**
+   * When it expires unless it ends first.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 8;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * When its recipient acknowledged it (delivered).
+   *
+   * @generated from field: optional google.protobuf.Timestamp delivered_at = 9;
+   */
+  deliveredAt?: Timestamp | undefined;
+
+  /**
+   * When it ended (replied, cancelled, expired, failed).
+   *
+   * @generated from field: optional google.protobuf.Timestamp ended_at = 10;
+   */
+  endedAt?: Timestamp | undefined;
 };
 
 /**
@@ -189,7 +601,7 @@ export type OpenMessage = Message<"kxm.hub.v1.OpenMessage"> & {
  * Use `create(OpenMessageSchema)` to create a new message.
  */
 export const OpenMessageSchema: GenMessage<OpenMessage> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 4);
+  messageDesc(file_kxm_hub_v1_ops, 15);
 
 /**
  * One run as its home runtime reported it (gapless prefix only).
@@ -266,7 +678,7 @@ export type HomeRuntimeRun = Message<"kxm.hub.v1.HomeRuntimeRun"> & {
  * Use `create(HomeRuntimeRunSchema)` to create a new message.
  */
 export const HomeRuntimeRunSchema: GenMessage<HomeRuntimeRun> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 5);
+  messageDesc(file_kxm_hub_v1_ops, 16);
 
 /**
  * A runtime and the runs it owns.
@@ -336,7 +748,7 @@ export type HomeRuntime = Message<"kxm.hub.v1.HomeRuntime"> & {
  * Use `create(HomeRuntimeSchema)` to create a new message.
  */
 export const HomeRuntimeSchema: GenMessage<HomeRuntime> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 6);
+  messageDesc(file_kxm_hub_v1_ops, 17);
 
 /**
  * GetSnapshot result.
@@ -399,7 +811,48 @@ export type GetSnapshotResponse = Message<"kxm.hub.v1.GetSnapshotResponse"> & {
  * Use `create(GetSnapshotResponseSchema)` to create a new message.
  */
 export const GetSnapshotResponseSchema: GenMessage<GetSnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 7);
+  messageDesc(file_kxm_hub_v1_ops, 18);
+
+/**
+ * What happened to a message.
+ *
+ * @generated from enum kxm.hub.v1.OpenMessageChangeKind
+ */
+export enum OpenMessageChangeKind {
+  /**
+   * Not used.
+   *
+   * @generated from enum value: OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Sent: now open (queued).
+   *
+   * @generated from enum value: OPEN_MESSAGE_CHANGE_KIND_SENT = 1;
+   */
+  SENT = 1,
+
+  /**
+   * Acknowledged by its recipient: still open (delivered).
+   *
+   * @generated from enum value: OPEN_MESSAGE_CHANGE_KIND_DELIVERED = 2;
+   */
+  DELIVERED = 2,
+
+  /**
+   * Ended: replied, cancelled, expired or failed (its status says which); no longer open.
+   *
+   * @generated from enum value: OPEN_MESSAGE_CHANGE_KIND_ENDED = 3;
+   */
+  ENDED = 3,
+}
+
+/**
+ * Describes the enum kxm.hub.v1.OpenMessageChangeKind.
+ */
+export const OpenMessageChangeKindSchema: GenEnum<OpenMessageChangeKind> = /*@__PURE__*/
+  enumDesc(file_kxm_hub_v1_ops, 0);
 
 /**
  * OpsService: what an operator sees of the hub and of one project.
@@ -433,6 +886,48 @@ export const OpsService: GenService<{
     methodKind: "unary";
     input: typeof ListProjectsRequestSchema;
     output: typeof ListProjectsResponseSchema;
+  },
+  /**
+   * ListProjects, live: the list now, then again whenever a project's agents, leases, open
+   * messages or runs change (at most a few times a second), keep-alives while nothing does.
+   * Every frame is the whole list, so a client that reconnects needs no cursor.
+   * Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.WatchProjects
+   */
+  watchProjects: {
+    methodKind: "server_streaming";
+    input: typeof WatchProjectsRequestSchema;
+    output: typeof WatchProjectsResponseSchema;
+  },
+  /**
+   * A project's open messages (queued or delivered, no bodies), live: a snapshot, then each
+   * message that is sent, delivered, or ends (replied, cancelled, expired, failed), in commit
+   * order on every hub. Resumes by cursor like WatchLeases.
+   * Authentication: the admin token or the project's own token (an open hub: none).
+   * Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.WatchOpenMessages
+   */
+  watchOpenMessages: {
+    methodKind: "server_streaming";
+    input: typeof WatchOpenMessagesRequestSchema;
+    output: typeof WatchOpenMessagesResponseSchema;
+  },
+  /**
+   * A project's runs under their home runtimes, live: a snapshot, then each run as its home
+   * runtime's pushes move it (the gapless prefix only), and each refused push (a security
+   * alert), in commit order on every hub. A run's `orphaned` is true when its home runtime's
+   * presence is not online; WatchPresence tells when that changes. Resumes by cursor.
+   * Authentication: the admin token or the project's own token (an open hub: none).
+   * Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.WatchRuns
+   */
+  watchRuns: {
+    methodKind: "server_streaming";
+    input: typeof WatchRunsRequestSchema;
+    output: typeof WatchRunsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kxm_hub_v1_ops, 0);

@@ -37,6 +37,14 @@ const (
 	OpsServiceGetSnapshotProcedure = "/kxm.hub.v1.OpsService/GetSnapshot"
 	// OpsServiceListProjectsProcedure is the fully-qualified name of the OpsService's ListProjects RPC.
 	OpsServiceListProjectsProcedure = "/kxm.hub.v1.OpsService/ListProjects"
+	// OpsServiceWatchProjectsProcedure is the fully-qualified name of the OpsService's WatchProjects
+	// RPC.
+	OpsServiceWatchProjectsProcedure = "/kxm.hub.v1.OpsService/WatchProjects"
+	// OpsServiceWatchOpenMessagesProcedure is the fully-qualified name of the OpsService's
+	// WatchOpenMessages RPC.
+	OpsServiceWatchOpenMessagesProcedure = "/kxm.hub.v1.OpsService/WatchOpenMessages"
+	// OpsServiceWatchRunsProcedure is the fully-qualified name of the OpsService's WatchRuns RPC.
+	OpsServiceWatchRunsProcedure = "/kxm.hub.v1.OpsService/WatchRuns"
 )
 
 // OpsServiceClient is a client for the kxm.hub.v1.OpsService service.
@@ -49,6 +57,24 @@ type OpsServiceClient interface {
 	// configured token), by name, with counts.
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
 	ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error)
+	// ListProjects, live: the list now, then again whenever a project's agents, leases, open
+	// messages or runs change (at most a few times a second), keep-alives while nothing does.
+	// Every frame is the whole list, so a client that reconnects needs no cursor.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+	WatchProjects(context.Context, *connect.Request[v1.WatchProjectsRequest]) (*connect.ServerStreamForClient[v1.WatchProjectsResponse], error)
+	// A project's open messages (queued or delivered, no bodies), live: a snapshot, then each
+	// message that is sent, delivered, or ends (replied, cancelled, expired, failed), in commit
+	// order on every hub. Resumes by cursor like WatchLeases.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+	WatchOpenMessages(context.Context, *connect.Request[v1.WatchOpenMessagesRequest]) (*connect.ServerStreamForClient[v1.WatchOpenMessagesResponse], error)
+	// A project's runs under their home runtimes, live: a snapshot, then each run as its home
+	// runtime's pushes move it (the gapless prefix only), and each refused push (a security
+	// alert), in commit order on every hub. A run's `orphaned` is true when its home runtime's
+	// presence is not online; WatchPresence tells when that changes. Resumes by cursor.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+	WatchRuns(context.Context, *connect.Request[v1.WatchRunsRequest]) (*connect.ServerStreamForClient[v1.WatchRunsResponse], error)
 }
 
 // NewOpsServiceClient constructs a client for the kxm.hub.v1.OpsService service. By default, it
@@ -74,13 +100,34 @@ func NewOpsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(opsServiceMethods.ByName("ListProjects")),
 			connect.WithClientOptions(opts...),
 		),
+		watchProjects: connect.NewClient[v1.WatchProjectsRequest, v1.WatchProjectsResponse](
+			httpClient,
+			baseURL+OpsServiceWatchProjectsProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("WatchProjects")),
+			connect.WithClientOptions(opts...),
+		),
+		watchOpenMessages: connect.NewClient[v1.WatchOpenMessagesRequest, v1.WatchOpenMessagesResponse](
+			httpClient,
+			baseURL+OpsServiceWatchOpenMessagesProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("WatchOpenMessages")),
+			connect.WithClientOptions(opts...),
+		),
+		watchRuns: connect.NewClient[v1.WatchRunsRequest, v1.WatchRunsResponse](
+			httpClient,
+			baseURL+OpsServiceWatchRunsProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("WatchRuns")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // opsServiceClient implements OpsServiceClient.
 type opsServiceClient struct {
-	getSnapshot  *connect.Client[v1.GetSnapshotRequest, v1.GetSnapshotResponse]
-	listProjects *connect.Client[v1.ListProjectsRequest, v1.ListProjectsResponse]
+	getSnapshot       *connect.Client[v1.GetSnapshotRequest, v1.GetSnapshotResponse]
+	listProjects      *connect.Client[v1.ListProjectsRequest, v1.ListProjectsResponse]
+	watchProjects     *connect.Client[v1.WatchProjectsRequest, v1.WatchProjectsResponse]
+	watchOpenMessages *connect.Client[v1.WatchOpenMessagesRequest, v1.WatchOpenMessagesResponse]
+	watchRuns         *connect.Client[v1.WatchRunsRequest, v1.WatchRunsResponse]
 }
 
 // GetSnapshot calls kxm.hub.v1.OpsService.GetSnapshot.
@@ -93,6 +140,21 @@ func (c *opsServiceClient) ListProjects(ctx context.Context, req *connect.Reques
 	return c.listProjects.CallUnary(ctx, req)
 }
 
+// WatchProjects calls kxm.hub.v1.OpsService.WatchProjects.
+func (c *opsServiceClient) WatchProjects(ctx context.Context, req *connect.Request[v1.WatchProjectsRequest]) (*connect.ServerStreamForClient[v1.WatchProjectsResponse], error) {
+	return c.watchProjects.CallServerStream(ctx, req)
+}
+
+// WatchOpenMessages calls kxm.hub.v1.OpsService.WatchOpenMessages.
+func (c *opsServiceClient) WatchOpenMessages(ctx context.Context, req *connect.Request[v1.WatchOpenMessagesRequest]) (*connect.ServerStreamForClient[v1.WatchOpenMessagesResponse], error) {
+	return c.watchOpenMessages.CallServerStream(ctx, req)
+}
+
+// WatchRuns calls kxm.hub.v1.OpsService.WatchRuns.
+func (c *opsServiceClient) WatchRuns(ctx context.Context, req *connect.Request[v1.WatchRunsRequest]) (*connect.ServerStreamForClient[v1.WatchRunsResponse], error) {
+	return c.watchRuns.CallServerStream(ctx, req)
+}
+
 // OpsServiceHandler is an implementation of the kxm.hub.v1.OpsService service.
 type OpsServiceHandler interface {
 	// A snapshot of a project: agents, open messages (no bodies) and runs grouped by their home
@@ -103,6 +165,24 @@ type OpsServiceHandler interface {
 	// configured token), by name, with counts.
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
 	ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error)
+	// ListProjects, live: the list now, then again whenever a project's agents, leases, open
+	// messages or runs change (at most a few times a second), keep-alives while nothing does.
+	// Every frame is the whole list, so a client that reconnects needs no cursor.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
+	WatchProjects(context.Context, *connect.Request[v1.WatchProjectsRequest], *connect.ServerStream[v1.WatchProjectsResponse]) error
+	// A project's open messages (queued or delivered, no bodies), live: a snapshot, then each
+	// message that is sent, delivered, or ends (replied, cancelled, expired, failed), in commit
+	// order on every hub. Resumes by cursor like WatchLeases.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+	WatchOpenMessages(context.Context, *connect.Request[v1.WatchOpenMessagesRequest], *connect.ServerStream[v1.WatchOpenMessagesResponse]) error
+	// A project's runs under their home runtimes, live: a snapshot, then each run as its home
+	// runtime's pushes move it (the gapless prefix only), and each refused push (a security
+	// alert), in commit order on every hub. A run's `orphaned` is true when its home runtime's
+	// presence is not online; WatchPresence tells when that changes. Resumes by cursor.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+	WatchRuns(context.Context, *connect.Request[v1.WatchRunsRequest], *connect.ServerStream[v1.WatchRunsResponse]) error
 }
 
 // NewOpsServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -124,12 +204,36 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(opsServiceMethods.ByName("ListProjects")),
 		connect.WithHandlerOptions(opts...),
 	)
+	opsServiceWatchProjectsHandler := connect.NewServerStreamHandler(
+		OpsServiceWatchProjectsProcedure,
+		svc.WatchProjects,
+		connect.WithSchema(opsServiceMethods.ByName("WatchProjects")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceWatchOpenMessagesHandler := connect.NewServerStreamHandler(
+		OpsServiceWatchOpenMessagesProcedure,
+		svc.WatchOpenMessages,
+		connect.WithSchema(opsServiceMethods.ByName("WatchOpenMessages")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceWatchRunsHandler := connect.NewServerStreamHandler(
+		OpsServiceWatchRunsProcedure,
+		svc.WatchRuns,
+		connect.WithSchema(opsServiceMethods.ByName("WatchRuns")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kxm.hub.v1.OpsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OpsServiceGetSnapshotProcedure:
 			opsServiceGetSnapshotHandler.ServeHTTP(w, r)
 		case OpsServiceListProjectsProcedure:
 			opsServiceListProjectsHandler.ServeHTTP(w, r)
+		case OpsServiceWatchProjectsProcedure:
+			opsServiceWatchProjectsHandler.ServeHTTP(w, r)
+		case OpsServiceWatchOpenMessagesProcedure:
+			opsServiceWatchOpenMessagesHandler.ServeHTTP(w, r)
+		case OpsServiceWatchRunsProcedure:
+			opsServiceWatchRunsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -145,4 +249,16 @@ func (UnimplementedOpsServiceHandler) GetSnapshot(context.Context, *connect.Requ
 
 func (UnimplementedOpsServiceHandler) ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.ListProjects is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) WatchProjects(context.Context, *connect.Request[v1.WatchProjectsRequest], *connect.ServerStream[v1.WatchProjectsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.WatchProjects is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) WatchOpenMessages(context.Context, *connect.Request[v1.WatchOpenMessagesRequest], *connect.ServerStream[v1.WatchOpenMessagesResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.WatchOpenMessages is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) WatchRuns(context.Context, *connect.Request[v1.WatchRunsRequest], *connect.ServerStream[v1.WatchRunsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.WatchRuns is not implemented"))
 }
