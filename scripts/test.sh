@@ -16,6 +16,7 @@ bash scripts/setup-postgres.sh
 
 echo "test: tsc --noEmit"
 tsc --noEmit -p tsconfig.json
+tsc --noEmit -p ui/tsconfig.json
 
 mkdir -p .kxm
 status=0

@@ -30,6 +30,7 @@ import { createShutdownSignal } from "./server/shutdown-signal.js";
 import { createDualServer } from "./server/listen.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
+import { defaultPageDir, loadOperatorPage } from "./server/operator-page.js";
 import { createSync } from "./sync/sync.js";
 import { createPreparePool } from "./sync/prepare-pool.js";
 import type { HubStore, StreamChange } from "./store/store.js";
@@ -47,6 +48,8 @@ export interface HubOverrides {
   log?: boolean;
   /** Services served beside the hub's own on the RPC face (benchmarks, diagnostics). */
   extraServices?: ExtraService[];
+  /** Where the built operator page is (default ui/dist). */
+  pageDir?: string;
 }
 
 export interface ExtraService {
@@ -183,6 +186,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     observer,
     maxBodyBytes: config.maxBodyBytes,
   });
+  const pageDir = overrides.pageDir ?? defaultPageDir;
+  const page = loadOperatorPage(pageDir);
   const handler = createHttpHandler({
     routes: serviceRoutes,
     interceptors,
@@ -193,9 +198,11 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     corsOrigins: config.corsOrigins,
     observer,
     ops: createOpsRoutes({ store, metrics, authenticator }),
+    ...(page && { page }),
     rest,
   });
   const dual = createDualServer(handler, rest.rawRefusal);
+  if (!page) observer.log("operator_page_missing", { dir: pageDir, fix: "npm run build:ui" });
   const sweeper = createSweeper({
     presence,
     leases,

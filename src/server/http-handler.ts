@@ -37,12 +37,15 @@ export interface HttpHandlerDeps {
   corsOrigins: string[];
   observer: FaceObserver;
   ops: (req: Req, res: Res, pathname: string) => Promise<boolean>;
+  /** The operator page (`/` and its assets), when it is built. */
+  page?: (req: Req, res: Res, pathname: string) => boolean;
   rest: RestFallback;
 }
 
 /**
  * Every request's path through the port: count it, CORS, then `/health` `/ready` `/metrics`,
- * then the RPC paths (Connect, gRPC, gRPC-Web), then the REST face for everything else.
+ * then the RPC paths (Connect, gRPC, gRPC-Web), then the operator page (`/`, `/assets/...`),
+ * then the REST face for everything else.
  * Nothing a request carries can throw out of here: a target that is not an origin-form path is
  * protocol_error, and anything unexpected is logged and answered 500 internal_error while the
  * process goes on (the last line of defence; nothing is meant to reach it).
@@ -94,7 +97,9 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     call.requestId = requestId;
     deps
       .ops(req, res, target.pathname)
-      .then((answered) => (answered ? undefined : deps.rest.handle(req, res, target, { requestId, call })))
+      .then((answered) =>
+        answered || deps.page?.(req, res, target.pathname) ? undefined : deps.rest.handle(req, res, target, { requestId, call }),
+      )
       .catch((e: unknown) => lastLine(req, res, e, call));
   };
 

@@ -137,7 +137,11 @@ export function createWatchHandlers(deps: WatchDeps) {
             cursor,
             event: {
               case: "snapshot" as const,
-              value: { agents: f.snapshot.agents.map(agentToProto), runtimes: f.snapshot.runtimes.map(runtimeToProto) },
+              value: {
+                agents: f.snapshot.agents.map(agentToProto),
+                runtimes: f.snapshot.runtimes.map(runtimeToProto),
+                at: timestampFromMs(deps.clock.now()),
+              },
             },
           };
         } else if (f.kind === "change") {
@@ -163,7 +167,10 @@ export function createWatchHandlers(deps: WatchDeps) {
       for await (const f of frames) {
         const cursor = BigInt(f.cursor);
         if (f.kind === "snapshot") {
-          yield { cursor, event: { case: "snapshot" as const, value: { leases: f.snapshot.map(leaseToProto) } } };
+          yield {
+            cursor,
+            event: { case: "snapshot" as const, value: { leases: f.snapshot.map(leaseToProto), at: timestampFromMs(deps.clock.now()) } },
+          };
         } else if (f.kind === "change") {
           yield leaseFrame(f.change);
         } else {
@@ -189,7 +196,11 @@ export function createWatchHandlers(deps: WatchDeps) {
             cursor: BigInt(f.cursor),
             event: {
               case: "snapshot" as const,
-              value: { messages: f.snapshot.messages.map(openMessageToProto), total: f.snapshot.total },
+              value: {
+                messages: f.snapshot.messages.map(openMessageToProto),
+                total: f.snapshot.total,
+                at: timestampFromMs(deps.clock.now()),
+              },
             },
           };
         } else if (f.kind === "change") {
@@ -215,7 +226,10 @@ export function createWatchHandlers(deps: WatchDeps) {
         if (f.kind === "snapshot") {
           yield {
             cursor: BigInt(f.cursor),
-            event: { case: "snapshot" as const, value: { homeRuntimes: f.snapshot.map(homeRuntimeToProto) } },
+            event: {
+              case: "snapshot" as const,
+              value: { homeRuntimes: f.snapshot.map(homeRuntimeToProto), at: timestampFromMs(deps.clock.now()) },
+            },
           };
         } else if (f.kind === "change") {
           yield runFrame(f.change);

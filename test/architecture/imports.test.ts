@@ -69,3 +69,23 @@ describe("import direction", () => {
     });
   }
 });
+
+/**
+ * The operator page (ui/src) is a client of the public API like any other: it may import its own
+ * modules, the generated code and packages, never the hub's source.
+ */
+describe("the operator page talks to the hub through the API only", () => {
+  const ui = path.resolve(import.meta.dirname, "../../ui/src");
+  const gen = path.resolve(import.meta.dirname, "../../gen/ts");
+  const uiFiles = fs.readdirSync(ui).filter((f) => /\.tsx?$/.test(f)).map((f) => path.join(ui, f));
+  it("finds the page's source", () => expect(uiFiles.length).toBeGreaterThan(3));
+  for (const file of uiFiles) {
+    it(`ui/src/${path.basename(file)} imports only the page, gen/ts and packages`, () => {
+      for (const spec of importsOf(file)) {
+        if (!spec.startsWith(".")) continue;
+        const target = path.resolve(path.dirname(file), spec);
+        expect(target.startsWith(ui + path.sep) || target.startsWith(gen + path.sep), `${spec}`).toBe(true);
+      }
+    });
+  }
+});

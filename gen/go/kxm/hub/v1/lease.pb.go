@@ -905,7 +905,9 @@ func (x *LeaseEvent) GetLease() *Lease {
 type LeaseSnapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Live leases ordered by name.
-	Leases        []*Lease `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	Leases []*Lease `protobuf:"bytes,1,rep,name=leases,proto3" json:"leases,omitempty"`
+	// Hub clock when the snapshot was sent (to count a lease's time left against).
+	At            *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -943,6 +945,13 @@ func (*LeaseSnapshot) Descriptor() ([]byte, []int) {
 func (x *LeaseSnapshot) GetLeases() []*Lease {
 	if x != nil {
 		return x.Leases
+	}
+	return nil
+}
+
+func (x *LeaseSnapshot) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
 	}
 	return nil
 }
@@ -1125,9 +1134,10 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\n" +
 	"LeaseEvent\x12.\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1a.kxm.hub.v1.LeaseEventKindR\x04kind\x12'\n" +
-	"\x05lease\x18\x02 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\":\n" +
+	"\x05lease\x18\x02 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\"f\n" +
 	"\rLeaseSnapshot\x12)\n" +
-	"\x06leases\x18\x01 \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases\"\xd9\x01\n" +
+	"\x06leases\x18\x01 \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xd9\x01\n" +
 	"\x13WatchLeasesResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x127\n" +
 	"\bsnapshot\x18\x02 \x01(\v2\x19.kxm.hub.v1.LeaseSnapshotH\x00R\bsnapshot\x120\n" +
@@ -1197,26 +1207,27 @@ var file_kxm_hub_v1_lease_proto_depIdxs = []int32{
 	0,  // 7: kxm.hub.v1.LeaseEvent.kind:type_name -> kxm.hub.v1.LeaseEventKind
 	1,  // 8: kxm.hub.v1.LeaseEvent.lease:type_name -> kxm.hub.v1.Lease
 	1,  // 9: kxm.hub.v1.LeaseSnapshot.leases:type_name -> kxm.hub.v1.Lease
-	14, // 10: kxm.hub.v1.WatchLeasesResponse.snapshot:type_name -> kxm.hub.v1.LeaseSnapshot
-	13, // 11: kxm.hub.v1.WatchLeasesResponse.change:type_name -> kxm.hub.v1.LeaseEvent
-	17, // 12: kxm.hub.v1.WatchLeasesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	2,  // 13: kxm.hub.v1.LeaseService.AcquireLease:input_type -> kxm.hub.v1.AcquireLeaseRequest
-	4,  // 14: kxm.hub.v1.LeaseService.RenewLease:input_type -> kxm.hub.v1.RenewLeaseRequest
-	6,  // 15: kxm.hub.v1.LeaseService.ReleaseLease:input_type -> kxm.hub.v1.ReleaseLeaseRequest
-	8,  // 16: kxm.hub.v1.LeaseService.GetLease:input_type -> kxm.hub.v1.GetLeaseRequest
-	10, // 17: kxm.hub.v1.LeaseService.ListLeases:input_type -> kxm.hub.v1.ListLeasesRequest
-	12, // 18: kxm.hub.v1.LeaseService.WatchLeases:input_type -> kxm.hub.v1.WatchLeasesRequest
-	3,  // 19: kxm.hub.v1.LeaseService.AcquireLease:output_type -> kxm.hub.v1.AcquireLeaseResponse
-	5,  // 20: kxm.hub.v1.LeaseService.RenewLease:output_type -> kxm.hub.v1.RenewLeaseResponse
-	7,  // 21: kxm.hub.v1.LeaseService.ReleaseLease:output_type -> kxm.hub.v1.ReleaseLeaseResponse
-	9,  // 22: kxm.hub.v1.LeaseService.GetLease:output_type -> kxm.hub.v1.GetLeaseResponse
-	11, // 23: kxm.hub.v1.LeaseService.ListLeases:output_type -> kxm.hub.v1.ListLeasesResponse
-	15, // 24: kxm.hub.v1.LeaseService.WatchLeases:output_type -> kxm.hub.v1.WatchLeasesResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 10: kxm.hub.v1.LeaseSnapshot.at:type_name -> google.protobuf.Timestamp
+	14, // 11: kxm.hub.v1.WatchLeasesResponse.snapshot:type_name -> kxm.hub.v1.LeaseSnapshot
+	13, // 12: kxm.hub.v1.WatchLeasesResponse.change:type_name -> kxm.hub.v1.LeaseEvent
+	17, // 13: kxm.hub.v1.WatchLeasesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	2,  // 14: kxm.hub.v1.LeaseService.AcquireLease:input_type -> kxm.hub.v1.AcquireLeaseRequest
+	4,  // 15: kxm.hub.v1.LeaseService.RenewLease:input_type -> kxm.hub.v1.RenewLeaseRequest
+	6,  // 16: kxm.hub.v1.LeaseService.ReleaseLease:input_type -> kxm.hub.v1.ReleaseLeaseRequest
+	8,  // 17: kxm.hub.v1.LeaseService.GetLease:input_type -> kxm.hub.v1.GetLeaseRequest
+	10, // 18: kxm.hub.v1.LeaseService.ListLeases:input_type -> kxm.hub.v1.ListLeasesRequest
+	12, // 19: kxm.hub.v1.LeaseService.WatchLeases:input_type -> kxm.hub.v1.WatchLeasesRequest
+	3,  // 20: kxm.hub.v1.LeaseService.AcquireLease:output_type -> kxm.hub.v1.AcquireLeaseResponse
+	5,  // 21: kxm.hub.v1.LeaseService.RenewLease:output_type -> kxm.hub.v1.RenewLeaseResponse
+	7,  // 22: kxm.hub.v1.LeaseService.ReleaseLease:output_type -> kxm.hub.v1.ReleaseLeaseResponse
+	9,  // 23: kxm.hub.v1.LeaseService.GetLease:output_type -> kxm.hub.v1.GetLeaseResponse
+	11, // 24: kxm.hub.v1.LeaseService.ListLeases:output_type -> kxm.hub.v1.ListLeasesResponse
+	15, // 25: kxm.hub.v1.LeaseService.WatchLeases:output_type -> kxm.hub.v1.WatchLeasesResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_lease_proto_init() }

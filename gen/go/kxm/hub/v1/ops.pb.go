@@ -266,7 +266,9 @@ type OpenMessagesSnapshot struct {
 	// The newest open messages, at most 200, newest first.
 	Messages []*OpenMessage `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
 	// How many open messages the project has.
-	Total         int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	Total int32 `protobuf:"varint,2,opt,name=total,proto3" json:"total,omitempty"`
+	// Hub clock when the snapshot was sent (to count a message's TTL left against).
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -313,6 +315,13 @@ func (x *OpenMessagesSnapshot) GetTotal() int32 {
 		return x.Total
 	}
 	return 0
+}
+
+func (x *OpenMessagesSnapshot) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
 }
 
 // One message's change.
@@ -543,7 +552,9 @@ func (x *WatchRunsRequest) GetAfterCursor() int64 {
 type RunsSnapshot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Runtimes by runtime id, each with its runs (as GetSnapshot answers them).
-	HomeRuntimes  []*HomeRuntime `protobuf:"bytes,1,rep,name=home_runtimes,json=homeRuntimes,proto3" json:"home_runtimes,omitempty"`
+	HomeRuntimes []*HomeRuntime `protobuf:"bytes,1,rep,name=home_runtimes,json=homeRuntimes,proto3" json:"home_runtimes,omitempty"`
+	// Hub clock when the snapshot was sent.
+	At            *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -585,12 +596,20 @@ func (x *RunsSnapshot) GetHomeRuntimes() []*HomeRuntime {
 	return nil
 }
 
+func (x *RunsSnapshot) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // A run moved: its home runtime pushed events.
 type RunChange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The run's home runtime.
 	HomeRuntimeId string `protobuf:"bytes,1,opt,name=home_runtime_id,json=homeRuntimeId,proto3" json:"home_runtime_id,omitempty"`
-	// The run now (its gapless prefix).
+	// The run now (its gapless prefix). Its `orphaned` is left false here: it follows the home
+	// runtime's presence (the snapshot's HomeRuntime, then WatchPresence's runtime frames).
 	Run           *HomeRuntimeRun `protobuf:"bytes,2,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1551,10 +1570,11 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\x18WatchOpenMessagesRequest\x12\x1d\n" +
 	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12&\n" +
 	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
-	"\r_after_cursor\"a\n" +
+	"\r_after_cursor\"\x8d\x01\n" +
 	"\x14OpenMessagesSnapshot\x123\n" +
 	"\bmessages\x18\x01 \x03(\v2\x17.kxm.hub.v1.OpenMessageR\bmessages\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x05R\x05total\"}\n" +
+	"\x05total\x18\x02 \x01(\x05R\x05total\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"}\n" +
 	"\x11OpenMessageChange\x125\n" +
 	"\x04kind\x18\x01 \x01(\x0e2!.kxm.hub.v1.OpenMessageChangeKindR\x04kind\x121\n" +
 	"\amessage\x18\x02 \x01(\v2\x17.kxm.hub.v1.OpenMessageR\amessage\"\xed\x01\n" +
@@ -1568,9 +1588,10 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\x10WatchRunsRequest\x12\x1d\n" +
 	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12&\n" +
 	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
-	"\r_after_cursor\"L\n" +
+	"\r_after_cursor\"x\n" +
 	"\fRunsSnapshot\x12<\n" +
-	"\rhome_runtimes\x18\x01 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes\"a\n" +
+	"\rhome_runtimes\x18\x01 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"a\n" +
 	"\tRunChange\x12&\n" +
 	"\x0fhome_runtime_id\x18\x01 \x01(\tR\rhomeRuntimeId\x12,\n" +
 	"\x03run\x18\x02 \x01(\v2\x1a.kxm.hub.v1.HomeRuntimeRunR\x03run\"\xbc\x01\n" +
@@ -1721,49 +1742,51 @@ var file_kxm_hub_v1_ops_proto_depIdxs = []int32{
 	14, // 0: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
 	20, // 1: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
 	16, // 2: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
-	0,  // 3: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
-	16, // 4: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
-	4,  // 5: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
-	5,  // 6: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
-	20, // 7: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	18, // 8: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	17, // 9: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
-	21, // 10: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
-	8,  // 11: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
-	9,  // 12: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
-	20, // 13: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	10, // 14: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
-	13, // 15: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
-	22, // 16: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
-	23, // 17: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
-	21, // 18: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
-	21, // 19: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 20: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
-	21, // 21: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
-	21, // 22: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
-	21, // 23: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
-	24, // 24: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
-	17, // 25: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
-	21, // 26: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	25, // 27: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
-	16, // 28: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
-	18, // 29: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	26, // 30: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
-	15, // 31: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
-	12, // 32: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
-	1,  // 33: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
-	3,  // 34: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
-	7,  // 35: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
-	19, // 36: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
-	14, // 37: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
-	2,  // 38: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
-	6,  // 39: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
-	11, // 40: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
-	36, // [36:41] is the sub-list for method output_type
-	31, // [31:36] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	21, // 3: kxm.hub.v1.OpenMessagesSnapshot.at:type_name -> google.protobuf.Timestamp
+	0,  // 4: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
+	16, // 5: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
+	4,  // 6: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
+	5,  // 7: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
+	20, // 8: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	18, // 9: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	21, // 10: kxm.hub.v1.RunsSnapshot.at:type_name -> google.protobuf.Timestamp
+	17, // 11: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
+	21, // 12: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
+	8,  // 13: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
+	9,  // 14: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
+	20, // 15: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	10, // 16: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
+	13, // 17: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
+	22, // 18: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
+	23, // 19: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
+	21, // 20: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
+	21, // 21: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
+	21, // 22: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
+	21, // 23: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
+	21, // 24: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
+	21, // 25: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
+	24, // 26: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
+	17, // 27: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
+	21, // 28: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	25, // 29: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
+	16, // 30: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
+	18, // 31: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	26, // 32: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
+	15, // 33: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
+	12, // 34: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
+	1,  // 35: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
+	3,  // 36: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
+	7,  // 37: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
+	19, // 38: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
+	14, // 39: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
+	2,  // 40: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
+	6,  // 41: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
+	11, // 42: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
+	38, // [38:43] is the sub-list for method output_type
+	33, // [33:38] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_ops_proto_init() }

@@ -962,7 +962,9 @@ type PresenceSnapshot struct {
 	// Every agent of the project, offline ones included, in registration order.
 	Agents []*Agent `protobuf:"bytes,1,rep,name=agents,proto3" json:"agents,omitempty"`
 	// Every runtime that has heartbeated in the project, by runtime id.
-	Runtimes      []*RuntimePresence `protobuf:"bytes,2,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
+	Runtimes []*RuntimePresence `protobuf:"bytes,2,rep,name=runtimes,proto3" json:"runtimes,omitempty"`
+	// Hub clock when the snapshot was sent.
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1007,6 +1009,13 @@ func (x *PresenceSnapshot) GetAgents() []*Agent {
 func (x *PresenceSnapshot) GetRuntimes() []*RuntimePresence {
 	if x != nil {
 		return x.Runtimes
+	}
+	return nil
+}
+
+func (x *PresenceSnapshot) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
 	}
 	return nil
 }
@@ -1255,10 +1264,11 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\x14WatchPresenceRequest\x12\x18\n" +
 	"\aproject\x18\x01 \x01(\tR\aproject\x12&\n" +
 	"\fafter_cursor\x18\x02 \x01(\x03H\x00R\vafterCursor\x88\x01\x01B\x0f\n" +
-	"\r_after_cursor\"v\n" +
+	"\r_after_cursor\"\xa2\x01\n" +
 	"\x10PresenceSnapshot\x12)\n" +
 	"\x06agents\x18\x01 \x03(\v2\x11.kxm.hub.v1.AgentR\x06agents\x127\n" +
-	"\bruntimes\x18\x02 \x03(\v2\x1b.kxm.hub.v1.RuntimePresenceR\bruntimes\"7\n" +
+	"\bruntimes\x18\x02 \x03(\v2\x1b.kxm.hub.v1.RuntimePresenceR\bruntimes\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"7\n" +
 	"\tKeepAlive\x12*\n" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x90\x02\n" +
 	"\x15WatchPresenceResponse\x12\x16\n" +
@@ -1341,28 +1351,29 @@ var file_kxm_hub_v1_presence_proto_depIdxs = []int32{
 	3,  // 11: kxm.hub.v1.ReportRuntimePresenceResponse.presence:type_name -> kxm.hub.v1.RuntimePresence
 	2,  // 12: kxm.hub.v1.PresenceSnapshot.agents:type_name -> kxm.hub.v1.Agent
 	3,  // 13: kxm.hub.v1.PresenceSnapshot.runtimes:type_name -> kxm.hub.v1.RuntimePresence
-	18, // 14: kxm.hub.v1.KeepAlive.at:type_name -> google.protobuf.Timestamp
-	15, // 15: kxm.hub.v1.WatchPresenceResponse.snapshot:type_name -> kxm.hub.v1.PresenceSnapshot
-	2,  // 16: kxm.hub.v1.WatchPresenceResponse.agent:type_name -> kxm.hub.v1.Agent
-	3,  // 17: kxm.hub.v1.WatchPresenceResponse.runtime:type_name -> kxm.hub.v1.RuntimePresence
-	16, // 18: kxm.hub.v1.WatchPresenceResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	4,  // 19: kxm.hub.v1.PresenceService.RegisterAgent:input_type -> kxm.hub.v1.RegisterAgentRequest
-	6,  // 20: kxm.hub.v1.PresenceService.Heartbeat:input_type -> kxm.hub.v1.HeartbeatRequest
-	8,  // 21: kxm.hub.v1.PresenceService.UnregisterAgent:input_type -> kxm.hub.v1.UnregisterAgentRequest
-	10, // 22: kxm.hub.v1.PresenceService.ListAgents:input_type -> kxm.hub.v1.ListAgentsRequest
-	12, // 23: kxm.hub.v1.PresenceService.ReportRuntimePresence:input_type -> kxm.hub.v1.ReportRuntimePresenceRequest
-	14, // 24: kxm.hub.v1.PresenceService.WatchPresence:input_type -> kxm.hub.v1.WatchPresenceRequest
-	5,  // 25: kxm.hub.v1.PresenceService.RegisterAgent:output_type -> kxm.hub.v1.RegisterAgentResponse
-	7,  // 26: kxm.hub.v1.PresenceService.Heartbeat:output_type -> kxm.hub.v1.HeartbeatResponse
-	9,  // 27: kxm.hub.v1.PresenceService.UnregisterAgent:output_type -> kxm.hub.v1.UnregisterAgentResponse
-	11, // 28: kxm.hub.v1.PresenceService.ListAgents:output_type -> kxm.hub.v1.ListAgentsResponse
-	13, // 29: kxm.hub.v1.PresenceService.ReportRuntimePresence:output_type -> kxm.hub.v1.ReportRuntimePresenceResponse
-	17, // 30: kxm.hub.v1.PresenceService.WatchPresence:output_type -> kxm.hub.v1.WatchPresenceResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	18, // 14: kxm.hub.v1.PresenceSnapshot.at:type_name -> google.protobuf.Timestamp
+	18, // 15: kxm.hub.v1.KeepAlive.at:type_name -> google.protobuf.Timestamp
+	15, // 16: kxm.hub.v1.WatchPresenceResponse.snapshot:type_name -> kxm.hub.v1.PresenceSnapshot
+	2,  // 17: kxm.hub.v1.WatchPresenceResponse.agent:type_name -> kxm.hub.v1.Agent
+	3,  // 18: kxm.hub.v1.WatchPresenceResponse.runtime:type_name -> kxm.hub.v1.RuntimePresence
+	16, // 19: kxm.hub.v1.WatchPresenceResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	4,  // 20: kxm.hub.v1.PresenceService.RegisterAgent:input_type -> kxm.hub.v1.RegisterAgentRequest
+	6,  // 21: kxm.hub.v1.PresenceService.Heartbeat:input_type -> kxm.hub.v1.HeartbeatRequest
+	8,  // 22: kxm.hub.v1.PresenceService.UnregisterAgent:input_type -> kxm.hub.v1.UnregisterAgentRequest
+	10, // 23: kxm.hub.v1.PresenceService.ListAgents:input_type -> kxm.hub.v1.ListAgentsRequest
+	12, // 24: kxm.hub.v1.PresenceService.ReportRuntimePresence:input_type -> kxm.hub.v1.ReportRuntimePresenceRequest
+	14, // 25: kxm.hub.v1.PresenceService.WatchPresence:input_type -> kxm.hub.v1.WatchPresenceRequest
+	5,  // 26: kxm.hub.v1.PresenceService.RegisterAgent:output_type -> kxm.hub.v1.RegisterAgentResponse
+	7,  // 27: kxm.hub.v1.PresenceService.Heartbeat:output_type -> kxm.hub.v1.HeartbeatResponse
+	9,  // 28: kxm.hub.v1.PresenceService.UnregisterAgent:output_type -> kxm.hub.v1.UnregisterAgentResponse
+	11, // 29: kxm.hub.v1.PresenceService.ListAgents:output_type -> kxm.hub.v1.ListAgentsResponse
+	13, // 30: kxm.hub.v1.PresenceService.ReportRuntimePresence:output_type -> kxm.hub.v1.ReportRuntimePresenceResponse
+	17, // 31: kxm.hub.v1.PresenceService.WatchPresence:output_type -> kxm.hub.v1.WatchPresenceResponse
+	26, // [26:32] is the sub-list for method output_type
+	20, // [20:26] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_presence_proto_init() }

@@ -151,10 +151,12 @@ class LeaseEvent(_message.Message):
     def __init__(self, kind: _Optional[_Union[LeaseEventKind, str]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class LeaseSnapshot(_message.Message):
-    __slots__ = ("leases",)
+    __slots__ = ("leases", "at")
     LEASES_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
     leases: _containers.RepeatedCompositeFieldContainer[Lease]
-    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ...) -> None: ...
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, leases: _Optional[_Iterable[_Union[Lease, _Mapping]]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class WatchLeasesResponse(_message.Message):
     __slots__ = ("cursor", "snapshot", "change", "keep_alive")

@@ -47,12 +47,14 @@ class WatchOpenMessagesRequest(_message.Message):
     def __init__(self, project: _Optional[str] = ..., after_cursor: _Optional[int] = ...) -> None: ...
 
 class OpenMessagesSnapshot(_message.Message):
-    __slots__ = ("messages", "total")
+    __slots__ = ("messages", "total", "at")
     MESSAGES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
     messages: _containers.RepeatedCompositeFieldContainer[OpenMessage]
     total: int
-    def __init__(self, messages: _Optional[_Iterable[_Union[OpenMessage, _Mapping]]] = ..., total: _Optional[int] = ...) -> None: ...
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, messages: _Optional[_Iterable[_Union[OpenMessage, _Mapping]]] = ..., total: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class OpenMessageChange(_message.Message):
     __slots__ = ("kind", "message")
@@ -83,10 +85,12 @@ class WatchRunsRequest(_message.Message):
     def __init__(self, project: _Optional[str] = ..., after_cursor: _Optional[int] = ...) -> None: ...
 
 class RunsSnapshot(_message.Message):
-    __slots__ = ("home_runtimes",)
+    __slots__ = ("home_runtimes", "at")
     HOME_RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
     home_runtimes: _containers.RepeatedCompositeFieldContainer[HomeRuntime]
-    def __init__(self, home_runtimes: _Optional[_Iterable[_Union[HomeRuntime, _Mapping]]] = ...) -> None: ...
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, home_runtimes: _Optional[_Iterable[_Union[HomeRuntime, _Mapping]]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RunChange(_message.Message):
     __slots__ = ("home_runtime_id", "run")

@@ -162,12 +162,14 @@ class WatchPresenceRequest(_message.Message):
     def __init__(self, project: _Optional[str] = ..., after_cursor: _Optional[int] = ...) -> None: ...
 
 class PresenceSnapshot(_message.Message):
-    __slots__ = ("agents", "runtimes")
+    __slots__ = ("agents", "runtimes", "at")
     AGENTS_FIELD_NUMBER: _ClassVar[int]
     RUNTIMES_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
     agents: _containers.RepeatedCompositeFieldContainer[Agent]
     runtimes: _containers.RepeatedCompositeFieldContainer[RuntimePresence]
-    def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ..., runtimes: _Optional[_Iterable[_Union[RuntimePresence, _Mapping]]] = ...) -> None: ...
+    at: _timestamp_pb2.Timestamp
+    def __init__(self, agents: _Optional[_Iterable[_Union[Agent, _Mapping]]] = ..., runtimes: _Optional[_Iterable[_Union[RuntimePresence, _Mapping]]] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class KeepAlive(_message.Message):
     __slots__ = ("at",)

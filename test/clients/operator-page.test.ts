@@ -1,0 +1,251 @@
+// The operator page in a real headless Chromium (Debian's, driven by playwright-core), served by
+// the hub itself at `/`: sign-in, each live view following what the test does through the API,
+// the hub clock moved by the test, a hub restart survived without a reload, and a screenshot of
+// every view written to SCREENSHOTS.
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { HubConfig } from "../../src/config.js";
+import { FakeClock } from "../fixtures/fake-clock.js";
+import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
+import { syncEvent } from "../sync/fixtures.js";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, "../..");
+const CHROMIUM = "/usr/bin/chromium";
+/** Where the screenshots of each view go (kept after the run; .kxm/ is not committed). */
+export const SCREENSHOTS = path.join(root, ".kxm", "screenshots", "operator-page");
+
+const ADMIN = "tok-admin-operator";
+const TOKENS = { "team/web": "tok-web", "team/api": "tok-api" };
+const RUNTIME = "rtm_builder00001";
+const RUNTIME_TTL_MS = 600_000;
+
+let browser: Browser;
+let workDir: string;
+let port: number;
+
+/** A free loopback port, so the restarted hub can come back on the same origin. */
+async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((resolve) => s.listen(0, "127.0.0.1", resolve));
+  const p = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return p;
+}
+
+beforeAll(async () => {
+  const version = execFileSync("bash", [path.join(root, "scripts/setup-browser.sh")], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] });
+  console.log(`setup-browser: ${version.trim()}`);
+  // The page as the hub serves it: built ahead, as `npm ci` (prepare) does.
+  console.log(execFileSync(process.execPath, [path.join(root, "scripts/build-ui.mjs")], { encoding: "utf8" }).trim());
+  fs.rmSync(SCREENSHOTS, { recursive: true, force: true });
+  fs.mkdirSync(SCREENSHOTS, { recursive: true });
+  workDir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-operator-page-"));
+  port = await freePort();
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+}, 300_000);
+
+afterAll(async () => {
+  await browser?.close();
+  if (workDir) fs.rmSync(workDir, { recursive: true, force: true });
+  console.log(`operator page screenshots: ${SCREENSHOTS}`);
+});
+
+const clock = new FakeClock();
+
+/** The hub under test: a file store, a fixed port, the test's clock; `start` again after `close` is a restart. */
+function hubConfig(): Partial<HubConfig> {
+  return {
+    port,
+    dataPath: path.join(workDir, "hub.db"),
+    authToken: ADMIN,
+    projectTokens: TOKENS,
+    // Keep-alives on every second of hub time: a clock the test moves reaches the page at once.
+    streamKeepAliveMs: 1_000,
+    staleAfterMs: RUNTIME_TTL_MS,
+    cleanupIntervalMs: 3_600_000,
+  };
+}
+const startHub = () => startTestHub({ clock, config: hubConfig() });
+
+const shot = (page: Page, name: string) => page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
+
+async function openPage(t: TestHub) {
+  const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  const problems: string[] = [];
+  page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
+  page.on("console", (m) => {
+    if (m.type() === "error" && !/Failed to load resource|ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE/.test(m.text())) problems.push(m.text());
+  });
+  await page.goto(`${t.baseUrl}/`);
+  await page.waitForSelector("body[data-ready=true]");
+  return { page, problems };
+}
+
+async function signIn(page: Page, token: string, project = "") {
+  await page.fill("#token", token);
+  await page.fill("#project", project);
+  await page.click("button[type=submit]");
+}
+
+const text = (page: Page, selector: string) => page.locator(selector).innerText();
+const view = async (page: Page, id: string) => {
+  await page.click(`nav a[data-view=${id}]`);
+  await page.waitForSelector(`main[data-view=${id}]`);
+};
+/** m:ss on screen, in seconds. */
+const seconds = (mss: string) => {
+  const [m, s] = mss.trim().split(":").map(Number);
+  return m! * 60 + s!;
+};
+
+describe("operator page (Chromium, served by the hub at /)", () => {
+  it("signs in, follows agents, leases, messages and runs live, survives a hub restart, and refuses a wrong token", async () => {
+    let t = await startHub();
+    const { page, problems } = await openPage(t);
+    try {
+      // The page's own headers: a strict CSP, cached by hash.
+      const index = await fetch(`${t.baseUrl}/`);
+      expect(index.headers.get("content-security-policy")).toContain("script-src 'self'");
+      const html = await index.text();
+      expect(html).not.toMatch(/<script(?![^>]*\bsrc=)/); // no inline script
+      const asset = /src="(\/assets\/app-[A-Z0-9]+\.js)"/.exec(html)![1]!;
+      expect((await fetch(`${t.baseUrl}${asset}`)).headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+
+      // A wrong token is refused with a clear message, and nothing is kept.
+      await signIn(page, "not-the-token", "team/web");
+      await expect.poll(() => text(page, "#signin-error")).toContain("The hub refused this token");
+      expect(await text(page, "#signin-error")).toContain("team/web");
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+      await shot(page, "0-sign-in-refused");
+
+      // The admin token: every project, with counts.
+      await signIn(page, ADMIN);
+      await page.waitForSelector('tr[data-project="team/web"]');
+      expect(page.url()).not.toContain(ADMIN);
+      expect(await page.evaluate(() => sessionStorage.getItem("kxm-hub.session"))).toContain(ADMIN);
+      const web = { authorization: `Bearer ${TOKENS["team/web"]}` };
+      const builder = await t.register("builder-1", "team/web", TOKENS["team/web"]);
+      await expect.poll(() => text(page, 'tr[data-project="team/web"]')).toContain("1 of 1");
+      await shot(page, "1-projects");
+
+      // Agents: one registered now appears within a second.
+      await page.click('tr[data-project="team/web"] a');
+      await page.waitForSelector('tr[data-agent="builder-1"]');
+      await page.waitForSelector("#link-state[data-state=live]");
+      const reviewer = await t.register("reviewer-2", "team/web", TOKENS["team/web"]);
+      await page.waitForSelector('tr[data-agent="reviewer-2"][data-state=online]', { timeout: 1_000 });
+      await shot(page, "2-agents");
+
+      // Leases: holder, token, a countdown; a lapse on the hub clock shows as lapsed.
+      await view(page, "leases");
+      const acquire = async (a: AgentCreds, name: string, ttlMs: number) =>
+        (await (await t.rest(`/v1/leases/${encodeURIComponent(name)}/acquire`, { json: { ttlMs }, headers: a.headers })).json()) as {
+          lease: { fencingToken: number };
+        };
+      const deploy = await acquire(builder, "deploy/main", 120_000);
+      await acquire(reviewer, "pr/42", 600_000);
+      const row = 'tr[data-lease="deploy/main"]';
+      await page.waitForSelector(`${row}[data-state=held]`);
+      expect(await text(page, `${row} .holder`)).toBe("builder-1");
+      expect(await text(page, `${row} .token`)).toBe(String(deploy.lease.fencingToken));
+      const first = seconds(await text(page, `${row} .left`));
+      expect(first).toBeGreaterThan(100);
+      await expect.poll(async () => seconds(await text(page, `${row} .left`)), { timeout: 5_000 }).toBeLessThan(first);
+      await shot(page, "3-leases");
+      clock.advance(120_001);
+      await page.waitForSelector(`${row}[data-state=lapsed]`);
+      expect(await text(page, `${row} .left`)).toBe("lapsed");
+      expect(await page.locator('tr[data-lease="pr/42"]').getAttribute("data-state")).toBe("held");
+      await shot(page, "4-leases-lapsed");
+
+      // Messages: queued when sent, gone from the open list once replied.
+      await view(page, "messages");
+      const sent = (await (await t.rest("/v1/messages", { json: { target: builder.id, content: "please review" }, headers: reviewer.headers })).json()) as {
+        message: { id: string };
+      };
+      const msg = `tr[data-message="${sent.message.id}"]`;
+      await page.waitForSelector(`${msg}[data-status=queued]`);
+      expect(await text(page, msg)).toContain("reviewer-2 → builder-1");
+      await t.rest("/v1/messages", { json: { target: reviewer.id, content: "on it" }, headers: builder.headers });
+      await expect.poll(() => page.locator("tr[data-message]").count()).toBe(2);
+      await shot(page, "5-messages");
+      await t.rest(`/v1/messages/${sent.message.id}/reply`, { json: { content: "done" }, headers: builder.headers });
+      await page.waitForSelector(`${msg}[data-status=replied]`);
+      await page.waitForSelector(msg, { state: "detached", timeout: 10_000 });
+      expect(await page.locator("tr[data-message]").count()).toBe(1);
+
+      // Runs: under their home runtime; orphaned once its presence lapses on the hub clock.
+      await view(page, "runs");
+      expect((await t.rest("/v1/runtime/presence", { headers: web, json: { project: "team/web", runtimeId: RUNTIME, host: "ci-7" } })).status).toBeLessThan(300);
+      const event = (sequence: number, payload: Record<string, unknown>) =>
+        syncEvent({ homeRuntimeId: RUNTIME, runId: "run_release0001", sequence, payload: { workflowId: "wf-release", ...payload }, occurredAt: `2026-01-01T12:0${sequence}:00Z` });
+      const push = (events: Record<string, unknown>[]) => t.rest("/v1/sync/events", { headers: web, json: { project: "team/web", runtimeId: RUNTIME, events } });
+      expect((await push([event(1, { status: "running", displayTitle: "Release 1.4" })])).status).toBe(200);
+      const run = 'tr[data-run="run_release0001"]';
+      await page.waitForSelector(`${run}[data-orphaned=false]`);
+      expect(await text(page, run)).toContain("Release 1.4");
+      await shot(page, "6-runs");
+      clock.advance(RUNTIME_TTL_MS + 1);
+      await t.hub.sweepNow();
+      await page.waitForSelector(`${run}[data-orphaned=true]`);
+      await page.waitForSelector(`section[data-runtime="${RUNTIME}"][data-presence=lapsed]`);
+      await shot(page, "7-runs-orphaned");
+
+      // Alerts: a push the hub refuses as a conflict.
+      expect((await push([event(1, { status: "failed", displayTitle: "Forged" })])).status).toBe(200);
+      await view(page, "alerts");
+      await page.waitForSelector('tr[data-alert="sync_sequence_reused"]');
+      await shot(page, "8-alerts");
+
+      // A hub restart: the page says it is reconnecting, then live again, without a reload.
+      await view(page, "agents");
+      await page.evaluate(() => ((window as unknown as { keptAcrossRestart: string }).keptAcrossRestart = "yes"));
+      await t.close();
+      await page.waitForSelector("#link-state[data-state=reconnecting]");
+      await shot(page, "9-reconnecting");
+      t = await startHub();
+      await page.waitForSelector("#link-state[data-state=live]", { timeout: 15_000 });
+      const after = await t.register("after-restart", "team/web", TOKENS["team/web"]);
+      await page.waitForSelector('tr[data-agent="after-restart"][data-state=online]');
+      expect(await page.evaluate(() => (window as unknown as { keptAcrossRestart?: string }).keptAcrossRestart)).toBe("yes");
+      // The streams resumed by cursor: what happened while the page was away is there too.
+      await view(page, "leases");
+      await acquire(after, "deploy/main", 60_000);
+      await page.waitForSelector('tr[data-lease="deploy/main"][data-state=held]');
+      expect(await text(page, 'tr[data-lease="deploy/main"] .holder')).toBe("after-restart");
+
+      // A narrow window: rows become cards.
+      await view(page, "agents");
+      await page.setViewportSize({ width: 400, height: 760 });
+      await shot(page, "10-agents-narrow");
+
+      // Keyboard: the views are reachable with Tab and Enter.
+      await page.setViewportSize({ width: 1100, height: 700 });
+      await page.focus('nav a[data-view="messages"]');
+      await page.keyboard.press("Enter");
+      await page.waitForSelector("main[data-view=messages]");
+
+      // A project's token sees its project only.
+      await page.click("text=Sign out");
+      await signIn(page, TOKENS["team/api"], "team/api");
+      await page.waitForSelector("main[data-view=agents]");
+      expect(await text(page, "header .project-name")).toBe("team/api");
+      expect(await page.locator("nav a[href='#/projects']").count()).toBe(0);
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await t.close();
+    }
+  });
+});

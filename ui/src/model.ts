@@ -1,0 +1,206 @@
+// What the page knows of one project, kept up to date by its four streams. Each stream's
+// snapshot replaces its part whole; each change updates one row. Views read it and re-render
+// when it says it changed.
+import type { Lease, WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { LeaseEventKind } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import {
+  OpenMessageChangeKind,
+  type HomeRuntimeRun,
+  type OpenMessage,
+  type SyncAlert,
+  type WatchOpenMessagesResponse,
+  type WatchRunsResponse,
+} from "../../gen/ts/kxm/hub/v1/ops_pb.js";
+import { RuntimePresenceState, type Agent, type RuntimePresence, type WatchPresenceResponse } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { HubClock, msOf, type LinkState } from "./live.js";
+
+/** How long (real time) a released lease or an ended message stays on screen, fading. */
+export const fadeMs = 4_000;
+
+export interface LeaseRow {
+  lease: Lease;
+  /** What last happened to it, when that is worth a mark. */
+  mark?: "taken over" | "released";
+  /** performance.now() of the mark. */
+  markedAt?: number;
+}
+
+export interface MessageRow {
+  message: OpenMessage;
+  /** performance.now() when it ended: it fades, then goes. */
+  endedAt?: number;
+}
+
+export interface RuntimeRow {
+  runtimeId: string;
+  host?: string;
+  /** The runtime's presence lease (its heartbeat's expiry), when it ever heartbeated. */
+  presenceExpiresAtMs?: number;
+  /** What the hub last said of it. */
+  presence: RuntimePresenceState;
+  runs: Map<string, HomeRuntimeRun>;
+  runTotal: number;
+}
+
+export interface AlertRow extends SyncAlert {
+  /** Where the alert sits in its stream (a resume may deliver it again). */
+  cursor: bigint;
+}
+
+export type StreamName = "presence" | "leases" | "messages" | "runs";
+
+export class ProjectModel {
+  readonly clock = new HubClock();
+  readonly agents = new Map<string, Agent>();
+  readonly leases = new Map<string, LeaseRow>();
+  readonly messages = new Map<string, MessageRow>();
+  messageTotal = 0;
+  readonly runtimes = new Map<string, RuntimeRow>();
+  readonly alerts: AlertRow[] = [];
+  readonly links: Record<StreamName, LinkState> = { presence: "connecting", leases: "connecting", messages: "connecting", runs: "connecting" };
+  private readonly listeners = new Set<() => void>();
+
+  constructor(readonly project: string) {}
+
+  subscribe(listener: () => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  private changed(): void {
+    for (const l of this.listeners) l();
+  }
+
+  setLink(stream: StreamName, state: LinkState): void {
+    if (this.links[stream] === state) return;
+    this.links[stream] = state;
+    this.changed();
+  }
+
+  /** Live when every stream is; connecting until each has been once; else reconnecting. */
+  get link(): LinkState {
+    const states = Object.values(this.links);
+    if (states.every((s) => s === "live")) return "live";
+    return states.includes("reconnecting") ? "reconnecting" : "connecting";
+  }
+
+  private runtime(runtimeId: string): RuntimeRow {
+    let r = this.runtimes.get(runtimeId);
+    if (!r) this.runtimes.set(runtimeId, (r = { runtimeId, presence: RuntimePresenceState.UNKNOWN, runs: new Map(), runTotal: 0 }));
+    return r;
+  }
+
+  private applyRuntimePresence(p: RuntimePresence): void {
+    const r = this.runtime(p.runtimeId);
+    r.host = p.host ?? r.host;
+    r.presence = p.presence;
+    r.presenceExpiresAtMs = msOf(p.leaseExpiresAt);
+  }
+
+  onPresence(f: WatchPresenceResponse): void {
+    const e = f.event;
+    if (e.case === "snapshot") {
+      this.clock.observe(e.value.at);
+      this.agents.clear();
+      for (const a of e.value.agents) this.agents.set(a.id, a);
+      for (const r of e.value.runtimes) this.applyRuntimePresence(r);
+    } else if (e.case === "agent") {
+      this.agents.set(e.value.id, e.value);
+    } else if (e.case === "runtime") {
+      this.applyRuntimePresence(e.value);
+    } else if (e.case === "keepAlive") {
+      this.clock.observe(e.value.at);
+    }
+    this.changed();
+  }
+
+  onLeases(f: WatchLeasesResponse): void {
+    const e = f.event;
+    if (e.case === "snapshot") {
+      this.clock.observe(e.value.at);
+      this.leases.clear();
+      for (const l of e.value.leases) this.leases.set(l.name, { lease: l });
+    } else if (e.case === "change" && e.value.lease) {
+      const l = e.value.lease;
+      const now = performance.now();
+      if (e.value.kind === LeaseEventKind.RELEASED) this.leases.set(l.name, { lease: l, mark: "released", markedAt: now });
+      else if (e.value.kind === LeaseEventKind.TAKEN_OVER) this.leases.set(l.name, { lease: l, mark: "taken over", markedAt: now });
+      else this.leases.set(l.name, { ...this.leases.get(l.name), lease: l });
+    } else if (e.case === "keepAlive") {
+      this.clock.observe(e.value.at);
+    }
+    this.changed();
+  }
+
+  onMessages(f: WatchOpenMessagesResponse): void {
+    const e = f.event;
+    if (e.case === "snapshot") {
+      this.clock.observe(e.value.at);
+      this.messages.clear();
+      for (const m of e.value.messages) this.messages.set(m.id, { message: m });
+      this.messageTotal = e.value.total;
+    } else if (e.case === "change" && e.value.message) {
+      const m = e.value.message;
+      const had = this.messages.get(m.id);
+      if (e.value.kind === OpenMessageChangeKind.ENDED) {
+        if (had && had.endedAt === undefined) this.messageTotal--;
+        if (had) this.messages.set(m.id, { message: m, endedAt: had.endedAt ?? performance.now() });
+      } else {
+        if (!had) this.messageTotal++;
+        this.messages.set(m.id, { message: m });
+      }
+    } else if (e.case === "keepAlive") {
+      this.clock.observe(e.value.at);
+    }
+    this.changed();
+  }
+
+  onRuns(f: WatchRunsResponse): void {
+    const e = f.event;
+    if (e.case === "snapshot") {
+      this.clock.observe(e.value.at);
+      for (const r of this.runtimes.values()) r.runs.clear();
+      for (const h of e.value.homeRuntimes) {
+        const r = this.runtime(h.runtimeId);
+        r.host = h.host ?? r.host;
+        r.presence = h.presence;
+        r.presenceExpiresAtMs = msOf(h.leaseExpiresAt);
+        for (const run of h.runs) r.runs.set(`${run.projectId}/${run.runId}`, run);
+        r.runTotal = h.runTotal;
+      }
+    } else if (e.case === "change" && e.value.run) {
+      const r = this.runtime(e.value.homeRuntimeId);
+      const id = `${e.value.run.projectId}/${e.value.run.runId}`;
+      if (!r.runs.has(id)) r.runTotal++;
+      r.runs.set(id, e.value.run);
+    } else if (e.case === "alert") {
+      if (!this.alerts.some((a) => a.cursor === f.cursor)) this.alerts.unshift({ ...e.value, cursor: f.cursor });
+      this.alerts.splice(100);
+    } else if (e.case === "keepAlive") {
+      this.clock.observe(e.value.at);
+    }
+    this.changed();
+  }
+
+  /** Drops what has faded (released leases, ended messages); true when anything went. */
+  prune(): boolean {
+    const cutoff = performance.now() - fadeMs;
+    let gone = false;
+    for (const [name, row] of this.leases) {
+      if (row.mark === "released" && row.markedAt! < cutoff) gone = this.leases.delete(name) || gone;
+      else if (row.mark === "taken over" && row.markedAt! < cutoff) this.leases.set(name, { lease: row.lease });
+    }
+    for (const [id, row] of this.messages) if (row.endedAt !== undefined && row.endedAt < cutoff) gone = this.messages.delete(id) || gone;
+    return gone;
+  }
+
+  /** A lease not lapsed on the hub clock as the page knows it. */
+  leaseLive(l: Lease): boolean {
+    return (msOf(l.expiresAt) ?? 0) > this.clock.now();
+  }
+
+  /** A runtime's presence as the page sees it now: the hub's word, or its lease run out on the hub clock. */
+  runtimeOnline(r: RuntimeRow): boolean {
+    return r.presence === RuntimePresenceState.ONLINE && (r.presenceExpiresAtMs === undefined || r.presenceExpiresAtMs > this.clock.now());
+  }
+}

@@ -1,0 +1,82 @@
+// Signing in: the token is kept for this tab only (sessionStorage), sent as a bearer header,
+// never put in a URL. The page talks to the hub it was served by, through its public API.
+import { ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
+import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { reasonOf } from "./live.js";
+
+export interface Session {
+  token: string;
+  /** Admin: every project; else the one project the token is for. */
+  admin: boolean;
+  project?: string;
+}
+
+export interface Clients {
+  ops: Client<typeof OpsService>;
+  presence: Client<typeof PresenceService>;
+  leases: Client<typeof LeaseService>;
+}
+
+const key = "kxm-hub.session";
+
+export function clientsFor(token: string): Clients {
+  const bearer: Interceptor = (next) => (req) => {
+    if (token) req.header.set("authorization", `Bearer ${token}`);
+    return next(req);
+  };
+  const transport = createConnectTransport({ baseUrl: location.origin, useBinaryFormat: true, interceptors: [bearer] });
+  return {
+    ops: createClient(OpsService, transport),
+    presence: createClient(PresenceService, transport),
+    leases: createClient(LeaseService, transport),
+  };
+}
+
+export function savedSession(): Session | undefined {
+  try {
+    const s = JSON.parse(sessionStorage.getItem(key) ?? "null") as Session | null;
+    return s && typeof s.token === "string" && typeof s.admin === "boolean" ? s : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export const saveSession = (s: Session) => sessionStorage.setItem(key, JSON.stringify(s));
+export const forgetSession = () => sessionStorage.removeItem(key);
+
+/** What the page tells an operator the hub refused, by its reason. */
+export function refusalText(e: unknown, project?: string): string {
+  const reason = reasonOf(e);
+  if (reason === "INVALID_AUTH") {
+    return project
+      ? `The hub refused this token: it is neither the admin token nor the token of project “${project}”.`
+      : "The hub refused this token: it is not the admin token. With a project's token, name the project too.";
+  }
+  if (reason === "ADMIN_AUTH_NOT_CONFIGURED") {
+    return "This hub has no admin token and is not on loopback: sign in with a project's token and name the project.";
+  }
+  if (reason === "PROTOCOL_ERROR") return `The hub refused the project name: ${e instanceof ConnectError ? e.rawMessage : String(e)}`;
+  if (e instanceof ConnectError && reason === undefined) return `The hub could not be reached (${e.rawMessage}). Try again.`;
+  return `The hub refused: ${e instanceof ConnectError ? e.rawMessage : String(e)}`;
+}
+
+/**
+ * Finds out what a token is: the admin's when ListProjects accepts it (or any token on a
+ * loopback hub without an admin token), else a project's when that project's operator read
+ * accepts it. Throws the hub's refusal.
+ */
+export async function signIn(token: string, project: string | undefined): Promise<Session> {
+  const c = clientsFor(token);
+  try {
+    await c.ops.listProjects({});
+    return { token, admin: true, ...(project && { project }) };
+  } catch (e) {
+    const reason = reasonOf(e);
+    if (!project || (reason !== "INVALID_AUTH" && reason !== "ADMIN_AUTH_NOT_CONFIGURED")) throw e;
+  }
+  await c.presence.listAgents({ project });
+  return { token, admin: false, project };
+}
