@@ -67,6 +67,11 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     return { ...rest, presence, leaseExpiresAtMs };
   };
 
+  /** Runtimes as views see them now (online or expired). */
+  const runtimeViews = (rows: RuntimeRow[]): RuntimeView[] => {
+    const nowMs = clock.now();
+    return rows.map((r) => runtimeView(r, nowMs));
+  };
   const runtimeView = (r: RuntimeRow, nowMs: number): RuntimeView => {
     const { project: _p, ...rest } = r;
     const leaseExpiresAtMs = r.heartbeatAtMs + staleAfterMs;
@@ -189,14 +194,10 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
 
     /** The runtimes that heartbeated in a project, by runtime id. */
     async runtimes(project: string): Promise<RuntimeView[]> {
-      return this.runtimeViews(await store.listRuntimes(project));
+      return runtimeViews(await store.listRuntimes(project));
     },
 
-    /** Runtimes as views see them now (online or expired). */
-    runtimeViews(rows: RuntimeRow[]): RuntimeView[] {
-      const nowMs = clock.now();
-      return rows.map((r) => runtimeView(r, nowMs));
-    },
+    runtimeViews,
 
     /** Records a runtime heartbeat. Throws protocol_error, invalid_runtime_id. */
     async reportRuntime(input: { project: string; runtimeId: string; host?: string }) {

@@ -1,8 +1,8 @@
 import type { HandlerContext } from "@connectrpc/connect";
-import { timestampFromMs } from "@bufbuild/protobuf/wkt";
+import { timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Clock } from "../clock.js";
 import type { Bus } from "../events/bus.js";
-import { watch, type WatchFrame } from "../events/watch.js";
+import { watch, type ChangePage, type WatchFrame } from "../events/watch.js";
 import type { LeaseChange, Leases } from "../lease/leases.js";
 import type { Presence, PresenceChange } from "../presence/presence.js";
 import { create, type MessageShape } from "@bufbuild/protobuf";
@@ -117,127 +117,100 @@ export function createWatchHandlers(deps: WatchDeps) {
     }),
   );
 
+  /**
+   * One project's watch stream on the wire: who watches which project from where, its snapshot
+   * frame (stamped with the hub's time) and its change frames; keep-alives as they come.
+   */
+  async function* served<S, E extends { seq: number }, F>(
+    ctx: HandlerContext,
+    req: { project: string; afterCursor?: bigint },
+    source: {
+      bus: Bus<E>;
+      snapshot: (project: string) => Promise<{ snapshot: S; cursor: number }>;
+      read: (project: string, after: number, limit: number) => Promise<ChangePage<E>>;
+      /** An agent watching its own project counts as active on each keep-alive. */
+      agentsActive?: boolean;
+    },
+    frame: { snapshot: (s: S, cursor: bigint, at: Timestamp) => F; change: (e: E) => F | F[] },
+  ) {
+    const { project, agentId } = watchedProject(ctx, req.project);
+    const frames = watch({
+      ...common,
+      bus: source.bus,
+      key: project,
+      afterCursor: afterCursor(req.afterCursor),
+      snapshot: () => source.snapshot(project),
+      read: (after, limit) => source.read(project, after, limit),
+      signal: ctx.signal,
+      ...(source.agentsActive && agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
+    });
+    for await (const f of frames) {
+      if (f.kind === "snapshot") {
+        yield frame.snapshot(f.snapshot, BigInt(f.cursor), timestampFromMs(deps.clock.now()));
+      } else if (f.kind === "change") {
+        const out = frame.change(f.change);
+        if (Array.isArray(out)) yield* out;
+        else yield out;
+      } else {
+        yield keepAliveFrame(f);
+      }
+    }
+  }
+
   return {
-    async *watchPresence(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
-      const { project, agentId } = watchedProject(ctx, req.project);
-      const frames = watch({
-        ...common,
-        bus: deps.presenceBus,
-        key: project,
-        afterCursor: afterCursor(req.afterCursor),
-        snapshot: () => deps.presence.snapshot(project),
-        read: (after, limit) => deps.presence.changes(project, after, limit),
-        signal: ctx.signal,
-        ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
-      });
-      for await (const f of frames) {
-        const cursor = BigInt(f.cursor);
-        if (f.kind === "snapshot") {
-          yield {
-            cursor,
-            event: {
-              case: "snapshot" as const,
-              value: {
-                agents: f.snapshot.agents.map(agentToProto),
-                runtimes: f.snapshot.runtimes.map(runtimeToProto),
-                at: timestampFromMs(deps.clock.now()),
-              },
-            },
-          };
-        } else if (f.kind === "change") {
-          yield* presenceFrames(f.change);
-        } else {
-          yield keepAliveFrame(f);
-        }
-      }
-    },
+    watchPresence: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+      served(
+        ctx,
+        req,
+        { bus: deps.presenceBus, snapshot: deps.presence.snapshot, read: deps.presence.changes, agentsActive: true },
+        {
+          snapshot: (s, cursor, at) =>
+            create(WatchPresenceResponseSchema, {
+              cursor,
+              event: { case: "snapshot", value: { agents: s.agents.map(agentToProto), runtimes: s.runtimes.map(runtimeToProto), at } },
+            }),
+          change: presenceFrames,
+        },
+      ),
 
-    async *watchLeases(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
-      const { project, agentId } = watchedProject(ctx, req.project);
-      const frames = watch({
-        ...common,
-        bus: deps.leaseBus,
-        key: project,
-        afterCursor: afterCursor(req.afterCursor),
-        snapshot: () => deps.leases.snapshot(project),
-        read: (after, limit) => deps.leases.changes(project, after, limit),
-        signal: ctx.signal,
-        ...(agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
-      });
-      for await (const f of frames) {
-        const cursor = BigInt(f.cursor);
-        if (f.kind === "snapshot") {
-          yield {
-            cursor,
-            event: { case: "snapshot" as const, value: { leases: f.snapshot.map(leaseToProto), at: timestampFromMs(deps.clock.now()) } },
-          };
-        } else if (f.kind === "change") {
-          yield leaseFrame(f.change);
-        } else {
-          yield keepAliveFrame(f);
-        }
-      }
-    },
+    watchLeases: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+      served(
+        ctx,
+        req,
+        { bus: deps.leaseBus, snapshot: deps.leases.snapshot, read: deps.leases.changes, agentsActive: true },
+        {
+          snapshot: (s, cursor, at) =>
+            create(WatchLeasesResponseSchema, { cursor, event: { case: "snapshot", value: { leases: s.map(leaseToProto), at } } }),
+          change: leaseFrame,
+        },
+      ),
 
-    async *watchOpenMessages(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
-      const { project } = watchedProject(ctx, req.project);
-      const frames = watch({
-        ...common,
-        bus: deps.messageBus,
-        key: project,
-        afterCursor: afterCursor(req.afterCursor),
-        snapshot: () => deps.operator.openMessages(project),
-        read: (after, limit) => deps.operator.messageChanges(project, after, limit),
-        signal: ctx.signal,
-      });
-      for await (const f of frames) {
-        if (f.kind === "snapshot") {
-          yield {
-            cursor: BigInt(f.cursor),
-            event: {
-              case: "snapshot" as const,
-              value: {
-                messages: f.snapshot.messages.map(openMessageToProto),
-                total: f.snapshot.total,
-                at: timestampFromMs(deps.clock.now()),
-              },
-            },
-          };
-        } else if (f.kind === "change") {
-          yield messageFrame(f.change);
-        } else {
-          yield keepAliveFrame(f);
-        }
-      }
-    },
+    watchOpenMessages: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+      served(
+        ctx,
+        req,
+        { bus: deps.messageBus, snapshot: deps.operator.openMessages, read: deps.operator.messageChanges },
+        {
+          snapshot: (s, cursor, at) =>
+            create(WatchOpenMessagesResponseSchema, {
+              cursor,
+              event: { case: "snapshot", value: { messages: s.messages.map(openMessageToProto), total: s.total, at } },
+            }),
+          change: messageFrame,
+        },
+      ),
 
-    async *watchRuns(req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) {
-      const { project } = watchedProject(ctx, req.project);
-      const frames = watch({
-        ...common,
-        bus: deps.runBus,
-        key: project,
-        afterCursor: afterCursor(req.afterCursor),
-        snapshot: () => deps.operator.runs(project),
-        read: (after, limit) => deps.operator.runChanges(project, after, limit),
-        signal: ctx.signal,
-      });
-      for await (const f of frames) {
-        if (f.kind === "snapshot") {
-          yield {
-            cursor: BigInt(f.cursor),
-            event: {
-              case: "snapshot" as const,
-              value: { homeRuntimes: f.snapshot.map(homeRuntimeToProto), at: timestampFromMs(deps.clock.now()) },
-            },
-          };
-        } else if (f.kind === "change") {
-          yield runFrame(f.change);
-        } else {
-          yield keepAliveFrame(f);
-        }
-      }
-    },
+    watchRuns: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+      served(
+        ctx,
+        req,
+        { bus: deps.runBus, snapshot: deps.operator.runs, read: deps.operator.runChanges },
+        {
+          snapshot: (s, cursor, at) =>
+            create(WatchRunsResponseSchema, { cursor, event: { case: "snapshot", value: { homeRuntimes: s.map(homeRuntimeToProto), at } } }),
+          change: runFrame,
+        },
+      ),
 
     async *watchProjects(_req: unknown, ctx: HandlerContext) {
       for await (const f of deps.operator.watchProjects({ keepAliveMs: deps.keepAliveMs, signal: ctx.signal })) {
