@@ -248,4 +248,20 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       await t.close();
     }
   });
+
+  it("on a loopback hub without an admin token, signs in with no token and shows every project", async () => {
+    const t = await startTestHub({ config: { projectTokens: TOKENS, streamKeepAliveMs: 1_000 } });
+    const { page, problems } = await openPage(t);
+    try {
+      await signIn(page, "");
+      await page.waitForSelector('tr[data-project="team/api"]');
+      await t.register("solo", "open/solo");
+      await page.waitForSelector('tr[data-project="open/solo"]');
+      expect(await text(page, 'tr[data-project="open/solo"]')).toContain("1 of 1");
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await t.close();
+    }
+  });
 });
