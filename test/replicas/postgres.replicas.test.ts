@@ -5,6 +5,7 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { LeaseEventKind, LeaseService, type WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { OpenMessageChangeKind, OpsService, type WatchOpenMessagesResponse } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { serveCli, type ServingCli } from "../fixtures/cli.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 
@@ -179,6 +180,44 @@ describe("three hubs on one PostgreSQL database", () => {
     while (frame && !(frame.event.case === "agent" && frame.event.value.id === joined.id)) frame = (await frames.next()).value;
     expect(frame?.event.case === "agent" && frame.event.value.name).toBe("newcomer");
     ac.abort();
+  });
+
+  it("the operator's WatchOpenMessages on the second hub sees a message sent on the first and replied on the third, and resumes on the third", async () => {
+    const asker = await register(hubs[0]!.url, "ops-asker");
+    const answerer = await register(hubs[2]!.url, "ops-answerer");
+    const opsOn = (i: number) => createClient(OpsService, createConnectTransport({ baseUrl: hubs[i]!.url, httpVersion: "2" }));
+    const ac = new AbortController();
+    const onSecond = opsOn(1).watchOpenMessages({ project: "p" }, { signal: ac.signal })[Symbol.asyncIterator]();
+    const snap = (await onSecond.next()).value as WatchOpenMessagesResponse;
+    expect(snap.event.case).toBe("snapshot");
+    const next = async () => {
+      let f = (await onSecond.next()).value as WatchOpenMessagesResponse;
+      while (f.event.case === "keepAlive") f = (await onSecond.next()).value as WatchOpenMessagesResponse;
+      return f;
+    };
+    const sent = (await (await post(hubs[0]!.url, "/v1/messages", asker.headers, { target: answerer.id, content: "?" })).json()) as {
+      message: { id: string };
+    };
+    const queued = await next();
+    expect(queued.event.case === "change" && [OpenMessageChangeKind[queued.event.value.kind], queued.event.value.message?.id]).toEqual([
+      "SENT",
+      sent.message.id,
+    ]);
+    expect(queued.cursor).toBe(snap.cursor + 1n);
+    expect((await post(hubs[2]!.url, `/v1/messages/${sent.message.id}/reply`, answerer.headers, { content: "!" })).status).toBe(200);
+    const ended = await next();
+    expect(ended.event.case === "change" && OpenMessageChangeKind[ended.event.value.kind]).toBe("ENDED");
+    ac.abort();
+
+    const ac3 = new AbortController();
+    const onThird = opsOn(2).watchOpenMessages({ project: "p", afterCursor: snap.cursor }, { signal: ac3.signal })[Symbol.asyncIterator]();
+    const frames = [(await onThird.next()).value, (await onThird.next()).value, (await onThird.next()).value] as WatchOpenMessagesResponse[];
+    expect(frames.map((f) => [f.event.case, f.cursor])).toEqual([
+      ["keepAlive", snap.cursor],
+      ["change", snap.cursor + 1n],
+      ["change", snap.cursor + 2n],
+    ]);
+    ac3.abort();
   });
 });
 
