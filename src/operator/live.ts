@@ -2,7 +2,7 @@ import type { Clock } from "../clock.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
 import type { Messages } from "../peer/messages.js";
-import { messageChange, type MessageChangeBody } from "../peer/rules.js";
+import { openMessageView, type MessageChangeBody } from "../peer/rules.js";
 import type { Presence } from "../presence/presence.js";
 import type { ChangeRead, HubStore, StreamChange } from "../store/store.js";
 import type { RunChangeBody } from "../sync/sync.js";
@@ -74,7 +74,7 @@ export function createOperatorLive(deps: OperatorLiveDeps) {
       await messages.expireDue();
       const { messages: open, total, head } = await store.openMessagesSnapshot(project, maxSnapshotMessages);
       const nowMs = clock.now();
-      return { cursor: head, snapshot: { messages: open.map((m) => messageChange(m, nowMs).body as MessageChangeBody), total } };
+      return { cursor: head, snapshot: { messages: open.map((m) => openMessageView(m, nowMs)), total } };
     },
 
     messageChanges: (project: string, afterSeq: number, limit: number) =>

@@ -48,9 +48,9 @@ export interface MessageChangeBody {
   correlationId?: string;
 }
 
-/** The change a message decision records: the message as it is after it, at `nowMs`. */
-export function messageChange(m: MessageRow, nowMs: number): ChangeRecord {
-  const body: MessageChangeBody = {
+/** A message as operators see it, at `nowMs` (an ended one ended then unless it says when). */
+export function openMessageView(m: MessageRow, nowMs: number): MessageChangeBody {
+  return {
     id: m.id,
     status: m.status,
     fromName: m.fromName,
@@ -62,8 +62,10 @@ export function messageChange(m: MessageRow, nowMs: number): ChangeRecord {
     ...(!isOpen(m) && { endedAtMs: m.repliedAtMs ?? m.cancelledAtMs ?? nowMs }),
     ...(m.correlationId !== undefined && { correlationId: m.correlationId }),
   };
-  return { stream: "messages", body };
 }
+
+/** The change a message decision records: the message as it is after it, at `nowMs`. */
+export const messageChange = (m: MessageRow, nowMs: number): ChangeRecord => ({ stream: "messages", body: openMessageView(m, nowMs) });
 
 /**
  * A repeat with the same idempotency key is the same request when everything but allowOffline

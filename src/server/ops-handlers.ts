@@ -3,7 +3,7 @@ import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { OperatorView } from "../operator/snapshot.js";
 import type { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { agentToProto, homeRuntimeToProto, leaseToProto, openMessageToProto } from "./convert.js";
-import { messageChange, type MessageChangeBody } from "../peer/rules.js";
+import { openMessageView } from "../peer/rules.js";
 import type { WatchHandlers } from "./watch-handlers.js";
 
 /** OpsService: the operator snapshot, the list of projects, and their live forms (watch-handlers.ts). */
@@ -18,7 +18,7 @@ export function opsHandlers(operator: OperatorView, watches: WatchHandlers): Ser
         project: s.project,
         fetchedAt: timestampFromMs(s.fetchedAtMs),
         agents: s.agents.map(agentToProto),
-        openMessages: s.openMessages.map((m) => openMessageToProto(messageChange(m, s.fetchedAtMs).body as MessageChangeBody)),
+        openMessages: s.openMessages.map((m) => openMessageToProto(openMessageView(m, s.fetchedAtMs))),
         openMessageTotal: s.openMessageTotal,
         homeRuntimes: s.homeRuntimes.map(homeRuntimeToProto),
         leases: s.leases.map(leaseToProto),

@@ -175,7 +175,7 @@ export function expiryDecision(m: MessageRow, nowMs: number, error: string, chan
   };
 }
 
-/** A run as the run views read it (runSummary in each backend's SQL). */
+/** A run as the run views read it (runViewColumns, the same SQL on both backends). */
 export interface RunDb {
   project_id: string;
   run_id: string;
