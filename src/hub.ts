@@ -185,6 +185,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     clock,
     observer,
     maxBodyBytes: config.maxBodyBytes,
+    shutdownSignal: shutdown.signal,
   });
   const pageDir = overrides.pageDir ?? defaultPageDir;
   const page = loadOperatorPage(pageDir);

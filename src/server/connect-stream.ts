@@ -149,7 +149,7 @@ export function createConnectStream(o: ConnectStreamOptions) {
 }
 
 /** Resolves when `res` can take more, or is gone. */
-function drained(res: Res): Promise<void> {
+export function drained(res: Res): Promise<void> {
   return new Promise((resolve) => {
     const done = () => {
       res.off("drain", done).off("close", done);

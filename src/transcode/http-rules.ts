@@ -2,7 +2,8 @@
 //
 // Only the subset the hub's protos use is supported: a GET/POST/PUT/PATCH/DELETE pattern made
 // of literal segments and single-segment variables (`{field}` / `{field=*}`) naming top-level
-// string fields, `body` either "" or "*", no additional bindings. Anything else throws from
+// string fields, `body` either "" or "*", no additional bindings; a server-streaming method only
+// as a GET without a body (served as server-sent events). Anything else throws from
 // buildRestRoutes, so a proto change the router cannot honour fails at start-up, not per call.
 import { create, getOption, hasOption, ScalarType, type DescMethod, type DescService, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
@@ -19,6 +20,8 @@ export interface RestRoute {
   method: DescMethod;
   /** "*" (the whole input message is the JSON body) or "" (no body; query parameters). */
   body: string;
+  /** A server-streaming method: answered as server-sent events, one per message. */
+  streaming: boolean;
 }
 
 /** A percent-escape in a path variable that does not decode (e.g. "%E0%A4%A"). A client error. */
@@ -63,12 +66,13 @@ function segmentsOf(route: RestRoute): readonly Segment[] {
 
 const literalCount = (segs: readonly Segment[]): number => segs.filter((s) => "literal" in s).length;
 
-/** Builds the routes of every unary method with an http rule; throws on anything unsupported. */
+/** Builds the routes of every unary or server-streaming method with an http rule; throws on anything unsupported. */
 export function buildRestRoutes(services: DescService[]): RestRoute[] {
   const routes: RestRoute[] = [];
   for (const service of services) {
     for (const method of service.methods) {
-      if (method.methodKind !== "unary" || !hasOption(method, http)) continue;
+      const streaming = method.methodKind === "server_streaming";
+      if ((method.methodKind !== "unary" && !streaming) || !hasOption(method, http)) continue;
       const where = `${service.typeName}.${method.name}`;
       const rule = getOption(method, http);
       const pattern = rule.pattern;
@@ -76,7 +80,8 @@ export function buildRestRoutes(services: DescService[]): RestRoute[] {
       if (rule.additionalBindings.length > 0) throw new Error(`${where}: additional_bindings are not supported`);
       if (rule.responseBody !== "") throw new Error(`${where}: response_body is not supported`);
       if (rule.body !== "" && rule.body !== "*") throw new Error(`${where}: body must be "" or "*", got "${rule.body}"`);
-      const route: RestRoute = { verb: VERBS[pattern.case], template: pattern.value, service, method, body: rule.body };
+      if (streaming && (pattern.case !== "get" || rule.body !== "")) throw new Error(`${where}: a server stream maps to a GET without a body`);
+      const route: RestRoute = { verb: VERBS[pattern.case], template: pattern.value, service, method, body: rule.body, streaming };
       const segs = parseTemplate(route.template, where);
       const seen = new Set<string>();
       for (const seg of segs) {

@@ -1,6 +1,7 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import type { DescMessage, JsonObject, Message } from "@bufbuild/protobuf";
+import { create, isMessage, type DescMessage, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { reflect } from "@bufbuild/protobuf/reflect";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import type { Clock } from "../clock.js";
 import { errors, isHubError, type HubError } from "../errors.js";
@@ -8,6 +9,7 @@ import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../server/call-record.js";
 import { clientGoneSignal } from "../server/connect-request.js";
+import { drained } from "../server/connect-stream.js";
 import { kRemoteAddress } from "../server/context.js";
 import type { InProcessCaller } from "../server/in-process.js";
 import { remoteAddressOf } from "../server/listen.js";
@@ -31,6 +33,8 @@ export interface RestFaceDeps {
   clock: Clock;
   observer: FaceObserver;
   maxBodyBytes: number;
+  /** Aborted when the hub shuts down: every event stream ends. */
+  shutdownSignal: AbortSignal;
 }
 
 /** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
@@ -48,7 +52,7 @@ const passedBack = ["x-ratelimit-limit", "x-ratelimit-remaining", "retry-after"]
  * run once; server/in-process.ts, no wire format in between), and writes the
  * reference hub's JSON: every field, numbers as numbers, its statuses and its error bodies.
  */
-export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes }: RestFaceDeps) {
+export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes, shutdownSignal }: RestFaceDeps) {
   function send(res: Res, status: number, requestId: string, body: JsonObject | undefined, headers: Headers) {
     const out: Record<string, string> = { "x-request-id": requestId, "referrer-policy": "no-referrer", "cache-control": "no-store" };
     for (const name of passedBack) {
@@ -142,13 +146,19 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     return parsed as JsonObject;
   }
 
-  /** Calls the method in-process; a refusal comes back as the ConnectError the RPC face would send. */
-  async function invoke(route: RestRoute, input: Message, req: Req, res: Res, requestId: string, call: CallRecord) {
+  /** The request headers the RPC handler sees. */
+  function forwardedHeaders(req: Req, requestId: string): Headers {
     const header = new Headers({ "x-request-id": requestId });
     for (const name of forwarded) {
       const v = req.headers[name];
       if (typeof v === "string") header.set(name, v);
     }
+    return header;
+  }
+
+  /** Calls the method in-process; a refusal comes back as the ConnectError the RPC face would send. */
+  async function invoke(route: RestRoute, input: Message, req: Req, res: Res, requestId: string, call: CallRecord) {
+    const header = forwardedHeaders(req, requestId);
     try {
       const out = await callMethod(`/${route.service.typeName}/${route.method.name}`, {
         message: input,
@@ -205,6 +215,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         throw e;
       }
       mark?.(input);
+      if (match.route.streaming) return await streamEvents(match.route, input, req, res, requestId, call);
       const out = await invoke(match.route, input, req, res, requestId, call);
       if (out.error) {
         const err = restErrorFromConnect(out.error, requestId);
@@ -228,6 +239,98 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
       refuseLocally(res, errors.internal(e), requestId, call);
     }
+  }
+
+  /**
+   * A server stream as server-sent events: the stream opens through the same interceptors (a
+   * refusal is an ordinary REST error), then each message is one event named by the case of its
+   * `event` oneof, its data the message's REST JSON, its id the frame's cursor, so an EventSource
+   * that reconnects resumes with Last-Event-ID. An error after the first event is a last `error`
+   * event with the REST error body. The stream ends when its client goes away or the hub stops.
+   */
+  async function streamEvents(route: RestRoute, input: Message, req: Req, res: Res, requestId: string, call: CallRecord) {
+    resumeFromLastEventId(route, input, req);
+    const controller = new AbortController();
+    const stop = () => controller.abort(shutdownSignal.reason);
+    if (shutdownSignal.aborted) stop();
+    else shutdownSignal.addEventListener("abort", stop);
+    const gone = () => controller.abort();
+    res.once("close", gone);
+    try {
+      // The stream's first message is awaited before the answer's head: a refusal up to there
+      // (the interceptors, a cursor that expired) is an ordinary REST error with its status.
+      let frames: AsyncIterator<unknown>;
+      let first: IteratorResult<unknown>;
+      let header: Headers;
+      try {
+        const opened = await callMethod.stream(`/${route.service.typeName}/${route.method.name}`, {
+          message: input,
+          header: forwardedHeaders(req, requestId),
+          contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
+          signal: controller.signal,
+        });
+        header = opened.header;
+        frames = opened.message[Symbol.asyncIterator]();
+        first = await frames.next();
+      } catch (e) {
+        const refusal = e instanceof ConnectError ? e : isHubError(e) ? e : undefined;
+        if (!refusal) throw e;
+        const err = refusal instanceof ConnectError ? restErrorFromConnect(refusal, requestId) : restErrorFromHub(refusal, requestId);
+        refuse(res, err, requestId, refusal instanceof ConnectError ? refusal.metadata : new Headers());
+        if (call.code === undefined) noteOutcome(call, refusal);
+        return finish(call, requestId, err.status);
+      }
+      const head: Record<string, string> = {
+        "x-request-id": requestId,
+        "referrer-policy": "no-referrer",
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-store, no-transform",
+        "x-accel-buffering": "no",
+        "x-content-type-options": "nosniff",
+      };
+      for (const name of passedBack) {
+        const v = header.get(name);
+        if (v !== null) head[name] = v;
+      }
+      res.writeHead(200, head);
+      const output = route.method.output;
+      const oneof = output.oneofs[0];
+      try {
+        for (let r = first; !r.done && !res.destroyed; r = await frames.next()) {
+          const message = isMessage(r.value, output) ? r.value : create(output, r.value as never);
+          const json = toRestJson(output as DescMessage, message);
+          const event = oneof ? (reflect(output, message).oneofCase(oneof)?.jsonName ?? "message") : "message";
+          const id = json.cursor === undefined ? "" : `id: ${String(json.cursor)}\n`;
+          if (!(res as ServerResponse).write(`${id}event: ${event}\ndata: ${JSON.stringify(json)}\n\n`)) await drained(res);
+        }
+        call.code ??= "ok";
+      } catch (e) {
+        const err = e instanceof ConnectError ? restErrorFromConnect(e, requestId) : restErrorFromHub(isHubError(e) ? e : errors.internal(e), requestId);
+        if (!res.destroyed) (res as ServerResponse).write(`event: error\ndata: ${JSON.stringify(err.body)}\n\n`);
+        if (call.code === undefined) noteOutcome(call, e instanceof ConnectError || isHubError(e) ? e : errors.internal(e));
+      } finally {
+        void frames.return?.();
+      }
+      if (!res.destroyed) res.end();
+      finish(call, requestId, 200);
+    } finally {
+      shutdownSignal.removeEventListener("abort", stop);
+      res.off("close", gone);
+    }
+  }
+
+  /**
+   * An EventSource reconnecting sends the last event's id (a cursor) as Last-Event-ID: it is the
+   * stream's `afterCursor` unless the query names one. Anything but a cursor is protocol_error.
+   */
+  function resumeFromLastEventId(route: RestRoute, input: Message, req: Req): void {
+    const last = req.headers["last-event-id"];
+    const field = route.method.input.fields.find((f) => f.name === "after_cursor");
+    if (typeof last !== "string" || last === "" || !field) return;
+    const r = reflect(route.method.input, input);
+    if (r.isSet(field)) return;
+    if (!/^[0-9]{1,15}$/.test(last)) throw errors.protocol("Last-Event-ID must be the cursor of an event of this stream", "Last-Event-ID");
+    r.set(field, BigInt(last));
   }
 
   /** A whole HTTP/1.1 refusal for a bare socket (the parser refused; no request object exists). */

@@ -136,13 +136,19 @@ export const badEscape = fc
 
 // REST cases
 
-/** The REST routes, derived from the google.api.http rules as the hub derives them. */
-export const restRoutes = buildRestRoutes(servedServices);
+/**
+ * The unary REST routes, derived from the google.api.http rules as the hub derives them. The
+ * event streams (GET /v1/watch/...) answer a request they accept with a stream that never ends,
+ * which a batch of fuzz cases cannot wait out: test/transcode/events.rest.test.ts sends them
+ * hostile requests one by one.
+ */
+const allRestRoutes = buildRestRoutes(servedServices);
+export const restRoutes = allRestRoutes.filter((r) => !r.streaming);
 
 /** Whether some route of `verb` has a template that `path` fits (the test's own matcher). */
 export function routed(verb: string, path: string): boolean {
   const parts = path.split("?")[0].slice(1).split("/");
-  return restRoutes.some((r) => {
+  return allRestRoutes.some((r) => {
     const segs = r.template.slice(1).split("/");
     return r.verb === verb && segs.length === parts.length && segs.every((s, i) => (s.startsWith("{") ? parts[i] !== "" : s === parts[i]));
   });

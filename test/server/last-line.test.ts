@@ -58,7 +58,7 @@ describe("last line of defence", () => {
         if (req.url === "/throw") throw new TypeError("boom");
         return Promise.resolve(false);
       },
-      rest: createRestFace({ routes: [], call: inProcess, limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18 }),
+      rest: createRestFace({ routes: [], call: inProcess, limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18, shutdownSignal: new AbortController().signal }),
     });
     const server = http.createServer(handler);
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

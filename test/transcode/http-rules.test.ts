@@ -19,21 +19,23 @@ import { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 const ALL: DescService[] = [LeaseService, PresenceService, PeerService, SyncService, OpsService];
 const routes = buildRestRoutes(ALL);
 
-const describeRoute = (r: RestRoute) => `${r.verb} ${r.template} ${r.method.name} body=${r.body}`;
+const describeRoute = (r: RestRoute) => `${r.verb} ${r.template} ${r.method.name} body=${r.body}${r.streaming ? " (events)" : ""}`;
 
 describe("buildRestRoutes", () => {
-  it("builds every annotated unary method of the hub and skips streaming methods", () => {
+  it("builds every annotated method of the hub, the server streams as event streams", () => {
     expect(routes.map(describeRoute)).toEqual([
       "POST /v1/leases/{name}/acquire AcquireLease body=*",
       "POST /v1/leases/{name}/renew RenewLease body=*",
       "POST /v1/leases/{name}/release ReleaseLease body=*",
       "GET /v1/leases/{name} GetLease body=",
       "GET /v1/leases ListLeases body=",
+      "GET /v1/watch/leases WatchLeases body= (events)",
       "POST /v1/agents/register RegisterAgent body=*",
       "POST /v1/agents/{agent_id}/heartbeat Heartbeat body=*",
       "DELETE /v1/agents/{agent_id} UnregisterAgent body=",
       "GET /v1/agents ListAgents body=",
       "POST /v1/runtime/presence ReportRuntimePresence body=*",
+      "GET /v1/watch/presence WatchPresence body= (events)",
       "POST /v1/messages SendMessage body=*",
       "POST /v1/messages/{message_id}/ack AckMessage body=*",
       "POST /v1/messages/{message_id}/reply ReplyMessage body=*",
@@ -44,6 +46,9 @@ describe("buildRestRoutes", () => {
       "GET /v1/sync/runs/{project_id}/{run_id}/cursor GetCursor body=",
       "GET /v1/ops/snapshot GetSnapshot body=",
       "GET /v1/ops/projects ListProjects body=",
+      "GET /v1/watch/projects WatchProjects body= (events)",
+      "GET /v1/watch/messages WatchOpenMessages body= (events)",
+      "GET /v1/watch/runs WatchRuns body= (events)",
     ]);
     expect(routes.every((r) => ALL.includes(r.service))).toBe(true);
   });
@@ -81,8 +86,9 @@ describe("buildRestRoutes", () => {
     expect(matchRestRoute(built, "GET", "/v1/a/x")?.params).toEqual({ name: "x" });
   });
 
-  it("skips streaming methods even when annotated", () => {
-    expect(buildRestRoutes([fakeService([rule("/v1/a")], true)])).toEqual([]);
+  it("maps a server stream only as a GET without a body", () => {
+    expect(buildRestRoutes([fakeService([rule("/v1/a")], true)]).map((r) => [r.verb, r.template, r.streaming])).toEqual([["GET", "/v1/a", true]]);
+    expect(() => buildRestRoutes([fakeService([rule("/v1/a", "post", { body: "*" })], true)])).toThrow(/a server stream maps to a GET without a body/);
   });
 
   it.each([

@@ -1,6 +1,6 @@
 import { describe, it, expect } from "vitest";
-import { create, isFieldSet, type JsonObject } from "@bufbuild/protobuf";
-import { timestampFromDate, timestampDate, DurationSchema } from "@bufbuild/protobuf/wkt";
+import { create, createFileRegistry, isFieldSet, type JsonObject } from "@bufbuild/protobuf";
+import { timestampFromDate, timestampDate, DurationSchema, FieldDescriptorProto_Type, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { fromRestJson, fromRestQuery, toRestJson, RestFieldError } from "../../src/transcode/rest-json.js";
 import { unknownProperties } from "../../src/server/unknown-properties.js";
 import {
@@ -9,6 +9,7 @@ import {
   ListLeasesRequestSchema,
   RenewLeaseRequestSchema,
   WatchLeasesResponseSchema,
+  LeaseEventKind,
 } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import {
   Delivery,
@@ -110,12 +111,26 @@ describe("fromRestJson: enums", () => {
     }
   });
 
-  it("uses the proto name for values without rest_name, never UNSPECIFIED", () => {
-    const frame = { cursor: 1, change: { kind: "LEASE_EVENT_KIND_TAKEN_OVER" } };
-    expect(fromRestJson(WatchLeasesResponseSchema, frame).event.case).toBe("change");
-    const e = fieldError(() => fromRestJson(WatchLeasesResponseSchema, { change: { kind: "LEASE_EVENT_KIND_UNSPECIFIED" } }));
-    expect(e.field).toBe("change.kind");
-    expect(e.message).toMatch(/^change\.kind must be one of LEASE_EVENT_KIND_GRANTED, .*LEASE_EVENT_KIND_TAKEN_OVER$/);
+  it("uses the proto name for values without rest_name, never the zero value", () => {
+    // Every enum of the hub's API has rest names: a message of a test file whose enum has none.
+    const file = create(FileDescriptorProtoSchema, {
+      name: "fake/v1/paint.proto",
+      package: "fake.v1",
+      syntax: "proto3",
+      enumType: [{ name: "Color", value: [{ name: "COLOR_UNSPECIFIED", number: 0 }, { name: "COLOR_RED", number: 1 }, { name: "COLOR_BLUE", number: 2 }] }],
+      messageType: [{ name: "Paint", field: [{ name: "color", number: 1, jsonName: "color", type: FieldDescriptorProto_Type.ENUM, typeName: ".fake.v1.Color" }] }],
+    });
+    const Paint = createFileRegistry(file, () => undefined).getMessage("fake.v1.Paint")!;
+    expect(toRestJson(Paint, fromRestJson(Paint, { color: "COLOR_BLUE" }))).toEqual({ color: "COLOR_BLUE" });
+    const e = fieldError(() => fromRestJson(Paint, { color: "COLOR_UNSPECIFIED" }));
+    expect([e.field, e.message]).toEqual(["color", "color must be one of COLOR_RED, COLOR_BLUE"]);
+  });
+
+  it("names the frames of the event streams by rest_name", () => {
+    const frame = { cursor: 1, change: { kind: "takenOver" } };
+    const decoded = fromRestJson(WatchLeasesResponseSchema, frame);
+    expect(decoded.event.case === "change" && decoded.event.value.kind).toBe(LeaseEventKind.TAKEN_OVER);
+    expect(toRestJson(WatchLeasesResponseSchema, decoded)).toMatchObject({ cursor: 1, change: { kind: "takenOver" } });
   });
 });
 

@@ -1074,7 +1074,7 @@ var File_kxm_hub_v1_lease_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\n" +
 	"\x16kxm/hub/v1/lease.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19kxm/hub/v1/presence.proto\"\xc2\x02\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x19kxm/hub/v1/presence.proto\"\xc2\x02\n" +
 	"\x05Lease\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12\x12\n" +
@@ -1144,13 +1144,13 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\x06change\x18\x03 \x01(\v2\x16.kxm.hub.v1.LeaseEventH\x00R\x06change\x126\n" +
 	"\n" +
 	"keep_alive\x18\x04 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\a\n" +
-	"\x05event*\xae\x01\n" +
+	"\x05event*\xe5\x01\n" +
 	"\x0eLeaseEventKind\x12 \n" +
-	"\x1cLEASE_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
-	"\x18LEASE_EVENT_KIND_GRANTED\x10\x01\x12\x1c\n" +
-	"\x18LEASE_EVENT_KIND_RENEWED\x10\x02\x12\x1d\n" +
-	"\x19LEASE_EVENT_KIND_RELEASED\x10\x03\x12\x1f\n" +
-	"\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x042\x86\x05\n" +
+	"\x1cLEASE_EVENT_KIND_UNSPECIFIED\x10\x00\x12)\n" +
+	"\x18LEASE_EVENT_KIND_GRANTED\x10\x01\x1a\v\xc2\xf3\x18\agranted\x12)\n" +
+	"\x18LEASE_EVENT_KIND_RENEWED\x10\x02\x1a\v\xc2\xf3\x18\arenewed\x12+\n" +
+	"\x19LEASE_EVENT_KIND_RELEASED\x10\x03\x1a\f\xc2\xf3\x18\breleased\x12.\n" +
+	"\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x04\x1a\r\xc2\xf3\x18\ttakenOver2\xa0\x05\n" +
 	"\fLeaseService\x12w\n" +
 	"\fAcquireLease\x12\x1f.kxm.hub.v1.AcquireLeaseRequest\x1a .kxm.hub.v1.AcquireLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/acquire\x12o\n" +
 	"\n" +
@@ -1159,8 +1159,8 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\bGetLease\x12\x1b.kxm.hub.v1.GetLeaseRequest\x1a\x1c.kxm.hub.v1.GetLeaseResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/leases/{name}\x12_\n" +
 	"\n" +
 	"ListLeases\x12\x1d.kxm.hub.v1.ListLeasesRequest\x1a\x1e.kxm.hub.v1.ListLeasesResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
-	"/v1/leases\x12P\n" +
-	"\vWatchLeases\x12\x1e.kxm.hub.v1.WatchLeasesRequest\x1a\x1f.kxm.hub.v1.WatchLeasesResponse0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"/v1/leases\x12j\n" +
+	"\vWatchLeases\x12\x1e.kxm.hub.v1.WatchLeasesRequest\x1a\x1f.kxm.hub.v1.WatchLeasesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/watch/leases0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_lease_proto_rawDescOnce sync.Once
@@ -1235,6 +1235,7 @@ func file_kxm_hub_v1_lease_proto_init() {
 	if File_kxm_hub_v1_lease_proto != nil {
 		return
 	}
+	file_kxm_hub_v1_options_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
 	file_kxm_hub_v1_lease_proto_msgTypes[1].OneofWrappers = []any{}
 	file_kxm_hub_v1_lease_proto_msgTypes[3].OneofWrappers = []any{}

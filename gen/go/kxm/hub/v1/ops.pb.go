@@ -1560,7 +1560,7 @@ var File_kxm_hub_v1_ops_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"\x14kxm/hub/v1/ops.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x16\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x16\n" +
 	"\x14WatchProjectsRequest\"\x98\x01\n" +
 	"\x15WatchProjectsResponse\x12>\n" +
 	"\bprojects\x18\x01 \x01(\v2 .kxm.hub.v1.ListProjectsResponseH\x00R\bprojects\x126\n" +
@@ -1681,19 +1681,19 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\ropen_messages\x18\x04 \x03(\v2\x17.kxm.hub.v1.OpenMessageR\fopenMessages\x12,\n" +
 	"\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n" +
 	"\rhome_runtimes\x18\x06 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes\x12)\n" +
-	"\x06leases\x18\a \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases*\xb0\x01\n" +
+	"\x06leases\x18\a \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases*\xd4\x01\n" +
 	"\x15OpenMessageChangeKind\x12(\n" +
-	"$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12!\n" +
-	"\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x12&\n" +
-	"\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x12\"\n" +
-	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x032\xeb\x03\n" +
+	"$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12+\n" +
+	"\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x1a\b\xc2\xf3\x18\x04sent\x125\n" +
+	"\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x1a\r\xc2\xf3\x18\tdelivered\x12-\n" +
+	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05ended2\xbb\x04\n" +
 	"\n" +
 	"OpsService\x12h\n" +
 	"\vGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n" +
-	"\fListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projects\x12V\n" +
-	"\rWatchProjects\x12 .kxm.hub.v1.WatchProjectsRequest\x1a!.kxm.hub.v1.WatchProjectsResponse0\x01\x12b\n" +
-	"\x11WatchOpenMessages\x12$.kxm.hub.v1.WatchOpenMessagesRequest\x1a%.kxm.hub.v1.WatchOpenMessagesResponse0\x01\x12J\n" +
-	"\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\fListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projects\x12r\n" +
+	"\rWatchProjects\x12 .kxm.hub.v1.WatchProjectsRequest\x1a!.kxm.hub.v1.WatchProjectsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/projects0\x01\x12~\n" +
+	"\x11WatchOpenMessages\x12$.kxm.hub.v1.WatchOpenMessagesRequest\x1a%.kxm.hub.v1.WatchOpenMessagesResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/messages0\x01\x12b\n" +
+	"\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/watch/runs0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_ops_proto_rawDescOnce sync.Once
@@ -1795,6 +1795,7 @@ func file_kxm_hub_v1_ops_proto_init() {
 		return
 	}
 	file_kxm_hub_v1_lease_proto_init()
+	file_kxm_hub_v1_options_proto_init()
 	file_kxm_hub_v1_peer_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
 	file_kxm_hub_v1_ops_proto_msgTypes[1].OneofWrappers = []any{

@@ -1290,7 +1290,7 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\x1dRUNTIME_PRESENCE_STATE_ONLINE\x10\x01\x1a\n" +
 	"\xc2\xf3\x18\x06online\x12/\n" +
 	"\x1eRUNTIME_PRESENCE_STATE_EXPIRED\x10\x02\x1a\v\xc2\xf3\x18\aexpired\x12/\n" +
-	"\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\v\xc2\xf3\x18\aunknown2\xc1\x05\n" +
+	"\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\v\xc2\xf3\x18\aunknown2\xdd\x05\n" +
 	"\x0fPresenceService\x12t\n" +
 	"\rRegisterAgent\x12 .kxm.hub.v1.RegisterAgentRequest\x1a!.kxm.hub.v1.RegisterAgentResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/agents/register\x12t\n" +
 	"\tHeartbeat\x12\x1c.kxm.hub.v1.HeartbeatRequest\x1a\x1d.kxm.hub.v1.HeartbeatResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/agents/{agent_id}/heartbeat\x12y\n" +
@@ -1298,8 +1298,8 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\n" +
 	"ListAgents\x12\x1d.kxm.hub.v1.ListAgentsRequest\x1a\x1e.kxm.hub.v1.ListAgentsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/agents\x12\x8d\x01\n" +
-	"\x15ReportRuntimePresence\x12(.kxm.hub.v1.ReportRuntimePresenceRequest\x1a).kxm.hub.v1.ReportRuntimePresenceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/v1/runtime/presence\x12V\n" +
-	"\rWatchPresence\x12 .kxm.hub.v1.WatchPresenceRequest\x1a!.kxm.hub.v1.WatchPresenceResponse0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\x15ReportRuntimePresence\x12(.kxm.hub.v1.ReportRuntimePresenceRequest\x1a).kxm.hub.v1.ReportRuntimePresenceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/v1/runtime/presence\x12r\n" +
+	"\rWatchPresence\x12 .kxm.hub.v1.WatchPresenceRequest\x1a!.kxm.hub.v1.WatchPresenceResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/presence0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_presence_proto_rawDescOnce sync.Once

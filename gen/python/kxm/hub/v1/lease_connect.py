@@ -93,7 +93,7 @@ class LeaseService(Protocol):
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
         release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
-        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
+        (`after_cursor`) on any hub sharing the store. Server streaming; REST: server-sent events.
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
@@ -363,7 +363,7 @@ class LeaseServiceClient(ConnectClient):
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
         release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
-        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
+        (`after_cursor`) on any hub sharing the store. Server streaming; REST: server-sent events.
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
@@ -437,7 +437,7 @@ class LeaseServiceSync(Protocol):
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
         release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
-        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
+        (`after_cursor`) on any hub sharing the store. Server streaming; REST: server-sent events.
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
@@ -705,7 +705,7 @@ class LeaseServiceClientSync(ConnectClientSync):
         """
         Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
         release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
-        (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
+        (`after_cursor`) on any hub sharing the store. Server streaming; REST: server-sent events.
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """

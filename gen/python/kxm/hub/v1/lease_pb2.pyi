@@ -3,6 +3,7 @@ import datetime
 from google.api import annotations_pb2 as _annotations_pb2
 from google.api import field_behavior_pb2 as _field_behavior_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from kxm.hub.v1 import options_pb2 as _options_pb2
 from kxm.hub.v1 import presence_pb2 as _presence_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper

@@ -26,11 +26,12 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.api import field_behavior_pb2 as google_dot_api_dot_field__behavior__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 from kxm.hub.v1 import lease_pb2 as kxm_dot_hub_dot_v1_dot_lease__pb2
+from kxm.hub.v1 import options_pb2 as kxm_dot_hub_dot_v1_dot_options__pb2
 from kxm.hub.v1 import peer_pb2 as kxm_dot_hub_dot_v1_dot_peer__pb2
 from kxm.hub.v1 import presence_pb2 as kxm_dot_hub_dot_v1_dot_presence__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14kxm/hub/v1/ops.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x16\n\x14WatchProjectsRequest\"\x98\x01\n\x15WatchProjectsResponse\x12>\n\x08projects\x18\x01 \x01(\x0b\x32 .kxm.hub.v1.ListProjectsResponseH\x00R\x08projects\x12\x36\n\nkeep_alive\x18\x02 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent\"r\n\x18WatchOpenMessagesRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"\x8d\x01\n\x14OpenMessagesSnapshot\x12\x33\n\x08messages\x18\x01 \x03(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x08messages\x12\x14\n\x05total\x18\x02 \x01(\x05R\x05total\x12*\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"}\n\x11OpenMessageChange\x12\x35\n\x04kind\x18\x01 \x01(\x0e\x32!.kxm.hub.v1.OpenMessageChangeKindR\x04kind\x12\x31\n\x07message\x18\x02 \x01(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x07message\"\xed\x01\n\x19WatchOpenMessagesResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12>\n\x08snapshot\x18\x02 \x01(\x0b\x32 .kxm.hub.v1.OpenMessagesSnapshotH\x00R\x08snapshot\x12\x37\n\x06\x63hange\x18\x03 \x01(\x0b\x32\x1d.kxm.hub.v1.OpenMessageChangeH\x00R\x06\x63hange\x12\x36\n\nkeep_alive\x18\x04 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent\"j\n\x10WatchRunsRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"x\n\x0cRunsSnapshot\x12<\n\rhome_runtimes\x18\x01 \x03(\x0b\x32\x17.kxm.hub.v1.HomeRuntimeR\x0chomeRuntimes\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"a\n\tRunChange\x12&\n\x0fhome_runtime_id\x18\x01 \x01(\tR\rhomeRuntimeId\x12,\n\x03run\x18\x02 \x01(\x0b\x32\x1a.kxm.hub.v1.HomeRuntimeRunR\x03run\"\xbc\x01\n\tSyncAlert\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x1d\n\nruntime_id\x18\x02 \x01(\tR\truntimeId\x12\x1d\n\nproject_id\x18\x03 \x01(\tR\tprojectId\x12\x15\n\x06run_id\x18\x04 \x01(\tR\x05runId\x12\x1a\n\x08sequence\x18\x05 \x01(\x03R\x08sequence\x12*\n\x02\x61t\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"\x84\x02\n\x11WatchRunsResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12\x36\n\x08snapshot\x18\x02 \x01(\x0b\x32\x18.kxm.hub.v1.RunsSnapshotH\x00R\x08snapshot\x12/\n\x06\x63hange\x18\x03 \x01(\x0b\x32\x15.kxm.hub.v1.RunChangeH\x00R\x06\x63hange\x12\x36\n\nkeep_alive\x18\x04 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAlive\x12-\n\x05\x61lert\x18\x05 \x01(\x0b\x32\x15.kxm.hub.v1.SyncAlertH\x00R\x05\x61lertB\x07\n\x05\x65vent\"\x15\n\x13ListProjectsRequest\"\xca\x01\n\x0eProjectSummary\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x16\n\x06\x61gents\x18\x02 \x01(\x05R\x06\x61gents\x12#\n\ronline_agents\x18\x03 \x01(\x05R\x0conlineAgents\x12\x1f\n\x0bheld_leases\x18\x04 \x01(\x05R\nheldLeases\x12\x1b\n\thas_token\x18\x05 \x01(\x08R\x08hasToken\x12#\n\ropen_messages\x18\x06 \x01(\x05R\x0copenMessages\"N\n\x14ListProjectsResponse\x12\x36\n\x08projects\x18\x01 \x03(\x0b\x32\x1a.kxm.hub.v1.ProjectSummaryR\x08projects\"3\n\x12GetSnapshotRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\"\x8b\x04\n\x0bOpenMessage\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x31\n\x06status\x18\x02 \x01(\x0e\x32\x19.kxm.hub.v1.MessageStatusR\x06status\x12\x1b\n\tfrom_name\x18\x03 \x01(\tR\x08\x66romName\x12\x17\n\x07to_name\x18\x04 \x01(\tR\x06toName\x12\x30\n\x08\x64\x65livery\x18\x05 \x01(\x0e\x32\x14.kxm.hub.v1.DeliveryR\x08\x64\x65livery\x12\x39\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12*\n\x0e\x63orrelation_id\x18\x07 \x01(\tH\x00R\rcorrelationId\x88\x01\x01\x12\x39\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\x12\x42\n\x0c\x64\x65livered_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x01R\x0b\x64\x65liveredAt\x88\x01\x01\x12:\n\x08\x65nded_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02R\x07\x65ndedAt\x88\x01\x01\x42\x11\n\x0f_correlation_idB\x0f\n\r_delivered_atB\x0b\n\t_ended_at\"\xf5\x02\n\x0eHomeRuntimeRun\x12\x1d\n\nproject_id\x18\x01 \x01(\tR\tprojectId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12$\n\x0bworkflow_id\x18\x03 \x01(\tH\x00R\nworkflowId\x88\x01\x01\x12(\n\rdisplay_title\x18\x04 \x01(\tH\x01R\x0c\x64isplayTitle\x88\x01\x01\x12\x1b\n\x06status\x18\x05 \x01(\tH\x02R\x06status\x88\x01\x01\x12#\n\rlast_sequence\x18\x06 \x01(\x03R\x0clastSequence\x12\x1f\n\x0bpending_gap\x18\x07 \x01(\x08R\npendingGap\x12\"\n\nupdated_at\x18\x08 \x01(\tH\x03R\tupdatedAt\x88\x01\x01\x12\x1a\n\x08orphaned\x18\t \x01(\x08R\x08orphanedB\x0e\n\x0c_workflow_idB\x10\n\x0e_display_titleB\t\n\x07_statusB\r\n\x0b_updated_at\"\xaa\x03\n\x0bHomeRuntime\x12\x1d\n\nruntime_id\x18\x01 \x01(\tR\truntimeId\x12\x17\n\x04host\x18\x02 \x01(\tH\x00R\x04host\x88\x01\x01\x12\x42\n\x0cheartbeat_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x01R\x0bheartbeatAt\x88\x01\x01\x12I\n\x10lease_expires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02R\x0eleaseExpiresAt\x88\x01\x01\x12<\n\x08presence\x18\x05 \x01(\x0e\x32 .kxm.hub.v1.RuntimePresenceStateR\x08presence\x12\x1a\n\x08orphaned\x18\x06 \x01(\x08R\x08orphaned\x12.\n\x04runs\x18\x07 \x03(\x0b\x32\x1a.kxm.hub.v1.HomeRuntimeRunR\x04runs\x12\x1b\n\trun_total\x18\x08 \x01(\x05R\x08runTotalB\x07\n\x05_hostB\x0f\n\r_heartbeat_atB\x13\n\x11_lease_expires_at\"\xea\x02\n\x13GetSnapshotResponse\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x39\n\nfetched_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tfetchedAt\x12)\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\x12<\n\ropen_messages\x18\x04 \x03(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x0copenMessages\x12,\n\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n\rhome_runtimes\x18\x06 \x03(\x0b\x32\x17.kxm.hub.v1.HomeRuntimeR\x0chomeRuntimes\x12)\n\x06leases\x18\x07 \x03(\x0b\x32\x11.kxm.hub.v1.LeaseR\x06leases*\xb0\x01\n\x15OpenMessageChangeKind\x12(\n$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12!\n\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x12&\n\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x12\"\n\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x32\xeb\x03\n\nOpsService\x12h\n\x0bGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n\x0cListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projects\x12V\n\rWatchProjects\x12 .kxm.hub.v1.WatchProjectsRequest\x1a!.kxm.hub.v1.WatchProjectsResponse0\x01\x12\x62\n\x11WatchOpenMessages\x12$.kxm.hub.v1.WatchOpenMessagesRequest\x1a%.kxm.hub.v1.WatchOpenMessagesResponse0\x01\x12J\n\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse0\x01\x42\x34Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14kxm/hub/v1/ops.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x16\n\x14WatchProjectsRequest\"\x98\x01\n\x15WatchProjectsResponse\x12>\n\x08projects\x18\x01 \x01(\x0b\x32 .kxm.hub.v1.ListProjectsResponseH\x00R\x08projects\x12\x36\n\nkeep_alive\x18\x02 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent\"r\n\x18WatchOpenMessagesRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"\x8d\x01\n\x14OpenMessagesSnapshot\x12\x33\n\x08messages\x18\x01 \x03(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x08messages\x12\x14\n\x05total\x18\x02 \x01(\x05R\x05total\x12*\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"}\n\x11OpenMessageChange\x12\x35\n\x04kind\x18\x01 \x01(\x0e\x32!.kxm.hub.v1.OpenMessageChangeKindR\x04kind\x12\x31\n\x07message\x18\x02 \x01(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x07message\"\xed\x01\n\x19WatchOpenMessagesResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12>\n\x08snapshot\x18\x02 \x01(\x0b\x32 .kxm.hub.v1.OpenMessagesSnapshotH\x00R\x08snapshot\x12\x37\n\x06\x63hange\x18\x03 \x01(\x0b\x32\x1d.kxm.hub.v1.OpenMessageChangeH\x00R\x06\x63hange\x12\x36\n\nkeep_alive\x18\x04 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent\"j\n\x10WatchRunsRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"x\n\x0cRunsSnapshot\x12<\n\rhome_runtimes\x18\x01 \x03(\x0b\x32\x17.kxm.hub.v1.HomeRuntimeR\x0chomeRuntimes\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"a\n\tRunChange\x12&\n\x0fhome_runtime_id\x18\x01 \x01(\tR\rhomeRuntimeId\x12,\n\x03run\x18\x02 \x01(\x0b\x32\x1a.kxm.hub.v1.HomeRuntimeRunR\x03run\"\xbc\x01\n\tSyncAlert\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x1d\n\nruntime_id\x18\x02 \x01(\tR\truntimeId\x12\x1d\n\nproject_id\x18\x03 \x01(\tR\tprojectId\x12\x15\n\x06run_id\x18\x04 \x01(\tR\x05runId\x12\x1a\n\x08sequence\x18\x05 \x01(\x03R\x08sequence\x12*\n\x02\x61t\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"\x84\x02\n\x11WatchRunsResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12\x36\n\x08snapshot\x18\x02 \x01(\x0b\x32\x18.kxm.hub.v1.RunsSnapshotH\x00R\x08snapshot\x12/\n\x06\x63hange\x18\x03 \x01(\x0b\x32\x15.kxm.hub.v1.RunChangeH\x00R\x06\x63hange\x12\x36\n\nkeep_alive\x18\x04 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAlive\x12-\n\x05\x61lert\x18\x05 \x01(\x0b\x32\x15.kxm.hub.v1.SyncAlertH\x00R\x05\x61lertB\x07\n\x05\x65vent\"\x15\n\x13ListProjectsRequest\"\xca\x01\n\x0eProjectSummary\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x16\n\x06\x61gents\x18\x02 \x01(\x05R\x06\x61gents\x12#\n\ronline_agents\x18\x03 \x01(\x05R\x0conlineAgents\x12\x1f\n\x0bheld_leases\x18\x04 \x01(\x05R\nheldLeases\x12\x1b\n\thas_token\x18\x05 \x01(\x08R\x08hasToken\x12#\n\ropen_messages\x18\x06 \x01(\x05R\x0copenMessages\"N\n\x14ListProjectsResponse\x12\x36\n\x08projects\x18\x01 \x03(\x0b\x32\x1a.kxm.hub.v1.ProjectSummaryR\x08projects\"3\n\x12GetSnapshotRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\"\x8b\x04\n\x0bOpenMessage\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x31\n\x06status\x18\x02 \x01(\x0e\x32\x19.kxm.hub.v1.MessageStatusR\x06status\x12\x1b\n\tfrom_name\x18\x03 \x01(\tR\x08\x66romName\x12\x17\n\x07to_name\x18\x04 \x01(\tR\x06toName\x12\x30\n\x08\x64\x65livery\x18\x05 \x01(\x0e\x32\x14.kxm.hub.v1.DeliveryR\x08\x64\x65livery\x12\x39\n\ncreated_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tcreatedAt\x12*\n\x0e\x63orrelation_id\x18\x07 \x01(\tH\x00R\rcorrelationId\x88\x01\x01\x12\x39\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\x12\x42\n\x0c\x64\x65livered_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x01R\x0b\x64\x65liveredAt\x88\x01\x01\x12:\n\x08\x65nded_at\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02R\x07\x65ndedAt\x88\x01\x01\x42\x11\n\x0f_correlation_idB\x0f\n\r_delivered_atB\x0b\n\t_ended_at\"\xf5\x02\n\x0eHomeRuntimeRun\x12\x1d\n\nproject_id\x18\x01 \x01(\tR\tprojectId\x12\x15\n\x06run_id\x18\x02 \x01(\tR\x05runId\x12$\n\x0bworkflow_id\x18\x03 \x01(\tH\x00R\nworkflowId\x88\x01\x01\x12(\n\rdisplay_title\x18\x04 \x01(\tH\x01R\x0c\x64isplayTitle\x88\x01\x01\x12\x1b\n\x06status\x18\x05 \x01(\tH\x02R\x06status\x88\x01\x01\x12#\n\rlast_sequence\x18\x06 \x01(\x03R\x0clastSequence\x12\x1f\n\x0bpending_gap\x18\x07 \x01(\x08R\npendingGap\x12\"\n\nupdated_at\x18\x08 \x01(\tH\x03R\tupdatedAt\x88\x01\x01\x12\x1a\n\x08orphaned\x18\t \x01(\x08R\x08orphanedB\x0e\n\x0c_workflow_idB\x10\n\x0e_display_titleB\t\n\x07_statusB\r\n\x0b_updated_at\"\xaa\x03\n\x0bHomeRuntime\x12\x1d\n\nruntime_id\x18\x01 \x01(\tR\truntimeId\x12\x17\n\x04host\x18\x02 \x01(\tH\x00R\x04host\x88\x01\x01\x12\x42\n\x0cheartbeat_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x01R\x0bheartbeatAt\x88\x01\x01\x12I\n\x10lease_expires_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampH\x02R\x0eleaseExpiresAt\x88\x01\x01\x12<\n\x08presence\x18\x05 \x01(\x0e\x32 .kxm.hub.v1.RuntimePresenceStateR\x08presence\x12\x1a\n\x08orphaned\x18\x06 \x01(\x08R\x08orphaned\x12.\n\x04runs\x18\x07 \x03(\x0b\x32\x1a.kxm.hub.v1.HomeRuntimeRunR\x04runs\x12\x1b\n\trun_total\x18\x08 \x01(\x05R\x08runTotalB\x07\n\x05_hostB\x0f\n\r_heartbeat_atB\x13\n\x11_lease_expires_at\"\xea\x02\n\x13GetSnapshotResponse\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12\x39\n\nfetched_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\tfetchedAt\x12)\n\x06\x61gents\x18\x03 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\x12<\n\ropen_messages\x18\x04 \x03(\x0b\x32\x17.kxm.hub.v1.OpenMessageR\x0copenMessages\x12,\n\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n\rhome_runtimes\x18\x06 \x03(\x0b\x32\x17.kxm.hub.v1.HomeRuntimeR\x0chomeRuntimes\x12)\n\x06leases\x18\x07 \x03(\x0b\x32\x11.kxm.hub.v1.LeaseR\x06leases*\xd4\x01\n\x15OpenMessageChangeKind\x12(\n$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12+\n\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x1a\x08\xc2\xf3\x18\x04sent\x12\x35\n\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x1a\r\xc2\xf3\x18\tdelivered\x12-\n\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05\x65nded2\xbb\x04\n\nOpsService\x12h\n\x0bGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n\x0cListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projects\x12r\n\rWatchProjects\x12 .kxm.hub.v1.WatchProjectsRequest\x1a!.kxm.hub.v1.WatchProjectsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/projects0\x01\x12~\n\x11WatchOpenMessages\x12$.kxm.hub.v1.WatchOpenMessagesRequest\x1a%.kxm.hub.v1.WatchOpenMessagesResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/messages0\x01\x12\x62\n\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/watch/runs0\x01\x42\x34Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,6 +39,12 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kxm.hub.v1.ops_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1'
+  _globals['_OPENMESSAGECHANGEKIND'].values_by_name["OPEN_MESSAGE_CHANGE_KIND_SENT"]._loaded_options = None
+  _globals['_OPENMESSAGECHANGEKIND'].values_by_name["OPEN_MESSAGE_CHANGE_KIND_SENT"]._serialized_options = b'\302\363\030\004sent'
+  _globals['_OPENMESSAGECHANGEKIND'].values_by_name["OPEN_MESSAGE_CHANGE_KIND_DELIVERED"]._loaded_options = None
+  _globals['_OPENMESSAGECHANGEKIND'].values_by_name["OPEN_MESSAGE_CHANGE_KIND_DELIVERED"]._serialized_options = b'\302\363\030\tdelivered'
+  _globals['_OPENMESSAGECHANGEKIND'].values_by_name["OPEN_MESSAGE_CHANGE_KIND_ENDED"]._loaded_options = None
+  _globals['_OPENMESSAGECHANGEKIND'].values_by_name["OPEN_MESSAGE_CHANGE_KIND_ENDED"]._serialized_options = b'\302\363\030\005ended'
   _globals['_WATCHOPENMESSAGESREQUEST'].fields_by_name['project']._loaded_options = None
   _globals['_WATCHOPENMESSAGESREQUEST'].fields_by_name['project']._serialized_options = b'\340A\002'
   _globals['_WATCHRUNSREQUEST'].fields_by_name['project']._loaded_options = None
@@ -48,46 +55,52 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OPSSERVICE'].methods_by_name['GetSnapshot']._serialized_options = b'\202\323\344\223\002\022\022\020/v1/ops/snapshot'
   _globals['_OPSSERVICE'].methods_by_name['ListProjects']._loaded_options = None
   _globals['_OPSSERVICE'].methods_by_name['ListProjects']._serialized_options = b'\202\323\344\223\002\022\022\020/v1/ops/projects'
-  _globals['_OPENMESSAGECHANGEKIND']._serialized_start=3853
-  _globals['_OPENMESSAGECHANGEKIND']._serialized_end=4029
-  _globals['_WATCHPROJECTSREQUEST']._serialized_start=206
-  _globals['_WATCHPROJECTSREQUEST']._serialized_end=228
-  _globals['_WATCHPROJECTSRESPONSE']._serialized_start=231
-  _globals['_WATCHPROJECTSRESPONSE']._serialized_end=383
-  _globals['_WATCHOPENMESSAGESREQUEST']._serialized_start=385
-  _globals['_WATCHOPENMESSAGESREQUEST']._serialized_end=499
-  _globals['_OPENMESSAGESSNAPSHOT']._serialized_start=502
-  _globals['_OPENMESSAGESSNAPSHOT']._serialized_end=643
-  _globals['_OPENMESSAGECHANGE']._serialized_start=645
-  _globals['_OPENMESSAGECHANGE']._serialized_end=770
-  _globals['_WATCHOPENMESSAGESRESPONSE']._serialized_start=773
-  _globals['_WATCHOPENMESSAGESRESPONSE']._serialized_end=1010
-  _globals['_WATCHRUNSREQUEST']._serialized_start=1012
-  _globals['_WATCHRUNSREQUEST']._serialized_end=1118
-  _globals['_RUNSSNAPSHOT']._serialized_start=1120
-  _globals['_RUNSSNAPSHOT']._serialized_end=1240
-  _globals['_RUNCHANGE']._serialized_start=1242
-  _globals['_RUNCHANGE']._serialized_end=1339
-  _globals['_SYNCALERT']._serialized_start=1342
-  _globals['_SYNCALERT']._serialized_end=1530
-  _globals['_WATCHRUNSRESPONSE']._serialized_start=1533
-  _globals['_WATCHRUNSRESPONSE']._serialized_end=1793
-  _globals['_LISTPROJECTSREQUEST']._serialized_start=1795
-  _globals['_LISTPROJECTSREQUEST']._serialized_end=1816
-  _globals['_PROJECTSUMMARY']._serialized_start=1819
-  _globals['_PROJECTSUMMARY']._serialized_end=2021
-  _globals['_LISTPROJECTSRESPONSE']._serialized_start=2023
-  _globals['_LISTPROJECTSRESPONSE']._serialized_end=2101
-  _globals['_GETSNAPSHOTREQUEST']._serialized_start=2103
-  _globals['_GETSNAPSHOTREQUEST']._serialized_end=2154
-  _globals['_OPENMESSAGE']._serialized_start=2157
-  _globals['_OPENMESSAGE']._serialized_end=2680
-  _globals['_HOMERUNTIMERUN']._serialized_start=2683
-  _globals['_HOMERUNTIMERUN']._serialized_end=3056
-  _globals['_HOMERUNTIME']._serialized_start=3059
-  _globals['_HOMERUNTIME']._serialized_end=3485
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=3488
-  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=3850
-  _globals['_OPSSERVICE']._serialized_start=4032
-  _globals['_OPSSERVICE']._serialized_end=4523
+  _globals['_OPSSERVICE'].methods_by_name['WatchProjects']._loaded_options = None
+  _globals['_OPSSERVICE'].methods_by_name['WatchProjects']._serialized_options = b'\202\323\344\223\002\024\022\022/v1/watch/projects'
+  _globals['_OPSSERVICE'].methods_by_name['WatchOpenMessages']._loaded_options = None
+  _globals['_OPSSERVICE'].methods_by_name['WatchOpenMessages']._serialized_options = b'\202\323\344\223\002\024\022\022/v1/watch/messages'
+  _globals['_OPSSERVICE'].methods_by_name['WatchRuns']._loaded_options = None
+  _globals['_OPSSERVICE'].methods_by_name['WatchRuns']._serialized_options = b'\202\323\344\223\002\020\022\016/v1/watch/runs'
+  _globals['_OPENMESSAGECHANGEKIND']._serialized_start=3879
+  _globals['_OPENMESSAGECHANGEKIND']._serialized_end=4091
+  _globals['_WATCHPROJECTSREQUEST']._serialized_start=232
+  _globals['_WATCHPROJECTSREQUEST']._serialized_end=254
+  _globals['_WATCHPROJECTSRESPONSE']._serialized_start=257
+  _globals['_WATCHPROJECTSRESPONSE']._serialized_end=409
+  _globals['_WATCHOPENMESSAGESREQUEST']._serialized_start=411
+  _globals['_WATCHOPENMESSAGESREQUEST']._serialized_end=525
+  _globals['_OPENMESSAGESSNAPSHOT']._serialized_start=528
+  _globals['_OPENMESSAGESSNAPSHOT']._serialized_end=669
+  _globals['_OPENMESSAGECHANGE']._serialized_start=671
+  _globals['_OPENMESSAGECHANGE']._serialized_end=796
+  _globals['_WATCHOPENMESSAGESRESPONSE']._serialized_start=799
+  _globals['_WATCHOPENMESSAGESRESPONSE']._serialized_end=1036
+  _globals['_WATCHRUNSREQUEST']._serialized_start=1038
+  _globals['_WATCHRUNSREQUEST']._serialized_end=1144
+  _globals['_RUNSSNAPSHOT']._serialized_start=1146
+  _globals['_RUNSSNAPSHOT']._serialized_end=1266
+  _globals['_RUNCHANGE']._serialized_start=1268
+  _globals['_RUNCHANGE']._serialized_end=1365
+  _globals['_SYNCALERT']._serialized_start=1368
+  _globals['_SYNCALERT']._serialized_end=1556
+  _globals['_WATCHRUNSRESPONSE']._serialized_start=1559
+  _globals['_WATCHRUNSRESPONSE']._serialized_end=1819
+  _globals['_LISTPROJECTSREQUEST']._serialized_start=1821
+  _globals['_LISTPROJECTSREQUEST']._serialized_end=1842
+  _globals['_PROJECTSUMMARY']._serialized_start=1845
+  _globals['_PROJECTSUMMARY']._serialized_end=2047
+  _globals['_LISTPROJECTSRESPONSE']._serialized_start=2049
+  _globals['_LISTPROJECTSRESPONSE']._serialized_end=2127
+  _globals['_GETSNAPSHOTREQUEST']._serialized_start=2129
+  _globals['_GETSNAPSHOTREQUEST']._serialized_end=2180
+  _globals['_OPENMESSAGE']._serialized_start=2183
+  _globals['_OPENMESSAGE']._serialized_end=2706
+  _globals['_HOMERUNTIMERUN']._serialized_start=2709
+  _globals['_HOMERUNTIMERUN']._serialized_end=3082
+  _globals['_HOMERUNTIME']._serialized_start=3085
+  _globals['_HOMERUNTIME']._serialized_end=3511
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_start=3514
+  _globals['_GETSNAPSHOTRESPONSE']._serialized_end=3876
+  _globals['_OPSSERVICE']._serialized_start=4094
+  _globals['_OPSSERVICE']._serialized_end=4665
 # @@protoc_insertion_point(module_scope)

@@ -93,7 +93,7 @@ class PresenceService(Protocol):
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
         keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
-        sharing the store. Server streaming; no REST mapping.
+        sharing the store. Server streaming; REST: server-sent events (README "Streams over REST").
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
@@ -363,7 +363,7 @@ class PresenceServiceClient(ConnectClient):
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
         keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
-        sharing the store. Server streaming; no REST mapping.
+        sharing the store. Server streaming; REST: server-sent events (README "Streams over REST").
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
@@ -437,7 +437,7 @@ class PresenceServiceSync(Protocol):
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
         keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
-        sharing the store. Server streaming; no REST mapping.
+        sharing the store. Server streaming; REST: server-sent events (README "Streams over REST").
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """
@@ -705,7 +705,7 @@ class PresenceServiceClientSync(ConnectClientSync):
         Streams the project's presence: first a snapshot of agents and runtimes, then every change
         (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
         keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
-        sharing the store. Server streaming; no REST mapping.
+        sharing the store. Server streaming; REST: server-sent events (README "Streams over REST").
         Auth: agent, or a project/admin token naming `project`.
         Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
         """

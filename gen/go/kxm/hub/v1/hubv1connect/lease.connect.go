@@ -76,7 +76,7 @@ type LeaseServiceClient interface {
 	ListLeases(context.Context, *connect.Request[v1.ListLeasesRequest]) (*connect.Response[v1.ListLeasesResponse], error)
 	// Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
 	// release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
-	// (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
+	// (`after_cursor`) on any hub sharing the store. Server streaming; REST: server-sent events.
 	// Auth: agent, or a project/admin token naming `project`.
 	// Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
 	WatchLeases(context.Context, *connect.Request[v1.WatchLeasesRequest]) (*connect.ServerStreamForClient[v1.WatchLeasesResponse], error)
@@ -198,7 +198,7 @@ type LeaseServiceHandler interface {
 	ListLeases(context.Context, *connect.Request[v1.ListLeasesRequest]) (*connect.Response[v1.ListLeasesResponse], error)
 	// Streams the project's leases: a snapshot of the live ones, then every grant, renewal,
 	// release and takeover, with keep-alive frames while idle. Resumable from any frame's cursor
-	// (`after_cursor`) on any hub sharing the store. Server streaming; no REST mapping.
+	// (`after_cursor`) on any hub sharing the store. Server streaming; REST: server-sent events.
 	// Auth: agent, or a project/admin token naming `project`.
 	// Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
 	WatchLeases(context.Context, *connect.Request[v1.WatchLeasesRequest], *connect.ServerStream[v1.WatchLeasesResponse]) error

@@ -81,7 +81,7 @@ type PresenceServiceClient interface {
 	// Streams the project's presence: first a snapshot of agents and runtimes, then every change
 	// (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
 	// keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
-	// sharing the store. Server streaming; no REST mapping.
+	// sharing the store. Server streaming; REST: server-sent events (README "Streams over REST").
 	// Auth: agent, or a project/admin token naming `project`.
 	// Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
 	WatchPresence(context.Context, *connect.Request[v1.WatchPresenceRequest]) (*connect.ServerStreamForClient[v1.WatchPresenceResponse], error)
@@ -205,7 +205,7 @@ type PresenceServiceHandler interface {
 	// Streams the project's presence: first a snapshot of agents and runtimes, then every change
 	// (register, resume, unregister, stale, revival, runtime heartbeat and expiry), with
 	// keep-alive frames while idle. Resumable from any frame's cursor (`after_cursor`) on any hub
-	// sharing the store. Server streaming; no REST mapping.
+	// sharing the store. Server streaming; REST: server-sent events (README "Streams over REST").
 	// Auth: agent, or a project/admin token naming `project`.
 	// Errors: CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW (resume with its resumeAfterSeq).
 	WatchPresence(context.Context, *connect.Request[v1.WatchPresenceRequest], *connect.ServerStream[v1.WatchPresenceResponse]) error
