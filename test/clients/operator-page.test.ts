@@ -120,7 +120,10 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       const html = await index.text();
       expect(html).not.toMatch(/<script(?![^>]*\bsrc=)/); // no inline script
       const asset = /src="(\/assets\/app-[A-Z0-9]+\.js)"/.exec(html)![1]!;
-      expect((await fetch(`${t.baseUrl}${asset}`)).headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+      const script = await fetch(`${t.baseUrl}${asset}`);
+      expect(script.headers.get("cache-control")).toBe("public, max-age=31536000, immutable");
+      // The page stays light: its whole script, uncompressed, under 300 KiB.
+      expect((await script.arrayBuffer()).byteLength).toBeLessThan(300 * 1024);
 
       // A wrong token is refused with a clear message, and nothing is kept.
       await signIn(page, "not-the-token", "team/web");
@@ -222,8 +225,10 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       // The streams resumed by cursor: what happened while the page was away is there too.
       await view(page, "leases");
       await acquire(after, "deploy/main", 60_000);
-      await page.waitForSelector('tr[data-lease="deploy/main"][data-state=held]');
+      // The lapsed lease taken by another agent: marked as taken over, on the next token.
+      await page.waitForSelector('tr[data-lease="deploy/main"][data-state=held] .mark-taken-over');
       expect(await text(page, 'tr[data-lease="deploy/main"] .holder')).toBe("after-restart");
+      expect(await text(page, 'tr[data-lease="deploy/main"] .token')).toBe(String(deploy.lease.fencingToken + 1));
 
       // A narrow window: rows become cards.
       await view(page, "agents");
