@@ -59,5 +59,6 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.OpsService/WatchProjects": { kind: "adminConfigured" },
   "kxm.hub.v1.OpsService/WatchOpenMessages": operator,
   "kxm.hub.v1.OpsService/WatchRuns": operator,
+  "kxm.hub.v1.OpsService/WatchProject": operator,
   "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": { kind: "public" },
 };

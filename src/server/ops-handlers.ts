@@ -27,5 +27,6 @@ export function opsHandlers(operator: OperatorView, watches: WatchHandlers): Ser
     watchProjects: (req, ctx) => watches.watchProjects(req, ctx),
     watchOpenMessages: (req, ctx) => watches.watchOpenMessages(req, ctx),
     watchRuns: (req, ctx) => watches.watchRuns(req, ctx),
+    watchProject: (req, ctx) => watches.watchProject(req, ctx),
   };
 }

@@ -2,14 +2,16 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
 import type { Clock } from "../clock.js";
 import type { Bus } from "../events/bus.js";
+import { merge } from "../events/merge.js";
 import { watch, type ChangePage, type WatchFrame } from "../events/watch.js";
 import type { LeaseChange, Leases } from "../lease/leases.js";
 import type { Presence, PresenceChange } from "../presence/presence.js";
-import { create, type MessageShape } from "@bufbuild/protobuf";
+import { create, type MessageInitShape, type MessageShape } from "@bufbuild/protobuf";
 import { LeaseEventKind, WatchLeasesResponseSchema } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import {
   OpenMessageChangeKind,
   WatchOpenMessagesResponseSchema,
+  WatchProjectResponseSchema,
   WatchRunsResponseSchema,
   type WatchRunsResponse,
 } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
@@ -132,6 +134,8 @@ export function createWatchHandlers(deps: WatchDeps) {
       agentsActive?: boolean;
     },
     frame: { snapshot: (s: S, cursor: bigint, at: Timestamp) => F; change: (e: E) => F | F[] },
+    /** Ends the stream (default: the call's own signal). */
+    signal: AbortSignal = ctx.signal,
   ) {
     const { project, agentId } = watchedProject(ctx, req.project);
     const frames = watch({
@@ -141,7 +145,7 @@ export function createWatchHandlers(deps: WatchDeps) {
       afterCursor: afterCursor(req.afterCursor),
       snapshot: () => source.snapshot(project),
       read: (after, limit) => source.read(project, after, limit),
-      signal: ctx.signal,
+      signal,
       ...(source.agentsActive && agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
     });
     for await (const f of frames) {
@@ -157,8 +161,8 @@ export function createWatchHandlers(deps: WatchDeps) {
     }
   }
 
-  return {
-    watchPresence: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+  const handlers = {
+    watchPresence: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext, signal?: AbortSignal) =>
       served(
         ctx,
         req,
@@ -171,9 +175,10 @@ export function createWatchHandlers(deps: WatchDeps) {
             }),
           change: presenceFrames,
         },
+        signal,
       ),
 
-    watchLeases: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+    watchLeases: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext, signal?: AbortSignal) =>
       served(
         ctx,
         req,
@@ -183,9 +188,10 @@ export function createWatchHandlers(deps: WatchDeps) {
             create(WatchLeasesResponseSchema, { cursor, event: { case: "snapshot", value: { leases: s.map(leaseToProto), at } } }),
           change: leaseFrame,
         },
+        signal,
       ),
 
-    watchOpenMessages: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+    watchOpenMessages: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext, signal?: AbortSignal) =>
       served(
         ctx,
         req,
@@ -198,9 +204,10 @@ export function createWatchHandlers(deps: WatchDeps) {
             }),
           change: messageFrame,
         },
+        signal,
       ),
 
-    watchRuns: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext) =>
+    watchRuns: (req: { project: string; afterCursor?: bigint }, ctx: HandlerContext, signal?: AbortSignal) =>
       served(
         ctx,
         req,
@@ -210,7 +217,31 @@ export function createWatchHandlers(deps: WatchDeps) {
             create(WatchRunsResponseSchema, { cursor, event: { case: "snapshot", value: { homeRuntimes: s.map(homeRuntimeToProto), at } } }),
           change: runFrame,
         },
+        signal,
       ),
+
+    /** The four views of one project on one stream, each frame wrapped in its view's case. */
+    watchProject(
+      req: { project: string; presenceAfterCursor?: bigint; leasesAfterCursor?: bigint; messagesAfterCursor?: bigint; runsAfterCursor?: bigint },
+      ctx: HandlerContext,
+    ) {
+      const stop = new AbortController();
+      const signal = AbortSignal.any([ctx.signal, stop.signal]);
+      const as = <C extends "presence" | "leases" | "messages" | "runs", F>(view: C, frames: AsyncIterable<F>) =>
+        (async function* () {
+          for await (const value of frames) yield { event: { case: view, value } } as MessageInitShape<typeof WatchProjectResponseSchema>;
+        })();
+      const at = (afterCursor: bigint | undefined) => ({ project: req.project, ...(afterCursor !== undefined && { afterCursor }) });
+      return merge<MessageInitShape<typeof WatchProjectResponseSchema>>(
+        [
+          as("presence", handlers.watchPresence(at(req.presenceAfterCursor), ctx, signal)),
+          as("leases", handlers.watchLeases(at(req.leasesAfterCursor), ctx, signal)),
+          as("messages", handlers.watchOpenMessages(at(req.messagesAfterCursor), ctx, signal)),
+          as("runs", handlers.watchRuns(at(req.runsAfterCursor), ctx, signal)),
+        ],
+        stop,
+      );
+    },
 
     async *watchProjects(_req: unknown, ctx: HandlerContext) {
       for await (const f of deps.operator.watchProjects({ keepAliveMs: deps.keepAliveMs, signal: ctx.signal })) {
@@ -220,6 +251,7 @@ export function createWatchHandlers(deps: WatchDeps) {
       }
     },
   };
+  return handlers;
 }
 
 export type WatchHandlers = ReturnType<typeof createWatchHandlers>;

@@ -354,6 +354,13 @@ export const methodRows: MethodRow[] = [
     check: seesProbe("OPEN_MESSAGE_CHANGE_KIND_SENT"),
   },
   { rpc: "kxm.hub.v1.OpsService/WatchRuns", rule: operatorRule, request: () => ({ project: "alpha" }), expect: ok },
+  {
+    rpc: "kxm.hub.v1.OpsService/WatchProject",
+    rule: operatorRule,
+    request: () => ({ project: "alpha" }),
+    expect: ok,
+    check: seesProbe("xa-probe"),
+  },
 ];
 
 /** REST routes outside the proto (src/ops/http.ts). */

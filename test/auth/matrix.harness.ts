@@ -80,7 +80,9 @@ export async function callRpc(
     await midStream?.();
     await until(() => h.t.clock.sleepers >= 1, "an idle stream");
     h.t.clock.advance(KEEPALIVE_MS);
-    for (let r = await read(); !r.done && r.value.event.case !== "keepAlive"; r = await read());
+    // A keep-alive ends the read: the stream's own, or one of WatchProject's views'.
+    const keepAlive = (v: Json) => v.event.case === "keepAlive" || v.event.value?.event?.case === "keepAlive";
+    for (let r = await read(); !r.done && !keepAlive(r.value); r = await read());
     return { answer: "ok", text: JSON.stringify(frames), payload: frames, streamed: true };
   } catch (e) {
     const r = refusal(e);

@@ -8,9 +8,11 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { fromBinary } from "@bufbuild/protobuf";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HubConfig } from "../../src/config.js";
+import { WatchProjectRequestSchema, type WatchProjectRequest } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { syncEvent } from "../sync/fixtures.js";
@@ -80,8 +82,17 @@ const startHub = () => startTestHub({ clock, config: hubConfig() });
 
 const shot = (page: Page, name: string) => page.screenshot({ path: path.join(SCREENSHOTS, `${name}.png`), fullPage: true });
 
+/** What the page asked WatchProject for, in order (the binary Connect request, decoded). */
+const projectWatches: WatchProjectRequest[] = [];
+
 async function openPage(t: TestHub) {
   const page = await browser.newPage({ viewport: { width: 1100, height: 700 } });
+  page.on("request", (r) => {
+    if (!r.url().endsWith("/kxm.hub.v1.OpsService/WatchProject")) return;
+    const body = r.postDataBuffer();
+    // One Connect envelope: a flag byte, a 4-byte length, the message.
+    if (body) projectWatches.push(fromBinary(WatchProjectRequestSchema, body.subarray(5, 5 + body.readUInt32BE(1))));
+  });
   const problems: string[] = [];
   page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
   page.on("console", (m) => {
@@ -217,8 +228,16 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       await t.close();
       await page.waitForSelector("#link-state[data-state=reconnecting]");
       await shot(page, "9-reconnecting");
+      const watchesBefore = projectWatches.length;
       t = await startHub();
       await page.waitForSelector("#link-state[data-state=live]", { timeout: 15_000 });
+      // One stream for the four views, opened again with each view's cursor: a resume, not a reload.
+      const resumed = projectWatches.slice(watchesBefore).at(-1)!;
+      expect(resumed.project).toBe("team/web");
+      for (const cursor of [resumed.presenceAfterCursor, resumed.leasesAfterCursor, resumed.messagesAfterCursor, resumed.runsAfterCursor]) {
+        expect(cursor).toBeGreaterThan(0n);
+      }
+      expect(projectWatches[0]!.presenceAfterCursor).toBeUndefined();
       const after = await t.register("after-restart", "team/web", TOKENS["team/web"]);
       await page.waitForSelector('tr[data-agent="after-restart"][data-state=online]');
       expect(await page.evaluate(() => (window as unknown as { keptAcrossRestart?: string }).keptAcrossRestart)).toBe("yes");

@@ -11,7 +11,7 @@ import { withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { expectRestOk } from "../fixtures/rest.js";
 import { ms, refusalOf } from "../fixtures/rpc.js";
-import { Frames, idle, StreamScope, streamProtocols } from "../fixtures/streams.js";
+import { Frames, idle, StreamScope, streamProtocols, until } from "../fixtures/streams.js";
 import { syncEvent } from "../sync/fixtures.js";
 
 /**
@@ -180,6 +180,61 @@ describe.each(streamProtocols)("operator live views over $name", (protocol) => {
     const resumed = { cursor: atCut };
     expect((await next(r, resumed, "change")).run?.status).toBe("completed");
     expect((await next(r, resumed, "alert")).code).toBe("sync_sequence_reused");
+  });
+
+  it("WatchProject: the four views on one stream, each resuming from its own cursor", async () => {
+    await using t = await startTestHub({ config });
+    using s = new StreamScope();
+    const a = await t.register("alpha", "p", tokens.p);
+    const b = await t.register("beta", "p", tokens.p);
+    const w = s.add((signal) => ops(t, tokens.p).watchProject({ project: "p" }, { signal }));
+    const first = await w.take(4);
+    const views = (frames: typeof first) => frames.map((f) => [f.event.case, f.event.value?.event.case]);
+    expect(views(first).sort()).toEqual([
+      ["leases", "snapshot"],
+      ["messages", "snapshot"],
+      ["presence", "snapshot"],
+      ["runs", "snapshot"],
+    ]);
+    const cursors = Object.fromEntries(first.map((f) => [f.event.case, f.event.value!.cursor]));
+
+    await t.rest("/v1/leases/db/acquire", { json: { ttlMs: 60_000 }, headers: a.headers });
+    await send(t, a, b);
+    await heartbeat(t);
+    expect(views(await w.take(3))).toEqual([
+      ["leases", "change"],
+      ["messages", "change"],
+      ["presence", "runtime"],
+    ]);
+    w.close();
+    await until(() => t.clock.sleepers === 0, "every view's stream to end with the call");
+
+    // Resumed from the snapshot's cursors: a keep-alive per view at its cursor, then what it missed.
+    const r = s.add((signal) =>
+      ops(t, "admin").watchProject(
+        {
+          project: "p",
+          presenceAfterCursor: cursors.presence,
+          leasesAfterCursor: cursors.leases,
+          messagesAfterCursor: cursors.messages,
+          runsAfterCursor: cursors.runs,
+        },
+        { signal },
+      ),
+    );
+    const again = await r.take(7);
+    expect(again.filter((f) => f.event.value?.event.case === "keepAlive").map((f) => [f.event.case, f.event.value!.cursor]).sort()).toEqual(
+      Object.entries(cursors).sort(),
+    );
+    expect(views(again.filter((f) => f.event.value?.event.case !== "keepAlive")).sort()).toEqual([
+      ["leases", "change"],
+      ["messages", "change"],
+      ["presence", "runtime"],
+    ]);
+
+    // A cursor the hub does not have fails the whole stream: the page starts every view again.
+    const stale = s.add((signal) => ops(t, tokens.p).watchProject({ project: "p", runsAfterCursor: 999n }, { signal }));
+    expect(refusalOf(await stale.take(8).then(() => undefined, (x: unknown) => x)).reason).toBe("CURSOR_EXPIRED");
   });
 
   it("WatchProjects: the project list, again as a project's counts change; admin only", async () => {

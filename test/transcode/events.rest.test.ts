@@ -105,6 +105,26 @@ describe("server streams over REST as server-sent events", () => {
     await events.cancel();
   });
 
+  it("WatchProject: the four views' frames as events named by view, resumable by four query cursors", async () => {
+    await using t = await startTestHub({ config });
+    const events = await open(t, "/v1/watch/project?project=p", bearer(tokens.p));
+    const first = [(await events.next())!, (await events.next())!, (await events.next())!, (await events.next())!];
+    expect(first.map((e) => e.event).sort()).toEqual(["leases", "messages", "presence", "runs"]);
+    expect(first.every((e) => e.id === undefined && e.data[e.event].snapshot !== undefined)).toBe(true);
+    await events.cancel();
+    const cursor = (view: string) => first.find((e) => e.event === view)!.data[view].cursor;
+    const q = `presenceAfterCursor=${cursor("presence")}&leasesAfterCursor=${cursor("leases")}&messagesAfterCursor=${cursor("messages")}&runsAfterCursor=${cursor("runs")}`;
+    const resumed = await open(t, `/v1/watch/project?project=p&${q}`, bearer(tokens.p));
+    const again = [(await resumed.next())!, (await resumed.next())!, (await resumed.next())!, (await resumed.next())!];
+    expect(again.map((e) => [e.event, Object.keys(e.data[e.event])].flat()).sort()).toEqual([
+      ["leases", "cursor", "keepAlive"],
+      ["messages", "cursor", "keepAlive"],
+      ["presence", "cursor", "keepAlive"],
+      ["runs", "cursor", "keepAlive"],
+    ]);
+    await resumed.cancel();
+  });
+
   it("WatchProjects for the admin; its frames have no id", async () => {
     await using t = await startTestHub({ config });
     const events = await open(t, "/v1/watch/projects", bearer("admin"));

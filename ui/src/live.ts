@@ -17,11 +17,11 @@ export function reasonOf(e: unknown): string | undefined {
 const fatal = new Set(["INVALID_AUTH", "ADMIN_AUTH_NOT_CONFIGURED", "PROTOCOL_ERROR"]);
 
 export interface FollowOptions<F> {
-  /** Opens the stream after `cursor` (undefined: from a snapshot). */
-  open: (cursor: bigint | undefined, signal: AbortSignal) => AsyncIterable<F>;
-  /** A frame's cursor (streams without one always restart whole). */
-  cursorOf?: (frame: F) => bigint | undefined;
+  /** Opens the stream, from where the frames seen so far left it (the caller keeps the cursors). */
+  open: (signal: AbortSignal) => AsyncIterable<F>;
   onFrame: (frame: F) => void;
+  /** The hub no longer has the changes after a cursor (cursor_expired): start from snapshots. */
+  onExpired?: () => void;
   onState: (state: LinkState) => void;
   /** The hub refused the call for good (its ConnectError). */
   onRefused: (e: ConnectError) => void;
@@ -40,7 +40,6 @@ const sleep = (ms: number, signal: AbortSignal) =>
 
 /** Follows one stream until `signal` aborts or the hub refuses it. */
 export async function follow<F>(o: FollowOptions<F>, signal: AbortSignal): Promise<void> {
-  let cursor: bigint | undefined;
   let failures = 0;
   o.onState("connecting");
   while (!signal.aborted) {
@@ -54,18 +53,16 @@ export async function follow<F>(o: FollowOptions<F>, signal: AbortSignal): Promi
     };
     try {
       arm();
-      for await (const frame of o.open(cursor, call.signal)) {
+      for await (const frame of o.open(call.signal)) {
         arm();
         failures = 0;
-        const next = o.cursorOf?.(frame);
         o.onFrame(frame);
-        if (next !== undefined) cursor = next;
         o.onState("live");
       }
     } catch (e) {
       if (signal.aborted) break;
       const reason = reasonOf(e);
-      if (reason === "CURSOR_EXPIRED") cursor = undefined;
+      if (reason === "CURSOR_EXPIRED") o.onExpired?.();
       if (reason !== undefined && fatal.has(reason)) {
         o.onRefused(ConnectError.from(e));
         break;

@@ -5,7 +5,7 @@ import { render } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import "./style.css";
 import { follow, type LinkState } from "./live.js";
-import { ProjectModel, type StreamName } from "./model.js";
+import { ProjectModel } from "./model.js";
 import { clientsFor, forgetSession, refusalText, savedSession, saveSession, signIn, type Session } from "./session.js";
 import { AgentsView, AlertsView, LeasesView, MessagesView, ProjectsView, RunsView, type ProjectRow } from "./views.js";
 
@@ -136,7 +136,7 @@ function Projects({ session, onRefused, onSignOut }: { session: Session; onRefus
     const ops = clientsFor(session.token).ops;
     void follow(
       {
-        open: (_cursor, signal) => ops.watchProjects({}, { signal }),
+        open: (signal) => ops.watchProjects({}, { signal }),
         onFrame: (f) => {
           if (f.event.case === "projects") setRows(f.event.value.projects);
         },
@@ -168,19 +168,33 @@ function Project(props: { session: Session; project: string; view: ViewId; onRef
     if (model.prune()) setVersion((v) => v + 1);
   }, [tick, model]);
   useEffect(() => {
+    // The four views on one stream (WatchProject): a browser keeps six HTTP/1.1 connections per
+    // hub, so one per tab leaves room for other tabs and the page's own calls.
     const ac = new AbortController();
-    const c = clientsFor(session.token);
-    const common = (stream: StreamName) => ({
-      cursorOf: (f: { cursor: bigint }) => f.cursor,
-      onState: (s: LinkState) => model.setLink(stream, s),
-      onRefused: (e: unknown) => props.onRefused(refusalText(e, project)),
-      silenceMs,
-    });
-    const at = (cursor: bigint | undefined) => ({ project, ...(cursor !== undefined && { afterCursor: cursor }) });
-    void follow({ ...common("presence"), open: (cur, signal) => c.presence.watchPresence(at(cur), { signal }), onFrame: (f) => model.onPresence(f) }, ac.signal);
-    void follow({ ...common("leases"), open: (cur, signal) => c.leases.watchLeases(at(cur), { signal }), onFrame: (f) => model.onLeases(f) }, ac.signal);
-    void follow({ ...common("messages"), open: (cur, signal) => c.ops.watchOpenMessages(at(cur), { signal }), onFrame: (f) => model.onMessages(f) }, ac.signal);
-    void follow({ ...common("runs"), open: (cur, signal) => c.ops.watchRuns(at(cur), { signal }), onFrame: (f) => model.onRuns(f) }, ac.signal);
+    const ops = clientsFor(session.token).ops;
+    void follow(
+      {
+        open: (signal) => {
+          const c = model.cursors;
+          return ops.watchProject(
+            {
+              project,
+              presenceAfterCursor: c.presence,
+              leasesAfterCursor: c.leases,
+              messagesAfterCursor: c.messages,
+              runsAfterCursor: c.runs,
+            },
+            { signal },
+          );
+        },
+        onFrame: (f) => model.onProject(f),
+        onExpired: () => (model.cursors = {}),
+        onState: (s) => model.setLink(s),
+        onRefused: (e) => props.onRefused(refusalText(e, project)),
+        silenceMs,
+      },
+      ac.signal,
+    );
     return () => ac.abort();
   }, [model]);
 

@@ -12,6 +12,7 @@ import {
   type WatchRunsResponse,
 } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { RuntimePresenceState, type Agent, type RuntimePresence, type WatchPresenceResponse } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import type { WatchProjectResponse } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { HubClock, msOf, type LinkState } from "./live.js";
 
 /** How long (real time) a released lease or an ended message stays on screen, fading. */
@@ -57,7 +58,9 @@ export class ProjectModel {
   messageTotal = 0;
   readonly runtimes = new Map<string, RuntimeRow>();
   readonly alerts: AlertRow[] = [];
-  readonly links: Record<StreamName, LinkState> = { presence: "connecting", leases: "connecting", messages: "connecting", runs: "connecting" };
+  /** Where each view's frames have got to: the stream resumes from there after a reconnect. */
+  cursors: Partial<Record<StreamName, bigint>> = {};
+  link: LinkState = "connecting";
   private readonly listeners = new Set<() => void>();
 
   constructor(readonly project: string) {}
@@ -71,17 +74,21 @@ export class ProjectModel {
     for (const l of this.listeners) l();
   }
 
-  setLink(stream: StreamName, state: LinkState): void {
-    if (this.links[stream] === state) return;
-    this.links[stream] = state;
+  setLink(state: LinkState): void {
+    if (this.link === state) return;
+    this.link = state;
     this.changed();
   }
 
-  /** Live when every stream is; connecting until each has been once; else reconnecting. */
-  get link(): LinkState {
-    const states = Object.values(this.links);
-    if (states.every((s) => s === "live")) return "live";
-    return states.includes("reconnecting") ? "reconnecting" : "connecting";
+  /** A frame of WatchProject: one of the four views'; its cursor is where that view resumes. */
+  onProject(f: WatchProjectResponse): void {
+    const e = f.event;
+    if (e.case === undefined) return;
+    if (e.case === "presence") this.onPresence(e.value);
+    else if (e.case === "leases") this.onLeases(e.value);
+    else if (e.case === "messages") this.onMessages(e.value);
+    else this.onRuns(e.value);
+    this.cursors[e.case] = e.value.cursor;
   }
 
   private runtime(runtimeId: string): RuntimeRow {

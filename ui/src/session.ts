@@ -2,7 +2,6 @@
 // never put in a URL. The page talks to the hub it was served by, through its public API.
 import { ConnectError, createClient, type Client, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
-import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { reasonOf } from "./live.js";
@@ -17,7 +16,6 @@ export interface Session {
 export interface Clients {
   ops: Client<typeof OpsService>;
   presence: Client<typeof PresenceService>;
-  leases: Client<typeof LeaseService>;
 }
 
 const key = "kxm-hub.session";
@@ -31,7 +29,6 @@ export function clientsFor(token: string): Clients {
   return {
     ops: createClient(OpsService, transport),
     presence: createClient(PresenceService, transport),
-    leases: createClient(LeaseService, transport),
   };
 }
 

@@ -80,6 +80,209 @@ func (OpenMessageChangeKind) EnumDescriptor() ([]byte, []int) {
 	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
 }
 
+// WatchProject input.
+type WatchProjectRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Resume the presence frames after this cursor (unset: a snapshot).
+	PresenceAfterCursor *int64 `protobuf:"varint,2,opt,name=presence_after_cursor,json=presenceAfterCursor,proto3,oneof" json:"presence_after_cursor,omitempty"`
+	// Resume the lease frames after this cursor (unset: a snapshot).
+	LeasesAfterCursor *int64 `protobuf:"varint,3,opt,name=leases_after_cursor,json=leasesAfterCursor,proto3,oneof" json:"leases_after_cursor,omitempty"`
+	// Resume the open-message frames after this cursor (unset: a snapshot).
+	MessagesAfterCursor *int64 `protobuf:"varint,4,opt,name=messages_after_cursor,json=messagesAfterCursor,proto3,oneof" json:"messages_after_cursor,omitempty"`
+	// Resume the run frames after this cursor (unset: a snapshot).
+	RunsAfterCursor *int64 `protobuf:"varint,5,opt,name=runs_after_cursor,json=runsAfterCursor,proto3,oneof" json:"runs_after_cursor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WatchProjectRequest) Reset() {
+	*x = WatchProjectRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchProjectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchProjectRequest) ProtoMessage() {}
+
+func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
+func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *WatchProjectRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *WatchProjectRequest) GetPresenceAfterCursor() int64 {
+	if x != nil && x.PresenceAfterCursor != nil {
+		return *x.PresenceAfterCursor
+	}
+	return 0
+}
+
+func (x *WatchProjectRequest) GetLeasesAfterCursor() int64 {
+	if x != nil && x.LeasesAfterCursor != nil {
+		return *x.LeasesAfterCursor
+	}
+	return 0
+}
+
+func (x *WatchProjectRequest) GetMessagesAfterCursor() int64 {
+	if x != nil && x.MessagesAfterCursor != nil {
+		return *x.MessagesAfterCursor
+	}
+	return 0
+}
+
+func (x *WatchProjectRequest) GetRunsAfterCursor() int64 {
+	if x != nil && x.RunsAfterCursor != nil {
+		return *x.RunsAfterCursor
+	}
+	return 0
+}
+
+// One WatchProject frame: a frame of one of the four views.
+type WatchProjectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Which view it belongs to.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchProjectResponse_Presence
+	//	*WatchProjectResponse_Leases
+	//	*WatchProjectResponse_Messages
+	//	*WatchProjectResponse_Runs
+	Event         isWatchProjectResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchProjectResponse) Reset() {
+	*x = WatchProjectResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchProjectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchProjectResponse) ProtoMessage() {}
+
+func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
+func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *WatchProjectResponse) GetEvent() isWatchProjectResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetPresence() *WatchPresenceResponse {
+	if x != nil {
+		if x, ok := x.Event.(*WatchProjectResponse_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetLeases() *WatchLeasesResponse {
+	if x != nil {
+		if x, ok := x.Event.(*WatchProjectResponse_Leases); ok {
+			return x.Leases
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetMessages() *WatchOpenMessagesResponse {
+	if x != nil {
+		if x, ok := x.Event.(*WatchProjectResponse_Messages); ok {
+			return x.Messages
+		}
+	}
+	return nil
+}
+
+func (x *WatchProjectResponse) GetRuns() *WatchRunsResponse {
+	if x != nil {
+		if x, ok := x.Event.(*WatchProjectResponse_Runs); ok {
+			return x.Runs
+		}
+	}
+	return nil
+}
+
+type isWatchProjectResponse_Event interface {
+	isWatchProjectResponse_Event()
+}
+
+type WatchProjectResponse_Presence struct {
+	// A WatchPresence frame.
+	Presence *WatchPresenceResponse `protobuf:"bytes,1,opt,name=presence,proto3,oneof"`
+}
+
+type WatchProjectResponse_Leases struct {
+	// A WatchLeases frame.
+	Leases *WatchLeasesResponse `protobuf:"bytes,2,opt,name=leases,proto3,oneof"`
+}
+
+type WatchProjectResponse_Messages struct {
+	// A WatchOpenMessages frame.
+	Messages *WatchOpenMessagesResponse `protobuf:"bytes,3,opt,name=messages,proto3,oneof"`
+}
+
+type WatchProjectResponse_Runs struct {
+	// A WatchRuns frame.
+	Runs *WatchRunsResponse `protobuf:"bytes,4,opt,name=runs,proto3,oneof"`
+}
+
+func (*WatchProjectResponse_Presence) isWatchProjectResponse_Event() {}
+
+func (*WatchProjectResponse_Leases) isWatchProjectResponse_Event() {}
+
+func (*WatchProjectResponse_Messages) isWatchProjectResponse_Event() {}
+
+func (*WatchProjectResponse_Runs) isWatchProjectResponse_Event() {}
+
 // WatchProjects input (none).
 type WatchProjectsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -89,7 +292,7 @@ type WatchProjectsRequest struct {
 
 func (x *WatchProjectsRequest) Reset() {
 	*x = WatchProjectsRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -101,7 +304,7 @@ func (x *WatchProjectsRequest) String() string {
 func (*WatchProjectsRequest) ProtoMessage() {}
 
 func (x *WatchProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -114,7 +317,7 @@ func (x *WatchProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectsRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
 }
 
 // One WatchProjects frame.
@@ -133,7 +336,7 @@ type WatchProjectsResponse struct {
 
 func (x *WatchProjectsResponse) Reset() {
 	*x = WatchProjectsResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -145,7 +348,7 @@ func (x *WatchProjectsResponse) String() string {
 func (*WatchProjectsResponse) ProtoMessage() {}
 
 func (x *WatchProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -158,7 +361,7 @@ func (x *WatchProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectsResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WatchProjectsResponse) GetEvent() isWatchProjectsResponse_Event {
@@ -218,7 +421,7 @@ type WatchOpenMessagesRequest struct {
 
 func (x *WatchOpenMessagesRequest) Reset() {
 	*x = WatchOpenMessagesRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -230,7 +433,7 @@ func (x *WatchOpenMessagesRequest) String() string {
 func (*WatchOpenMessagesRequest) ProtoMessage() {}
 
 func (x *WatchOpenMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -243,7 +446,7 @@ func (x *WatchOpenMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOpenMessagesRequest.ProtoReflect.Descriptor instead.
 func (*WatchOpenMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WatchOpenMessagesRequest) GetProject() string {
@@ -275,7 +478,7 @@ type OpenMessagesSnapshot struct {
 
 func (x *OpenMessagesSnapshot) Reset() {
 	*x = OpenMessagesSnapshot{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +490,7 @@ func (x *OpenMessagesSnapshot) String() string {
 func (*OpenMessagesSnapshot) ProtoMessage() {}
 
 func (x *OpenMessagesSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +503,7 @@ func (x *OpenMessagesSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessagesSnapshot.ProtoReflect.Descriptor instead.
 func (*OpenMessagesSnapshot) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OpenMessagesSnapshot) GetMessages() []*OpenMessage {
@@ -337,7 +540,7 @@ type OpenMessageChange struct {
 
 func (x *OpenMessageChange) Reset() {
 	*x = OpenMessageChange{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -349,7 +552,7 @@ func (x *OpenMessageChange) String() string {
 func (*OpenMessageChange) ProtoMessage() {}
 
 func (x *OpenMessageChange) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -362,7 +565,7 @@ func (x *OpenMessageChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessageChange.ProtoReflect.Descriptor instead.
 func (*OpenMessageChange) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *OpenMessageChange) GetKind() OpenMessageChangeKind {
@@ -398,7 +601,7 @@ type WatchOpenMessagesResponse struct {
 
 func (x *WatchOpenMessagesResponse) Reset() {
 	*x = WatchOpenMessagesResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -410,7 +613,7 @@ func (x *WatchOpenMessagesResponse) String() string {
 func (*WatchOpenMessagesResponse) ProtoMessage() {}
 
 func (x *WatchOpenMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -423,7 +626,7 @@ func (x *WatchOpenMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOpenMessagesResponse.ProtoReflect.Descriptor instead.
 func (*WatchOpenMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{5}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchOpenMessagesResponse) GetCursor() int64 {
@@ -506,7 +709,7 @@ type WatchRunsRequest struct {
 
 func (x *WatchRunsRequest) Reset() {
 	*x = WatchRunsRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -518,7 +721,7 @@ func (x *WatchRunsRequest) String() string {
 func (*WatchRunsRequest) ProtoMessage() {}
 
 func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -531,7 +734,7 @@ func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunsRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{6}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WatchRunsRequest) GetProject() string {
@@ -561,7 +764,7 @@ type RunsSnapshot struct {
 
 func (x *RunsSnapshot) Reset() {
 	*x = RunsSnapshot{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +776,7 @@ func (x *RunsSnapshot) String() string {
 func (*RunsSnapshot) ProtoMessage() {}
 
 func (x *RunsSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +789,7 @@ func (x *RunsSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunsSnapshot.ProtoReflect.Descriptor instead.
 func (*RunsSnapshot) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{7}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RunsSnapshot) GetHomeRuntimes() []*HomeRuntime {
@@ -617,7 +820,7 @@ type RunChange struct {
 
 func (x *RunChange) Reset() {
 	*x = RunChange{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +832,7 @@ func (x *RunChange) String() string {
 func (*RunChange) ProtoMessage() {}
 
 func (x *RunChange) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +845,7 @@ func (x *RunChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunChange.ProtoReflect.Descriptor instead.
 func (*RunChange) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{8}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RunChange) GetHomeRuntimeId() string {
@@ -681,7 +884,7 @@ type SyncAlert struct {
 
 func (x *SyncAlert) Reset() {
 	*x = SyncAlert{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +896,7 @@ func (x *SyncAlert) String() string {
 func (*SyncAlert) ProtoMessage() {}
 
 func (x *SyncAlert) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +909,7 @@ func (x *SyncAlert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncAlert.ProtoReflect.Descriptor instead.
 func (*SyncAlert) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{9}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SyncAlert) GetCode() string {
@@ -771,7 +974,7 @@ type WatchRunsResponse struct {
 
 func (x *WatchRunsResponse) Reset() {
 	*x = WatchRunsResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +986,7 @@ func (x *WatchRunsResponse) String() string {
 func (*WatchRunsResponse) ProtoMessage() {}
 
 func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +999,7 @@ func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunsResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{10}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRunsResponse) GetCursor() int64 {
@@ -890,7 +1093,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1105,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1118,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{11}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{13}
 }
 
 // One project as ListProjects sees it.
@@ -939,7 +1142,7 @@ type ProjectSummary struct {
 
 func (x *ProjectSummary) Reset() {
 	*x = ProjectSummary{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1154,7 @@ func (x *ProjectSummary) String() string {
 func (*ProjectSummary) ProtoMessage() {}
 
 func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1167,7 @@ func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
 func (*ProjectSummary) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{12}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ProjectSummary) GetProject() string {
@@ -1020,7 +1223,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1235,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1248,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{13}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*ProjectSummary {
@@ -1066,7 +1269,7 @@ type GetSnapshotRequest struct {
 
 func (x *GetSnapshotRequest) Reset() {
 	*x = GetSnapshotRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1078,7 +1281,7 @@ func (x *GetSnapshotRequest) String() string {
 func (*GetSnapshotRequest) ProtoMessage() {}
 
 func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1091,7 +1294,7 @@ func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{14}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSnapshotRequest) GetProject() string {
@@ -1130,7 +1333,7 @@ type OpenMessage struct {
 
 func (x *OpenMessage) Reset() {
 	*x = OpenMessage{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1345,7 @@ func (x *OpenMessage) String() string {
 func (*OpenMessage) ProtoMessage() {}
 
 func (x *OpenMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1358,7 @@ func (x *OpenMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessage.ProtoReflect.Descriptor instead.
 func (*OpenMessage) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{15}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OpenMessage) GetId() string {
@@ -1255,7 +1458,7 @@ type HomeRuntimeRun struct {
 
 func (x *HomeRuntimeRun) Reset() {
 	*x = HomeRuntimeRun{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1267,7 +1470,7 @@ func (x *HomeRuntimeRun) String() string {
 func (*HomeRuntimeRun) ProtoMessage() {}
 
 func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1280,7 +1483,7 @@ func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntimeRun.ProtoReflect.Descriptor instead.
 func (*HomeRuntimeRun) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{16}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HomeRuntimeRun) GetProjectId() string {
@@ -1371,7 +1574,7 @@ type HomeRuntime struct {
 
 func (x *HomeRuntime) Reset() {
 	*x = HomeRuntime{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1383,7 +1586,7 @@ func (x *HomeRuntime) String() string {
 func (*HomeRuntime) ProtoMessage() {}
 
 func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1396,7 +1599,7 @@ func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntime.ProtoReflect.Descriptor instead.
 func (*HomeRuntime) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{17}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HomeRuntime) GetRuntimeId() string {
@@ -1478,7 +1681,7 @@ type GetSnapshotResponse struct {
 
 func (x *GetSnapshotResponse) Reset() {
 	*x = GetSnapshotResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1693,7 @@ func (x *GetSnapshotResponse) String() string {
 func (*GetSnapshotResponse) ProtoMessage() {}
 
 func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1706,7 @@ func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{18}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSnapshotResponse) GetProject() string {
@@ -1560,7 +1763,23 @@ var File_kxm_hub_v1_ops_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"\x14kxm/hub/v1/ops.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x16\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\xee\x02\n" +
+	"\x13WatchProjectRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x127\n" +
+	"\x15presence_after_cursor\x18\x02 \x01(\x03H\x00R\x13presenceAfterCursor\x88\x01\x01\x123\n" +
+	"\x13leases_after_cursor\x18\x03 \x01(\x03H\x01R\x11leasesAfterCursor\x88\x01\x01\x127\n" +
+	"\x15messages_after_cursor\x18\x04 \x01(\x03H\x02R\x13messagesAfterCursor\x88\x01\x01\x12/\n" +
+	"\x11runs_after_cursor\x18\x05 \x01(\x03H\x03R\x0frunsAfterCursor\x88\x01\x01B\x18\n" +
+	"\x16_presence_after_cursorB\x16\n" +
+	"\x14_leases_after_cursorB\x18\n" +
+	"\x16_messages_after_cursorB\x14\n" +
+	"\x12_runs_after_cursor\"\x95\x02\n" +
+	"\x14WatchProjectResponse\x12?\n" +
+	"\bpresence\x18\x01 \x01(\v2!.kxm.hub.v1.WatchPresenceResponseH\x00R\bpresence\x129\n" +
+	"\x06leases\x18\x02 \x01(\v2\x1f.kxm.hub.v1.WatchLeasesResponseH\x00R\x06leases\x12C\n" +
+	"\bmessages\x18\x03 \x01(\v2%.kxm.hub.v1.WatchOpenMessagesResponseH\x00R\bmessages\x123\n" +
+	"\x04runs\x18\x04 \x01(\v2\x1d.kxm.hub.v1.WatchRunsResponseH\x00R\x04runsB\a\n" +
+	"\x05event\"\x16\n" +
 	"\x14WatchProjectsRequest\"\x98\x01\n" +
 	"\x15WatchProjectsResponse\x12>\n" +
 	"\bprojects\x18\x01 \x01(\v2 .kxm.hub.v1.ListProjectsResponseH\x00R\bprojects\x126\n" +
@@ -1686,14 +1905,15 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12+\n" +
 	"\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x1a\b\xc2\xf3\x18\x04sent\x125\n" +
 	"\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x1a\r\xc2\xf3\x18\tdelivered\x12-\n" +
-	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05ended2\xbb\x04\n" +
+	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05ended2\xab\x05\n" +
 	"\n" +
 	"OpsService\x12h\n" +
 	"\vGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n" +
 	"\fListProjects\x12\x1f.kxm.hub.v1.ListProjectsRequest\x1a .kxm.hub.v1.ListProjectsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/projects\x12r\n" +
 	"\rWatchProjects\x12 .kxm.hub.v1.WatchProjectsRequest\x1a!.kxm.hub.v1.WatchProjectsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/projects0\x01\x12~\n" +
 	"\x11WatchOpenMessages\x12$.kxm.hub.v1.WatchOpenMessagesRequest\x1a%.kxm.hub.v1.WatchOpenMessagesResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/messages0\x01\x12b\n" +
-	"\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/watch/runs0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/watch/runs0\x01\x12n\n" +
+	"\fWatchProject\x12\x1f.kxm.hub.v1.WatchProjectRequest\x1a .kxm.hub.v1.WatchProjectResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/watch/project0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_ops_proto_rawDescOnce sync.Once
@@ -1708,85 +1928,95 @@ func file_kxm_hub_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_kxm_hub_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_kxm_hub_v1_ops_proto_goTypes = []any{
 	(OpenMessageChangeKind)(0),        // 0: kxm.hub.v1.OpenMessageChangeKind
-	(*WatchProjectsRequest)(nil),      // 1: kxm.hub.v1.WatchProjectsRequest
-	(*WatchProjectsResponse)(nil),     // 2: kxm.hub.v1.WatchProjectsResponse
-	(*WatchOpenMessagesRequest)(nil),  // 3: kxm.hub.v1.WatchOpenMessagesRequest
-	(*OpenMessagesSnapshot)(nil),      // 4: kxm.hub.v1.OpenMessagesSnapshot
-	(*OpenMessageChange)(nil),         // 5: kxm.hub.v1.OpenMessageChange
-	(*WatchOpenMessagesResponse)(nil), // 6: kxm.hub.v1.WatchOpenMessagesResponse
-	(*WatchRunsRequest)(nil),          // 7: kxm.hub.v1.WatchRunsRequest
-	(*RunsSnapshot)(nil),              // 8: kxm.hub.v1.RunsSnapshot
-	(*RunChange)(nil),                 // 9: kxm.hub.v1.RunChange
-	(*SyncAlert)(nil),                 // 10: kxm.hub.v1.SyncAlert
-	(*WatchRunsResponse)(nil),         // 11: kxm.hub.v1.WatchRunsResponse
-	(*ListProjectsRequest)(nil),       // 12: kxm.hub.v1.ListProjectsRequest
-	(*ProjectSummary)(nil),            // 13: kxm.hub.v1.ProjectSummary
-	(*ListProjectsResponse)(nil),      // 14: kxm.hub.v1.ListProjectsResponse
-	(*GetSnapshotRequest)(nil),        // 15: kxm.hub.v1.GetSnapshotRequest
-	(*OpenMessage)(nil),               // 16: kxm.hub.v1.OpenMessage
-	(*HomeRuntimeRun)(nil),            // 17: kxm.hub.v1.HomeRuntimeRun
-	(*HomeRuntime)(nil),               // 18: kxm.hub.v1.HomeRuntime
-	(*GetSnapshotResponse)(nil),       // 19: kxm.hub.v1.GetSnapshotResponse
-	(*KeepAlive)(nil),                 // 20: kxm.hub.v1.KeepAlive
-	(*timestamppb.Timestamp)(nil),     // 21: google.protobuf.Timestamp
-	(MessageStatus)(0),                // 22: kxm.hub.v1.MessageStatus
-	(Delivery)(0),                     // 23: kxm.hub.v1.Delivery
-	(RuntimePresenceState)(0),         // 24: kxm.hub.v1.RuntimePresenceState
-	(*Agent)(nil),                     // 25: kxm.hub.v1.Agent
-	(*Lease)(nil),                     // 26: kxm.hub.v1.Lease
+	(*WatchProjectRequest)(nil),       // 1: kxm.hub.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),      // 2: kxm.hub.v1.WatchProjectResponse
+	(*WatchProjectsRequest)(nil),      // 3: kxm.hub.v1.WatchProjectsRequest
+	(*WatchProjectsResponse)(nil),     // 4: kxm.hub.v1.WatchProjectsResponse
+	(*WatchOpenMessagesRequest)(nil),  // 5: kxm.hub.v1.WatchOpenMessagesRequest
+	(*OpenMessagesSnapshot)(nil),      // 6: kxm.hub.v1.OpenMessagesSnapshot
+	(*OpenMessageChange)(nil),         // 7: kxm.hub.v1.OpenMessageChange
+	(*WatchOpenMessagesResponse)(nil), // 8: kxm.hub.v1.WatchOpenMessagesResponse
+	(*WatchRunsRequest)(nil),          // 9: kxm.hub.v1.WatchRunsRequest
+	(*RunsSnapshot)(nil),              // 10: kxm.hub.v1.RunsSnapshot
+	(*RunChange)(nil),                 // 11: kxm.hub.v1.RunChange
+	(*SyncAlert)(nil),                 // 12: kxm.hub.v1.SyncAlert
+	(*WatchRunsResponse)(nil),         // 13: kxm.hub.v1.WatchRunsResponse
+	(*ListProjectsRequest)(nil),       // 14: kxm.hub.v1.ListProjectsRequest
+	(*ProjectSummary)(nil),            // 15: kxm.hub.v1.ProjectSummary
+	(*ListProjectsResponse)(nil),      // 16: kxm.hub.v1.ListProjectsResponse
+	(*GetSnapshotRequest)(nil),        // 17: kxm.hub.v1.GetSnapshotRequest
+	(*OpenMessage)(nil),               // 18: kxm.hub.v1.OpenMessage
+	(*HomeRuntimeRun)(nil),            // 19: kxm.hub.v1.HomeRuntimeRun
+	(*HomeRuntime)(nil),               // 20: kxm.hub.v1.HomeRuntime
+	(*GetSnapshotResponse)(nil),       // 21: kxm.hub.v1.GetSnapshotResponse
+	(*WatchPresenceResponse)(nil),     // 22: kxm.hub.v1.WatchPresenceResponse
+	(*WatchLeasesResponse)(nil),       // 23: kxm.hub.v1.WatchLeasesResponse
+	(*KeepAlive)(nil),                 // 24: kxm.hub.v1.KeepAlive
+	(*timestamppb.Timestamp)(nil),     // 25: google.protobuf.Timestamp
+	(MessageStatus)(0),                // 26: kxm.hub.v1.MessageStatus
+	(Delivery)(0),                     // 27: kxm.hub.v1.Delivery
+	(RuntimePresenceState)(0),         // 28: kxm.hub.v1.RuntimePresenceState
+	(*Agent)(nil),                     // 29: kxm.hub.v1.Agent
+	(*Lease)(nil),                     // 30: kxm.hub.v1.Lease
 }
 var file_kxm_hub_v1_ops_proto_depIdxs = []int32{
-	14, // 0: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
-	20, // 1: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	16, // 2: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
-	21, // 3: kxm.hub.v1.OpenMessagesSnapshot.at:type_name -> google.protobuf.Timestamp
-	0,  // 4: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
-	16, // 5: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
-	4,  // 6: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
-	5,  // 7: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
-	20, // 8: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	18, // 9: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	21, // 10: kxm.hub.v1.RunsSnapshot.at:type_name -> google.protobuf.Timestamp
-	17, // 11: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
-	21, // 12: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
-	8,  // 13: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
-	9,  // 14: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
-	20, // 15: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	10, // 16: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
-	13, // 17: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
-	22, // 18: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
-	23, // 19: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
-	21, // 20: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
-	21, // 21: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
-	21, // 22: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
-	21, // 23: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
-	21, // 24: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
-	21, // 25: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
-	24, // 26: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
-	17, // 27: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
-	21, // 28: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	25, // 29: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
-	16, // 30: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
-	18, // 31: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	26, // 32: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
-	15, // 33: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
-	12, // 34: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
-	1,  // 35: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
-	3,  // 36: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
-	7,  // 37: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
-	19, // 38: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
-	14, // 39: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
-	2,  // 40: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
-	6,  // 41: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
-	11, // 42: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
-	38, // [38:43] is the sub-list for method output_type
-	33, // [33:38] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	22, // 0: kxm.hub.v1.WatchProjectResponse.presence:type_name -> kxm.hub.v1.WatchPresenceResponse
+	23, // 1: kxm.hub.v1.WatchProjectResponse.leases:type_name -> kxm.hub.v1.WatchLeasesResponse
+	8,  // 2: kxm.hub.v1.WatchProjectResponse.messages:type_name -> kxm.hub.v1.WatchOpenMessagesResponse
+	13, // 3: kxm.hub.v1.WatchProjectResponse.runs:type_name -> kxm.hub.v1.WatchRunsResponse
+	16, // 4: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
+	24, // 5: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	18, // 6: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
+	25, // 7: kxm.hub.v1.OpenMessagesSnapshot.at:type_name -> google.protobuf.Timestamp
+	0,  // 8: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
+	18, // 9: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
+	6,  // 10: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
+	7,  // 11: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
+	24, // 12: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	20, // 13: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	25, // 14: kxm.hub.v1.RunsSnapshot.at:type_name -> google.protobuf.Timestamp
+	19, // 15: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
+	25, // 16: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
+	10, // 17: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
+	11, // 18: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
+	24, // 19: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	12, // 20: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
+	15, // 21: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
+	26, // 22: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
+	27, // 23: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
+	25, // 24: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
+	25, // 25: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 26: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
+	25, // 27: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
+	25, // 28: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
+	25, // 29: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
+	28, // 30: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
+	19, // 31: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
+	25, // 32: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	29, // 33: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
+	18, // 34: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
+	20, // 35: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	30, // 36: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
+	17, // 37: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
+	14, // 38: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
+	3,  // 39: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
+	5,  // 40: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
+	9,  // 41: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
+	1,  // 42: kxm.hub.v1.OpsService.WatchProject:input_type -> kxm.hub.v1.WatchProjectRequest
+	21, // 43: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
+	16, // 44: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
+	4,  // 45: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
+	8,  // 46: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
+	13, // 47: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
+	2,  // 48: kxm.hub.v1.OpsService.WatchProject:output_type -> kxm.hub.v1.WatchProjectResponse
+	43, // [43:49] is the sub-list for method output_type
+	37, // [37:43] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_ops_proto_init() }
@@ -1798,33 +2028,40 @@ func file_kxm_hub_v1_ops_proto_init() {
 	file_kxm_hub_v1_options_proto_init()
 	file_kxm_hub_v1_peer_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
+	file_kxm_hub_v1_ops_proto_msgTypes[0].OneofWrappers = []any{}
 	file_kxm_hub_v1_ops_proto_msgTypes[1].OneofWrappers = []any{
+		(*WatchProjectResponse_Presence)(nil),
+		(*WatchProjectResponse_Leases)(nil),
+		(*WatchProjectResponse_Messages)(nil),
+		(*WatchProjectResponse_Runs)(nil),
+	}
+	file_kxm_hub_v1_ops_proto_msgTypes[3].OneofWrappers = []any{
 		(*WatchProjectsResponse_Projects)(nil),
 		(*WatchProjectsResponse_KeepAlive)(nil),
 	}
-	file_kxm_hub_v1_ops_proto_msgTypes[2].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[5].OneofWrappers = []any{
+	file_kxm_hub_v1_ops_proto_msgTypes[4].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[7].OneofWrappers = []any{
 		(*WatchOpenMessagesResponse_Snapshot)(nil),
 		(*WatchOpenMessagesResponse_Change)(nil),
 		(*WatchOpenMessagesResponse_KeepAlive)(nil),
 	}
-	file_kxm_hub_v1_ops_proto_msgTypes[6].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[10].OneofWrappers = []any{
+	file_kxm_hub_v1_ops_proto_msgTypes[8].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[12].OneofWrappers = []any{
 		(*WatchRunsResponse_Snapshot)(nil),
 		(*WatchRunsResponse_Change)(nil),
 		(*WatchRunsResponse_KeepAlive)(nil),
 		(*WatchRunsResponse_Alert)(nil),
 	}
-	file_kxm_hub_v1_ops_proto_msgTypes[15].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[16].OneofWrappers = []any{}
 	file_kxm_hub_v1_ops_proto_msgTypes[17].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[18].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[19].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_ops_proto_rawDesc), len(file_kxm_hub_v1_ops_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .ops_pb2 import GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse, WatchOpenMessagesRequest, WatchOpenMessagesResponse, WatchProjectsRequest, WatchProjectsResponse, WatchRunsRequest, WatchRunsResponse
+from .ops_pb2 import GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse, WatchOpenMessagesRequest, WatchOpenMessagesResponse, WatchProjectRequest, WatchProjectResponse, WatchProjectsRequest, WatchProjectsResponse, WatchRunsRequest, WatchRunsResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -87,6 +87,18 @@ class OpsService(Protocol):
         presence is not online; WatchPresence tells when that changes. Resumes by cursor.
         Authentication: the admin token or the project's own token (an open hub: none).
         Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_project(self, request: WatchProjectRequest, ctx: RequestContext[WatchProjectRequest, WatchProjectResponse], /) -> AsyncIterator[WatchProjectResponse]:
+        """
+        One project's four live views on one connection: the frames of WatchPresence, WatchLeases,
+        WatchOpenMessages and WatchRuns, each in its own order, interleaved as they come. Each
+        resumes from its own cursor. A browser on plain HTTP/1.1 keeps six connections per hub, so a
+        page watching a project uses one, not four.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
+        them all again), SUBSCRIBER_TOO_SLOW.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -158,6 +170,17 @@ class OpsServiceASGIApplication(ConnectASGIApplication[OpsService]):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=svc.watch_runs,
+                ),
+                "/kxm.hub.v1.OpsService/WatchProject": Endpoint.server_stream(
+                    method=MethodInfo(
+                        name="WatchProject",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchProjectRequest,
+                        output=WatchProjectResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=svc.watch_project,
                 ),
             },
             interceptors=interceptors,
@@ -334,6 +357,35 @@ class OpsServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    def watch_project(
+        self,
+        request: WatchProjectRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> AsyncIterator[WatchProjectResponse]:
+        """
+        One project's four live views on one connection: the frames of WatchPresence, WatchLeases,
+        WatchOpenMessages and WatchRuns, each in its own order, interleaved as they come. Each
+        resumes from its own cursor. A browser on plain HTTP/1.1 keeps six connections per hub, so a
+        page watching a project uses one, not four.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
+        them all again), SUBSCRIBER_TOO_SLOW.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchProject",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchProjectRequest,
+                output=WatchProjectResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OpsServiceSync(Protocol):
     """
@@ -385,6 +437,18 @@ class OpsServiceSync(Protocol):
         presence is not online; WatchPresence tells when that changes. Resumes by cursor.
         Authentication: the admin token or the project's own token (an open hub: none).
         Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def watch_project(self, request: WatchProjectRequest, ctx: RequestContext[WatchProjectRequest, WatchProjectResponse], /) -> Iterator[WatchProjectResponse]:
+        """
+        One project's four live views on one connection: the frames of WatchPresence, WatchLeases,
+        WatchOpenMessages and WatchRuns, each in its own order, interleaved as they come. Each
+        resumes from its own cursor. A browser on plain HTTP/1.1 keeps six connections per hub, so a
+        page watching a project uses one, not four.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
+        them all again), SUBSCRIBER_TOO_SLOW.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -454,6 +518,17 @@ class OpsServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=service.watch_runs,
+                ),
+                "/kxm.hub.v1.OpsService/WatchProject": EndpointSync.server_stream(
+                    method=MethodInfo(
+                        name="WatchProject",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=WatchProjectRequest,
+                        output=WatchProjectResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.SERVER_STREAM,
+                    ),
+                    function=service.watch_project,
                 ),
             },
             interceptors=interceptors,
@@ -624,6 +699,35 @@ class OpsServiceClientSync(ConnectClientSync):
                 service_name="kxm.hub.v1.OpsService",
                 input=WatchRunsRequest,
                 output=WatchRunsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def watch_project(
+        self,
+        request: WatchProjectRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> Iterator[WatchProjectResponse]:
+        """
+        One project's four live views on one connection: the frames of WatchPresence, WatchLeases,
+        WatchOpenMessages and WatchRuns, each in its own order, interleaved as they come. Each
+        resumes from its own cursor. A browser on plain HTTP/1.1 keeps six connections per hub, so a
+        page watching a project uses one, not four.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
+        them all again), SUBSCRIBER_TOO_SLOW.
+        """
+        return self.execute_server_stream(
+            request=request,
+            method=MethodInfo(
+                name="WatchProject",
+                service_name="kxm.hub.v1.OpsService",
+                input=WatchProjectRequest,
+                output=WatchProjectResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.SERVER_STREAM,
             ),

@@ -27,6 +27,32 @@ OPEN_MESSAGE_CHANGE_KIND_SENT: OpenMessageChangeKind
 OPEN_MESSAGE_CHANGE_KIND_DELIVERED: OpenMessageChangeKind
 OPEN_MESSAGE_CHANGE_KIND_ENDED: OpenMessageChangeKind
 
+class WatchProjectRequest(_message.Message):
+    __slots__ = ("project", "presence_after_cursor", "leases_after_cursor", "messages_after_cursor", "runs_after_cursor")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    PRESENCE_AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LEASES_AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    RUNS_AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    presence_after_cursor: int
+    leases_after_cursor: int
+    messages_after_cursor: int
+    runs_after_cursor: int
+    def __init__(self, project: _Optional[str] = ..., presence_after_cursor: _Optional[int] = ..., leases_after_cursor: _Optional[int] = ..., messages_after_cursor: _Optional[int] = ..., runs_after_cursor: _Optional[int] = ...) -> None: ...
+
+class WatchProjectResponse(_message.Message):
+    __slots__ = ("presence", "leases", "messages", "runs")
+    PRESENCE_FIELD_NUMBER: _ClassVar[int]
+    LEASES_FIELD_NUMBER: _ClassVar[int]
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    presence: _presence_pb2.WatchPresenceResponse
+    leases: _lease_pb2.WatchLeasesResponse
+    messages: WatchOpenMessagesResponse
+    runs: WatchRunsResponse
+    def __init__(self, presence: _Optional[_Union[_presence_pb2.WatchPresenceResponse, _Mapping]] = ..., leases: _Optional[_Union[_lease_pb2.WatchLeasesResponse, _Mapping]] = ..., messages: _Optional[_Union[WatchOpenMessagesResponse, _Mapping]] = ..., runs: _Optional[_Union[WatchRunsResponse, _Mapping]] = ...) -> None: ...
+
 class WatchProjectsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

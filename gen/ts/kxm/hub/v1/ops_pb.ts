@@ -8,12 +8,12 @@ import { file_google_api_annotations } from "../../../google/api/annotations_pb.
 import { file_google_api_field_behavior } from "../../../google/api/field_behavior_pb.js";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
-import type { Lease } from "./lease_pb.js";
+import type { Lease, WatchLeasesResponse } from "./lease_pb.js";
 import { file_kxm_hub_v1_lease } from "./lease_pb.js";
 import { file_kxm_hub_v1_options } from "./options_pb.js";
 import type { Delivery, MessageStatus } from "./peer_pb.js";
 import { file_kxm_hub_v1_peer } from "./peer_pb.js";
-import type { Agent, KeepAlive, RuntimePresenceState } from "./presence_pb.js";
+import type { Agent, KeepAlive, RuntimePresenceState, WatchPresenceResponse } from "./presence_pb.js";
 import { file_kxm_hub_v1_presence } from "./presence_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -21,7 +21,109 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/ops.proto.
  */
 export const file_kxm_hub_v1_ops: GenFile = /*@__PURE__*/
-  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSIWChRXYXRjaFByb2plY3RzUmVxdWVzdCKDAQoVV2F0Y2hQcm9qZWN0c1Jlc3BvbnNlEjQKCHByb2plY3RzGAEgASgLMiAua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXNwb25zZUgAEisKCmtlZXBfYWxpdmUYAiABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50IlwKGFdhdGNoT3Blbk1lc3NhZ2VzUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJ4ChRPcGVuTWVzc2FnZXNTbmFwc2hvdBIpCghtZXNzYWdlcxgBIAMoCzIXLmt4bS5odWIudjEuT3Blbk1lc3NhZ2USDQoFdG90YWwYAiABKAUSJgoCYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm4KEU9wZW5NZXNzYWdlQ2hhbmdlEi8KBGtpbmQYASABKA4yIS5reG0uaHViLnYxLk9wZW5NZXNzYWdlQ2hhbmdlS2luZBIoCgdtZXNzYWdlGAIgASgLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZSLIAQoZV2F0Y2hPcGVuTWVzc2FnZXNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSNAoIc25hcHNob3QYAiABKAsyIC5reG0uaHViLnYxLk9wZW5NZXNzYWdlc1NuYXBzaG90SAASLwoGY2hhbmdlGAMgASgLMh0ua3htLmh1Yi52MS5PcGVuTWVzc2FnZUNoYW5nZUgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50IlQKEFdhdGNoUnVuc1JlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhkKDGFmdGVyX2N1cnNvchgCIAEoA0gAiAEBQg8KDV9hZnRlcl9jdXJzb3IiZgoMUnVuc1NuYXBzaG90Ei4KDWhvbWVfcnVudGltZXMYASADKAsyFy5reG0uaHViLnYxLkhvbWVSdW50aW1lEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNCglSdW5DaGFuZ2USFwoPaG9tZV9ydW50aW1lX2lkGAEgASgJEicKA3J1bhgCIAEoCzIaLmt4bS5odWIudjEuSG9tZVJ1bnRpbWVSdW4iiwEKCVN5bmNBbGVydBIMCgRjb2RlGAEgASgJEhIKCnJ1bnRpbWVfaWQYAiABKAkSEgoKcHJvamVjdF9pZBgDIAEoCRIOCgZydW5faWQYBCABKAkSEAoIc2VxdWVuY2UYBSABKAMSJgoCYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChFXYXRjaFJ1bnNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSLAoIc25hcHNob3QYAiABKAsyGC5reG0uaHViLnYxLlJ1bnNTbmFwc2hvdEgAEicKBmNoYW5nZRgDIAEoCzIVLmt4bS5odWIudjEuUnVuQ2hhbmdlSAASKwoKa2VlcF9hbGl2ZRgEIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSAASJgoFYWxlcnQYBSABKAsyFS5reG0uaHViLnYxLlN5bmNBbGVydEgAQgcKBWV2ZW50IhUKE0xpc3RQcm9qZWN0c1JlcXVlc3QihwEKDlByb2plY3RTdW1tYXJ5Eg8KB3Byb2plY3QYASABKAkSDgoGYWdlbnRzGAIgASgFEhUKDW9ubGluZV9hZ2VudHMYAyABKAUSEwoLaGVsZF9sZWFzZXMYBCABKAUSEQoJaGFzX3Rva2VuGAUgASgIEhUKDW9wZW5fbWVzc2FnZXMYBiABKAUiRAoUTGlzdFByb2plY3RzUmVzcG9uc2USLAoIcHJvamVjdHMYASADKAsyGi5reG0uaHViLnYxLlByb2plY3RTdW1tYXJ5IioKEkdldFNuYXBzaG90UmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQIiqAMKC09wZW5NZXNzYWdlEgoKAmlkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIRCglmcm9tX25hbWUYAyABKAkSDwoHdG9fbmFtZRgEIAEoCRImCghkZWxpdmVyeRgFIAEoDjIULmt4bS5odWIudjEuRGVsaXZlcnkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoOY29ycmVsYXRpb25faWQYByABKAlIAIgBARIuCgpleHBpcmVzX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgxkZWxpdmVyZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQESMQoIZW5kZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQFCEQoPX2NvcnJlbGF0aW9uX2lkQg8KDV9kZWxpdmVyZWRfYXRCCwoJX2VuZGVkX2F0IpICCg5Ib21lUnVudGltZVJ1bhISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIYCgt3b3JrZmxvd19pZBgDIAEoCUgAiAEBEhoKDWRpc3BsYXlfdGl0bGUYBCABKAlIAYgBARITCgZzdGF0dXMYBSABKAlIAogBARIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEhMKC3BlbmRpbmdfZ2FwGAcgASgIEhcKCnVwZGF0ZWRfYXQYCCABKAlIA4gBARIQCghvcnBoYW5lZBgJIAEoCEIOCgxfd29ya2Zsb3dfaWRCEAoOX2Rpc3BsYXlfdGl0bGVCCQoHX3N0YXR1c0INCgtfdXBkYXRlZF9hdCLYAgoLSG9tZVJ1bnRpbWUSEgoKcnVudGltZV9pZBgBIAEoCRIRCgRob3N0GAIgASgJSACIAQESNQoMaGVhcnRiZWF0X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjkKEGxlYXNlX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQESMgoIcHJlc2VuY2UYBSABKA4yIC5reG0uaHViLnYxLlJ1bnRpbWVQcmVzZW5jZVN0YXRlEhAKCG9ycGhhbmVkGAYgASgIEigKBHJ1bnMYByADKAsyGi5reG0uaHViLnYxLkhvbWVSdW50aW1lUnVuEhEKCXJ1bl90b3RhbBgIIAEoBUIHCgVfaG9zdEIPCg1faGVhcnRiZWF0X2F0QhMKEV9sZWFzZV9leHBpcmVzX2F0IpgCChNHZXRTbmFwc2hvdFJlc3BvbnNlEg8KB3Byb2plY3QYASABKAkSLgoKZmV0Y2hlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoGYWdlbnRzGAMgAygLMhEua3htLmh1Yi52MS5BZ2VudBIuCg1vcGVuX21lc3NhZ2VzGAQgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRIaChJvcGVuX21lc3NhZ2VfdG90YWwYBSABKAUSLgoNaG9tZV9ydW50aW1lcxgGIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSIQoGbGVhc2VzGAcgAygLMhEua3htLmh1Yi52MS5MZWFzZSrUAQoVT3Blbk1lc3NhZ2VDaGFuZ2VLaW5kEigKJE9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEisKHU9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9TRU5UEAEaCMLzGARzZW50EjUKIk9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9ERUxJVkVSRUQQAhoNwvMYCWRlbGl2ZXJlZBItCh5PUEVOX01FU1NBR0VfQ0hBTkdFX0tJTkRfRU5ERUQQAxoJwvMYBWVuZGVkMrsECgpPcHNTZXJ2aWNlEmgKC0dldFNuYXBzaG90Eh4ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlcXVlc3QaHy5reG0uaHViLnYxLkdldFNuYXBzaG90UmVzcG9uc2UiGILT5JMCEhIQL3YxL29wcy9zbmFwc2hvdBJrCgxMaXN0UHJvamVjdHMSHy5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaIC5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvcHJvamVjdHMScgoNV2F0Y2hQcm9qZWN0cxIgLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0c1JlcXVlc3QaIS5reG0uaHViLnYxLldhdGNoUHJvamVjdHNSZXNwb25zZSIagtPkkwIUEhIvdjEvd2F0Y2gvcHJvamVjdHMwARJ+ChFXYXRjaE9wZW5NZXNzYWdlcxIkLmt4bS5odWIudjEuV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0GiUua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlIhqC0+STAhQSEi92MS93YXRjaC9tZXNzYWdlczABEmIKCVdhdGNoUnVucxIcLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVxdWVzdBodLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVzcG9uc2UiFoLT5JMCEBIOL3YxL3dhdGNoL3J1bnMwAUI0WjJnaXRodWIuY29tL2t4bS1kZXYva3htLWh1Yi9nZW4vZ28va3htL2h1Yi92MTtodWJ2MWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_options, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSKXAgoTV2F0Y2hQcm9qZWN0UmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISIgoVcHJlc2VuY2VfYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQESIAoTbGVhc2VzX2FmdGVyX2N1cnNvchgDIAEoA0gBiAEBEiIKFW1lc3NhZ2VzX2FmdGVyX2N1cnNvchgEIAEoA0gCiAEBEh4KEXJ1bnNfYWZ0ZXJfY3Vyc29yGAUgASgDSAOIAQFCGAoWX3ByZXNlbmNlX2FmdGVyX2N1cnNvckIWChRfbGVhc2VzX2FmdGVyX2N1cnNvckIYChZfbWVzc2FnZXNfYWZ0ZXJfY3Vyc29yQhQKEl9ydW5zX2FmdGVyX2N1cnNvciLzAQoUV2F0Y2hQcm9qZWN0UmVzcG9uc2USNQoIcHJlc2VuY2UYASABKAsyIS5reG0uaHViLnYxLldhdGNoUHJlc2VuY2VSZXNwb25zZUgAEjEKBmxlYXNlcxgCIAEoCzIfLmt4bS5odWIudjEuV2F0Y2hMZWFzZXNSZXNwb25zZUgAEjkKCG1lc3NhZ2VzGAMgASgLMiUua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlSAASLQoEcnVucxgEIAEoCzIdLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVzcG9uc2VIAEIHCgVldmVudCIWChRXYXRjaFByb2plY3RzUmVxdWVzdCKDAQoVV2F0Y2hQcm9qZWN0c1Jlc3BvbnNlEjQKCHByb2plY3RzGAEgASgLMiAua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXNwb25zZUgAEisKCmtlZXBfYWxpdmUYAiABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50IlwKGFdhdGNoT3Blbk1lc3NhZ2VzUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJ4ChRPcGVuTWVzc2FnZXNTbmFwc2hvdBIpCghtZXNzYWdlcxgBIAMoCzIXLmt4bS5odWIudjEuT3Blbk1lc3NhZ2USDQoFdG90YWwYAiABKAUSJgoCYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm4KEU9wZW5NZXNzYWdlQ2hhbmdlEi8KBGtpbmQYASABKA4yIS5reG0uaHViLnYxLk9wZW5NZXNzYWdlQ2hhbmdlS2luZBIoCgdtZXNzYWdlGAIgASgLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZSLIAQoZV2F0Y2hPcGVuTWVzc2FnZXNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSNAoIc25hcHNob3QYAiABKAsyIC5reG0uaHViLnYxLk9wZW5NZXNzYWdlc1NuYXBzaG90SAASLwoGY2hhbmdlGAMgASgLMh0ua3htLmh1Yi52MS5PcGVuTWVzc2FnZUNoYW5nZUgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50IlQKEFdhdGNoUnVuc1JlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhkKDGFmdGVyX2N1cnNvchgCIAEoA0gAiAEBQg8KDV9hZnRlcl9jdXJzb3IiZgoMUnVuc1NuYXBzaG90Ei4KDWhvbWVfcnVudGltZXMYASADKAsyFy5reG0uaHViLnYxLkhvbWVSdW50aW1lEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNCglSdW5DaGFuZ2USFwoPaG9tZV9ydW50aW1lX2lkGAEgASgJEicKA3J1bhgCIAEoCzIaLmt4bS5odWIudjEuSG9tZVJ1bnRpbWVSdW4iiwEKCVN5bmNBbGVydBIMCgRjb2RlGAEgASgJEhIKCnJ1bnRpbWVfaWQYAiABKAkSEgoKcHJvamVjdF9pZBgDIAEoCRIOCgZydW5faWQYBCABKAkSEAoIc2VxdWVuY2UYBSABKAMSJgoCYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChFXYXRjaFJ1bnNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSLAoIc25hcHNob3QYAiABKAsyGC5reG0uaHViLnYxLlJ1bnNTbmFwc2hvdEgAEicKBmNoYW5nZRgDIAEoCzIVLmt4bS5odWIudjEuUnVuQ2hhbmdlSAASKwoKa2VlcF9hbGl2ZRgEIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSAASJgoFYWxlcnQYBSABKAsyFS5reG0uaHViLnYxLlN5bmNBbGVydEgAQgcKBWV2ZW50IhUKE0xpc3RQcm9qZWN0c1JlcXVlc3QihwEKDlByb2plY3RTdW1tYXJ5Eg8KB3Byb2plY3QYASABKAkSDgoGYWdlbnRzGAIgASgFEhUKDW9ubGluZV9hZ2VudHMYAyABKAUSEwoLaGVsZF9sZWFzZXMYBCABKAUSEQoJaGFzX3Rva2VuGAUgASgIEhUKDW9wZW5fbWVzc2FnZXMYBiABKAUiRAoUTGlzdFByb2plY3RzUmVzcG9uc2USLAoIcHJvamVjdHMYASADKAsyGi5reG0uaHViLnYxLlByb2plY3RTdW1tYXJ5IioKEkdldFNuYXBzaG90UmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQIiqAMKC09wZW5NZXNzYWdlEgoKAmlkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIRCglmcm9tX25hbWUYAyABKAkSDwoHdG9fbmFtZRgEIAEoCRImCghkZWxpdmVyeRgFIAEoDjIULmt4bS5odWIudjEuRGVsaXZlcnkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoOY29ycmVsYXRpb25faWQYByABKAlIAIgBARIuCgpleHBpcmVzX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgxkZWxpdmVyZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQESMQoIZW5kZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQFCEQoPX2NvcnJlbGF0aW9uX2lkQg8KDV9kZWxpdmVyZWRfYXRCCwoJX2VuZGVkX2F0IpICCg5Ib21lUnVudGltZVJ1bhISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIYCgt3b3JrZmxvd19pZBgDIAEoCUgAiAEBEhoKDWRpc3BsYXlfdGl0bGUYBCABKAlIAYgBARITCgZzdGF0dXMYBSABKAlIAogBARIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEhMKC3BlbmRpbmdfZ2FwGAcgASgIEhcKCnVwZGF0ZWRfYXQYCCABKAlIA4gBARIQCghvcnBoYW5lZBgJIAEoCEIOCgxfd29ya2Zsb3dfaWRCEAoOX2Rpc3BsYXlfdGl0bGVCCQoHX3N0YXR1c0INCgtfdXBkYXRlZF9hdCLYAgoLSG9tZVJ1bnRpbWUSEgoKcnVudGltZV9pZBgBIAEoCRIRCgRob3N0GAIgASgJSACIAQESNQoMaGVhcnRiZWF0X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjkKEGxlYXNlX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQESMgoIcHJlc2VuY2UYBSABKA4yIC5reG0uaHViLnYxLlJ1bnRpbWVQcmVzZW5jZVN0YXRlEhAKCG9ycGhhbmVkGAYgASgIEigKBHJ1bnMYByADKAsyGi5reG0uaHViLnYxLkhvbWVSdW50aW1lUnVuEhEKCXJ1bl90b3RhbBgIIAEoBUIHCgVfaG9zdEIPCg1faGVhcnRiZWF0X2F0QhMKEV9sZWFzZV9leHBpcmVzX2F0IpgCChNHZXRTbmFwc2hvdFJlc3BvbnNlEg8KB3Byb2plY3QYASABKAkSLgoKZmV0Y2hlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoGYWdlbnRzGAMgAygLMhEua3htLmh1Yi52MS5BZ2VudBIuCg1vcGVuX21lc3NhZ2VzGAQgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRIaChJvcGVuX21lc3NhZ2VfdG90YWwYBSABKAUSLgoNaG9tZV9ydW50aW1lcxgGIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSIQoGbGVhc2VzGAcgAygLMhEua3htLmh1Yi52MS5MZWFzZSrUAQoVT3Blbk1lc3NhZ2VDaGFuZ2VLaW5kEigKJE9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEisKHU9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9TRU5UEAEaCMLzGARzZW50EjUKIk9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9ERUxJVkVSRUQQAhoNwvMYCWRlbGl2ZXJlZBItCh5PUEVOX01FU1NBR0VfQ0hBTkdFX0tJTkRfRU5ERUQQAxoJwvMYBWVuZGVkMqsFCgpPcHNTZXJ2aWNlEmgKC0dldFNuYXBzaG90Eh4ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlcXVlc3QaHy5reG0uaHViLnYxLkdldFNuYXBzaG90UmVzcG9uc2UiGILT5JMCEhIQL3YxL29wcy9zbmFwc2hvdBJrCgxMaXN0UHJvamVjdHMSHy5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaIC5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvcHJvamVjdHMScgoNV2F0Y2hQcm9qZWN0cxIgLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0c1JlcXVlc3QaIS5reG0uaHViLnYxLldhdGNoUHJvamVjdHNSZXNwb25zZSIagtPkkwIUEhIvdjEvd2F0Y2gvcHJvamVjdHMwARJ+ChFXYXRjaE9wZW5NZXNzYWdlcxIkLmt4bS5odWIudjEuV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0GiUua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlIhqC0+STAhQSEi92MS93YXRjaC9tZXNzYWdlczABEmIKCVdhdGNoUnVucxIcLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVxdWVzdBodLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVzcG9uc2UiFoLT5JMCEBIOL3YxL3dhdGNoL3J1bnMwARJuCgxXYXRjaFByb2plY3QSHy5reG0uaHViLnYxLldhdGNoUHJvamVjdFJlcXVlc3QaIC5reG0uaHViLnYxLldhdGNoUHJvamVjdFJlc3BvbnNlIhmC0+STAhMSES92MS93YXRjaC9wcm9qZWN0MAFCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_options, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+
+/**
+ * WatchProject input.
+ *
+ * @generated from message kxm.hub.v1.WatchProjectRequest
+ */
+export type WatchProjectRequest = Message<"kxm.hub.v1.WatchProjectRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * Resume the presence frames after this cursor (unset: a snapshot).
+   *
+   * @generated from field: optional int64 presence_after_cursor = 2;
+   */
+  presenceAfterCursor?: bigint | undefined;
+
+  /**
+   * Resume the lease frames after this cursor (unset: a snapshot).
+   *
+   * @generated from field: optional int64 leases_after_cursor = 3;
+   */
+  leasesAfterCursor?: bigint | undefined;
+
+  /**
+   * Resume the open-message frames after this cursor (unset: a snapshot).
+   *
+   * @generated from field: optional int64 messages_after_cursor = 4;
+   */
+  messagesAfterCursor?: bigint | undefined;
+
+  /**
+   * Resume the run frames after this cursor (unset: a snapshot).
+   *
+   * @generated from field: optional int64 runs_after_cursor = 5;
+   */
+  runsAfterCursor?: bigint | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchProjectRequest.
+ * Use `create(WatchProjectRequestSchema)` to create a new message.
+ */
+export const WatchProjectRequestSchema: GenMessage<WatchProjectRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 0);
+
+/**
+ * One WatchProject frame: a frame of one of the four views.
+ *
+ * @generated from message kxm.hub.v1.WatchProjectResponse
+ */
+export type WatchProjectResponse = Message<"kxm.hub.v1.WatchProjectResponse"> & {
+  /**
+   * Which view it belongs to.
+   *
+   * @generated from oneof kxm.hub.v1.WatchProjectResponse.event
+   */
+  event: {
+    /**
+     * A WatchPresence frame.
+     *
+     * @generated from field: kxm.hub.v1.WatchPresenceResponse presence = 1;
+     */
+    value: WatchPresenceResponse;
+    case: "presence";
+  } | {
+    /**
+     * A WatchLeases frame.
+     *
+     * @generated from field: kxm.hub.v1.WatchLeasesResponse leases = 2;
+     */
+    value: WatchLeasesResponse;
+    case: "leases";
+  } | {
+    /**
+     * A WatchOpenMessages frame.
+     *
+     * @generated from field: kxm.hub.v1.WatchOpenMessagesResponse messages = 3;
+     */
+    value: WatchOpenMessagesResponse;
+    case: "messages";
+  } | {
+    /**
+     * A WatchRuns frame.
+     *
+     * @generated from field: kxm.hub.v1.WatchRunsResponse runs = 4;
+     */
+    value: WatchRunsResponse;
+    case: "runs";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message kxm.hub.v1.WatchProjectResponse.
+ * Use `create(WatchProjectResponseSchema)` to create a new message.
+ */
+export const WatchProjectResponseSchema: GenMessage<WatchProjectResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 1);
 
 /**
  * WatchProjects input (none).
@@ -36,7 +138,7 @@ export type WatchProjectsRequest = Message<"kxm.hub.v1.WatchProjectsRequest"> & 
  * Use `create(WatchProjectsRequestSchema)` to create a new message.
  */
 export const WatchProjectsRequestSchema: GenMessage<WatchProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 0);
+  messageDesc(file_kxm_hub_v1_ops, 2);
 
 /**
  * One WatchProjects frame.
@@ -73,7 +175,7 @@ export type WatchProjectsResponse = Message<"kxm.hub.v1.WatchProjectsResponse"> 
  * Use `create(WatchProjectsResponseSchema)` to create a new message.
  */
 export const WatchProjectsResponseSchema: GenMessage<WatchProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 1);
+  messageDesc(file_kxm_hub_v1_ops, 3);
 
 /**
  * WatchOpenMessages input.
@@ -102,7 +204,7 @@ export type WatchOpenMessagesRequest = Message<"kxm.hub.v1.WatchOpenMessagesRequ
  * Use `create(WatchOpenMessagesRequestSchema)` to create a new message.
  */
 export const WatchOpenMessagesRequestSchema: GenMessage<WatchOpenMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 2);
+  messageDesc(file_kxm_hub_v1_ops, 4);
 
 /**
  * The open messages of a project.
@@ -137,7 +239,7 @@ export type OpenMessagesSnapshot = Message<"kxm.hub.v1.OpenMessagesSnapshot"> & 
  * Use `create(OpenMessagesSnapshotSchema)` to create a new message.
  */
 export const OpenMessagesSnapshotSchema: GenMessage<OpenMessagesSnapshot> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 3);
+  messageDesc(file_kxm_hub_v1_ops, 5);
 
 /**
  * One message's change.
@@ -165,7 +267,7 @@ export type OpenMessageChange = Message<"kxm.hub.v1.OpenMessageChange"> & {
  * Use `create(OpenMessageChangeSchema)` to create a new message.
  */
 export const OpenMessageChangeSchema: GenMessage<OpenMessageChange> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 4);
+  messageDesc(file_kxm_hub_v1_ops, 6);
 
 /**
  * One WatchOpenMessages frame.
@@ -217,7 +319,7 @@ export type WatchOpenMessagesResponse = Message<"kxm.hub.v1.WatchOpenMessagesRes
  * Use `create(WatchOpenMessagesResponseSchema)` to create a new message.
  */
 export const WatchOpenMessagesResponseSchema: GenMessage<WatchOpenMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 5);
+  messageDesc(file_kxm_hub_v1_ops, 7);
 
 /**
  * WatchRuns input.
@@ -246,7 +348,7 @@ export type WatchRunsRequest = Message<"kxm.hub.v1.WatchRunsRequest"> & {
  * Use `create(WatchRunsRequestSchema)` to create a new message.
  */
 export const WatchRunsRequestSchema: GenMessage<WatchRunsRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 6);
+  messageDesc(file_kxm_hub_v1_ops, 8);
 
 /**
  * The runs of a project.
@@ -274,7 +376,7 @@ export type RunsSnapshot = Message<"kxm.hub.v1.RunsSnapshot"> & {
  * Use `create(RunsSnapshotSchema)` to create a new message.
  */
 export const RunsSnapshotSchema: GenMessage<RunsSnapshot> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 7);
+  messageDesc(file_kxm_hub_v1_ops, 9);
 
 /**
  * A run moved: its home runtime pushed events.
@@ -303,7 +405,7 @@ export type RunChange = Message<"kxm.hub.v1.RunChange"> & {
  * Use `create(RunChangeSchema)` to create a new message.
  */
 export const RunChangeSchema: GenMessage<RunChange> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 8);
+  messageDesc(file_kxm_hub_v1_ops, 10);
 
 /**
  * A push the hub refused as a conflict (a security alert: the same sequence with other content,
@@ -360,7 +462,7 @@ export type SyncAlert = Message<"kxm.hub.v1.SyncAlert"> & {
  * Use `create(SyncAlertSchema)` to create a new message.
  */
 export const SyncAlertSchema: GenMessage<SyncAlert> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 9);
+  messageDesc(file_kxm_hub_v1_ops, 11);
 
 /**
  * One WatchRuns frame.
@@ -420,7 +522,7 @@ export type WatchRunsResponse = Message<"kxm.hub.v1.WatchRunsResponse"> & {
  * Use `create(WatchRunsResponseSchema)` to create a new message.
  */
 export const WatchRunsResponseSchema: GenMessage<WatchRunsResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 10);
+  messageDesc(file_kxm_hub_v1_ops, 12);
 
 /**
  * ListProjects input (none).
@@ -435,7 +537,7 @@ export type ListProjectsRequest = Message<"kxm.hub.v1.ListProjectsRequest"> & {
  * Use `create(ListProjectsRequestSchema)` to create a new message.
  */
 export const ListProjectsRequestSchema: GenMessage<ListProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 11);
+  messageDesc(file_kxm_hub_v1_ops, 13);
 
 /**
  * One project as ListProjects sees it.
@@ -491,7 +593,7 @@ export type ProjectSummary = Message<"kxm.hub.v1.ProjectSummary"> & {
  * Use `create(ProjectSummarySchema)` to create a new message.
  */
 export const ProjectSummarySchema: GenMessage<ProjectSummary> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 12);
+  messageDesc(file_kxm_hub_v1_ops, 14);
 
 /**
  * ListProjects result.
@@ -512,7 +614,7 @@ export type ListProjectsResponse = Message<"kxm.hub.v1.ListProjectsResponse"> & 
  * Use `create(ListProjectsResponseSchema)` to create a new message.
  */
 export const ListProjectsResponseSchema: GenMessage<ListProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 13);
+  messageDesc(file_kxm_hub_v1_ops, 15);
 
 /**
  * GetSnapshot input.
@@ -533,7 +635,7 @@ export type GetSnapshotRequest = Message<"kxm.hub.v1.GetSnapshotRequest"> & {
  * Use `create(GetSnapshotRequestSchema)` to create a new message.
  */
 export const GetSnapshotRequestSchema: GenMessage<GetSnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 14);
+  messageDesc(file_kxm_hub_v1_ops, 16);
 
 /**
  * An open message without its body.
@@ -617,7 +719,7 @@ export type OpenMessage = Message<"kxm.hub.v1.OpenMessage"> & {
  * Use `create(OpenMessageSchema)` to create a new message.
  */
 export const OpenMessageSchema: GenMessage<OpenMessage> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 15);
+  messageDesc(file_kxm_hub_v1_ops, 17);
 
 /**
  * One run as its home runtime reported it (gapless prefix only).
@@ -694,7 +796,7 @@ export type HomeRuntimeRun = Message<"kxm.hub.v1.HomeRuntimeRun"> & {
  * Use `create(HomeRuntimeRunSchema)` to create a new message.
  */
 export const HomeRuntimeRunSchema: GenMessage<HomeRuntimeRun> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 16);
+  messageDesc(file_kxm_hub_v1_ops, 18);
 
 /**
  * A runtime and the runs it owns.
@@ -764,7 +866,7 @@ export type HomeRuntime = Message<"kxm.hub.v1.HomeRuntime"> & {
  * Use `create(HomeRuntimeSchema)` to create a new message.
  */
 export const HomeRuntimeSchema: GenMessage<HomeRuntime> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 17);
+  messageDesc(file_kxm_hub_v1_ops, 19);
 
 /**
  * GetSnapshot result.
@@ -827,7 +929,7 @@ export type GetSnapshotResponse = Message<"kxm.hub.v1.GetSnapshotResponse"> & {
  * Use `create(GetSnapshotResponseSchema)` to create a new message.
  */
 export const GetSnapshotResponseSchema: GenMessage<GetSnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 18);
+  messageDesc(file_kxm_hub_v1_ops, 20);
 
 /**
  * What happened to a message.
@@ -944,6 +1046,22 @@ export const OpsService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchRunsRequestSchema;
     output: typeof WatchRunsResponseSchema;
+  },
+  /**
+   * One project's four live views on one connection: the frames of WatchPresence, WatchLeases,
+   * WatchOpenMessages and WatchRuns, each in its own order, interleaved as they come. Each
+   * resumes from its own cursor. A browser on plain HTTP/1.1 keeps six connections per hub, so a
+   * page watching a project uses one, not four.
+   * Authentication: the admin token or the project's own token (an open hub: none).
+   * Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
+   * them all again), SUBSCRIBER_TOO_SLOW.
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.WatchProject
+   */
+  watchProject: {
+    methodKind: "server_streaming";
+    input: typeof WatchProjectRequestSchema;
+    output: typeof WatchProjectResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kxm_hub_v1_ops, 0);

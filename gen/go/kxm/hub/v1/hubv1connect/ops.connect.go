@@ -45,6 +45,8 @@ const (
 	OpsServiceWatchOpenMessagesProcedure = "/kxm.hub.v1.OpsService/WatchOpenMessages"
 	// OpsServiceWatchRunsProcedure is the fully-qualified name of the OpsService's WatchRuns RPC.
 	OpsServiceWatchRunsProcedure = "/kxm.hub.v1.OpsService/WatchRuns"
+	// OpsServiceWatchProjectProcedure is the fully-qualified name of the OpsService's WatchProject RPC.
+	OpsServiceWatchProjectProcedure = "/kxm.hub.v1.OpsService/WatchProject"
 )
 
 // OpsServiceClient is a client for the kxm.hub.v1.OpsService service.
@@ -75,6 +77,14 @@ type OpsServiceClient interface {
 	// Authentication: the admin token or the project's own token (an open hub: none).
 	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
 	WatchRuns(context.Context, *connect.Request[v1.WatchRunsRequest]) (*connect.ServerStreamForClient[v1.WatchRunsResponse], error)
+	// One project's four live views on one connection: the frames of WatchPresence, WatchLeases,
+	// WatchOpenMessages and WatchRuns, each in its own order, interleaved as they come. Each
+	// resumes from its own cursor. A browser on plain HTTP/1.1 keeps six connections per hub, so a
+	// page watching a project uses one, not four.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
+	// them all again), SUBSCRIBER_TOO_SLOW.
+	WatchProject(context.Context, *connect.Request[v1.WatchProjectRequest]) (*connect.ServerStreamForClient[v1.WatchProjectResponse], error)
 }
 
 // NewOpsServiceClient constructs a client for the kxm.hub.v1.OpsService service. By default, it
@@ -118,6 +128,12 @@ func NewOpsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(opsServiceMethods.ByName("WatchRuns")),
 			connect.WithClientOptions(opts...),
 		),
+		watchProject: connect.NewClient[v1.WatchProjectRequest, v1.WatchProjectResponse](
+			httpClient,
+			baseURL+OpsServiceWatchProjectProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("WatchProject")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -128,6 +144,7 @@ type opsServiceClient struct {
 	watchProjects     *connect.Client[v1.WatchProjectsRequest, v1.WatchProjectsResponse]
 	watchOpenMessages *connect.Client[v1.WatchOpenMessagesRequest, v1.WatchOpenMessagesResponse]
 	watchRuns         *connect.Client[v1.WatchRunsRequest, v1.WatchRunsResponse]
+	watchProject      *connect.Client[v1.WatchProjectRequest, v1.WatchProjectResponse]
 }
 
 // GetSnapshot calls kxm.hub.v1.OpsService.GetSnapshot.
@@ -153,6 +170,11 @@ func (c *opsServiceClient) WatchOpenMessages(ctx context.Context, req *connect.R
 // WatchRuns calls kxm.hub.v1.OpsService.WatchRuns.
 func (c *opsServiceClient) WatchRuns(ctx context.Context, req *connect.Request[v1.WatchRunsRequest]) (*connect.ServerStreamForClient[v1.WatchRunsResponse], error) {
 	return c.watchRuns.CallServerStream(ctx, req)
+}
+
+// WatchProject calls kxm.hub.v1.OpsService.WatchProject.
+func (c *opsServiceClient) WatchProject(ctx context.Context, req *connect.Request[v1.WatchProjectRequest]) (*connect.ServerStreamForClient[v1.WatchProjectResponse], error) {
+	return c.watchProject.CallServerStream(ctx, req)
 }
 
 // OpsServiceHandler is an implementation of the kxm.hub.v1.OpsService service.
@@ -183,6 +205,14 @@ type OpsServiceHandler interface {
 	// Authentication: the admin token or the project's own token (an open hub: none).
 	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED, SUBSCRIBER_TOO_SLOW.
 	WatchRuns(context.Context, *connect.Request[v1.WatchRunsRequest], *connect.ServerStream[v1.WatchRunsResponse]) error
+	// One project's four live views on one connection: the frames of WatchPresence, WatchLeases,
+	// WatchOpenMessages and WatchRuns, each in its own order, interleaved as they come. Each
+	// resumes from its own cursor. A browser on plain HTTP/1.1 keeps six connections per hub, so a
+	// page watching a project uses one, not four.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
+	// them all again), SUBSCRIBER_TOO_SLOW.
+	WatchProject(context.Context, *connect.Request[v1.WatchProjectRequest], *connect.ServerStream[v1.WatchProjectResponse]) error
 }
 
 // NewOpsServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -222,6 +252,12 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(opsServiceMethods.ByName("WatchRuns")),
 		connect.WithHandlerOptions(opts...),
 	)
+	opsServiceWatchProjectHandler := connect.NewServerStreamHandler(
+		OpsServiceWatchProjectProcedure,
+		svc.WatchProject,
+		connect.WithSchema(opsServiceMethods.ByName("WatchProject")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kxm.hub.v1.OpsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OpsServiceGetSnapshotProcedure:
@@ -234,6 +270,8 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 			opsServiceWatchOpenMessagesHandler.ServeHTTP(w, r)
 		case OpsServiceWatchRunsProcedure:
 			opsServiceWatchRunsHandler.ServeHTTP(w, r)
+		case OpsServiceWatchProjectProcedure:
+			opsServiceWatchProjectHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -261,4 +299,8 @@ func (UnimplementedOpsServiceHandler) WatchOpenMessages(context.Context, *connec
 
 func (UnimplementedOpsServiceHandler) WatchRuns(context.Context, *connect.Request[v1.WatchRunsRequest], *connect.ServerStream[v1.WatchRunsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.WatchRuns is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) WatchProject(context.Context, *connect.Request[v1.WatchProjectRequest], *connect.ServerStream[v1.WatchProjectResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.WatchProject is not implemented"))
 }
