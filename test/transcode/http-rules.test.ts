@@ -49,6 +49,7 @@ describe("buildRestRoutes", () => {
       "GET /v1/watch/projects WatchProjects body= (events)",
       "GET /v1/watch/messages WatchOpenMessages body= (events)",
       "GET /v1/watch/runs WatchRuns body= (events)",
+      "GET /v1/watch/project WatchProject body= (events)",
     ]);
     expect(routes.every((r) => ALL.includes(r.service))).toBe(true);
   });
