@@ -7,7 +7,16 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import zlib from "node:zlib";
-import { build } from "esbuild";
+
+// esbuild is a development dependency: an install without them (npm ci --omit=dev) still
+// succeeds, and the hub says at start that its page is not built (operator_page_missing).
+let build;
+try {
+  ({ build } = await import("esbuild"));
+} catch {
+  console.log("build-ui: esbuild is not installed (an install without dev dependencies); the operator page is not built");
+  process.exit(0);
+}
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const ui = path.join(root, "ui");
