@@ -63,7 +63,8 @@ class OpsService(Protocol):
     def watch_projects(self, request: WatchProjectsRequest, ctx: RequestContext[WatchProjectsRequest, WatchProjectsResponse], /) -> AsyncIterator[WatchProjectsResponse]:
         """
         ListProjects, live: the list now, then again whenever a project's agents, leases, open
-        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        messages or runs change (on a busy hub, resting four times as long as a list takes between
+        lists), keep-alives while nothing does.
         Every frame is the whole list, so a client that reconnects needs no cursor.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
         """
@@ -285,7 +286,8 @@ class OpsServiceClient(ConnectClient):
     ) -> AsyncIterator[WatchProjectsResponse]:
         """
         ListProjects, live: the list now, then again whenever a project's agents, leases, open
-        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        messages or runs change (on a busy hub, resting four times as long as a list takes between
+        lists), keep-alives while nothing does.
         Every frame is the whole list, so a client that reconnects needs no cursor.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
         """
@@ -413,7 +415,8 @@ class OpsServiceSync(Protocol):
     def watch_projects(self, request: WatchProjectsRequest, ctx: RequestContext[WatchProjectsRequest, WatchProjectsResponse], /) -> Iterator[WatchProjectsResponse]:
         """
         ListProjects, live: the list now, then again whenever a project's agents, leases, open
-        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        messages or runs change (on a busy hub, resting four times as long as a list takes between
+        lists), keep-alives while nothing does.
         Every frame is the whole list, so a client that reconnects needs no cursor.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
         """
@@ -633,7 +636,8 @@ class OpsServiceClientSync(ConnectClientSync):
     ) -> Iterator[WatchProjectsResponse]:
         """
         ListProjects, live: the list now, then again whenever a project's agents, leases, open
-        messages or runs change (at most a few times a second), keep-alives while nothing does.
+        messages or runs change (on a busy hub, resting four times as long as a list takes between
+        lists), keep-alives while nothing does.
         Every frame is the whole list, so a client that reconnects needs no cursor.
         Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
         """

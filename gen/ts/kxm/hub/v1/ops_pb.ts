@@ -1007,7 +1007,8 @@ export const OpsService: GenService<{
   },
   /**
    * ListProjects, live: the list now, then again whenever a project's agents, leases, open
-   * messages or runs change (at most a few times a second), keep-alives while nothing does.
+   * messages or runs change (on a busy hub, resting four times as long as a list takes between
+   * lists), keep-alives while nothing does.
    * Every frame is the whole list, so a client that reconnects needs no cursor.
    * Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
    *

@@ -60,7 +60,8 @@ type OpsServiceClient interface {
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
 	ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error)
 	// ListProjects, live: the list now, then again whenever a project's agents, leases, open
-	// messages or runs change (at most a few times a second), keep-alives while nothing does.
+	// messages or runs change (on a busy hub, resting four times as long as a list takes between
+	// lists), keep-alives while nothing does.
 	// Every frame is the whole list, so a client that reconnects needs no cursor.
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
 	WatchProjects(context.Context, *connect.Request[v1.WatchProjectsRequest]) (*connect.ServerStreamForClient[v1.WatchProjectsResponse], error)
@@ -188,7 +189,8 @@ type OpsServiceHandler interface {
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
 	ListProjects(context.Context, *connect.Request[v1.ListProjectsRequest]) (*connect.Response[v1.ListProjectsResponse], error)
 	// ListProjects, live: the list now, then again whenever a project's agents, leases, open
-	// messages or runs change (at most a few times a second), keep-alives while nothing does.
+	// messages or runs change (on a busy hub, resting four times as long as a list takes between
+	// lists), keep-alives while nothing does.
 	// Every frame is the whole list, so a client that reconnects needs no cursor.
 	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH.
 	WatchProjects(context.Context, *connect.Request[v1.WatchProjectsRequest], *connect.ServerStream[v1.WatchProjectsResponse]) error
