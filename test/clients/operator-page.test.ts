@@ -159,6 +159,17 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       await page.waitForSelector("#link-state[data-state=live]");
       const reviewer = await t.register("reviewer-2", "team/web", TOKENS["team/web"]);
       await page.waitForSelector('tr[data-agent="reviewer-2"][data-state=online]', { timeout: 1_000 });
+      // Text from agents is shown as text: markup in a purpose is neither parsed nor run.
+      const hostile = `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`;
+      const registered = await t.rest("/v1/agents/register", {
+        json: { name: "markup", project: "team/web", purpose: hostile },
+        headers: { authorization: `Bearer ${TOKENS["team/web"]}` },
+      });
+      expect(registered.status).toBe(201);
+      await page.waitForSelector('tr[data-agent="markup"]');
+      expect(await text(page, 'tr[data-agent="markup"] td[data-label=Purpose]')).toBe(hostile);
+      expect(await page.locator("main img, main script").count()).toBe(0);
+      expect(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned)).toBeUndefined();
       await shot(page, "2-agents");
 
       // Leases: holder, token, a countdown; a lapse on the hub clock shows as lapsed.
