@@ -48,8 +48,6 @@ export interface HubOverrides {
   log?: boolean;
   /** Services served beside the hub's own on the RPC face (benchmarks, diagnostics). */
   extraServices?: ExtraService[];
-  /** Where the built operator page is (default ui/dist). */
-  pageDir?: string;
 }
 
 export interface ExtraService {
@@ -187,8 +185,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     maxBodyBytes: config.maxBodyBytes,
     shutdownSignal: shutdown.signal,
   });
-  const pageDir = overrides.pageDir ?? defaultPageDir;
-  const page = loadOperatorPage(pageDir);
+  const page = loadOperatorPage();
   const handler = createHttpHandler({
     routes: serviceRoutes,
     interceptors,
@@ -203,7 +200,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     rest,
   });
   const dual = createDualServer(handler, rest.rawRefusal);
-  if (!page) observer.log("operator_page_missing", { dir: pageDir, fix: "npm run build:ui" });
+  if (!page) observer.log("operator_page_missing", { dir: defaultPageDir, fix: "npm run build:ui" });
   const sweeper = createSweeper({
     presence,
     leases,

@@ -96,5 +96,3 @@ export function loadOperatorPage(dir: string = defaultPageDir) {
     return true;
   };
 }
-
-export type OperatorPage = NonNullable<ReturnType<typeof loadOperatorPage>>;

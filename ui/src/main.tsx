@@ -7,7 +7,8 @@ import "./style.css";
 import { follow, type LinkState } from "./live.js";
 import { ProjectModel } from "./model.js";
 import { clientsFor, forgetSession, refusalText, savedSession, saveSession, signIn, type Session } from "./session.js";
-import { AgentsView, AlertsView, LeasesView, MessagesView, ProjectsView, RunsView, type ProjectRow } from "./views.js";
+import { AgentsView, AlertsView, LeasesView, MessagesView, ProjectsView, RunsView } from "./views.js";
+import type { ProjectSummary } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 
 const views = [
   { id: "agents", label: "Agents" },
@@ -129,7 +130,7 @@ function Header(props: { session: Session; project?: string; link: LinkState | "
 }
 
 function Projects({ session, onRefused, onSignOut }: { session: Session; onRefused: (m: string) => void; onSignOut: () => void }) {
-  const [rows, setRows] = useState<ProjectRow[] | undefined>();
+  const [rows, setRows] = useState<ProjectSummary[] | undefined>();
   const [link, setLink] = useState<LinkState>("connecting");
   useEffect(() => {
     const ac = new AbortController();

@@ -5,8 +5,6 @@ import { PresenceState } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { msOf } from "./live.js";
 import type { ProjectModel, RuntimeRow } from "./model.js";
 
-export type ProjectRow = ProjectSummary;
-
 /** "4 s", "12 min", "3 h", "2 d". */
 function span(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));
@@ -31,7 +29,7 @@ function Empty({ children }: { children: string }) {
   return <p class="empty">{children}</p>;
 }
 
-export function ProjectsView({ rows }: { rows: ProjectRow[] | undefined }) {
+export function ProjectsView({ rows }: { rows: ProjectSummary[] | undefined }) {
   if (!rows) return <Empty>Loading projects…</Empty>;
   if (rows.length === 0) return <Empty>No project yet: the hub lists a project once it has an agent, a lease, a runtime or a run.</Empty>;
   return (
