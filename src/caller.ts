@@ -1,6 +1,10 @@
 /** Who is calling, as authentication established it. Handlers read it from the context. */
 export type Caller =
-  | { kind: "agent"; agentId: string; agentName: string; project: string }
+  /**
+   * `keyHash`: the stored hash of the key the call presented (never the key): a stream ends once
+   * the agent's key is no longer that one (unregistered, evicted, taken over).
+   */
+  | { kind: "agent"; agentId: string; agentName: string; project: string; keyHash?: string }
   /** A project token (or the admin token standing in for a project without its own). */
   | { kind: "project"; project: string }
   | { kind: "admin" }

@@ -31,6 +31,8 @@ export interface HubConfig {
   staleAfterMs: number;
   messageTtlMs: number;
   messageRetentionMs: number;
+  /** Offline agents that nothing open names are forgotten after this long. */
+  agentRetentionMs: number;
   cleanupIntervalMs: number;
   shutdownGraceMs: number;
   /** false disables rate limiting. */
@@ -80,6 +82,7 @@ export const defaultConfig: HubConfig = {
   staleAfterMs: 30_000,
   messageTtlMs: 86_400_000,
   messageRetentionMs: 604_800_000,
+  agentRetentionMs: 2_592_000_000,
   cleanupIntervalMs: 10_000,
   shutdownGraceMs: 5_000,
   rateLimit: { windowMs: 60_000, maxRequests: 600 },
@@ -235,6 +238,12 @@ const flags = {
     meaning: "retention of ended messages, >= 1000",
     default: String(defaultConfig.messageRetentionMs),
   },
+  "agent-retention-ms": {
+    env: "KXM_AGENT_RETENTION_MS",
+    value: "ms",
+    meaning: "offline agents with no open message and no live lease are forgotten after this long, >= 60000",
+    default: String(defaultConfig.agentRetentionMs),
+  },
   "rate-limit-max": {
     env: "KXM_RATE_LIMIT_MAX",
     value: "n",
@@ -341,6 +350,8 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   if (ttl) c.messageTtlMs = int("KXM_MESSAGE_TTL_MS", ttl, 1_000);
   const retention = get("message-retention-ms");
   if (retention) c.messageRetentionMs = int("KXM_MESSAGE_RETENTION_MS", retention, 1_000);
+  const agentRetention = get("agent-retention-ms");
+  if (agentRetention) c.agentRetentionMs = int("KXM_AGENT_RETENTION_MS", agentRetention, 60_000);
   const max = get("rate-limit-max");
   const windowMs = get("rate-limit-window-ms");
   if (max || windowMs) {
@@ -390,6 +401,7 @@ export function validateConfig(c: HubConfig): HubConfig {
   if (c.staleAfterMs < 100) throw new ConfigError("invalid_config", "staleAfterMs must be >= 100");
   if (c.messageTtlMs < 1_000) throw new ConfigError("invalid_config", "messageTtlMs must be >= 1000");
   if (c.messageRetentionMs < 1_000) throw new ConfigError("invalid_config", "messageRetentionMs must be >= 1000");
+  if (c.agentRetentionMs < 60_000) throw new ConfigError("invalid_config", "agentRetentionMs must be >= 60000");
   if (c.streamKeepAliveMs >= c.staleAfterMs) {
     // An open stream keeps its agent online through its keep-alives.
     throw new ConfigError(

@@ -72,6 +72,16 @@ export interface LeaseView {
   fencingToken: number;
   acquiredAtMs: number;
   expiresAtMs: number;
+  /** The calls waiting in its queue, first in line first (views and changes; absent in refusals). */
+  waiters?: WaiterView[];
+}
+
+/** A call waiting in a lease's queue, as views show it. */
+export interface WaiterView {
+  agentId: string;
+  agentName: string;
+  sinceMs: number;
+  deadlineMs: number;
 }
 
 export interface HubErrorInit {

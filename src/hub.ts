@@ -210,6 +210,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     clock,
     observer,
     intervalMs: config.cleanupIntervalMs,
+    agentRetentionMs: config.agentRetentionMs,
   });
 
   // A restart makes everybody offline until they call again. Not with replicas: the others still

@@ -7,6 +7,7 @@ export type CounterName =
   | "errors"
   | "registrations"
   | "leasesGranted"
+  | "leasesRenewed"
   | "leasesRefused"
   | "leasesReleased"
   | "runtimeHeartbeats"

@@ -64,7 +64,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     }
     checkProjectToken(agent.project, creds);
     await presence.recordActivity(agent.id, agent);
-    return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project };
+    return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash };
   }
 
   return {

@@ -60,5 +60,7 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.OpsService/WatchOpenMessages": operator,
   "kxm.hub.v1.OpsService/WatchRuns": operator,
   "kxm.hub.v1.OpsService/WatchProject": operator,
+  "kxm.hub.v1.OpsService/ForceReleaseLease": operator,
+  "kxm.hub.v1.OpsService/EvictAgent": operator,
   "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": { kind: "public" },
 };

@@ -5,10 +5,12 @@ import type { Observer } from "../observe.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
 import { newId } from "../ids.js";
-import type { HubStore, LeaseKey, StreamChange } from "../store/store.js";
+import type { HubStore, LeaseKey, NamedWaiter, StreamChange } from "../store/store.js";
 import { intInRange, requireString } from "../validate.js";
 import {
   decideAcquire,
+  decideForceRelease,
+  queueOf,
   decideLeaving,
   decideRelease,
   decideRenew,
@@ -96,9 +98,12 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       if (outcome.kind === "released") {
         observer.count("leasesReleased");
         observer.log("lease_released", fields);
+      } else if (outcome.kind === "renewed") {
+        observer.count("leasesRenewed");
+        observer.log("lease_renewed", fields);
       } else {
         observer.count("leasesGranted");
-        observer.log(outcome.kind === "renewed" ? "lease_renewed" : "lease_acquired", fields);
+        observer.log("lease_acquired", fields);
       }
       return outcome;
     } catch (e) {
@@ -176,12 +181,16 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const name = leaseName(input.name);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const waitMs = intInRange("waitMs", input.waitMs, 0, leaseWait.maxMs, 0);
+      const startedMs = clock.now();
       const outcome = await decide(caller, name, async (key) =>
         waitMs > 0
           ? waitFor(caller, key, ttlMs, waitMs, signal)
           : held(await store.decideLease(key, (cur, nowMs, waiters) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }, waiters))),
       );
-      return { lease: outcome.lease, renewed: outcome.kind === "renewed" };
+      // A grant that came out of the queue happened when the lease was handed over (acquiredAt):
+      // the client counts the lease's time to live from its send time plus this.
+      const waitedMs = waitMs > 0 && outcome.kind !== "renewed" ? Math.min(leaseWait.maxMs, Math.max(0, outcome.lease.acquiredAtMs - startedMs)) : 0;
+      return { lease: outcome.lease, renewed: outcome.kind === "renewed", waitedMs };
     },
 
     /** Extends the caller's live lease. Throws lease_not_found, lease_superseded, lease_expired. */
@@ -190,8 +199,8 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const token = fencingToken(input.fencingToken);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur, nowMs) =>
-          decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }),
+        store.decideLease(key, (cur, nowMs, waiters) =>
+          decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }, waiters),
         ),
       );
       return { lease: outcome.lease, renewed: true };
@@ -207,12 +216,34 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       return { released: true, lease: outcome.lease };
     },
 
-    /** The lease on a resource of the caller's project. Throws lease_not_found. */
+    /**
+     * An operator releases a lease of `project` whoever holds it; the token stays as the floor
+     * and the first waiter is granted the next one in the same decision. With `fencingToken`,
+     * only while that is the current token. Throws lease_not_found, lease_superseded.
+     */
+    async forceRelease(project: string, input: { name: string; fencingToken?: bigint | number }): Promise<{ lease: LeaseView; next?: LeaseView }> {
+      const name = leaseName(input.name);
+      const token = input.fencingToken === undefined ? undefined : fencingToken(input.fencingToken);
+      const r = await store.decideLease({ project, name }, (cur, nowMs, waiters) => decideForceRelease(cur, { name, fencingToken: token, nowMs }, waiters));
+      observer.count("leasesReleased");
+      const l = r.released;
+      observer.log("lease_force_released", { resource: l.resource, project, agentId: l.holderAgentId, fencingToken: l.fencingToken, by: "operator" });
+      if (r.next) {
+        observer.count("leasesGranted");
+        observer.log("lease_acquired", { resource: l.resource, project, agentId: r.next.holderAgentId, fencingToken: r.next.fencingToken, expiresAt: new Date(r.next.expiresAtMs).toISOString() });
+      }
+      return { lease: r.released, ...(r.next && { next: r.next }) };
+    },
+
+    /** The lease on a resource of the caller's project, with its queue. Throws lease_not_found. */
     async get(caller: { project: string }, input: { name: string }): Promise<{ lease: LeaseView; expired: boolean }> {
       const name = leaseName(input.name);
-      const lease = heldLease(await store.getLease({ project: caller.project, name }));
+      const key = { project: caller.project, name };
+      const [row, waiters] = await Promise.all([store.getLease(key), store.leaseWaiters(caller.project, name)]);
+      const lease = heldLease(row);
       if (!lease) throw errors.leaseNotFound(name);
-      return { lease, expired: isLapsed(lease, clock.now()) };
+      const nowMs = clock.now();
+      return { lease: { ...lease, waiters: queueOf(waiters, nowMs) }, expired: isLapsed(lease, nowMs) };
     },
 
     /** Leases of the caller's project by name; the page token is the last name of the page. */
@@ -233,7 +264,9 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         includeExpired: input.includeExpired,
         nowMs: clock.now(),
       });
-      const page = rows.slice(0, limit).map((r) => heldLease(r)!);
+      const nowMs = clock.now();
+      const queues = rows.length > 0 ? byName(await store.leaseWaiters(caller.project)) : new Map<string, NamedWaiter[]>();
+      const page = rows.slice(0, limit).map((r) => ({ ...heldLease(r)!, waiters: queueOf(queues.get(r.name) ?? [], nowMs) }));
       const last = page[page.length - 1];
       return {
         leases: page,
@@ -243,8 +276,10 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
 
     /** The live leases of a project and the number of the last change they reflect (WatchLeases). */
     async snapshot(project: string): Promise<{ snapshot: LeaseView[]; cursor: number }> {
-      const { leases, head } = await store.leaseSnapshot(project, clock.now());
-      return { snapshot: leases.map((r) => heldLease(r)!), cursor: head };
+      const nowMs = clock.now();
+      const { leases, waiters, head } = await store.leaseSnapshot(project, nowMs);
+      const queues = byName(waiters);
+      return { snapshot: leases.map((r) => ({ ...heldLease(r)!, waiters: queueOf(queues.get(r.name) ?? [], nowMs) })), cursor: head };
     },
 
     /** The project's lease changes after `afterSeq` (a watcher catching up or resuming), and the head. */
@@ -271,6 +306,17 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
 }
 
 export type Leases = ReturnType<typeof createLeases>;
+
+/** Waiters grouped by the lease they wait for. */
+function byName(waiters: NamedWaiter[]): Map<string, NamedWaiter[]> {
+  const m = new Map<string, NamedWaiter[]>();
+  for (const w of waiters) {
+    const list = m.get(w.name);
+    if (list) list.push(w);
+    else m.set(w.name, [w]);
+  }
+  return m;
+}
 
 /** A signal that aborts with either of two (the call's, the hub's shutdown); dispose when done. */
 function linked(a: AbortSignal | undefined, b: AbortSignal | undefined) {

@@ -1,4 +1,4 @@
-import { errors, type LeaseView } from "../errors.js";
+import { errors, type LeaseView, type WaiterView } from "../errors.js";
 import type { Decision, LeaseDecision, LeaseRow, LeaseWaiter } from "../store/store.js";
 
 /**
@@ -21,7 +21,7 @@ export interface LeaseHolder {
   project: string;
 }
 
-export type LeaseEventKind = "granted" | "renewed" | "released" | "taken_over";
+export type LeaseEventKind = "granted" | "renewed" | "released" | "taken_over" | "queue_changed" | "force_released";
 
 export interface LeaseOutcome {
   kind: LeaseEventKind;
@@ -61,7 +61,20 @@ export function heldLease(row: LeaseRow | undefined): LeaseView | undefined {
 
 export const isLapsed = (lease: LeaseView, nowMs: number) => lease.expiresAtMs <= nowMs;
 
-const toRow = ({ resource: _display, ...row }: LeaseView): LeaseRow => row;
+const toRow = ({ resource: _display, waiters: _queue, ...row }: LeaseView): LeaseRow => row;
+
+/** The queue as views show it: the waiters whose wait has not run out, first in line first. */
+export const queueOf = (waiters: LeaseWaiter[], nowMs: number): WaiterView[] =>
+  waiters
+    .filter((w) => w.deadlineMs > nowMs)
+    .map((w) => ({ agentId: w.agentId, agentName: w.agentName, sinceMs: w.sinceMs, deadlineMs: w.deadlineMs }));
+
+/** The queue after a decision's changes to it. */
+const queueAfter = (waiters: LeaseWaiter[], change: { add?: LeaseWaiter; remove?: string[] }, nowMs: number): WaiterView[] =>
+  queueOf([...waiters.filter((w) => !change.remove?.includes(w.id)), ...(change.add ? [change.add] : [])], nowMs);
+
+/** A lease with its queue as it stands after the decision. */
+const queued = (lease: LeaseView, queue: WaiterView[]): LeaseView => ({ ...lease, waiters: queue });
 
 /**
  * The resource as it stands for a handover: a free or lapsed resource goes to the first waiter
@@ -83,8 +96,9 @@ function handOver(from: LeaseRow | undefined, key: { project: string; name: stri
     acquiredAtMs: nowMs,
     expiresAtMs: nowMs + next.ttlMs,
   };
-  const outcome: LeaseOutcome = { kind: heldLease(from) ? "taken_over" : "granted", lease };
-  return { remove: [...expired, next.id], next, outcome };
+  const remove = [...expired, next.id];
+  const outcome: LeaseOutcome = { kind: heldLease(from) ? "taken_over" : "granted", lease: queued(lease, queueAfter(waiters, { remove }, nowMs)) };
+  return { remove, next, outcome };
 }
 
 export function decideAcquire(
@@ -99,22 +113,28 @@ export function decideAcquire(
     agentId: req.holder.agentId,
     agentName: req.holder.agentName,
     ttlMs: req.ttlMs,
+    sinceMs: req.nowMs,
     deadlineMs: req.wait.deadlineMs,
   };
   if (held && !isLapsed(held, req.nowMs)) {
     if (held.holderAgentId === req.holder.agentId) {
-      const lease = { ...held, expiresAtMs };
+      const lease = queued({ ...held, expiresAtMs }, queueOf(waiters, req.nowMs));
       const outcome: LeaseOutcome = { kind: "renewed", lease };
       return { write: toRow(lease), change: recorded(outcome), result: outcome };
     }
-    if (me) return { queue: { add: me }, result: { kind: "queued", lease: held } };
+    if (me) {
+      // Joining the queue is a change watchers see (who waits, since when).
+      const lease = queued(held, queueAfter(waiters, { add: me }, req.nowMs));
+      return { queue: { add: me }, change: recorded({ kind: "queue_changed", lease }), result: { kind: "queued", lease: held } };
+    }
     throw errors.leaseHeld(held);
   }
   // Free or lapsed: the queue comes first.
   const key = { project: req.holder.project, name: req.name };
   const h = handOver(current, key, waiters, req.nowMs);
   if (h.outcome && h.next.agentId !== req.holder.agentId) {
-    const lease = h.outcome.lease;
+    const lease = me ? queued(h.outcome.lease, queueAfter(waiters, { remove: h.remove, add: me }, req.nowMs)) : h.outcome.lease;
+    if (me) h.outcome.lease = lease;
     return {
       write: toRow(lease),
       change: recorded(h.outcome),
@@ -132,6 +152,7 @@ export function decideAcquire(
     fencingToken: (current?.fencingToken ?? 0) + 1,
     acquiredAtMs: req.nowMs,
     expiresAtMs,
+    waiters: queueAfter(waiters, { remove: h.remove }, req.nowMs),
   };
   const outcome: LeaseOutcome = { kind: held ? "taken_over" : "granted", lease };
   return { write: toRow(lease), change: recorded(outcome), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: outcome };
@@ -177,8 +198,12 @@ export function decideLeaving(
   req: { id: string; holder: LeaseHolder; name: string; nowMs: number; clientGone: boolean },
   waiters: LeaseWaiter[],
 ): LeaseDecision<LeaseAnswer | { kind: "left" }> {
-  if (waiters.some((w) => w.id === req.id)) return { queue: { remove: [req.id] }, result: { kind: "left" } };
   const held = heldLease(current);
+  if (waiters.some((w) => w.id === req.id)) {
+    const queue = { remove: [req.id] };
+    if (!held || isLapsed(held, req.nowMs)) return { queue, result: { kind: "left" } };
+    return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: { kind: "left" } };
+  }
   if (!held || held.holderAgentId !== req.holder.agentId || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
   if (!req.clientGone) return { result: { kind: "granted", lease: held } };
   const d = decideRelease(current, { name: req.name, holder: req.holder, fencingToken: held.fencingToken }, waiters, req.nowMs);
@@ -201,10 +226,11 @@ function ownLease(
 export function decideRenew(
   current: LeaseRow | undefined,
   req: { name: string; holder: LeaseHolder; fencingToken: number; ttlMs: number; nowMs: number },
+  waiters: LeaseWaiter[] = [],
 ): Decision<LeaseRow, LeaseOutcome> {
   const held = ownLease(current, req);
   if (isLapsed(held, req.nowMs)) throw errors.leaseExpired(held);
-  const lease = { ...held, expiresAtMs: req.nowMs + req.ttlMs };
+  const lease = queued({ ...held, expiresAtMs: req.nowMs + req.ttlMs }, queueOf(waiters, req.nowMs));
   const outcome: LeaseOutcome = { kind: "renewed", lease };
   return { write: toRow(lease), change: recorded(outcome), result: outcome };
 }
@@ -219,12 +245,41 @@ export function decideRelease(
   waiters: LeaseWaiter[] = [],
   nowMs = 0,
 ): LeaseDecision<LeaseOutcome> {
-  const held = ownLease(current, req);
-  const released: LeaseOutcome = { kind: "released", lease: held };
+  return releasing(ownLease(current, req), "released", waiters, nowMs).decision;
+}
+
+/**
+ * The lease ends for its holder (`released` by it, `force_released` by an operator or an
+ * eviction): the row stays as the token floor, or goes at once to the first waiter (on the next
+ * token), in the same decision. Both changes are recorded, the release first.
+ */
+function releasing(held: LeaseView, kind: "released" | "force_released", waiters: LeaseWaiter[], nowMs: number) {
+  const released: LeaseOutcome = { kind, lease: queued(held, []) };
   const floor: LeaseRow = { ...toRow(held), holderAgentId: null, holderAgentName: null };
   const h = handOver(floor, held, waiters, nowMs);
   if (!h.outcome) {
-    return { write: floor, change: recorded(released), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: released };
+    const decision: LeaseDecision<LeaseOutcome> = { write: floor, change: recorded(released), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: released };
+    return { decision, next: undefined };
   }
-  return { write: toRow(h.outcome.lease), change: [recorded(released), recorded(h.outcome)], queue: { remove: h.remove }, result: released };
+  const decision: LeaseDecision<LeaseOutcome> = { write: toRow(h.outcome.lease), change: [recorded(released), recorded(h.outcome)], queue: { remove: h.remove }, result: released };
+  return { decision, next: h.outcome.lease };
+}
+
+/**
+ * An operator releases the lease whoever holds it (OpsService.ForceReleaseLease), or an eviction
+ * releases its holder's: like a release, the token stays as the floor and the first waiter gets
+ * the next one. With `fencingToken`, only while that is still the current token. A lapsed lease
+ * that still names its holder is released too: the row becomes a plain floor.
+ * Throws lease_not_found (no holder), lease_superseded (another token than the one given).
+ */
+export function decideForceRelease(
+  current: LeaseRow | undefined,
+  req: { name: string; fencingToken?: number; nowMs: number },
+  waiters: LeaseWaiter[],
+): LeaseDecision<{ released: LeaseView; next?: LeaseView }> {
+  const held = heldLease(current);
+  if (!held) throw errors.leaseNotFound(req.name);
+  if (req.fencingToken !== undefined && held.fencingToken !== req.fencingToken) throw errors.leaseSuperseded(req.name, held);
+  const { decision, next } = releasing(held, "force_released", waiters, req.nowMs);
+  return { ...decision, result: { released: decision.result.lease, ...(next && { next }) } };
 }

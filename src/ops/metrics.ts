@@ -63,18 +63,22 @@ export function createMetrics(store: HubStore, sources: MetricsSources = {}) {
     messagesCancelled: counter("kxm_messages_cancelled_total", "Messages cancelled (repeat cancels not counted)."),
     messagesExpired: counter("kxm_messages_expired_total", "Messages expired before a reply."),
     messagesPurged: counter("kxm_messages_purged_total", "Ended messages purged after retention."),
-    leasesGranted: counter("kxm_leases_granted_total", "Successful lease acquires and renewals."),
+    // @NOTE the reference counts renewals here too; a holder renewing every third of its TTL then
+    // hides the grants (89 for 20 acquires). Renewals have their own counter.
+    leasesGranted: counter("kxm_leases_granted_total", "Leases granted: new grants, takeovers and handovers to a waiter (renewals not counted)."),
+    leasesRenewed: counter("kxm_leases_renewed_total", "Lease renewals (RenewLease, and AcquireLease of the caller's own live lease)."),
     leasesRefused: counter("kxm_leases_refused_total", "Lease refusals."),
-    leasesReleased: counter("kxm_leases_released_total", "Lease releases."),
+    leasesReleased: counter("kxm_leases_released_total", "Lease releases: by the holder, and forced (operator, eviction, takeover)."),
     syncAccepted: counter("kxm_sync_events_accepted_total", "Sync events stored."),
     syncDuplicate: counter("kxm_sync_events_duplicate_total", "Sync events already stored with the same hash."),
     syncRefused: counter("kxm_sync_events_refused_total", "Sync events rejected or in conflict."),
     syncConflicts: counter("kxm_sync_conflicts_total", "Sync events in conflict with stored facts."),
     runtimeHeartbeats: counter("kxm_runtime_heartbeats_total", "Runtime presence heartbeats."),
   };
-  // Reserved by the reference hub and always 0.
-  counter("kxm_attempt_latency_seconds_total", "Reserved; always 0.");
-  counter("kxm_metered_cost_usd_total", "Reserved; always 0.");
+  // Kept for dashboards written against the reference hub, which reserves them for model-call
+  // accounting (attempt latency, metered cost). This hub runs no model calls: always 0.
+  counter("kxm_attempt_latency_seconds_total", "Reserved by the reference hub for model-call latency; this hub makes no model calls, so always 0.");
+  counter("kxm_metered_cost_usd_total", "Reserved by the reference hub for metered model cost; this hub makes no model calls, so always 0.");
 
   const callLabels = ["face", "service", "method", "code"] as const;
   const calls = new Counter({

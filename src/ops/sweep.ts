@@ -15,13 +15,16 @@ export interface SweepDeps {
   clock: Clock;
   observer: Observer;
   intervalMs: number;
+  /** Offline agents that nothing open names are forgotten after this long. */
+  agentRetentionMs: number;
 }
 
 /**
  * The periodic sweep, in the reference's order: stale agents, message expiry, retention purge
- * (messages, then leases, then watch changes), rate buckets. `runNow` is what tests call instead of waiting.
+ * (messages, then leases, then watch changes), then the offline agents past their retention
+ * (after the messages naming them were purged), rate buckets. `runNow` is what tests call instead of waiting.
  */
-export function createSweeper({ presence, leases, messages, purgeChanges, limiter, clock, observer, intervalMs }: SweepDeps) {
+export function createSweeper({ presence, leases, messages, purgeChanges, limiter, clock, observer, intervalMs, agentRetentionMs }: SweepDeps) {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
 
@@ -31,6 +34,7 @@ export function createSweeper({ presence, leases, messages, purgeChanges, limite
     await messages.purge();
     await leases.purge();
     await purgeChanges();
+    await presence.forgetOffline(agentRetentionMs);
     limiter.prune(clock.now());
   }
 

@@ -56,8 +56,15 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       if (n.event && handed.length < page) handed.push(n.event);
       waker.wake();
     });
+    /** The agent itself changed (registered again, unregistered, evicted): is its key still this stream's? */
+    let recheck = false;
     const unsubscribePresence = deps.presenceBus.subscribe(caller.project, (c) => {
-      if (!c.agent || c.agent.id === caller.agentId) return;
+      if (c.agent?.id === caller.agentId) {
+        recheck = true;
+        waker.wake();
+        return;
+      }
+      if (!c.agent) return;
       if (peers.length >= deps.maxLag) peersOverflowed = true;
       else peers.push(c.agent);
       waker.wake();
@@ -82,6 +89,10 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       const tooSlow = () => peersOverflowed || liveHead - Math.max(last, liveFrom) > deps.maxLag;
 
       while (!signal.aborted) {
+        if (recheck) {
+          recheck = false;
+          await presence.requireKey(caller);
+        }
         const live = takeContiguous(handed, last);
         const events = live.length > 0 ? live : await store.readInbox(caller.agentId, last, page);
         for (const event of events) {

@@ -3,7 +3,9 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import { newId, sha256Hex } from "../ids.js";
 import type { Observer } from "../observe.js";
-import type { AgentRow, ChangeRead, HubStore, RuntimeRow, StreamChange } from "../store/store.js";
+import type { LeaseView } from "../errors.js";
+import { decideForceRelease } from "../lease/rules.js";
+import type { AgentRow, ChangeRead, HeldResource, HubStore, RuntimeRow, StreamChange } from "../store/store.js";
 import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
 
 export type PresenceState = "online" | "stale" | "offline";
@@ -46,7 +48,22 @@ export interface PresenceDeps {
   staleAfterMs: number;
 }
 
-const defaultPurpose = "General-purpose Pi agent";
+const defaultPurpose = "General-purpose agent";
+
+/**
+ * An instance of an agent ends (takeover, eviction): every lease it holds is released the way an
+ * operator releases one (its token stays as the floor; the first waiter gets the next token), all
+ * in the decision that ends it.
+ */
+function releaseHeld(held: HeldResource[], nowMs: number) {
+  const released: LeaseView[] = [];
+  const leases = held.map(({ lease, waiters }) => {
+    const decision = decideForceRelease(lease, { name: lease.name, nowMs }, waiters);
+    released.push(decision.result.released);
+    return { key: { project: lease.project, name: lease.name }, decision };
+  });
+  return { leases, released };
+}
 
 /**
  * Authenticated calls refresh last_seen_at at most this often (heartbeats always do), so a
@@ -78,6 +95,11 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     return { ...rest, leaseExpiresAtMs, presence: leaseExpiresAtMs > nowMs ? "online" : "expired" };
   };
 
+  const logForceRelease = (l: LeaseView, by: string) => {
+    observer.count("leasesReleased");
+    observer.log("lease_force_released", { resource: l.resource, project: l.project, agentId: l.holderAgentId, fencingToken: l.fencingToken, by });
+  };
+
   const logFields = (a: AgentRow) => ({
     agentId: a.id,
     name: a.name,
@@ -102,32 +124,77 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * Registers a new agent or resumes the offline one holding the name (case-insensitive).
      * Issues a new key either way. Throws protocol_error, duplicate_agent_name.
      */
-    async register(input: { name: string; purpose?: string; project: string; model?: string; host?: string }) {
+    async register(input: { name: string; purpose?: string; project: string; model?: string; host?: string; takeover?: boolean }) {
       const name = requireString("name", input.name, 64);
-      const purpose = optionalString("purpose", input.purpose, 256) ?? defaultPurpose;
+      const purpose = optionalString("purpose", input.purpose, 256) || defaultPurpose;
       const project = projectName("project", input.project);
       const model = optionalString("model", input.model, 128);
       const host = optionalString("host", input.host, 64);
       const agentKey = newId("key");
-      const { agent, resumed, nowMs } = await store.decideRegistration(project, name.toLowerCase(), (existing, nowMs) => {
-        if (existing?.online) throw errors.duplicateAgentName(name);
-        const agent: AgentRow = {
-          id: existing?.id ?? newId("agt"),
-          project,
-          name,
-          purpose,
-          ...(model !== undefined && { model }),
-          ...(host !== undefined && { host }),
-          keyHash: sha256Hex(agentKey),
-          connectedAtMs: nowMs,
-          lastSeenAtMs: nowMs,
-          online: true,
-        };
-        return { write: agent, change: change({ agent: view(agent, nowMs) }), result: { agent, resumed: existing !== undefined, nowMs } };
+      const registered = (existing: AgentRow | undefined, nowMs: number): AgentRow => ({
+        id: existing?.id ?? newId("agt"),
+        project,
+        name,
+        purpose,
+        ...(model !== undefined && { model }),
+        ...(host !== undefined && { host }),
+        keyHash: sha256Hex(agentKey),
+        connectedAtMs: nowMs,
+        lastSeenAtMs: nowMs,
+        online: true,
       });
+      const { agent, resumed, nowMs, takenOver, released } = input.takeover
+        ? // The old instance's key, leases and queued acquires end in the registration's transaction.
+          await store.decideAgentLeases({ project, nameKey: name.toLowerCase() }, (existing, held, nowMs) => {
+            const agent = registered(existing, nowMs);
+            const { leases, released } = releaseHeld(held, nowMs);
+            return {
+              write: agent,
+              change: change({ agent: view(agent, nowMs) }),
+              leases,
+              dropWaiters: true,
+              result: { agent, resumed: existing !== undefined, nowMs, takenOver: existing?.online === true, released },
+            };
+          })
+        : await store.decideRegistration(project, name.toLowerCase(), (existing, nowMs) => {
+            if (existing?.online) throw errors.duplicateAgentName(name);
+            const agent = registered(existing, nowMs);
+            return { write: agent, change: change({ agent: view(agent, nowMs) }), result: { agent, resumed: existing !== undefined, nowMs, takenOver: false, released: [] as LeaseView[] } };
+          });
       observer.count("registrations");
+      if (takenOver) observer.log("agent_taken_over", { ...logFields(agent), releasedLeases: released.length });
       observer.log(resumed ? "agent_resumed" : "agent_registered", logFields(agent));
-      return { agent: view(agent, nowMs), agentKey, resumed };
+      for (const l of released) logForceRelease(l, takenOver ? "takeover" : "resume");
+      return { agent: view(agent, nowMs), agentKey, resumed, takenOver, releasedLeases: released };
+    },
+
+    /**
+     * An operator evicts an agent of `project`: offline, its key rotated away (its streams end),
+     * its leases released (floors kept), its queued acquires dropped, in one transaction. Its
+     * messages stay. Throws target_not_found (no such agent in the project).
+     */
+    async evict(project: string, agentId: string): Promise<{ agent: AgentView; releasedLeases: LeaseView[] }> {
+      const id = requireString("agentId", agentId, 64);
+      const { agent, released, nowMs } = await store.decideAgentLeases({ agentId: id }, (cur, held, nowMs) => {
+        // Another project's agent is as unknown here as one that never was.
+        if (!cur || cur.project !== project) throw errors.targetNotFound(id);
+        const agent: AgentRow = { ...cur, online: false, keyHash: sha256Hex(newId("key")) };
+        const { leases, released } = releaseHeld(held, nowMs);
+        return { write: agent, change: change({ agent: view(agent, nowMs) }), leases, dropWaiters: true, result: { agent, released, nowMs } };
+      });
+      observer.log("agent_evicted", { ...logFields(agent), releasedLeases: released.length });
+      for (const l of released) logForceRelease(l, "eviction");
+      return { agent: view(agent, nowMs), releasedLeases: released };
+    },
+
+    /**
+     * Forgets the agents offline for `retainMs` or more that nothing open names (no open message
+     * to or from them, no live lease): a fleet's short-lived agents do not pile up forever.
+     */
+    async forgetOffline(retainMs: number): Promise<number> {
+      const gone = await store.forgetAgents(retainMs);
+      for (const a of gone) observer.log("agent_forgotten", logFields(a));
+      return gone.length;
     },
 
     /** Records authenticated activity of an agent (any agent call); `seen` is its row as just read. */
@@ -155,6 +222,16 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
         return { write: next, change: change({ agent: view(next, nowMs) }), result: next };
       });
       observer.log("agent_unregistered", logFields(agent));
+    },
+
+    /**
+     * Throws invalid_agent_identity unless the agent still exists with the key `caller` was
+     * authenticated with: what a stream checks when its agent changes, so the streams of an
+     * instance that was unregistered, evicted or taken over end.
+     */
+    async requireKey(caller: AgentCaller): Promise<void> {
+      const agent = await store.getAgent(caller.agentId);
+      if (!agent || (caller.keyHash !== undefined && agent.keyHash !== caller.keyHash)) throw errors.invalidAgentIdentity();
     },
 
     /** One agent's public view. Throws invalid_agent_identity when unknown. */

@@ -42,6 +42,12 @@ export const leaseToProto = (l: LeaseView): Lease =>
     fencingToken: BigInt(l.fencingToken),
     acquiredAt: timestampFromMs(l.acquiredAtMs),
     expiresAt: timestampFromMs(l.expiresAtMs),
+    waiters: (l.waiters ?? []).map((w) => ({
+      agentId: w.agentId,
+      agentName: w.agentName,
+      since: timestampFromMs(w.sinceMs),
+      waitUntil: timestampFromMs(w.deadlineMs),
+    })),
   });
 
 const presenceState = {

@@ -11,7 +11,7 @@ export function leaseHandlers(leases: Leases, watches: WatchHandlers): ServiceIm
     async acquireLease(req, ctx) {
       // A waiting acquire ends when its client goes away (ctx.signal).
       const r = await leases.acquire(agentOf(ctx), { name: req.name, ttlMs: req.ttlMs, waitMs: req.waitMs }, ctx.signal);
-      return { lease: leaseToProto(r.lease), renewed: r.renewed };
+      return { lease: leaseToProto(r.lease), renewed: r.renewed, waitedMs: r.waitedMs };
     },
     async renewLease(req, ctx) {
       const r = await leases.renew(agentOf(ctx), req);

@@ -5,10 +5,24 @@ import type { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { agentToProto, homeRuntimeToProto, leaseToProto, openMessageToProto } from "./convert.js";
 import { openMessageView } from "../peer/rules.js";
 import type { WatchHandlers } from "./watch-handlers.js";
+import type { Leases } from "../lease/leases.js";
+import type { Presence } from "../presence/presence.js";
+import { operatorProjectOf } from "./caller.js";
 
-/** OpsService: the operator snapshot, the list of projects, and their live forms (watch-handlers.ts). */
-export function opsHandlers(operator: OperatorView, watches: WatchHandlers): ServiceImpl<typeof OpsService> {
+/**
+ * OpsService: the operator snapshot, the list of projects, their live forms (watch-handlers.ts),
+ * and the operator's hands (force-release a lease, evict an agent).
+ */
+export function opsHandlers(operator: OperatorView, watches: WatchHandlers, leases: Leases, presence: Presence): ServiceImpl<typeof OpsService> {
   return {
+    async forceReleaseLease(req, ctx) {
+      const r = await leases.forceRelease(operatorProjectOf(ctx, req.project), req);
+      return { lease: leaseToProto(r.lease), next: r.next && leaseToProto(r.next) };
+    },
+    async evictAgent(req, ctx) {
+      const r = await presence.evict(operatorProjectOf(ctx, req.project), req.agentId);
+      return { agent: agentToProto(r.agent), releasedLeases: r.releasedLeases.map(leaseToProto) };
+    },
     async listProjects() {
       return { projects: await operator.listProjects() };
     },

@@ -10,7 +10,13 @@ export function presenceHandlers(presence: Presence, watches: WatchHandlers): Se
   return {
     async registerAgent(req) {
       const r = await presence.register(req);
-      return { agent: agentToProto(r.agent), agentKey: r.agentKey, resumed: r.resumed };
+      return {
+        agent: agentToProto(r.agent),
+        agentKey: r.agentKey,
+        resumed: r.resumed,
+        takenOver: r.takenOver,
+        releasedLeases: r.releasedLeases.map((l) => l.name),
+      };
     },
     async heartbeat(_req, ctx) {
       return { agent: agentToProto(await presence.heartbeat(agentOf(ctx))) };

@@ -38,7 +38,7 @@ export function routes(d: Domains) {
     router.service(LeaseService, leaseHandlers(d.leases, d.watches));
     router.service(PeerService, peerHandlers(d.messages, d.openInbox));
     router.service(SyncService, syncHandlers(d.sync));
-    router.service(OpsService, opsHandlers(d.operator, d.watches));
+    router.service(OpsService, opsHandlers(d.operator, d.watches, d.leases, d.presence));
     router.service(ServerReflection, reflectionHandlers(servedServices));
   };
 }

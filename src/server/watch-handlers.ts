@@ -1,5 +1,6 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import { timestampFromMs, type Timestamp } from "@bufbuild/protobuf/wkt";
+import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import type { Bus } from "../events/bus.js";
 import { merge } from "../events/merge.js";
@@ -47,6 +48,8 @@ const leaseKinds = {
   renewed: LeaseEventKind.RENEWED,
   released: LeaseEventKind.RELEASED,
   taken_over: LeaseEventKind.TAKEN_OVER,
+  queue_changed: LeaseEventKind.QUEUE_CHANGED,
+  force_released: LeaseEventKind.FORCE_RELEASED,
 } as const;
 
 const keepAliveFrame = (f: Extract<WatchFrame<unknown, unknown>, { kind: "keepAlive" }>) => ({
@@ -138,6 +141,56 @@ export function createWatchHandlers(deps: WatchDeps) {
     signal: AbortSignal = ctx.signal,
   ) {
     const { project, agentId } = watchedProject(ctx, req.project);
+    const caller = callerOf(ctx);
+    const revoked = caller.kind === "agent" ? endOnKeyChange(caller, signal) : undefined;
+    if (revoked) signal = revoked.signal;
+    try {
+      yield* servedFrames(project, agentId, req, source, frame, signal);
+    } finally {
+      revoked?.dispose();
+    }
+    if (revoked?.error) throw revoked.error;
+  }
+
+  /**
+   * A signal that also aborts when the agent behind a stream no longer has the key the stream was
+   * opened with (unregistered, evicted, taken over); `error` then says so.
+   */
+  function endOnKeyChange(caller: AgentCaller, signal: AbortSignal) {
+    const ac = new AbortController();
+    const stop = () => ac.abort();
+    signal.addEventListener("abort", stop, { once: true });
+    const state = {
+      signal: ac.signal,
+      error: undefined as unknown,
+      dispose() {
+        unsubscribe();
+        signal.removeEventListener("abort", stop);
+      },
+    };
+    const unsubscribe = deps.presenceBus.subscribe(caller.project, (c) => {
+      if (c.agent?.id !== caller.agentId) return;
+      deps.presence.requireKey(caller).catch((e: unknown) => {
+        state.error = e;
+        ac.abort();
+      });
+    });
+    return state;
+  }
+
+  async function* servedFrames<S, E extends { seq: number }, F>(
+    project: string,
+    agentId: string | undefined,
+    req: { afterCursor?: bigint },
+    source: {
+      bus: Bus<E>;
+      snapshot: (project: string) => Promise<{ snapshot: S; cursor: number }>;
+      read: (project: string, after: number, limit: number) => Promise<ChangePage<E>>;
+      agentsActive?: boolean;
+    },
+    frame: { snapshot: (s: S, cursor: bigint, at: Timestamp) => F; change: (e: E) => F | F[] },
+    signal: AbortSignal,
+  ) {
     const frames = watch({
       ...common,
       bus: source.bus,

@@ -220,6 +220,7 @@ export interface WaiterDb {
   agent_name: string;
   ttl_ms: number;
   deadline_ms: number;
+  since_ms: number;
 }
 
 export const waiterFromDb = (r: WaiterDb): LeaseWaiter => ({
@@ -228,4 +229,5 @@ export const waiterFromDb = (r: WaiterDb): LeaseWaiter => ({
   agentName: r.agent_name,
   ttlMs: r.ttl_ms,
   deadlineMs: r.deadline_ms,
+  sinceMs: Number(r.since_ms),
 });

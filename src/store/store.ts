@@ -244,11 +244,35 @@ export interface LeaseWaiter {
   ttlMs: number;
   /** When the wait runs out: from then on the waiter is passed over. */
   deadlineMs: number;
+  /** When it joined the queue. */
+  sinceMs: number;
+}
+
+/** A waiter with the name of the lease it waits for. */
+export interface NamedWaiter extends LeaseWaiter {
+  name: string;
 }
 
 /** A lease decision may also change the resource's queue of waiters. */
 export interface LeaseDecision<T> extends Decision<LeaseRow, T> {
   queue?: { add?: LeaseWaiter; remove?: string[] };
+}
+
+/** A lease an agent holds (lapsed or not), with its resource's queue: what ending an agent's leases decides on. */
+export interface HeldResource {
+  lease: LeaseRow;
+  waiters: LeaseWaiter[];
+}
+
+/**
+ * A decision on an agent and every lease it holds, in one transaction (an eviction, a takeover
+ * at registration): the agent's row, and one lease decision per resource it was shown.
+ */
+export interface AgentLeasesDecision<T> extends Decision<AgentRow, T> {
+  /** Each on a lease it was shown (checked), with its queue changes and its changes for watchers. */
+  leases?: { key: LeaseKey; decision: LeaseDecision<unknown> }[];
+  /** Takes the agent's waiting acquires out of every queue of its project. */
+  dropWaiters?: boolean;
 }
 
 /** A sweep's change for each row it updates, made from the row and the sweep's time. */
@@ -330,6 +354,20 @@ export interface HubStore {
     nameKey: string,
     decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>,
   ): Promise<T>;
+  /**
+   * One decision on an agent, found by id or by (project, case-folded name), and on every lease
+   * naming it as holder (each with its queue), all in one transaction: nobody can renew, be
+   * granted or queue behind those leases in between.
+   */
+  decideAgentLeases<T>(
+    find: { agentId: string } | { project: string; nameKey: string },
+    decide: (agent: AgentRow | undefined, held: HeldResource[], nowMs: number) => AgentLeasesDecision<T>,
+  ): Promise<T>;
+  /**
+   * Deletes every agent offline and last seen `retainMs` or more before the store's time that no
+   * open message (to or from it) and no live lease names, with its stream. Returns them.
+   */
+  forgetAgents(retainMs: number): Promise<AgentRow[]>;
   /** Any other change to one agent (activity, heartbeat, unregister). */
   decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T>;
   /** Marks every online agent offline (hub start), recording `change` for each. */
@@ -372,8 +410,10 @@ export interface HubStore {
    * keeping the row and its token as the resource's floor. Returns the leases as they were.
    */
   purgeLapsedLeases(afterMs: number): Promise<LeaseRow[]>;
-  /** The live leases of a project (expiresAtMs > nowMs) by name, and the head of its lease changes they reflect. */
-  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; head: number }>;
+  /** The waiters of a project's leases (of lease `name` only, when given), by lease name, first in line first. */
+  leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]>;
+  /** The live leases of a project (expiresAtMs > nowMs) by name, their waiters, and the head of its lease changes they reflect. */
+  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; waiters: NamedWaiter[]; head: number }>;
   /** The agents and runtimes of a project, and the head of its presence changes they reflect. */
   presenceSnapshot(project: string): Promise<{ agents: AgentRow[]; runtimes: RuntimeRow[]; head: number }>;
   /** The newest `limit` open messages of a project, how many it has, and the head of its message changes they reflect. */

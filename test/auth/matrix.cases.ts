@@ -361,6 +361,37 @@ export const methodRows: MethodRow[] = [
     expect: ok,
     check: seesProbe("xa-probe"),
   },
+  {
+    rpc: "kxm.hub.v1.OpsService/ForceReleaseLease",
+    rule: operatorRule,
+    request: () => ({ project: "alpha", name: "repo/main" }),
+    expect: ok,
+    check: (a, p) => [...leaseOf(a, p), ...(num(p.lease?.fencingToken) === 2 ? [] : [`released ${JSON.stringify(p.lease)}`])],
+  },
+  {
+    rpc: "kxm.hub.v1.OpsService/ForceReleaseLease",
+    variant: "a token that is not the holder's",
+    rule: operatorRule,
+    request: () => ({ project: "alpha", name: "repo/main", fencingToken: 1 }),
+    expect: () => "lease_superseded",
+  },
+  {
+    rpc: "kxm.hub.v1.OpsService/EvictAgent",
+    rule: operatorRule,
+    request: (c) => ({ project: "alpha", agentId: c.s.projects.alpha!.one.id }),
+    expect: ok,
+    check: (_a, p) => [
+      ...(p.agent?.project === TARGET && p.agent?.online !== true ? [] : [`evicted ${JSON.stringify(p.agent)}`]),
+      ...((p.releasedLeases ?? []).every((l: Json) => l.project === TARGET) && (p.releasedLeases ?? []).length === 2 ? [] : [`released ${JSON.stringify(p.releasedLeases)}`]),
+    ],
+  },
+  {
+    rpc: "kxm.hub.v1.OpsService/EvictAgent",
+    variant: "another project's agent, named under alpha",
+    rule: operatorRule,
+    request: (c) => ({ project: "alpha", agentId: c.s.projects.beta!.one.id }),
+    expect: () => "target_not_found",
+  },
 ];
 
 /** REST routes outside the proto (src/ops/http.ts). */

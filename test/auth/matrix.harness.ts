@@ -143,6 +143,7 @@ const restStatusOf: Record<string, number> = {
   lease_not_found: 404,
   message_not_found: 404,
   target_not_found: 404,
+  lease_superseded: 409,
 };
 
 // --- one case -----------------------------------------------------------------------------------

@@ -79,6 +79,13 @@ describe("Go client (gen/go)", () => {
           "TestLibraryInboxAcksAndReplies",
           "TestLibraryLeaseThroughAShortOutageAndLostBeforeItsTTLInALongOne",
           "TestLibraryInboxThroughSubscriberTooSlowAndARestart",
+          "TestLibraryLeaseGrantedAfterAWaitLongerThanItsTTLStaysRenewed",
+          "TestLibraryLeaseGrantedAfterAWaitIsLostBeforeItCanLapseWhenRenewalsFail",
+          "TestLibraryAwaitReplyReturnsAReplyMadeBeforeTheCall",
+          "TestLibraryAwaitReplyReturnsAReplyMadeDuringTheWait",
+          "TestLibraryAwaitReplyReconnectsAndReadsAReplyMadeWhileItsStreamWasDown",
+          "TestLibraryAwaitReplySaysWhenTheMessageEndedWithoutAReply",
+          "TestLibraryTakeoverRestartsAnAgentAtOnce",
         ]) {
           expect(r.output).toContain(`--- PASS: ${name}`);
         }

@@ -88,10 +88,17 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
       "test_inbox_acks_replies_and_ends_on_cancel_without_reconnecting",
       "test_outage.py::test_lease_through_a_short_outage_and_lost_before_its_ttl_in_a_long_one",
       "test_outage.py::test_inbox_loses_and_repeats_nothing_through_subscriber_too_slow_and_a_restart",
+      "test_a_waiter_granted_after_more_than_two_ttls_keeps_the_lease_renewed",
+      "test_await_reply_returns_a_reply_that_came_before_the_call",
+      "test_await_reply_waits_for_a_reply_that_comes_after_the_call",
+      "test_await_reply_reads_again_after_a_dropped_stream",
+      "test_await_reply_ends_without_a_reply_and_closes_its_stream_on_cancel",
+      "test_takeover_replaces_an_online_instance_at_once",
+      "test_ttl_and_wait_errors_speak_in_seconds",
     ]) {
       expect(res.output).toContain(`${name.includes("::") ? name : `test_library.py::${name}`} PASSED`);
     }
-    expect(res.output).toMatch(/=+ 11 passed in [\d.]+s/);
+    expect(res.output).toMatch(/=+ 18 passed in [\d.]+s/);
   }, 180_000);
 
   it("builds the package as a wheel, installs it into a fresh venv outside the repository and runs the example on it", async () => {

@@ -36,6 +36,7 @@ describe("project isolation of leases over REST", () => {
     expect(theirs).toEqual({
       lease: expect.objectContaining({ resource: "alpha/repo/main", project: "alpha/repo", name: "main", holderAgentId: r.id, fencingToken: 1 }),
       renewed: false,
+      waitedMs: 0,
     });
     expect(await names(t, a)).toEqual([["alpha", "repo/main"]]);
     expect(await names(t, r)).toEqual([["alpha/repo", "main"]]);
@@ -72,7 +73,7 @@ describe("project isolation of leases over REST", () => {
     expect(taken).toMatchObject({ project: "alpha/repo", name: "ci", fencingToken: 1 });
     // alpha's holder still holds (lapsed) token 1 and may renew by re-acquiring: its own takeover.
     const back = await expectRestOk(await post(t, a, "repo/ci", "acquire", { ttlMs }));
-    expect(back).toEqual({ lease: expect.objectContaining({ project: "alpha", holderAgentId: a.id, fencingToken: 2 }), renewed: false });
+    expect(back).toEqual({ lease: expect.objectContaining({ project: "alpha", holderAgentId: a.id, fencingToken: 2 }), renewed: false, waitedMs: 0 });
     expect((await expectRestOk(await post(t, r, "ci", "renew", { fencingToken: 1, ttlMs }))).lease).toMatchObject({ fencingToken: 1 });
   });
 });

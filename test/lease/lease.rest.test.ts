@@ -44,8 +44,10 @@ describe("POST /v1/leases/{name}/acquire", () => {
         fencingToken: 1,
         acquiredAt: iso(now),
         expiresAt: iso(now + 10_000),
+        waiters: [],
       },
       renewed: false,
+      waitedMs: 0,
     });
     expect(typeof body.lease.fencingToken).toBe("number");
   });

@@ -37,13 +37,13 @@ describe("POST /v1/agents/register", () => {
     const now = t.clock.now();
     const body = await expectRestOk(await registerRaw(t, { name: "alpha", project: "p" }), 201);
 
-    expect(Object.keys(body).sort()).toEqual(["agent", "agentKey", "resumed"]);
+    expect(Object.keys(body).sort()).toEqual(["agent", "agentKey", "releasedLeases", "resumed", "takenOver"]);
     expect(body.agentKey).toMatch(AGENT_KEY);
     expect(body.resumed).toBe(false);
     expect(body.agent).toEqual({
       id: expect.stringMatching(AGENT_ID),
       name: "alpha",
-      purpose: "General-purpose Pi agent",
+      purpose: "General-purpose agent",
       project: "p",
       connectedAt: iso(now),
       lastSeenAt: iso(now),
@@ -73,7 +73,7 @@ describe("POST /v1/agents/register", () => {
       await registerRaw(t, { name: "alpha", project: "p", purpose: "  ", model: "", host: null }),
       201,
     );
-    expect(body.agent.purpose).toBe("General-purpose Pi agent");
+    expect(body.agent.purpose).toBe("General-purpose agent");
     expect(body.agent).not.toHaveProperty("model");
     expect(body.agent).not.toHaveProperty("host");
   });
@@ -101,7 +101,7 @@ describe("POST /v1/agents/register", () => {
     expect(resumed.agentKey).not.toBe(first.agentKey);
     expect(resumed.agent).toMatchObject({
       name: "ALPHA",
-      purpose: "General-purpose Pi agent",
+      purpose: "General-purpose agent",
       connectedAt: iso(t.clock.now()),
       lastSeenAt: iso(t.clock.now()),
       online: true,

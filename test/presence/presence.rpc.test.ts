@@ -24,7 +24,7 @@ describe.each(protocols)("PresenceService over $name", (protocol) => {
     expect(r.agentKey).toMatch(/^key_[0-9a-f]{32}$/);
     const a = r.agent!;
     expect(a).toMatchObject({ name: "alpha", project: "p", model: "gpt", host: "box-1", online: true, presence: PresenceState.ONLINE });
-    expect(a.purpose).toBe("General-purpose Pi agent");
+    expect(a.purpose).toBe("General-purpose agent");
     expect(ms(a.connectedAt)).toBe(t.clock.now());
     expect(ms(a.lastSeenAt)).toBe(t.clock.now());
     expect(ms(a.leaseExpiresAt)).toBe(t.clock.now() + 30_000);

@@ -15,6 +15,8 @@ import (
 // …, the hub's error table), the facts in Metadata, and the Lease it concerns when there is one.
 // Anything that is not a hub refusal (the hub unreachable, a cancelled call) is an Error with
 // Code "unavailable", "cancelled" or "unknown"; Transient says whether trying again may succeed.
+// The library's own codes: lease_unconfirmed, released and closed (Lease.Err, Session.Err), and
+// message_ended (AwaitReply: the message was cancelled or expired, Metadata "status" says which).
 type Error struct {
 	Code      string
 	Message   string

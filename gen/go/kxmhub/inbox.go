@@ -4,7 +4,6 @@ import (
 	"context"
 	"iter"
 	"strconv"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -46,12 +45,12 @@ func (e InboxEvent) Reply(ctx context.Context, content string) (*hubv1.Message, 
 func (s *Session) Inbox(ctx context.Context, afterSeq *int64) iter.Seq2[InboxEvent, error] {
 	return func(yield func(InboxEvent, error) bool) {
 		after := afterSeq
-		backoff := 100 * time.Millisecond
+		var pause backoff
 		for ctx.Err() == nil {
 			stream, err := s.Peer.Subscribe(ctx, connect.NewRequest(&hubv1.SubscribeRequest{AfterSeq: after}))
 			if err == nil {
 				for stream.Receive() {
-					backoff = 100 * time.Millisecond
+					pause.reset()
 					f := stream.Msg()
 					var kind string
 					var m *hubv1.Message
@@ -88,21 +87,14 @@ func (s *Session) Inbox(ctx context.Context, afterSeq *int64) iter.Seq2[InboxEve
 					}
 					continue
 				}
-				// A stream the connection under it dropped (a hub killed mid-stream) can surface as
-				// cancelled; only this iteration's own ctx ends it.
-				if !e.Transient && e.Code != "cancelled" {
+				if !reopens(e) {
 					yield(InboxEvent{}, e)
 					return
 				}
 			}
 			// The stream ended or the hub is away: reconnect from the last cursor, with a back-off.
-			select {
-			case <-ctx.Done():
+			if !pause.wait(ctx, s.clock) {
 				return
-			case <-s.clock.After(backoff):
-			}
-			if backoff *= 2; backoff > 5*time.Second {
-				backoff = 5 * time.Second
 			}
 		}
 	}

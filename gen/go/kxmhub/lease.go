@@ -21,7 +21,10 @@ type AcquireOptions struct {
 // loss. Lost is closed (Err says why) when the hub says the lease is gone (lease_superseded,
 // lease_expired, lease_not_found), and also when renewals have failed for so long that the lease
 // may lapse on the hub: a fifth of the TTL before the TTL counted from when the last successful
-// renewal was sent, so the work it guards stops before anyone else can be granted it.
+// renewal was sent, so the work it guards stops before anyone else can be granted it. Until the
+// first renewal the TTL counts from the grant: the acquire's send time plus the time the hub
+// says it waited in the lease's queue (AcquireLeaseResponse.waited_ms), so a lease granted after
+// a wait longer than its TTL is as valid as one granted at once.
 type Lease struct {
 	Name string
 	// Token is the fencing token: present it with every write to the guarded resource.
@@ -58,8 +61,21 @@ func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*
 	s.held[l] = struct{}{}
 	s.mu.Unlock()
 	l.kept.Add(1)
-	go l.keep(sent.Add(o.TTL))
+	go l.keep(grantedAt(sent, res.Msg.GetWaitedMs(), s.clock.Now()))
 	return l, nil
+}
+
+// grantedAt is the earliest time, on this process's clock, at which the hub can have granted a
+// lease: the acquire's send time plus the time the hub says it waited in the queue (the hub
+// started counting no earlier than the send), yet never after the answer arrived. The TTL and
+// the renewals count from here; counting from the send alone would take a grant after a long
+// wait for one that has already lapsed.
+func grantedAt(sent time.Time, waitedMs int32, answered time.Time) time.Time {
+	at := sent.Add(time.Duration(waitedMs) * time.Millisecond)
+	if at.After(answered) {
+		return answered
+	}
+	return at
 }
 
 // WithLease runs fn holding the lease: fn's context is cancelled if the lease is lost, and the
@@ -134,10 +150,13 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-func (l *Lease) keep(validUntil time.Time) {
+// keep renews the lease granted no earlier than grant until Release or loss. Validity counts
+// from when the last confirmed grant or renewal can at the earliest have happened on the hub.
+func (l *Lease) keep(grant time.Time) {
 	defer l.kept.Done()
 	margin := l.ttl / 5
-	nextRenew := l.s.clock.Now().Add(l.ttl / 3)
+	validUntil := grant.Add(l.ttl)
+	nextRenew := grant.Add(l.ttl / 3)
 	for {
 		lostAt := validUntil.Add(-margin)
 		wake := nextRenew

@@ -1,6 +1,7 @@
 // Package kxmhub is the client library for kxm-hub over the generated Connect clients
 // (../kxm/hub/v1): a Session that registers the agent, sends its credentials and heartbeats; a
-// Lease kept renewed with a loss signal; blocking acquire; an inbox that resumes; one Error type.
+// Lease kept renewed with a loss signal; blocking acquire; an inbox that resumes; a sender's wait
+// for its reply (AwaitReply); one Error type.
 package kxmhub
 
 import (
@@ -33,6 +34,14 @@ type Options struct {
 	ClientOptions []connect.ClientOption
 	// Clock defaults to the system clock.
 	Clock Clock
+	// Takeover replaces an instance of this name that is still marked online (a restart that
+	// cannot wait for the crashed instance to go stale) instead of failing with
+	// duplicate_agent_name. At once: the old instance's key stops working (its calls and streams
+	// are refused with invalid_agent_identity), its leases are released with their tokens kept
+	// as floors (the next grant of each gets a higher token) and its waiting acquires leave their
+	// queues; the agent keeps its id and its inbox. Session.TakenOver and ReleasedLeases say
+	// what it replaced.
+	Takeover bool
 }
 
 // Named is these options for another agent of the same hub and project.
@@ -45,7 +54,12 @@ func (o Options) Named(name string) Options {
 // credentials on every call, a heartbeat while it lives, unregistered by Close. Done is closed
 // when the hub refuses the agent or three heartbeats in a row fail; Err says why.
 type Session struct {
-	Agent    *hubv1.Agent
+	Agent *hubv1.Agent
+	// TakenOver is true when Options.Takeover replaced an instance that was still online;
+	// ReleasedLeases names the leases that instance held, which the takeover released.
+	TakenOver      bool
+	ReleasedLeases []string
+
 	Presence hubv1connect.PresenceServiceClient
 	Leases   hubv1connect.LeaseServiceClient
 	Peer     hubv1connect.PeerServiceClient
@@ -59,7 +73,8 @@ type Session struct {
 	held    map[*Lease]struct{}
 }
 
-// Connect registers (or resumes) the agent and starts its heartbeats.
+// Connect registers (or resumes) the agent and starts its heartbeats. A name still online is
+// duplicate_agent_name, unless Options.Takeover replaces that instance.
 func Connect(ctx context.Context, o Options) (*Session, error) {
 	if o.HTTPClient == nil {
 		o.HTTPClient = http.DefaultClient
@@ -87,7 +102,7 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 		closing:  make(chan struct{}),
 		held:     map[*Lease]struct{}{},
 	}
-	req := &hubv1.RegisterAgentRequest{Name: o.Name, Project: o.Project, Host: &o.Host}
+	req := &hubv1.RegisterAgentRequest{Name: o.Name, Project: o.Project, Host: &o.Host, Takeover: o.Takeover}
 	if o.Purpose != "" {
 		req.Purpose = &o.Purpose
 	}
@@ -98,7 +113,7 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	if err != nil {
 		return nil, AsError(err)
 	}
-	s.Agent = res.Msg.GetAgent()
+	s.Agent, s.TakenOver, s.ReleasedLeases = res.Msg.GetAgent(), res.Msg.GetTakenOver(), res.Msg.GetReleasedLeases()
 	creds.set(s.Agent.GetId(), res.Msg.GetAgentKey())
 	s.beats.Add(1)
 	go s.heartbeat(o.HeartbeatEvery)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import TYPE_CHECKING
 
 from kxm.hub.v1 import lease_pb2
@@ -17,10 +18,12 @@ class Lease:
     `lost` is set (and `error` says why) when the hub says the lease is gone (lease_superseded,
     lease_expired, lease_not_found), and also when renewals have failed for so long that the lease
     may lapse on the hub: a fifth of the TTL before the TTL counted from when the last successful
-    renewal was sent, so the work it guards stops before anyone else can be granted it.
+    renewal was sent, so the work it guards stops before anyone else can be granted it. The first
+    TTL counts from when the acquire was sent plus the time the hub says it waited in the queue
+    (the grant came no earlier), so a lease granted after a long wait is not taken for lapsed.
     """
 
-    def __init__(self, session: Session, lease: lease_pb2.Lease, ttl: float, sent_at: float) -> None:
+    def __init__(self, session: Session, lease: lease_pb2.Lease, ttl: float, granted_from: float) -> None:
         self.name = lease.name
         self.token: int = lease.fencing_token  # present it with every write to the guarded resource
         self.lease = lease
@@ -28,7 +31,7 @@ class Lease:
         self.error: HubError | None = None
         self._session = session
         self._ttl = ttl
-        self._keeper = asyncio.create_task(self._keep(sent_at + ttl))
+        self._keeper = asyncio.create_task(self._keep(granted_from))
 
     def check(self) -> None:
         """Raises the loss, if the lease is lost: call it before an irreversible step."""
@@ -62,10 +65,12 @@ class Lease:
     async def __aexit__(self, *exc: object) -> None:
         await self.release()
 
-    async def _keep(self, valid_until: float) -> None:
+    async def _keep(self, granted_from: float) -> None:
+        # Validity and renewals count from the earliest the hub can have granted (or last renewed)
+        # the lease, on this process's clock: never later than the hub's own count.
         clock, ttl = self._session.clock, self._ttl
         margin = ttl / 5
-        next_renew = clock.now() + ttl / 3
+        valid_until, next_renew = granted_from + ttl, granted_from + ttl / 3
         while self.error is None:
             lost_at = valid_until - margin
             await clock.sleep(min(next_renew, lost_at) - clock.now())
@@ -76,7 +81,7 @@ class Lease:
             try:
                 res = await asyncio.wait_for(
                     self._session.leases.renew_lease(
-                        lease_pb2.RenewLeaseRequest(name=self.name, fencing_token=self.token, ttl_ms=int(ttl * 1000)), headers=self._session._headers()
+                        lease_pb2.RenewLeaseRequest(name=self.name, fencing_token=self.token, ttl_ms=round(ttl * 1000)), headers=self._session._headers()
                     ),
                     timeout=max(0.001, lost_at - sent),
                 )
@@ -92,3 +97,17 @@ class Lease:
             self.lease = res.lease
             valid_until = sent + ttl
             next_renew = sent + ttl / 3
+
+
+# What the hub accepts (src/lease/leases.ts), in the seconds the library takes.
+TTL_RANGE = (5, 600)
+WAIT_RANGE = (0, 600)
+
+
+def millis(label: str, seconds: float, low: int, high: int) -> int:
+    """`seconds` as the hub's milliseconds, refused here (HubError protocol_error, `field` the
+    argument's name) when out of range, so the refusal speaks of what the caller passed."""
+    ms = round(seconds * 1000) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and math.isfinite(seconds) else None
+    if ms is None or not low * 1000 <= ms <= high * 1000:
+        raise HubError("protocol_error", f"{label} must be between {low} and {high} seconds (got {seconds!r})", {"field": label})
+    return ms

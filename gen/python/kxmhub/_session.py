@@ -15,13 +15,16 @@ from pyqwest import Client, HTTPTransport, HTTPVersion
 from ._clock import Clock, MonotonicClock
 from ._errors import HubError
 from ._inbox import InboxEvent, inbox_events
-from ._lease import Lease
+from ._lease import TTL_RANGE, WAIT_RANGE, Lease, millis
+from ._reply import reply_to
 
 
 class Session:
     """An agent's session: registered (or resumed) by `connect`, its credentials on every call, a
     heartbeat while it lives, unregistered by `close` (or leaving `async with`). `lost` is set when
-    the hub refuses the agent or three heartbeats in a row fail; `error` says why.
+    the hub refuses the agent (its key replaced by a takeover included) or three heartbeats in a
+    row fail; `error` says why. `taken_over` says whether `connect(takeover=True)` replaced an
+    instance still online, and `released_leases` names the leases that instance held.
     """
 
     def __init__(self, url: str, token: str | None, clock: Clock, http: Client, transport: HTTPTransport | None, protocol: ProtocolType) -> None:
@@ -33,6 +36,8 @@ class Session:
         self.agent: presence_pb2.Agent | None = None
         self.lost = asyncio.Event()
         self.error: HubError | None = None
+        self.taken_over = False
+        self.released_leases: list[str] = []
         self._token = token
         self._key = ""
         self._transport = transport
@@ -54,18 +59,22 @@ class Session:
 
     async def acquire(self, name: str, ttl: float = 30.0, wait: float = 0.0) -> Lease:
         """Acquires the lease (waiting in the hub's queue up to `wait` seconds) and keeps it renewed.
-        Raises HubError (lease_held, with the holder's lease). Cancelling the call leaves the queue."""
+        `ttl` is 5..600 seconds, `wait` 0..600: outside, HubError protocol_error before anything
+        is sent (`metadata["field"]` is "ttl" or "wait"). Raises HubError (lease_held, with the
+        holder's lease). Cancelling the call leaves the queue."""
+        ttl_ms, wait_ms = millis("ttl", ttl, *TTL_RANGE), millis("wait", wait, *WAIT_RANGE)
         sent = self.clock.now()
-        req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=int(ttl * 1000))
-        if wait > 0:
-            req.wait_ms = int(wait * 1000)
+        req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=ttl_ms)
+        if wait_ms > 0:
+            req.wait_ms = wait_ms
         try:
             res = await self.leases.acquire_lease(req, headers=self._headers())
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - typed
             raise HubError.of(e) from e
-        held = Lease(self, res.lease, ttl, sent)
+        # Granted no earlier than the time it waited in the queue after it was sent.
+        held = Lease(self, res.lease, ttl_ms / 1000, sent + res.waited_ms / 1000)
         self._held.add(held)
         return held
 
@@ -86,6 +95,34 @@ class Session:
             return (await self.peer.send_message(peer_pb2.SendMessageRequest(target=target, content=content), headers=self._headers())).message
         except Exception as e:  # noqa: BLE001 - typed
             raise HubError.of(e) from e
+
+    async def await_reply(self, message_id: str) -> peer_pb2.Message:
+        """The message `message_id` this agent sent, once replied (`reply` set), whether the reply
+        came before this call or comes after it. Waits on the Subscribe stream, never polls, and
+        goes on across dropped connections and hub restarts. Raises HubError message_ended when the
+        message ended without a reply (`metadata["status"]` "cancelled" or "expired",
+        `metadata["error"]` the hub's reason), the session's error when the session is lost or
+        closed meanwhile, and any other refusal (message_not_found, message_forbidden, a refused
+        identity). Cancelling the call closes its stream::
+
+            sent = await hub.send("reviewer", "pushed main")
+            answered = await asyncio.wait_for(hub.await_reply(sent.id), 600)
+            print(answered.reply.content)
+        """
+        if self.error is not None:
+            raise self.error
+        waiting = asyncio.ensure_future(reply_to(self, message_id))
+        lost = asyncio.ensure_future(self.lost.wait())
+        try:
+            await asyncio.wait((waiting, lost), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not waiting.done():
+                waiting.cancel()
+                await asyncio.gather(waiting, return_exceptions=True)
+        if not waiting.cancelled():
+            return waiting.result()
+        raise self.error or HubError("closed", "the session was closed")
 
     async def close(self) -> None:
         """Releases the leases still held, stops the heartbeats and unregisters the agent."""
@@ -169,10 +206,18 @@ async def connect(
     clock: Clock | None = None,
     http: Client | None = None,
     protocol: ProtocolType = ProtocolType.CONNECT,
+    takeover: bool = False,
 ) -> Session:
     """Registers (or resumes) the agent `name` in `project` and starts its heartbeats (every 10 s,
     well inside the hub's default stale-after of 30 s). Default transport: HTTP/2 (h2c), one
-    connection, closed by close()."""
+    connection, closed by close().
+
+    A name still held by an instance marked online is HubError duplicate_agent_name, unless
+    `takeover=True`: then that instance is replaced at once (a restart that cannot wait for the
+    crashed one to go stale). Its key stops working (its calls and streams are refused with
+    invalid_agent_identity), its leases are released (each next grant gets a higher token), and
+    the agent keeps its id and its inbox; `Session.taken_over` and `Session.released_leases` say
+    what was replaced."""
     transport = None
     if http is None:
         transport = HTTPTransport(http_version=HTTPVersion.HTTP2)
@@ -182,6 +227,8 @@ async def connect(
     req = presence_pb2.RegisterAgentRequest(name=name, project=project, host=(host or socket.gethostname())[:64])
     if purpose:
         req.purpose = purpose
+    if takeover:
+        req.takeover = True
     try:
         res = await s.presence.register_agent(req, headers=s._headers())
     except Exception as e:  # noqa: BLE001 - typed
@@ -189,5 +236,6 @@ async def connect(
             await transport.__aexit__(None, None, None)
         raise HubError.of(e) from e
     s.agent, s._key = res.agent, res.agent_key
+    s.taken_over, s.released_leases = res.taken_over, list(res.released_leases)
     s._beats = asyncio.create_task(s._beat(heartbeat))
     return s

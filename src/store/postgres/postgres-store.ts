@@ -3,8 +3,11 @@ import pg from "pg";
 import {
   changesOf,
   StoreOpenError,
+  type AgentLeasesDecision,
   type AgentRow,
   type ChangeOf,
+  type HeldResource,
+  type NamedWaiter,
   type ChangeRead,
   type ChangeStream,
   type CommitStats,
@@ -399,54 +402,127 @@ export class PostgresStore implements HubStore {
       }
       const nowMs = await this.decisionTime(tx);
       // The queue is read under the lease row's lock: waiters are added only by decisions that hold it.
-      const waiters = row
-        ? (await tx.query<WaiterDb>("SELECT * FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq", [key.project, key.name])).rows.map(waiterFromDb)
-        : [];
+      const waiters = row ? await this.waitersOf(tx, key) : [];
       const d = decide(current && leaseFromDb(current), nowMs, waiters);
-      for (const id of d.queue?.remove ?? []) {
-        await tx.query("DELETE FROM lease_waiters WHERE project = $1 AND name = $2 AND id = $3", [key.project, key.name, id]);
-      }
-      const add = d.queue?.add;
-      if (add) {
-        if (!row) throw new Error(`a waiter for ${JSON.stringify(key)} is queued behind no lease`);
-        await tx.query(
-          `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms)
-           SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7 FROM lease_waiters WHERE project = $1 AND name = $2`,
-          [key.project, key.name, add.id, add.agentId, add.agentName, add.ttlMs, add.deadlineMs],
-        );
-      }
-      if (d.write) {
-        // A decision writes the row it was shown, never another key: that is the isolation.
-        if (d.write.project !== key.project || d.write.name !== key.name) {
-          throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
-        }
-        if (current && d.write.fencingToken < current.fencing_token) {
-          // The fence only grows; a decision that would lower it is a bug, never a write.
-          throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${current.fencing_token}`);
-        }
-        const values = [
-          d.write.project,
-          d.write.name,
-          d.write.holderAgentId,
-          d.write.holderAgentName,
-          d.write.fencingToken,
-          d.write.acquiredAtMs,
-          d.write.expiresAtMs,
-        ];
-        // A new row is a plain INSERT: if another replica inserted it meanwhile, this one waits
-        // for it and fails with unique_violation, and the decision runs again on its row.
-        await tx.query(
-          row
-            ? `UPDATE leases SET holder_agent_id = $3, holder_agent_name = $4, fencing_token = $5, acquired_at = $6, expires_at = $7
-               WHERE project = $1 AND name = $2`
-            : `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-          values,
-        );
-      }
-      for (const c of changesOf(d)) await record(key.project, c.stream, c.body, nowMs);
+      await this.applyLease(tx, key, row, current, d, record, nowMs);
       return d.result;
     });
+  }
+
+  private async waitersOf(tx: PgTx, key: LeaseKey): Promise<LeaseWaiter[]> {
+    return (await tx.query<WaiterDb>("SELECT * FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq", [key.project, key.name])).rows.map(waiterFromDb);
+  }
+
+  /**
+   * Writes what a lease decision on `key` decided, inside the caller's transaction: `row` is the
+   * locked row (absent: none yet), `current` what the decision was shown (a floor row for none).
+   */
+  private async applyLease(tx: PgTx, key: LeaseKey, row: LeaseDb | undefined, current: LeaseDb | undefined, d: LeaseDecision<unknown>, record: PgRecordChange, nowMs: number): Promise<void> {
+    for (const id of d.queue?.remove ?? []) {
+      await tx.query("DELETE FROM lease_waiters WHERE project = $1 AND name = $2 AND id = $3", [key.project, key.name, id]);
+    }
+    const add = d.queue?.add;
+    if (add) {
+      if (!row) throw new Error(`a waiter for ${JSON.stringify(key)} is queued behind no lease`);
+      await tx.query(
+        `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
+         SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7, $8 FROM lease_waiters WHERE project = $1 AND name = $2`,
+        [key.project, key.name, add.id, add.agentId, add.agentName, add.ttlMs, add.deadlineMs, add.sinceMs],
+      );
+    }
+    if (d.write) {
+      // A decision writes the row it was shown, never another key: that is the isolation.
+      if (d.write.project !== key.project || d.write.name !== key.name) {
+        throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
+      }
+      if (current && d.write.fencingToken < current.fencing_token) {
+        // The fence only grows; a decision that would lower it is a bug, never a write.
+        throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${current.fencing_token}`);
+      }
+      const values = [
+        d.write.project,
+        d.write.name,
+        d.write.holderAgentId,
+        d.write.holderAgentName,
+        d.write.fencingToken,
+        d.write.acquiredAtMs,
+        d.write.expiresAtMs,
+      ];
+      // A new row is a plain INSERT: if another replica inserted it meanwhile, this one waits
+      // for it and fails with unique_violation, and the decision runs again on its row.
+      await tx.query(
+        row
+          ? `UPDATE leases SET holder_agent_id = $3, holder_agent_name = $4, fencing_token = $5, acquired_at = $6, expires_at = $7
+             WHERE project = $1 AND name = $2`
+          : `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+        values,
+      );
+    }
+    for (const c of changesOf(d)) await record(key.project, c.stream, c.body, nowMs);
+  }
+
+  decideAgentLeases<T>(
+    find: { agentId: string } | { project: string; nameKey: string },
+    decide: (agent: AgentRow | undefined, held: HeldResource[], nowMs: number) => AgentLeasesDecision<T>,
+  ): Promise<T> {
+    return this.changeTx(async (tx, record) => {
+      const [r] = (
+        "agentId" in find
+          ? await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [find.agentId])
+          : await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [find.project, find.nameKey])
+      ).rows;
+      // Its leases, locked in name order like any decision on them, then their queues.
+      const rows = r
+        ? (await tx.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND holder_agent_id = $2 ORDER BY name FOR UPDATE", [r.project, r.id])).rows
+        : [];
+      const nowMs = await this.decisionTime(tx);
+      const held: HeldResource[] = [];
+      for (const l of rows) held.push({ lease: leaseFromDb(l), waiters: await this.waitersOf(tx, l) });
+      const d = decide(r && agentFromDb(r), held, nowMs);
+      if (d.write) await this.writeAgent(tx, d.write);
+      const project = d.write?.project ?? r?.project;
+      if (project === undefined && (changesOf(d).length > 0 || d.leases?.length)) throw new Error("a decision on an unknown agent wrote leases or changes");
+      for (const c of changesOf(d)) await record(project!, c.stream, c.body, nowMs);
+      for (const { key, decision } of d.leases ?? []) {
+        const row = rows.find((l) => l.project === key.project && l.name === key.name);
+        if (!row) throw new Error(`an agent decision tried to decide lease ${JSON.stringify(key)}, which it was not shown`);
+        await this.applyLease(tx, key, row, row, decision, record, nowMs);
+      }
+      if (d.dropWaiters && r) await tx.query("DELETE FROM lease_waiters WHERE project = $1 AND agent_id = $2", [r.project, r.id]);
+      return d.result;
+    });
+  }
+
+  forgetAgents(retainMs: number): Promise<AgentRow[]> {
+    return this.tx(async (tx) => {
+      const nowMs = await this.decisionTime(tx);
+      const rows = (
+        await tx.query<AgentDb>(
+          `DELETE FROM agents a WHERE a.id IN (
+             SELECT id FROM agents c WHERE c.online = false AND c.last_seen_at <= $1
+               AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = c.id OR m.from_id = c.id))
+               AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = c.project AND l.holder_agent_id = c.id AND l.expires_at > $2)
+             ORDER BY c.reg_seq FOR UPDATE SKIP LOCKED)
+           RETURNING ${agentColumns.split(", ").map((c) => `a.${c}`).join(", ")}`,
+          [nowMs - retainMs, nowMs],
+        )
+      ).rows;
+      const ids = rows.map((a) => a.id);
+      if (ids.length > 0) {
+        await tx.query("DELETE FROM inbox_events WHERE agent_id = ANY($1)", [ids]);
+        await tx.query("DELETE FROM inbox_streams WHERE agent_id = ANY($1)", [ids]);
+      }
+      return rows.map(agentFromDb);
+    });
+  }
+
+  async leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]> {
+    const rows =
+      name === undefined
+        ? await this.rows<WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = $1 ORDER BY name, seq", [project])
+        : await this.rows<WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq", [project, name]);
+    return rows.map((w) => ({ ...waiterFromDb(w), name: w.name }));
   }
 
   async clearLeaseWaiters(): Promise<void> {
@@ -498,7 +574,7 @@ export class PostgresStore implements HubStore {
    * Live leases and the head of the lease changes, read in one snapshot (REPEATABLE READ), so the
    * head is exactly the last change the leases reflect.
    */
-  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; head: number }> {
+  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; waiters: NamedWaiter[]; head: number }> {
     return this.snapshotRead(async (tx) => ({
       leases: (
         await tx.query<LeaseDb>(
@@ -506,6 +582,9 @@ export class PostgresStore implements HubStore {
           [project, nowMs],
         )
       ).rows.map(leaseFromDb),
+      waiters: (
+        await tx.query<WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = $1 ORDER BY name, seq", [project])
+      ).rows.map((w) => ({ ...waiterFromDb(w), name: w.name })),
       head: (await tx.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, "leases"])).rows[0]!.head,
     }));
   }

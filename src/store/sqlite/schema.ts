@@ -49,7 +49,7 @@ const expectedShape: Record<string, string[]> = {
   fence_base: ["id", "floor"],
   watch_heads: ["project", "stream", "head"],
   watch_changes: ["project", "stream", "seq", "at_ms", "body"],
-  lease_waiters: ["project", "name", "seq", "id", "agent_id", "agent_name", "ttl_ms", "deadline_ms"],
+  lease_waiters: ["project", "name", "seq", "id", "agent_id", "agent_name", "ttl_ms", "deadline_ms", "since_ms"],
 };
 
 /**

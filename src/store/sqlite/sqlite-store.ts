@@ -1,8 +1,11 @@
 import type Database from "better-sqlite3";
 import { changesOf } from "../store.js";
 import type {
+  AgentLeasesDecision,
   AgentRow,
   ChangeOf,
+  HeldResource,
+  NamedWaiter,
   ChangeRead,
   ChangeStream,
   CommitStats,
@@ -184,11 +187,23 @@ export class SqliteStore implements HubStore {
       waiters: db.prepare<[string, string], WaiterDb>("SELECT * FROM lease_waiters WHERE project = ? AND name = ? ORDER BY seq"),
       removeWaiter: db.prepare("DELETE FROM lease_waiters WHERE project = ? AND name = ? AND id = ?"),
       addWaiter: db.prepare(
-        `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms)
-         SELECT @project, @name, coalesce(max(seq), 0) + 1, @id, @agent_id, @agent_name, @ttl_ms, @deadline_ms
+        `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
+         SELECT @project, @name, coalesce(max(seq), 0) + 1, @id, @agent_id, @agent_name, @ttl_ms, @deadline_ms, @since_ms
          FROM lease_waiters WHERE project = @project AND name = @name`,
       ),
       clearWaiters: db.prepare("DELETE FROM lease_waiters"),
+      waitersOfProject: db.prepare<[string], WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = ? ORDER BY name, seq"),
+      dropWaitersOf: db.prepare("DELETE FROM lease_waiters WHERE project = ? AND agent_id = ?"),
+      leasesHeldBy: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND holder_agent_id = ? ORDER BY name"),
+      forgettable: db.prepare<[number, number], AgentDb>(
+        `SELECT * FROM agents a WHERE online = 0 AND last_seen_at <= ?
+           AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = a.id OR m.from_id = a.id))
+           AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = a.project AND l.holder_agent_id = a.id AND l.expires_at > ?)
+         ORDER BY rowid`,
+      ),
+      deleteAgent: db.prepare("DELETE FROM agents WHERE id = ?"),
+      deleteInboxStream: db.prepare("DELETE FROM inbox_streams WHERE agent_id = ?"),
+      deleteInboxEvents: db.prepare("DELETE FROM inbox_events WHERE agent_id = ?"),
       purgeStream: db.prepare<{ project: string; stream: string; cutoff: number; lowest: number; head: number }>(
         `DELETE FROM watch_changes WHERE project = @project AND stream = @stream AND seq < coalesce(
            (SELECT seq FROM watch_changes WHERE project = @project AND stream = @stream AND seq >= @lowest AND at_ms >= @cutoff ORDER BY seq LIMIT 1),
@@ -433,31 +448,81 @@ export class SqliteStore implements HubStore {
       const r = this.q.lease.get(key.project, key.name) ?? this.floorOf(key);
       const nowMs = this.clock.now();
       const d = decide(r && leaseFromDb(r), nowMs, this.q.waiters.all(key.project, key.name).map(waiterFromDb));
-      for (const id of d.queue?.remove ?? []) this.q.removeWaiter.run(key.project, key.name, id);
-      const add = d.queue?.add;
-      if (add) this.q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs });
-      if (d.write) {
-        // A decision writes the row it was shown, never another key: that is the isolation.
-        if (d.write.project !== key.project || d.write.name !== key.name) {
-          throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
-        }
-        if (r && d.write.fencingToken < r.fencing_token) {
-          // The fence only grows; a decision that would lower it is a bug, never a write.
-          throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${r.fencing_token}`);
-        }
-        this.q.upsertLease.run({
-          project: d.write.project,
-          name: d.write.name,
-          holder_agent_id: d.write.holderAgentId,
-          holder_agent_name: d.write.holderAgentName,
-          fencing_token: d.write.fencingToken,
-          acquired_at: d.write.acquiredAtMs,
-          expires_at: d.write.expiresAtMs,
-        });
-      }
-      for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
+      this.applyLease(key, r, d, record, nowMs);
       return d.result;
     });
+  }
+
+  /** Writes what a lease decision on `key` decided (its row `r` as read), inside the caller's transaction. */
+  private applyLease(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>, record: RecordChange, nowMs: number): void {
+    for (const id of d.queue?.remove ?? []) this.q.removeWaiter.run(key.project, key.name, id);
+    const add = d.queue?.add;
+    if (add) this.q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs, since_ms: add.sinceMs });
+    if (d.write) {
+      // A decision writes the row it was shown, never another key: that is the isolation.
+      if (d.write.project !== key.project || d.write.name !== key.name) {
+        throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
+      }
+      if (r && d.write.fencingToken < r.fencing_token) {
+        // The fence only grows; a decision that would lower it is a bug, never a write.
+        throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${r.fencing_token}`);
+      }
+      this.q.upsertLease.run({
+        project: d.write.project,
+        name: d.write.name,
+        holder_agent_id: d.write.holderAgentId,
+        holder_agent_name: d.write.holderAgentName,
+        fencing_token: d.write.fencingToken,
+        acquired_at: d.write.acquiredAtMs,
+        expires_at: d.write.expiresAtMs,
+      });
+    }
+    for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
+  }
+
+  decideAgentLeases<T>(
+    find: { agentId: string } | { project: string; nameKey: string },
+    decide: (agent: AgentRow | undefined, held: HeldResource[], nowMs: number) => AgentLeasesDecision<T>,
+  ): Promise<T> {
+    return this.changeTx((record) => {
+      const r = "agentId" in find ? this.q.agentById.get(find.agentId) : this.q.agentByName.get(find.project, find.nameKey);
+      const nowMs = this.clock.now();
+      const rows = r ? this.q.leasesHeldBy.all(r.project, r.id) : [];
+      const held = rows.map((l) => ({ lease: leaseFromDb(l), waiters: this.q.waiters.all(l.project, l.name).map(waiterFromDb) }));
+      const d = decide(r && agentFromDb(r), held, nowMs);
+      if (d.write) this.writeAgent(d.write);
+      const project = d.write?.project ?? r?.project;
+      if (project === undefined && (changesOf(d).length > 0 || d.leases?.length)) throw new Error("a decision on an unknown agent wrote leases or changes");
+      for (const c of changesOf(d)) record(project!, c.stream, c.body, nowMs);
+      for (const { key, decision } of d.leases ?? []) {
+        const row = rows.find((l) => l.project === key.project && l.name === key.name);
+        if (!row) throw new Error(`an agent decision tried to decide lease ${JSON.stringify(key)}, which it was not shown`);
+        this.applyLease(key, row, decision, record, nowMs);
+      }
+      if (d.dropWaiters && r) this.q.dropWaitersOf.run(r.project, r.id);
+      return d.result;
+    });
+  }
+
+  forgetAgents(retainMs: number): Promise<AgentRow[]> {
+    return this.tx(() => {
+      const nowMs = this.clock.now();
+      const gone = this.q.forgettable.all(nowMs - retainMs, nowMs).map(agentFromDb);
+      for (const a of gone) {
+        this.q.deleteInboxEvents.run(a.id);
+        this.q.deleteInboxStream.run(a.id);
+        this.q.deleteAgent.run(a.id);
+      }
+      return gone;
+    });
+  }
+
+  leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]> {
+    return this.read(() =>
+      name === undefined
+        ? this.q.waitersOfProject.all(project).map((w) => ({ ...waiterFromDb(w), name: w.name }))
+        : this.q.waiters.all(project, name).map((w) => ({ ...waiterFromDb(w), name })),
+    );
   }
 
   async clearLeaseWaiters(): Promise<void> {
@@ -488,9 +553,10 @@ export class SqliteStore implements HubStore {
     });
   }
 
-  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; head: number }> {
+  leaseSnapshot(project: string, nowMs: number): Promise<{ leases: LeaseRow[]; waiters: NamedWaiter[]; head: number }> {
     return this.read(() => ({
       leases: this.q.liveLeases.all(project, nowMs).map(leaseFromDb),
+      waiters: this.q.waitersOfProject.all(project).map((w) => ({ ...waiterFromDb(w), name: w.name })),
       head: this.q.changeHead.get(project, "leases")!.head,
     }));
   }

@@ -7,6 +7,7 @@ the library's sleepers with it, so renewals and lapses happen when the test move
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 
 import kxmhub
@@ -196,5 +197,253 @@ def test_inbox_acks_replies_and_ends_on_cancel_without_reconnecting(hub: HubEnv)
                 await task
             assert got == ["note 0", "note 1", "note 2"]
             assert subscribes == [1]  # the cancel ended it: no reconnect
+
+    asyncio.run(run())
+
+
+def test_a_waiter_granted_after_more_than_two_ttls_keeps_the_lease_renewed(hub: HubEnv) -> None:
+    async def run() -> None:
+        clock = HubClock(hub)
+        name = f"py-longwait-{secrets.token_hex(4)}"
+        async with await open_session(hub, clock, "holder") as holder, await open_session(hub, clock, "waiter") as waiter:
+            first = await holder.acquire(name, ttl=6)
+            base = hub.sleepers()
+            waiting = asyncio.create_task(waiter.acquire(name, ttl=6, wait=60))
+            await until("the waiter queued", lambda: hub.sleepers() >= base + 1)
+            # The holder keeps it 16 s of hub time (its keeper renews it), the waiter stays queued.
+            for _ in range(8):
+                await until("the holder's keeper asleep", lambda: clock.sleepers >= 3)  # keeper + 2 heartbeats
+                clock.advance(2)
+            await until("the holder's keeper asleep", lambda: clock.sleepers >= 3)
+            assert not waiting.done() and not first.lost.is_set(), first.error
+            await first.release()
+            got = await asyncio.wait_for(waiting, 10)
+            assert got.token == first.token + 1
+            # Granted after 16 s with a 6 s TTL: counted from the grant, not from the send.
+            await until("the waiter's keeper asleep (or the lease lost)", lambda: clock.sleepers >= 3 or got.lost.is_set())
+            assert not got.lost.is_set(), got.error
+            for _ in range(9):  # three more TTLs
+                await until("the waiter's keeper asleep", lambda: clock.sleepers >= 3)
+                clock.advance(2)
+            await until("the waiter's keeper asleep", lambda: clock.sleepers >= 3)
+            assert not got.lost.is_set(), got.error
+            now = await waiter.leases.get_lease(kxmhub_get(name), headers=waiter._headers())
+            assert now.lease.fencing_token == got.token and now.lease.holder_agent_id == waiter.agent.id and not now.expired
+            await got.release()
+
+    asyncio.run(run())
+
+
+def count_reads(session) -> list[int]:
+    """Counts the GetMessage calls a session makes (completed ones): the returned list's one item."""
+    count = [0]
+    original = session.peer.get_message
+
+    async def counted(req, *, headers=None, timeout_ms=None):
+        res = await original(req, headers=headers, timeout_ms=timeout_ms)
+        count[0] += 1
+        return res
+
+    session.peer.get_message = counted
+    return count
+
+
+async def answer_one(reader: kxmhub.Session, text: str) -> None:
+    """The reader acks and replies to the first message of its inbox."""
+    async with contextlib.aclosing(reader.inbox()) as inbox:
+        async for ev in inbox:
+            await ev.ack()
+            await ev.reply(text)
+            return
+
+
+def test_await_reply_returns_a_reply_that_came_before_the_call(hub: HubEnv) -> None:
+    async def run() -> None:
+        clock = HubClock(hub)
+        async with await open_session(hub, clock, "sender") as sender, await open_session(hub, clock, "reader") as reader:
+            sent = await sender.send(reader.agent.id, "review this")
+            await answer_one(reader, "looks good")
+            subscribes, reads = count_subscribes(sender), count_reads(sender)
+            got = await asyncio.wait_for(sender.await_reply(sent.id), 10)
+            assert got.id == sent.id and got.reply.content == "looks good"
+            assert subscribes == [1] and reads == [1]
+
+    asyncio.run(run())
+
+
+def test_await_reply_waits_for_a_reply_that_comes_after_the_call(hub: HubEnv) -> None:
+    async def run() -> None:
+        clock = HubClock(hub)
+        async with await open_session(hub, clock, "sender") as sender, await open_session(hub, clock, "reader") as reader:
+            sent = await sender.send(reader.agent.id, "review this")
+            subscribes, reads = count_subscribes(sender), count_reads(sender)
+            waiting = asyncio.create_task(sender.await_reply(sent.id))
+            await until("the message read once, not yet replied", lambda: reads[0] == 1)
+            assert not waiting.done()
+            await answer_one(reader, "ship it")
+            got = await asyncio.wait_for(waiting, 10)
+            assert got.id == sent.id and got.reply.content == "ship it"
+            assert subscribes == [1] and reads == [1]  # the reply came on the stream: no polling
+
+    asyncio.run(run())
+
+
+def test_await_reply_reads_again_after_a_dropped_stream(hub: HubEnv) -> None:
+    async def run() -> None:
+        from connectrpc.code import Code
+        from connectrpc.errors import ConnectError
+
+        clock = HubClock(hub)
+        async with await open_session(hub, clock, "sender") as sender, await open_session(hub, clock, "reader") as reader:
+            sent = await sender.send(reader.agent.id, "review this")
+            reads, subscribes, original = count_reads(sender), [0], sender.peer.subscribe
+
+            def subscribe(req, *, headers=None, timeout_ms=None):
+                subscribes[0] += 1
+                frames = original(req, headers=headers, timeout_ms=timeout_ms)
+                if subscribes[0] > 1:
+                    return frames
+
+                async def dropped_after_ready():
+                    async with contextlib.aclosing(frames):
+                        async for frame in frames:
+                            yield frame
+                            raise ConnectError(Code.UNAVAILABLE, "connection dropped")
+
+                return dropped_after_ready()
+
+            sender.peer.subscribe = subscribe
+            waiting = asyncio.create_task(sender.await_reply(sent.id))
+            await until("the back-off after the drop", lambda: reads[0] == 1 and clock.sleepers >= 3)  # + 2 heartbeats
+            # The reply comes while no stream is open: only the read after reconnecting sees it.
+            await answer_one(reader, "seen it")
+            clock.advance(0.1)
+            got = await asyncio.wait_for(waiting, 10)
+            assert got.reply.content == "seen it"
+            assert subscribes == [2] and reads == [2]
+
+    asyncio.run(run())
+
+
+def test_await_reply_ends_without_a_reply_and_closes_its_stream_on_cancel(hub: HubEnv) -> None:
+    async def run() -> None:
+        from kxm.hub.v1 import peer_pb2
+
+        clock = HubClock(hub)
+        async with await open_session(hub, clock, "sender") as sender, await open_session(hub, clock, "reader") as reader:
+            # Cancelled before the call: the read says so.
+            cancelled = await sender.send(reader.agent.id, "never mind")
+            await sender.peer.cancel_message(peer_pb2.CancelMessageRequest(message_id=cancelled.id), headers=sender._headers())
+            with pytest.raises(kxmhub.HubError) as ended:
+                await asyncio.wait_for(sender.await_reply(cancelled.id), 10)
+            assert ended.value.code == "message_ended" and ended.value.metadata["status"] == "cancelled"
+            # Expired while waiting: the expired event ends the wait.
+            req = peer_pb2.SendMessageRequest(target=reader.agent.id, content="quick one", ttl_ms=1000)
+            short = (await sender.peer.send_message(req, headers=sender._headers())).message
+            reads = count_reads(sender)
+            waiting = asyncio.create_task(sender.await_reply(short.id))
+            await until("the message read", lambda: reads[0] == 1)
+            clock.advance(2)
+            await open_a_stream(reader)  # a stream opening expires what is due
+            with pytest.raises(kxmhub.HubError) as ended:
+                await asyncio.wait_for(waiting, 10)
+            assert ended.value.code == "message_ended" and ended.value.metadata["status"] == "expired"
+            # Cancelling the call ends it, its stream closed, never reconnected.
+            pending = await sender.send(reader.agent.id, "still open")
+            base, subscribes, reads = hub.sleepers(), count_subscribes(sender), count_reads(sender)
+            waiting = asyncio.create_task(sender.await_reply(pending.id))
+            await until("the message read", lambda: reads[0] == 1)
+            await until("the stream asleep on the hub", lambda: hub.sleepers() >= base + 1)
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            await until("the stream closed on the hub", lambda: hub.sleepers() <= base)
+            assert subscribes == [1]
+
+    asyncio.run(run())
+
+
+async def open_a_stream(reader: kxmhub.Session) -> None:
+    """Opens (and closes) one stream of the reader's: the hub expires due messages when a stream opens."""
+    from kxm.hub.v1 import peer_pb2
+
+    frames = reader.peer.subscribe(peer_pb2.SubscribeRequest(), headers=reader._headers())
+    async for frame in frames:
+        assert frame.WhichOneof("event") == "ready"
+        break
+    await frames.aclose()
+
+
+def test_takeover_replaces_an_online_instance_at_once(hub: HubEnv) -> None:
+    async def run() -> None:
+        clock = HubClock(hub)
+        name, resource = f"restarter-{secrets.token_hex(4)}", f"py-takeover-{secrets.token_hex(4)}"
+        connect = lambda **kw: kxmhub.connect(hub.hub_url, project=PROJECT, name=name, token=hub.project_token, heartbeat=3600, clock=clock, **kw)  # noqa: E731
+        peer = await open_session(hub, clock, "peer")
+        old = await connect()
+        held = await old.acquire(resource, ttl=30)
+        sent = await old.send(peer.agent.id, "still there?")
+        reads = count_reads(old)
+        replying = asyncio.create_task(old.await_reply(sent.id))  # a stream of the old instance
+        await until("the old instance's stream open", lambda: reads[0] == 1)
+        await until("the keeper asleep", lambda: clock.sleepers >= 3)  # keeper + 2 heartbeats
+        with pytest.raises(kxmhub.HubError) as refused:
+            await connect()
+        assert refused.value.code == "duplicate_agent_name"
+        new = await connect(takeover=True)
+        try:
+            assert new.taken_over and resource in new.released_leases
+            assert new.agent.id == old.agent.id
+            with pytest.raises(kxmhub.HubError) as ended:
+                await asyncio.wait_for(replying, 10)
+            assert ended.value.code == "invalid_agent_identity"
+            await until("the keepers asleep", lambda: clock.sleepers >= 4)  # keeper + 3 heartbeats
+            with pytest.raises(kxmhub.HubError) as stale:
+                await old.acquire(f"{resource}-other", ttl=30)
+            assert stale.value.code == "invalid_agent_identity"
+            clock.advance(10)  # the old keeper renews: refused
+            await asyncio.wait_for(held.lost.wait(), 10)
+            mine = await new.acquire(resource, ttl=30)
+            assert mine.token > held.token
+            await mine.release()
+            again = await new.acquire(resource, ttl=30)
+            assert again.token > mine.token > held.token
+        finally:
+            await old.close()
+            await new.close()
+            await peer.close()
+
+    asyncio.run(run())
+
+
+def test_ttl_and_wait_errors_speak_in_seconds(hub: HubEnv) -> None:
+    async def run() -> None:
+        clock = HubClock(hub)
+        async with await open_session(hub, clock, "units") as s:
+            calls: list[str] = []
+            original = s.leases.acquire_lease
+
+            async def counted(req, *, headers=None, timeout_ms=None):
+                calls.append(req.name)
+                return await original(req, headers=headers, timeout_ms=timeout_ms)
+
+            s.leases.acquire_lease = counted
+            name = f"py-units-{secrets.token_hex(4)}"
+            for kw, field, text in (
+                ({"ttl": 2}, "ttl", "ttl must be between 5 and 600 seconds"),
+                ({"ttl": 601}, "ttl", "ttl must be between 5 and 600 seconds"),
+                ({"ttl": 10, "wait": 900}, "wait", "wait must be between 0 and 600 seconds"),
+                ({"ttl": 10, "wait": -1}, "wait", "wait must be between 0 and 600 seconds"),
+            ):
+                with pytest.raises(kxmhub.HubError) as refused:
+                    await s.acquire(name, **kw)
+                err = refused.value
+                assert err.code == "protocol_error" and not err.transient
+                assert text in str(err) and "ttlMs" not in str(err) and "waitMs" not in str(err)
+                assert err.metadata == {"field": field}
+            assert calls == []  # refused before anything was sent
+            lease = await s.acquire(name, ttl=5, wait=600)
+            assert lease.token >= 1
+            await lease.release()
 
     asyncio.run(run())

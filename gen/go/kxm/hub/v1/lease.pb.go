@@ -37,6 +37,12 @@ const (
 	LeaseEventKind_LEASE_EVENT_KIND_RELEASED LeaseEventKind = 3
 	// A lapsed lease was taken over with a new token.
 	LeaseEventKind_LEASE_EVENT_KIND_TAKEN_OVER LeaseEventKind = 4
+	// A call joined or left the lease's queue; only `waiters` changed.
+	LeaseEventKind_LEASE_EVENT_KIND_QUEUE_CHANGED LeaseEventKind = 5
+	// An operator released the lease (OpsService.ForceReleaseLease), or its holder was evicted
+	// or taken over (OpsService.EvictAgent, RegisterAgent with takeover). Terminal for this
+	// token; the resource keeps it as its floor.
+	LeaseEventKind_LEASE_EVENT_KIND_FORCE_RELEASED LeaseEventKind = 6
 )
 
 // Enum value maps for LeaseEventKind.
@@ -47,13 +53,17 @@ var (
 		2: "LEASE_EVENT_KIND_RENEWED",
 		3: "LEASE_EVENT_KIND_RELEASED",
 		4: "LEASE_EVENT_KIND_TAKEN_OVER",
+		5: "LEASE_EVENT_KIND_QUEUE_CHANGED",
+		6: "LEASE_EVENT_KIND_FORCE_RELEASED",
 	}
 	LeaseEventKind_value = map[string]int32{
-		"LEASE_EVENT_KIND_UNSPECIFIED": 0,
-		"LEASE_EVENT_KIND_GRANTED":     1,
-		"LEASE_EVENT_KIND_RENEWED":     2,
-		"LEASE_EVENT_KIND_RELEASED":    3,
-		"LEASE_EVENT_KIND_TAKEN_OVER":  4,
+		"LEASE_EVENT_KIND_UNSPECIFIED":    0,
+		"LEASE_EVENT_KIND_GRANTED":        1,
+		"LEASE_EVENT_KIND_RENEWED":        2,
+		"LEASE_EVENT_KIND_RELEASED":       3,
+		"LEASE_EVENT_KIND_TAKEN_OVER":     4,
+		"LEASE_EVENT_KIND_QUEUE_CHANGED":  5,
+		"LEASE_EVENT_KIND_FORCE_RELEASED": 6,
 	}
 )
 
@@ -103,7 +113,10 @@ type Lease struct {
 	// When the current holder was granted the lease (kept by renewals).
 	AcquiredAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=acquired_at,json=acquiredAt,proto3" json:"acquired_at,omitempty"`
 	// When the lease lapses unless renewed (hub clock). Lapsed when expires_at <= now.
-	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The calls waiting for this lease in its queue (AcquireLease with wait_ms), first in line
+	// first. Filled by GetLease, ListLeases and WatchLeases; empty elsewhere (error details too).
+	Waiters       []*LeaseWaiter `protobuf:"bytes,9,rep,name=waiters,proto3" json:"waiters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -194,6 +207,86 @@ func (x *Lease) GetExpiresAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Lease) GetWaiters() []*LeaseWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+// A call waiting in a lease's queue.
+type LeaseWaiter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The waiting agent's id.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The waiting agent's name.
+	AgentName string `protobuf:"bytes,2,opt,name=agent_name,json=agentName,proto3" json:"agent_name,omitempty"`
+	// When it joined the queue (hub clock).
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// When its wait runs out (hub clock): from then on it is passed over.
+	WaitUntil     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=wait_until,json=waitUntil,proto3" json:"wait_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseWaiter) Reset() {
+	*x = LeaseWaiter{}
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseWaiter) ProtoMessage() {}
+
+func (x *LeaseWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseWaiter.ProtoReflect.Descriptor instead.
+func (*LeaseWaiter) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaseWaiter) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *LeaseWaiter) GetAgentName() string {
+	if x != nil {
+		return x.AgentName
+	}
+	return ""
+}
+
+func (x *LeaseWaiter) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *LeaseWaiter) GetWaitUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaitUntil
+	}
+	return nil
+}
+
 // AcquireLease input.
 type AcquireLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -213,7 +306,7 @@ type AcquireLeaseRequest struct {
 
 func (x *AcquireLeaseRequest) Reset() {
 	*x = AcquireLeaseRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -225,7 +318,7 @@ func (x *AcquireLeaseRequest) String() string {
 func (*AcquireLeaseRequest) ProtoMessage() {}
 
 func (x *AcquireLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -238,7 +331,7 @@ func (x *AcquireLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLeaseRequest.ProtoReflect.Descriptor instead.
 func (*AcquireLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{1}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *AcquireLeaseRequest) GetName() string {
@@ -268,14 +361,19 @@ type AcquireLeaseResponse struct {
 	// The lease now held by the caller.
 	Lease *Lease `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
 	// True when the caller already held this live lease and it was extended.
-	Renewed       bool `protobuf:"varint,2,opt,name=renewed,proto3" json:"renewed,omitempty"`
+	Renewed bool `protobuf:"varint,2,opt,name=renewed,proto3" json:"renewed,omitempty"`
+	// How long the call waited in the resource's queue before the grant, in milliseconds on the
+	// hub clock; 0 when it did not wait. The grant came at least this long after the call was
+	// sent, so a client counts the lease's time to live from its send time plus this, never from
+	// the send time alone.
+	WaitedMs      int32 `protobuf:"varint,3,opt,name=waited_ms,json=waitedMs,proto3" json:"waited_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireLeaseResponse) Reset() {
 	*x = AcquireLeaseResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +385,7 @@ func (x *AcquireLeaseResponse) String() string {
 func (*AcquireLeaseResponse) ProtoMessage() {}
 
 func (x *AcquireLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +398,7 @@ func (x *AcquireLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireLeaseResponse.ProtoReflect.Descriptor instead.
 func (*AcquireLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{2}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *AcquireLeaseResponse) GetLease() *Lease {
@@ -315,6 +413,13 @@ func (x *AcquireLeaseResponse) GetRenewed() bool {
 		return x.Renewed
 	}
 	return false
+}
+
+func (x *AcquireLeaseResponse) GetWaitedMs() int32 {
+	if x != nil {
+		return x.WaitedMs
+	}
+	return 0
 }
 
 // RenewLease input.
@@ -332,7 +437,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +449,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +462,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{3}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RenewLeaseRequest) GetName() string {
@@ -394,7 +499,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +511,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +524,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{4}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RenewLeaseResponse) GetLease() *Lease {
@@ -449,7 +554,7 @@ type ReleaseLeaseRequest struct {
 
 func (x *ReleaseLeaseRequest) Reset() {
 	*x = ReleaseLeaseRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +566,7 @@ func (x *ReleaseLeaseRequest) String() string {
 func (*ReleaseLeaseRequest) ProtoMessage() {}
 
 func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +579,7 @@ func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{5}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReleaseLeaseRequest) GetName() string {
@@ -504,7 +609,7 @@ type ReleaseLeaseResponse struct {
 
 func (x *ReleaseLeaseResponse) Reset() {
 	*x = ReleaseLeaseResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -516,7 +621,7 @@ func (x *ReleaseLeaseResponse) String() string {
 func (*ReleaseLeaseResponse) ProtoMessage() {}
 
 func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -529,7 +634,7 @@ func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{6}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReleaseLeaseResponse) GetReleased() bool {
@@ -561,7 +666,7 @@ type GetLeaseRequest struct {
 
 func (x *GetLeaseRequest) Reset() {
 	*x = GetLeaseRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +678,7 @@ func (x *GetLeaseRequest) String() string {
 func (*GetLeaseRequest) ProtoMessage() {}
 
 func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +691,7 @@ func (x *GetLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaseRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{7}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetLeaseRequest) GetName() string {
@@ -617,7 +722,7 @@ type GetLeaseResponse struct {
 
 func (x *GetLeaseResponse) Reset() {
 	*x = GetLeaseResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +734,7 @@ func (x *GetLeaseResponse) String() string {
 func (*GetLeaseResponse) ProtoMessage() {}
 
 func (x *GetLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +747,7 @@ func (x *GetLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaseResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{8}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetLeaseResponse) GetLease() *Lease {
@@ -677,7 +782,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +794,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +807,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{9}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListLeasesRequest) GetIncludeExpired() bool {
@@ -746,7 +851,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -758,7 +863,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -771,7 +876,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{10}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*Lease {
@@ -804,7 +909,7 @@ type WatchLeasesRequest struct {
 
 func (x *WatchLeasesRequest) Reset() {
 	*x = WatchLeasesRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -816,7 +921,7 @@ func (x *WatchLeasesRequest) String() string {
 func (*WatchLeasesRequest) ProtoMessage() {}
 
 func (x *WatchLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -829,7 +934,7 @@ func (x *WatchLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeasesRequest.ProtoReflect.Descriptor instead.
 func (*WatchLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{11}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchLeasesRequest) GetProject() string {
@@ -859,7 +964,7 @@ type LeaseEvent struct {
 
 func (x *LeaseEvent) Reset() {
 	*x = LeaseEvent{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +976,7 @@ func (x *LeaseEvent) String() string {
 func (*LeaseEvent) ProtoMessage() {}
 
 func (x *LeaseEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +989,7 @@ func (x *LeaseEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseEvent.ProtoReflect.Descriptor instead.
 func (*LeaseEvent) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{12}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeaseEvent) GetKind() LeaseEventKind {
@@ -914,7 +1019,7 @@ type LeaseSnapshot struct {
 
 func (x *LeaseSnapshot) Reset() {
 	*x = LeaseSnapshot{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1031,7 @@ func (x *LeaseSnapshot) String() string {
 func (*LeaseSnapshot) ProtoMessage() {}
 
 func (x *LeaseSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1044,7 @@ func (x *LeaseSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseSnapshot.ProtoReflect.Descriptor instead.
 func (*LeaseSnapshot) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{13}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaseSnapshot) GetLeases() []*Lease {
@@ -975,7 +1080,7 @@ type WatchLeasesResponse struct {
 
 func (x *WatchLeasesResponse) Reset() {
 	*x = WatchLeasesResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -987,7 +1092,7 @@ func (x *WatchLeasesResponse) String() string {
 func (*WatchLeasesResponse) ProtoMessage() {}
 
 func (x *WatchLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1000,7 +1105,7 @@ func (x *WatchLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeasesResponse.ProtoReflect.Descriptor instead.
 func (*WatchLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{14}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchLeasesResponse) GetCursor() int64 {
@@ -1074,7 +1179,7 @@ var File_kxm_hub_v1_lease_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\n" +
 	"\x16kxm/hub/v1/lease.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x19kxm/hub/v1/presence.proto\"\xc2\x02\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x19kxm/hub/v1/presence.proto\"\xf5\x02\n" +
 	"\x05Lease\x12\x1a\n" +
 	"\bresource\x18\x01 \x01(\tR\bresource\x12\x18\n" +
 	"\aproject\x18\x02 \x01(\tR\aproject\x12\x12\n" +
@@ -1085,17 +1190,26 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\vacquired_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"acquiredAt\x129\n" +
 	"\n" +
-	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"\x7f\n" +
+	"expires_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x121\n" +
+	"\awaiters\x18\t \x03(\v2\x17.kxm.hub.v1.LeaseWaiterR\awaiters\"\xb4\x01\n" +
+	"\vLeaseWaiter\x12\x19\n" +
+	"\bagent_id\x18\x01 \x01(\tR\aagentId\x12\x1d\n" +
+	"\n" +
+	"agent_name\x18\x02 \x01(\tR\tagentName\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x129\n" +
+	"\n" +
+	"wait_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\twaitUntil\"\x7f\n" +
 	"\x13AcquireLeaseRequest\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12\x1a\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x05H\x00R\x05ttlMs\x88\x01\x01\x12\x1c\n" +
 	"\await_ms\x18\x03 \x01(\x05H\x01R\x06waitMs\x88\x01\x01B\t\n" +
 	"\a_ttl_msB\n" +
 	"\n" +
-	"\b_wait_ms\"Y\n" +
+	"\b_wait_ms\"v\n" +
 	"\x14AcquireLeaseResponse\x12'\n" +
 	"\x05lease\x18\x01 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n" +
-	"\arenewed\x18\x02 \x01(\bR\arenewed\"\x94\x01\n" +
+	"\arenewed\x18\x02 \x01(\bR\arenewed\x12\x1b\n" +
+	"\twaited_ms\x18\x03 \x01(\x05R\bwaitedMs\"\x94\x01\n" +
 	"\x11RenewLeaseRequest\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12-\n" +
 	"\rfencing_token\x18\x02 \x01(\x03B\x03\xe0A\x02H\x00R\ffencingToken\x88\x01\x01\x12\x1a\n" +
@@ -1144,13 +1258,15 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\x06change\x18\x03 \x01(\v2\x16.kxm.hub.v1.LeaseEventH\x00R\x06change\x126\n" +
 	"\n" +
 	"keep_alive\x18\x04 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\a\n" +
-	"\x05event*\xe5\x01\n" +
+	"\x05event*\xd3\x02\n" +
 	"\x0eLeaseEventKind\x12 \n" +
 	"\x1cLEASE_EVENT_KIND_UNSPECIFIED\x10\x00\x12)\n" +
 	"\x18LEASE_EVENT_KIND_GRANTED\x10\x01\x1a\v\xc2\xf3\x18\agranted\x12)\n" +
 	"\x18LEASE_EVENT_KIND_RENEWED\x10\x02\x1a\v\xc2\xf3\x18\arenewed\x12+\n" +
 	"\x19LEASE_EVENT_KIND_RELEASED\x10\x03\x1a\f\xc2\xf3\x18\breleased\x12.\n" +
-	"\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x04\x1a\r\xc2\xf3\x18\ttakenOver2\xa0\x05\n" +
+	"\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x04\x1a\r\xc2\xf3\x18\ttakenOver\x124\n" +
+	"\x1eLEASE_EVENT_KIND_QUEUE_CHANGED\x10\x05\x1a\x10\xc2\xf3\x18\fqueueChanged\x126\n" +
+	"\x1fLEASE_EVENT_KIND_FORCE_RELEASED\x10\x06\x1a\x11\xc2\xf3\x18\rforceReleased2\xa0\x05\n" +
 	"\fLeaseService\x12w\n" +
 	"\fAcquireLease\x12\x1f.kxm.hub.v1.AcquireLeaseRequest\x1a .kxm.hub.v1.AcquireLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/acquire\x12o\n" +
 	"\n" +
@@ -1175,59 +1291,63 @@ func file_kxm_hub_v1_lease_proto_rawDescGZIP() []byte {
 }
 
 var file_kxm_hub_v1_lease_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kxm_hub_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_kxm_hub_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_kxm_hub_v1_lease_proto_goTypes = []any{
 	(LeaseEventKind)(0),           // 0: kxm.hub.v1.LeaseEventKind
 	(*Lease)(nil),                 // 1: kxm.hub.v1.Lease
-	(*AcquireLeaseRequest)(nil),   // 2: kxm.hub.v1.AcquireLeaseRequest
-	(*AcquireLeaseResponse)(nil),  // 3: kxm.hub.v1.AcquireLeaseResponse
-	(*RenewLeaseRequest)(nil),     // 4: kxm.hub.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),    // 5: kxm.hub.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),   // 6: kxm.hub.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),  // 7: kxm.hub.v1.ReleaseLeaseResponse
-	(*GetLeaseRequest)(nil),       // 8: kxm.hub.v1.GetLeaseRequest
-	(*GetLeaseResponse)(nil),      // 9: kxm.hub.v1.GetLeaseResponse
-	(*ListLeasesRequest)(nil),     // 10: kxm.hub.v1.ListLeasesRequest
-	(*ListLeasesResponse)(nil),    // 11: kxm.hub.v1.ListLeasesResponse
-	(*WatchLeasesRequest)(nil),    // 12: kxm.hub.v1.WatchLeasesRequest
-	(*LeaseEvent)(nil),            // 13: kxm.hub.v1.LeaseEvent
-	(*LeaseSnapshot)(nil),         // 14: kxm.hub.v1.LeaseSnapshot
-	(*WatchLeasesResponse)(nil),   // 15: kxm.hub.v1.WatchLeasesResponse
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*KeepAlive)(nil),             // 17: kxm.hub.v1.KeepAlive
+	(*LeaseWaiter)(nil),           // 2: kxm.hub.v1.LeaseWaiter
+	(*AcquireLeaseRequest)(nil),   // 3: kxm.hub.v1.AcquireLeaseRequest
+	(*AcquireLeaseResponse)(nil),  // 4: kxm.hub.v1.AcquireLeaseResponse
+	(*RenewLeaseRequest)(nil),     // 5: kxm.hub.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),    // 6: kxm.hub.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),   // 7: kxm.hub.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),  // 8: kxm.hub.v1.ReleaseLeaseResponse
+	(*GetLeaseRequest)(nil),       // 9: kxm.hub.v1.GetLeaseRequest
+	(*GetLeaseResponse)(nil),      // 10: kxm.hub.v1.GetLeaseResponse
+	(*ListLeasesRequest)(nil),     // 11: kxm.hub.v1.ListLeasesRequest
+	(*ListLeasesResponse)(nil),    // 12: kxm.hub.v1.ListLeasesResponse
+	(*WatchLeasesRequest)(nil),    // 13: kxm.hub.v1.WatchLeasesRequest
+	(*LeaseEvent)(nil),            // 14: kxm.hub.v1.LeaseEvent
+	(*LeaseSnapshot)(nil),         // 15: kxm.hub.v1.LeaseSnapshot
+	(*WatchLeasesResponse)(nil),   // 16: kxm.hub.v1.WatchLeasesResponse
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*KeepAlive)(nil),             // 18: kxm.hub.v1.KeepAlive
 }
 var file_kxm_hub_v1_lease_proto_depIdxs = []int32{
-	16, // 0: kxm.hub.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	16, // 1: kxm.hub.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 2: kxm.hub.v1.AcquireLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 3: kxm.hub.v1.RenewLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 4: kxm.hub.v1.ReleaseLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 5: kxm.hub.v1.GetLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 6: kxm.hub.v1.ListLeasesResponse.leases:type_name -> kxm.hub.v1.Lease
-	0,  // 7: kxm.hub.v1.LeaseEvent.kind:type_name -> kxm.hub.v1.LeaseEventKind
-	1,  // 8: kxm.hub.v1.LeaseEvent.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 9: kxm.hub.v1.LeaseSnapshot.leases:type_name -> kxm.hub.v1.Lease
-	16, // 10: kxm.hub.v1.LeaseSnapshot.at:type_name -> google.protobuf.Timestamp
-	14, // 11: kxm.hub.v1.WatchLeasesResponse.snapshot:type_name -> kxm.hub.v1.LeaseSnapshot
-	13, // 12: kxm.hub.v1.WatchLeasesResponse.change:type_name -> kxm.hub.v1.LeaseEvent
-	17, // 13: kxm.hub.v1.WatchLeasesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	2,  // 14: kxm.hub.v1.LeaseService.AcquireLease:input_type -> kxm.hub.v1.AcquireLeaseRequest
-	4,  // 15: kxm.hub.v1.LeaseService.RenewLease:input_type -> kxm.hub.v1.RenewLeaseRequest
-	6,  // 16: kxm.hub.v1.LeaseService.ReleaseLease:input_type -> kxm.hub.v1.ReleaseLeaseRequest
-	8,  // 17: kxm.hub.v1.LeaseService.GetLease:input_type -> kxm.hub.v1.GetLeaseRequest
-	10, // 18: kxm.hub.v1.LeaseService.ListLeases:input_type -> kxm.hub.v1.ListLeasesRequest
-	12, // 19: kxm.hub.v1.LeaseService.WatchLeases:input_type -> kxm.hub.v1.WatchLeasesRequest
-	3,  // 20: kxm.hub.v1.LeaseService.AcquireLease:output_type -> kxm.hub.v1.AcquireLeaseResponse
-	5,  // 21: kxm.hub.v1.LeaseService.RenewLease:output_type -> kxm.hub.v1.RenewLeaseResponse
-	7,  // 22: kxm.hub.v1.LeaseService.ReleaseLease:output_type -> kxm.hub.v1.ReleaseLeaseResponse
-	9,  // 23: kxm.hub.v1.LeaseService.GetLease:output_type -> kxm.hub.v1.GetLeaseResponse
-	11, // 24: kxm.hub.v1.LeaseService.ListLeases:output_type -> kxm.hub.v1.ListLeasesResponse
-	15, // 25: kxm.hub.v1.LeaseService.WatchLeases:output_type -> kxm.hub.v1.WatchLeasesResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	17, // 0: kxm.hub.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	17, // 1: kxm.hub.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 2: kxm.hub.v1.Lease.waiters:type_name -> kxm.hub.v1.LeaseWaiter
+	17, // 3: kxm.hub.v1.LeaseWaiter.since:type_name -> google.protobuf.Timestamp
+	17, // 4: kxm.hub.v1.LeaseWaiter.wait_until:type_name -> google.protobuf.Timestamp
+	1,  // 5: kxm.hub.v1.AcquireLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	1,  // 6: kxm.hub.v1.RenewLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	1,  // 7: kxm.hub.v1.ReleaseLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	1,  // 8: kxm.hub.v1.GetLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	1,  // 9: kxm.hub.v1.ListLeasesResponse.leases:type_name -> kxm.hub.v1.Lease
+	0,  // 10: kxm.hub.v1.LeaseEvent.kind:type_name -> kxm.hub.v1.LeaseEventKind
+	1,  // 11: kxm.hub.v1.LeaseEvent.lease:type_name -> kxm.hub.v1.Lease
+	1,  // 12: kxm.hub.v1.LeaseSnapshot.leases:type_name -> kxm.hub.v1.Lease
+	17, // 13: kxm.hub.v1.LeaseSnapshot.at:type_name -> google.protobuf.Timestamp
+	15, // 14: kxm.hub.v1.WatchLeasesResponse.snapshot:type_name -> kxm.hub.v1.LeaseSnapshot
+	14, // 15: kxm.hub.v1.WatchLeasesResponse.change:type_name -> kxm.hub.v1.LeaseEvent
+	18, // 16: kxm.hub.v1.WatchLeasesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	3,  // 17: kxm.hub.v1.LeaseService.AcquireLease:input_type -> kxm.hub.v1.AcquireLeaseRequest
+	5,  // 18: kxm.hub.v1.LeaseService.RenewLease:input_type -> kxm.hub.v1.RenewLeaseRequest
+	7,  // 19: kxm.hub.v1.LeaseService.ReleaseLease:input_type -> kxm.hub.v1.ReleaseLeaseRequest
+	9,  // 20: kxm.hub.v1.LeaseService.GetLease:input_type -> kxm.hub.v1.GetLeaseRequest
+	11, // 21: kxm.hub.v1.LeaseService.ListLeases:input_type -> kxm.hub.v1.ListLeasesRequest
+	13, // 22: kxm.hub.v1.LeaseService.WatchLeases:input_type -> kxm.hub.v1.WatchLeasesRequest
+	4,  // 23: kxm.hub.v1.LeaseService.AcquireLease:output_type -> kxm.hub.v1.AcquireLeaseResponse
+	6,  // 24: kxm.hub.v1.LeaseService.RenewLease:output_type -> kxm.hub.v1.RenewLeaseResponse
+	8,  // 25: kxm.hub.v1.LeaseService.ReleaseLease:output_type -> kxm.hub.v1.ReleaseLeaseResponse
+	10, // 26: kxm.hub.v1.LeaseService.GetLease:output_type -> kxm.hub.v1.GetLeaseResponse
+	12, // 27: kxm.hub.v1.LeaseService.ListLeases:output_type -> kxm.hub.v1.ListLeasesResponse
+	16, // 28: kxm.hub.v1.LeaseService.WatchLeases:output_type -> kxm.hub.v1.WatchLeasesResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_lease_proto_init() }
@@ -1237,11 +1357,11 @@ func file_kxm_hub_v1_lease_proto_init() {
 	}
 	file_kxm_hub_v1_options_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
-	file_kxm_hub_v1_lease_proto_msgTypes[1].OneofWrappers = []any{}
-	file_kxm_hub_v1_lease_proto_msgTypes[3].OneofWrappers = []any{}
-	file_kxm_hub_v1_lease_proto_msgTypes[5].OneofWrappers = []any{}
-	file_kxm_hub_v1_lease_proto_msgTypes[11].OneofWrappers = []any{}
-	file_kxm_hub_v1_lease_proto_msgTypes[14].OneofWrappers = []any{
+	file_kxm_hub_v1_lease_proto_msgTypes[2].OneofWrappers = []any{}
+	file_kxm_hub_v1_lease_proto_msgTypes[4].OneofWrappers = []any{}
+	file_kxm_hub_v1_lease_proto_msgTypes[6].OneofWrappers = []any{}
+	file_kxm_hub_v1_lease_proto_msgTypes[12].OneofWrappers = []any{}
+	file_kxm_hub_v1_lease_proto_msgTypes[15].OneofWrappers = []any{
 		(*WatchLeasesResponse_Snapshot)(nil),
 		(*WatchLeasesResponse_Change)(nil),
 		(*WatchLeasesResponse_KeepAlive)(nil),
@@ -1252,7 +1372,7 @@ func file_kxm_hub_v1_lease_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_lease_proto_rawDesc), len(file_kxm_hub_v1_lease_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

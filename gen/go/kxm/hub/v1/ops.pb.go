@@ -80,6 +80,236 @@ func (OpenMessageChangeKind) EnumDescriptor() ([]byte, []int) {
 	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
 }
 
+// ForceReleaseLease input.
+type ForceReleaseLeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Lease name, trimmed, 1..200 chars (REST: percent-encoded, `/` as %2F).
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Release only while this is the current token, 1..2^53-1: what the operator looked at, so a
+	// lease handed on meanwhile is not released by mistake. Unset: whatever is held.
+	FencingToken  *int64 `protobuf:"varint,3,opt,name=fencing_token,json=fencingToken,proto3,oneof" json:"fencing_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForceReleaseLeaseRequest) Reset() {
+	*x = ForceReleaseLeaseRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForceReleaseLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForceReleaseLeaseRequest) ProtoMessage() {}
+
+func (x *ForceReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForceReleaseLeaseRequest.ProtoReflect.Descriptor instead.
+func (*ForceReleaseLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ForceReleaseLeaseRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ForceReleaseLeaseRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ForceReleaseLeaseRequest) GetFencingToken() int64 {
+	if x != nil && x.FencingToken != nil {
+		return *x.FencingToken
+	}
+	return 0
+}
+
+// ForceReleaseLease result.
+type ForceReleaseLeaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease as it was before the release.
+	Lease *Lease `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The lease the first waiter was granted in the same transaction, if one was waiting.
+	Next          *Lease `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForceReleaseLeaseResponse) Reset() {
+	*x = ForceReleaseLeaseResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForceReleaseLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForceReleaseLeaseResponse) ProtoMessage() {}
+
+func (x *ForceReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForceReleaseLeaseResponse.ProtoReflect.Descriptor instead.
+func (*ForceReleaseLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ForceReleaseLeaseResponse) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
+func (x *ForceReleaseLeaseResponse) GetNext() *Lease {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+// EvictAgent input.
+type EvictAgentRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// The agent's id.
+	AgentId       string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EvictAgentRequest) Reset() {
+	*x = EvictAgentRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictAgentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictAgentRequest) ProtoMessage() {}
+
+func (x *EvictAgentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictAgentRequest.ProtoReflect.Descriptor instead.
+func (*EvictAgentRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EvictAgentRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *EvictAgentRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+// EvictAgent result.
+type EvictAgentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The agent after the eviction (offline).
+	Agent *Agent `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	// The leases it held, as they were before they were released.
+	ReleasedLeases []*Lease `protobuf:"bytes,2,rep,name=released_leases,json=releasedLeases,proto3" json:"released_leases,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *EvictAgentResponse) Reset() {
+	*x = EvictAgentResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EvictAgentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EvictAgentResponse) ProtoMessage() {}
+
+func (x *EvictAgentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EvictAgentResponse.ProtoReflect.Descriptor instead.
+func (*EvictAgentResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EvictAgentResponse) GetAgent() *Agent {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+func (x *EvictAgentResponse) GetReleasedLeases() []*Lease {
+	if x != nil {
+		return x.ReleasedLeases
+	}
+	return nil
+}
+
 // WatchProject input.
 type WatchProjectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -99,7 +329,7 @@ type WatchProjectRequest struct {
 
 func (x *WatchProjectRequest) Reset() {
 	*x = WatchProjectRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +341,7 @@ func (x *WatchProjectRequest) String() string {
 func (*WatchProjectRequest) ProtoMessage() {}
 
 func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +354,7 @@ func (x *WatchProjectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WatchProjectRequest) GetProject() string {
@@ -180,7 +410,7 @@ type WatchProjectResponse struct {
 
 func (x *WatchProjectResponse) Reset() {
 	*x = WatchProjectResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -192,7 +422,7 @@ func (x *WatchProjectResponse) String() string {
 func (*WatchProjectResponse) ProtoMessage() {}
 
 func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -205,7 +435,7 @@ func (x *WatchProjectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WatchProjectResponse) GetEvent() isWatchProjectResponse_Event {
@@ -292,7 +522,7 @@ type WatchProjectsRequest struct {
 
 func (x *WatchProjectsRequest) Reset() {
 	*x = WatchProjectsRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -304,7 +534,7 @@ func (x *WatchProjectsRequest) String() string {
 func (*WatchProjectsRequest) ProtoMessage() {}
 
 func (x *WatchProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -317,7 +547,7 @@ func (x *WatchProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectsRequest.ProtoReflect.Descriptor instead.
 func (*WatchProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{6}
 }
 
 // One WatchProjects frame.
@@ -336,7 +566,7 @@ type WatchProjectsResponse struct {
 
 func (x *WatchProjectsResponse) Reset() {
 	*x = WatchProjectsResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -348,7 +578,7 @@ func (x *WatchProjectsResponse) String() string {
 func (*WatchProjectsResponse) ProtoMessage() {}
 
 func (x *WatchProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -361,7 +591,7 @@ func (x *WatchProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchProjectsResponse.ProtoReflect.Descriptor instead.
 func (*WatchProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchProjectsResponse) GetEvent() isWatchProjectsResponse_Event {
@@ -421,7 +651,7 @@ type WatchOpenMessagesRequest struct {
 
 func (x *WatchOpenMessagesRequest) Reset() {
 	*x = WatchOpenMessagesRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +663,7 @@ func (x *WatchOpenMessagesRequest) String() string {
 func (*WatchOpenMessagesRequest) ProtoMessage() {}
 
 func (x *WatchOpenMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +676,7 @@ func (x *WatchOpenMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOpenMessagesRequest.ProtoReflect.Descriptor instead.
 func (*WatchOpenMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{4}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WatchOpenMessagesRequest) GetProject() string {
@@ -478,7 +708,7 @@ type OpenMessagesSnapshot struct {
 
 func (x *OpenMessagesSnapshot) Reset() {
 	*x = OpenMessagesSnapshot{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +720,7 @@ func (x *OpenMessagesSnapshot) String() string {
 func (*OpenMessagesSnapshot) ProtoMessage() {}
 
 func (x *OpenMessagesSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +733,7 @@ func (x *OpenMessagesSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessagesSnapshot.ProtoReflect.Descriptor instead.
 func (*OpenMessagesSnapshot) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{5}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OpenMessagesSnapshot) GetMessages() []*OpenMessage {
@@ -540,7 +770,7 @@ type OpenMessageChange struct {
 
 func (x *OpenMessageChange) Reset() {
 	*x = OpenMessageChange{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +782,7 @@ func (x *OpenMessageChange) String() string {
 func (*OpenMessageChange) ProtoMessage() {}
 
 func (x *OpenMessageChange) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +795,7 @@ func (x *OpenMessageChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessageChange.ProtoReflect.Descriptor instead.
 func (*OpenMessageChange) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{6}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OpenMessageChange) GetKind() OpenMessageChangeKind {
@@ -601,7 +831,7 @@ type WatchOpenMessagesResponse struct {
 
 func (x *WatchOpenMessagesResponse) Reset() {
 	*x = WatchOpenMessagesResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +843,7 @@ func (x *WatchOpenMessagesResponse) String() string {
 func (*WatchOpenMessagesResponse) ProtoMessage() {}
 
 func (x *WatchOpenMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +856,7 @@ func (x *WatchOpenMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOpenMessagesResponse.ProtoReflect.Descriptor instead.
 func (*WatchOpenMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{7}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchOpenMessagesResponse) GetCursor() int64 {
@@ -709,7 +939,7 @@ type WatchRunsRequest struct {
 
 func (x *WatchRunsRequest) Reset() {
 	*x = WatchRunsRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +951,7 @@ func (x *WatchRunsRequest) String() string {
 func (*WatchRunsRequest) ProtoMessage() {}
 
 func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +964,7 @@ func (x *WatchRunsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsRequest.ProtoReflect.Descriptor instead.
 func (*WatchRunsRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{8}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRunsRequest) GetProject() string {
@@ -764,7 +994,7 @@ type RunsSnapshot struct {
 
 func (x *RunsSnapshot) Reset() {
 	*x = RunsSnapshot{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +1006,7 @@ func (x *RunsSnapshot) String() string {
 func (*RunsSnapshot) ProtoMessage() {}
 
 func (x *RunsSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +1019,7 @@ func (x *RunsSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunsSnapshot.ProtoReflect.Descriptor instead.
 func (*RunsSnapshot) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{9}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RunsSnapshot) GetHomeRuntimes() []*HomeRuntime {
@@ -820,7 +1050,7 @@ type RunChange struct {
 
 func (x *RunChange) Reset() {
 	*x = RunChange{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +1062,7 @@ func (x *RunChange) String() string {
 func (*RunChange) ProtoMessage() {}
 
 func (x *RunChange) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +1075,7 @@ func (x *RunChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunChange.ProtoReflect.Descriptor instead.
 func (*RunChange) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{10}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RunChange) GetHomeRuntimeId() string {
@@ -884,7 +1114,7 @@ type SyncAlert struct {
 
 func (x *SyncAlert) Reset() {
 	*x = SyncAlert{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1126,7 @@ func (x *SyncAlert) String() string {
 func (*SyncAlert) ProtoMessage() {}
 
 func (x *SyncAlert) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1139,7 @@ func (x *SyncAlert) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncAlert.ProtoReflect.Descriptor instead.
 func (*SyncAlert) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{11}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SyncAlert) GetCode() string {
@@ -974,7 +1204,7 @@ type WatchRunsResponse struct {
 
 func (x *WatchRunsResponse) Reset() {
 	*x = WatchRunsResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1216,7 @@ func (x *WatchRunsResponse) String() string {
 func (*WatchRunsResponse) ProtoMessage() {}
 
 func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1229,7 @@ func (x *WatchRunsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRunsResponse.ProtoReflect.Descriptor instead.
 func (*WatchRunsResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{12}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchRunsResponse) GetCursor() int64 {
@@ -1093,7 +1323,7 @@ type ListProjectsRequest struct {
 
 func (x *ListProjectsRequest) Reset() {
 	*x = ListProjectsRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1335,7 @@ func (x *ListProjectsRequest) String() string {
 func (*ListProjectsRequest) ProtoMessage() {}
 
 func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1348,7 @@ func (x *ListProjectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsRequest.ProtoReflect.Descriptor instead.
 func (*ListProjectsRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{13}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
 // One project as ListProjects sees it.
@@ -1142,7 +1372,7 @@ type ProjectSummary struct {
 
 func (x *ProjectSummary) Reset() {
 	*x = ProjectSummary{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1384,7 @@ func (x *ProjectSummary) String() string {
 func (*ProjectSummary) ProtoMessage() {}
 
 func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1397,7 @@ func (x *ProjectSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProjectSummary.ProtoReflect.Descriptor instead.
 func (*ProjectSummary) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{14}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ProjectSummary) GetProject() string {
@@ -1223,7 +1453,7 @@ type ListProjectsResponse struct {
 
 func (x *ListProjectsResponse) Reset() {
 	*x = ListProjectsResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1465,7 @@ func (x *ListProjectsResponse) String() string {
 func (*ListProjectsResponse) ProtoMessage() {}
 
 func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1478,7 @@ func (x *ListProjectsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListProjectsResponse.ProtoReflect.Descriptor instead.
 func (*ListProjectsResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{15}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListProjectsResponse) GetProjects() []*ProjectSummary {
@@ -1269,7 +1499,7 @@ type GetSnapshotRequest struct {
 
 func (x *GetSnapshotRequest) Reset() {
 	*x = GetSnapshotRequest{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1511,7 @@ func (x *GetSnapshotRequest) String() string {
 func (*GetSnapshotRequest) ProtoMessage() {}
 
 func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[16]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1524,7 @@ func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{16}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSnapshotRequest) GetProject() string {
@@ -1333,7 +1563,7 @@ type OpenMessage struct {
 
 func (x *OpenMessage) Reset() {
 	*x = OpenMessage{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1575,7 @@ func (x *OpenMessage) String() string {
 func (*OpenMessage) ProtoMessage() {}
 
 func (x *OpenMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[17]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1588,7 @@ func (x *OpenMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpenMessage.ProtoReflect.Descriptor instead.
 func (*OpenMessage) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{17}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OpenMessage) GetId() string {
@@ -1458,7 +1688,7 @@ type HomeRuntimeRun struct {
 
 func (x *HomeRuntimeRun) Reset() {
 	*x = HomeRuntimeRun{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1700,7 @@ func (x *HomeRuntimeRun) String() string {
 func (*HomeRuntimeRun) ProtoMessage() {}
 
 func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[18]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1713,7 @@ func (x *HomeRuntimeRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntimeRun.ProtoReflect.Descriptor instead.
 func (*HomeRuntimeRun) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{18}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *HomeRuntimeRun) GetProjectId() string {
@@ -1574,7 +1804,7 @@ type HomeRuntime struct {
 
 func (x *HomeRuntime) Reset() {
 	*x = HomeRuntime{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[19]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1816,7 @@ func (x *HomeRuntime) String() string {
 func (*HomeRuntime) ProtoMessage() {}
 
 func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[19]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1829,7 @@ func (x *HomeRuntime) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HomeRuntime.ProtoReflect.Descriptor instead.
 func (*HomeRuntime) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{19}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *HomeRuntime) GetRuntimeId() string {
@@ -1681,7 +1911,7 @@ type GetSnapshotResponse struct {
 
 func (x *GetSnapshotResponse) Reset() {
 	*x = GetSnapshotResponse{}
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[20]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1923,7 @@ func (x *GetSnapshotResponse) String() string {
 func (*GetSnapshotResponse) ProtoMessage() {}
 
 func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_ops_proto_msgTypes[20]
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1936,7 @@ func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{20}
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetSnapshotResponse) GetProject() string {
@@ -1763,7 +1993,21 @@ var File_kxm_hub_v1_ops_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"\x14kxm/hub/v1/ops.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\xee\x02\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16kxm/hub/v1/lease.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x15kxm/hub/v1/peer.proto\x1a\x19kxm/hub/v1/presence.proto\"\x8e\x01\n" +
+	"\x18ForceReleaseLeaseRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tB\x03\xe0A\x02R\x04name\x12(\n" +
+	"\rfencing_token\x18\x03 \x01(\x03H\x00R\ffencingToken\x88\x01\x01B\x10\n" +
+	"\x0e_fencing_token\"k\n" +
+	"\x19ForceReleaseLeaseResponse\x12'\n" +
+	"\x05lease\x18\x01 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\x12%\n" +
+	"\x04next\x18\x02 \x01(\v2\x11.kxm.hub.v1.LeaseR\x04next\"R\n" +
+	"\x11EvictAgentRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12\x1e\n" +
+	"\bagent_id\x18\x02 \x01(\tB\x03\xe0A\x02R\aagentId\"y\n" +
+	"\x12EvictAgentResponse\x12'\n" +
+	"\x05agent\x18\x01 \x01(\v2\x11.kxm.hub.v1.AgentR\x05agent\x12:\n" +
+	"\x0freleased_leases\x18\x02 \x03(\v2\x11.kxm.hub.v1.LeaseR\x0ereleasedLeases\"\xee\x02\n" +
 	"\x13WatchProjectRequest\x12\x1d\n" +
 	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x127\n" +
 	"\x15presence_after_cursor\x18\x02 \x01(\x03H\x00R\x13presenceAfterCursor\x88\x01\x01\x123\n" +
@@ -1905,7 +2149,7 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12+\n" +
 	"\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x1a\b\xc2\xf3\x18\x04sent\x125\n" +
 	"\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x1a\r\xc2\xf3\x18\tdelivered\x12-\n" +
-	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05ended2\xab\x05\n" +
+	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05ended2\xcf\a\n" +
 	"\n" +
 	"OpsService\x12h\n" +
 	"\vGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n" +
@@ -1913,7 +2157,10 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\rWatchProjects\x12 .kxm.hub.v1.WatchProjectsRequest\x1a!.kxm.hub.v1.WatchProjectsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/projects0\x01\x12~\n" +
 	"\x11WatchOpenMessages\x12$.kxm.hub.v1.WatchOpenMessagesRequest\x1a%.kxm.hub.v1.WatchOpenMessagesResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/messages0\x01\x12b\n" +
 	"\tWatchRuns\x12\x1c.kxm.hub.v1.WatchRunsRequest\x1a\x1d.kxm.hub.v1.WatchRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/watch/runs0\x01\x12n\n" +
-	"\fWatchProject\x12\x1f.kxm.hub.v1.WatchProjectRequest\x1a .kxm.hub.v1.WatchProjectResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/watch/project0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\fWatchProject\x12\x1f.kxm.hub.v1.WatchProjectRequest\x1a .kxm.hub.v1.WatchProjectResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/watch/project0\x01\x12\x9d\x01\n" +
+	"\x11ForceReleaseLease\x12$.kxm.hub.v1.ForceReleaseLeaseRequest\x1a%.kxm.hub.v1.ForceReleaseLeaseResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/v1/ops/projects/{project}/leases/{name}/release\x12\x81\x01\n" +
+	"\n" +
+	"EvictAgent\x12\x1d.kxm.hub.v1.EvictAgentRequest\x1a\x1e.kxm.hub.v1.EvictAgentResponse\"4\x82\xd3\xe4\x93\x02.*,/v1/ops/projects/{project}/agents/{agent_id}B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_ops_proto_rawDescOnce sync.Once
@@ -1928,95 +2175,107 @@ func file_kxm_hub_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_kxm_hub_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_kxm_hub_v1_ops_proto_goTypes = []any{
 	(OpenMessageChangeKind)(0),        // 0: kxm.hub.v1.OpenMessageChangeKind
-	(*WatchProjectRequest)(nil),       // 1: kxm.hub.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),      // 2: kxm.hub.v1.WatchProjectResponse
-	(*WatchProjectsRequest)(nil),      // 3: kxm.hub.v1.WatchProjectsRequest
-	(*WatchProjectsResponse)(nil),     // 4: kxm.hub.v1.WatchProjectsResponse
-	(*WatchOpenMessagesRequest)(nil),  // 5: kxm.hub.v1.WatchOpenMessagesRequest
-	(*OpenMessagesSnapshot)(nil),      // 6: kxm.hub.v1.OpenMessagesSnapshot
-	(*OpenMessageChange)(nil),         // 7: kxm.hub.v1.OpenMessageChange
-	(*WatchOpenMessagesResponse)(nil), // 8: kxm.hub.v1.WatchOpenMessagesResponse
-	(*WatchRunsRequest)(nil),          // 9: kxm.hub.v1.WatchRunsRequest
-	(*RunsSnapshot)(nil),              // 10: kxm.hub.v1.RunsSnapshot
-	(*RunChange)(nil),                 // 11: kxm.hub.v1.RunChange
-	(*SyncAlert)(nil),                 // 12: kxm.hub.v1.SyncAlert
-	(*WatchRunsResponse)(nil),         // 13: kxm.hub.v1.WatchRunsResponse
-	(*ListProjectsRequest)(nil),       // 14: kxm.hub.v1.ListProjectsRequest
-	(*ProjectSummary)(nil),            // 15: kxm.hub.v1.ProjectSummary
-	(*ListProjectsResponse)(nil),      // 16: kxm.hub.v1.ListProjectsResponse
-	(*GetSnapshotRequest)(nil),        // 17: kxm.hub.v1.GetSnapshotRequest
-	(*OpenMessage)(nil),               // 18: kxm.hub.v1.OpenMessage
-	(*HomeRuntimeRun)(nil),            // 19: kxm.hub.v1.HomeRuntimeRun
-	(*HomeRuntime)(nil),               // 20: kxm.hub.v1.HomeRuntime
-	(*GetSnapshotResponse)(nil),       // 21: kxm.hub.v1.GetSnapshotResponse
-	(*WatchPresenceResponse)(nil),     // 22: kxm.hub.v1.WatchPresenceResponse
-	(*WatchLeasesResponse)(nil),       // 23: kxm.hub.v1.WatchLeasesResponse
-	(*KeepAlive)(nil),                 // 24: kxm.hub.v1.KeepAlive
-	(*timestamppb.Timestamp)(nil),     // 25: google.protobuf.Timestamp
-	(MessageStatus)(0),                // 26: kxm.hub.v1.MessageStatus
-	(Delivery)(0),                     // 27: kxm.hub.v1.Delivery
-	(RuntimePresenceState)(0),         // 28: kxm.hub.v1.RuntimePresenceState
-	(*Agent)(nil),                     // 29: kxm.hub.v1.Agent
-	(*Lease)(nil),                     // 30: kxm.hub.v1.Lease
+	(*ForceReleaseLeaseRequest)(nil),  // 1: kxm.hub.v1.ForceReleaseLeaseRequest
+	(*ForceReleaseLeaseResponse)(nil), // 2: kxm.hub.v1.ForceReleaseLeaseResponse
+	(*EvictAgentRequest)(nil),         // 3: kxm.hub.v1.EvictAgentRequest
+	(*EvictAgentResponse)(nil),        // 4: kxm.hub.v1.EvictAgentResponse
+	(*WatchProjectRequest)(nil),       // 5: kxm.hub.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),      // 6: kxm.hub.v1.WatchProjectResponse
+	(*WatchProjectsRequest)(nil),      // 7: kxm.hub.v1.WatchProjectsRequest
+	(*WatchProjectsResponse)(nil),     // 8: kxm.hub.v1.WatchProjectsResponse
+	(*WatchOpenMessagesRequest)(nil),  // 9: kxm.hub.v1.WatchOpenMessagesRequest
+	(*OpenMessagesSnapshot)(nil),      // 10: kxm.hub.v1.OpenMessagesSnapshot
+	(*OpenMessageChange)(nil),         // 11: kxm.hub.v1.OpenMessageChange
+	(*WatchOpenMessagesResponse)(nil), // 12: kxm.hub.v1.WatchOpenMessagesResponse
+	(*WatchRunsRequest)(nil),          // 13: kxm.hub.v1.WatchRunsRequest
+	(*RunsSnapshot)(nil),              // 14: kxm.hub.v1.RunsSnapshot
+	(*RunChange)(nil),                 // 15: kxm.hub.v1.RunChange
+	(*SyncAlert)(nil),                 // 16: kxm.hub.v1.SyncAlert
+	(*WatchRunsResponse)(nil),         // 17: kxm.hub.v1.WatchRunsResponse
+	(*ListProjectsRequest)(nil),       // 18: kxm.hub.v1.ListProjectsRequest
+	(*ProjectSummary)(nil),            // 19: kxm.hub.v1.ProjectSummary
+	(*ListProjectsResponse)(nil),      // 20: kxm.hub.v1.ListProjectsResponse
+	(*GetSnapshotRequest)(nil),        // 21: kxm.hub.v1.GetSnapshotRequest
+	(*OpenMessage)(nil),               // 22: kxm.hub.v1.OpenMessage
+	(*HomeRuntimeRun)(nil),            // 23: kxm.hub.v1.HomeRuntimeRun
+	(*HomeRuntime)(nil),               // 24: kxm.hub.v1.HomeRuntime
+	(*GetSnapshotResponse)(nil),       // 25: kxm.hub.v1.GetSnapshotResponse
+	(*Lease)(nil),                     // 26: kxm.hub.v1.Lease
+	(*Agent)(nil),                     // 27: kxm.hub.v1.Agent
+	(*WatchPresenceResponse)(nil),     // 28: kxm.hub.v1.WatchPresenceResponse
+	(*WatchLeasesResponse)(nil),       // 29: kxm.hub.v1.WatchLeasesResponse
+	(*KeepAlive)(nil),                 // 30: kxm.hub.v1.KeepAlive
+	(*timestamppb.Timestamp)(nil),     // 31: google.protobuf.Timestamp
+	(MessageStatus)(0),                // 32: kxm.hub.v1.MessageStatus
+	(Delivery)(0),                     // 33: kxm.hub.v1.Delivery
+	(RuntimePresenceState)(0),         // 34: kxm.hub.v1.RuntimePresenceState
 }
 var file_kxm_hub_v1_ops_proto_depIdxs = []int32{
-	22, // 0: kxm.hub.v1.WatchProjectResponse.presence:type_name -> kxm.hub.v1.WatchPresenceResponse
-	23, // 1: kxm.hub.v1.WatchProjectResponse.leases:type_name -> kxm.hub.v1.WatchLeasesResponse
-	8,  // 2: kxm.hub.v1.WatchProjectResponse.messages:type_name -> kxm.hub.v1.WatchOpenMessagesResponse
-	13, // 3: kxm.hub.v1.WatchProjectResponse.runs:type_name -> kxm.hub.v1.WatchRunsResponse
-	16, // 4: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
-	24, // 5: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	18, // 6: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
-	25, // 7: kxm.hub.v1.OpenMessagesSnapshot.at:type_name -> google.protobuf.Timestamp
-	0,  // 8: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
-	18, // 9: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
-	6,  // 10: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
-	7,  // 11: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
-	24, // 12: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	20, // 13: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	25, // 14: kxm.hub.v1.RunsSnapshot.at:type_name -> google.protobuf.Timestamp
-	19, // 15: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
-	25, // 16: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
-	10, // 17: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
-	11, // 18: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
-	24, // 19: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	12, // 20: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
-	15, // 21: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
-	26, // 22: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
-	27, // 23: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
-	25, // 24: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
-	25, // 25: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 26: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
-	25, // 27: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
-	25, // 28: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
-	25, // 29: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
-	28, // 30: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
-	19, // 31: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
-	25, // 32: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	29, // 33: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
-	18, // 34: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
-	20, // 35: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	30, // 36: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
-	17, // 37: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
-	14, // 38: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
-	3,  // 39: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
-	5,  // 40: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
-	9,  // 41: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
-	1,  // 42: kxm.hub.v1.OpsService.WatchProject:input_type -> kxm.hub.v1.WatchProjectRequest
-	21, // 43: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
-	16, // 44: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
-	4,  // 45: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
-	8,  // 46: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
-	13, // 47: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
-	2,  // 48: kxm.hub.v1.OpsService.WatchProject:output_type -> kxm.hub.v1.WatchProjectResponse
-	43, // [43:49] is the sub-list for method output_type
-	37, // [37:43] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	26, // 0: kxm.hub.v1.ForceReleaseLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	26, // 1: kxm.hub.v1.ForceReleaseLeaseResponse.next:type_name -> kxm.hub.v1.Lease
+	27, // 2: kxm.hub.v1.EvictAgentResponse.agent:type_name -> kxm.hub.v1.Agent
+	26, // 3: kxm.hub.v1.EvictAgentResponse.released_leases:type_name -> kxm.hub.v1.Lease
+	28, // 4: kxm.hub.v1.WatchProjectResponse.presence:type_name -> kxm.hub.v1.WatchPresenceResponse
+	29, // 5: kxm.hub.v1.WatchProjectResponse.leases:type_name -> kxm.hub.v1.WatchLeasesResponse
+	12, // 6: kxm.hub.v1.WatchProjectResponse.messages:type_name -> kxm.hub.v1.WatchOpenMessagesResponse
+	17, // 7: kxm.hub.v1.WatchProjectResponse.runs:type_name -> kxm.hub.v1.WatchRunsResponse
+	20, // 8: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
+	30, // 9: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	22, // 10: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
+	31, // 11: kxm.hub.v1.OpenMessagesSnapshot.at:type_name -> google.protobuf.Timestamp
+	0,  // 12: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
+	22, // 13: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
+	10, // 14: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
+	11, // 15: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
+	30, // 16: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	24, // 17: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	31, // 18: kxm.hub.v1.RunsSnapshot.at:type_name -> google.protobuf.Timestamp
+	23, // 19: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
+	31, // 20: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
+	14, // 21: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
+	15, // 22: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
+	30, // 23: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	16, // 24: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
+	19, // 25: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
+	32, // 26: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
+	33, // 27: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
+	31, // 28: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
+	31, // 29: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
+	31, // 30: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
+	31, // 31: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
+	31, // 32: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
+	31, // 33: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
+	34, // 34: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
+	23, // 35: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
+	31, // 36: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	27, // 37: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
+	22, // 38: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
+	24, // 39: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	26, // 40: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
+	21, // 41: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
+	18, // 42: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
+	7,  // 43: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
+	9,  // 44: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
+	13, // 45: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
+	5,  // 46: kxm.hub.v1.OpsService.WatchProject:input_type -> kxm.hub.v1.WatchProjectRequest
+	1,  // 47: kxm.hub.v1.OpsService.ForceReleaseLease:input_type -> kxm.hub.v1.ForceReleaseLeaseRequest
+	3,  // 48: kxm.hub.v1.OpsService.EvictAgent:input_type -> kxm.hub.v1.EvictAgentRequest
+	25, // 49: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
+	20, // 50: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
+	8,  // 51: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
+	12, // 52: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
+	17, // 53: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
+	6,  // 54: kxm.hub.v1.OpsService.WatchProject:output_type -> kxm.hub.v1.WatchProjectResponse
+	2,  // 55: kxm.hub.v1.OpsService.ForceReleaseLease:output_type -> kxm.hub.v1.ForceReleaseLeaseResponse
+	4,  // 56: kxm.hub.v1.OpsService.EvictAgent:output_type -> kxm.hub.v1.EvictAgentResponse
+	49, // [49:57] is the sub-list for method output_type
+	41, // [41:49] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_ops_proto_init() }
@@ -2029,39 +2288,40 @@ func file_kxm_hub_v1_ops_proto_init() {
 	file_kxm_hub_v1_peer_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
 	file_kxm_hub_v1_ops_proto_msgTypes[0].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[1].OneofWrappers = []any{
+	file_kxm_hub_v1_ops_proto_msgTypes[4].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[5].OneofWrappers = []any{
 		(*WatchProjectResponse_Presence)(nil),
 		(*WatchProjectResponse_Leases)(nil),
 		(*WatchProjectResponse_Messages)(nil),
 		(*WatchProjectResponse_Runs)(nil),
 	}
-	file_kxm_hub_v1_ops_proto_msgTypes[3].OneofWrappers = []any{
+	file_kxm_hub_v1_ops_proto_msgTypes[7].OneofWrappers = []any{
 		(*WatchProjectsResponse_Projects)(nil),
 		(*WatchProjectsResponse_KeepAlive)(nil),
 	}
-	file_kxm_hub_v1_ops_proto_msgTypes[4].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[7].OneofWrappers = []any{
+	file_kxm_hub_v1_ops_proto_msgTypes[8].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[11].OneofWrappers = []any{
 		(*WatchOpenMessagesResponse_Snapshot)(nil),
 		(*WatchOpenMessagesResponse_Change)(nil),
 		(*WatchOpenMessagesResponse_KeepAlive)(nil),
 	}
-	file_kxm_hub_v1_ops_proto_msgTypes[8].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[12].OneofWrappers = []any{
+	file_kxm_hub_v1_ops_proto_msgTypes[12].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[16].OneofWrappers = []any{
 		(*WatchRunsResponse_Snapshot)(nil),
 		(*WatchRunsResponse_Change)(nil),
 		(*WatchRunsResponse_KeepAlive)(nil),
 		(*WatchRunsResponse_Alert)(nil),
 	}
-	file_kxm_hub_v1_ops_proto_msgTypes[17].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[18].OneofWrappers = []any{}
-	file_kxm_hub_v1_ops_proto_msgTypes[19].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[21].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[22].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[23].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_ops_proto_rawDesc), len(file_kxm_hub_v1_ops_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   21,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -376,7 +376,13 @@ type RegisterAgentRequest struct {
 	// Model label, up to 128 chars; unset removes a label kept from an earlier registration.
 	Model *string `protobuf:"bytes,4,opt,name=model,proto3,oneof" json:"model,omitempty"`
 	// Host label, up to 64 chars; unset removes a label kept from an earlier registration.
-	Host          *string `protobuf:"bytes,5,opt,name=host,proto3,oneof" json:"host,omitempty"`
+	Host *string `protobuf:"bytes,5,opt,name=host,proto3,oneof" json:"host,omitempty"`
+	// Take the name over from an instance still marked online (a restart that cannot wait for the
+	// crashed one to go stale). In one transaction: that instance's key stops working, its
+	// streams end with INVALID_AGENT_IDENTITY, its leases are released (each keeps its token as
+	// the floor, so the next grant is higher) and its waiting acquires leave their queues; the
+	// agent keeps its id and its inbox. Unset: such a name is DUPLICATE_AGENT_NAME.
+	Takeover      bool `protobuf:"varint,6,opt,name=takeover,proto3" json:"takeover,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -446,6 +452,13 @@ func (x *RegisterAgentRequest) GetHost() string {
 	return ""
 }
 
+func (x *RegisterAgentRequest) GetTakeover() bool {
+	if x != nil {
+		return x.Takeover
+	}
+	return false
+}
+
 // RegisterAgent result.
 type RegisterAgentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -454,9 +467,13 @@ type RegisterAgentResponse struct {
 	// Secret key for `x-kxm-agent-key`, `key_` + 32 lowercase hex. Shown only here.
 	AgentKey string `protobuf:"bytes,2,opt,name=agent_key,json=agentKey,proto3" json:"agent_key,omitempty"`
 	// True when an offline agent of the same name was resumed (same id).
-	Resumed       bool `protobuf:"varint,3,opt,name=resumed,proto3" json:"resumed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Resumed bool `protobuf:"varint,3,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	// True when `takeover` replaced an instance that was still marked online.
+	TakenOver bool `protobuf:"varint,4,opt,name=taken_over,json=takenOver,proto3" json:"taken_over,omitempty"`
+	// Names of the leases the replaced instance held, which the takeover released.
+	ReleasedLeases []string `protobuf:"bytes,5,rep,name=released_leases,json=releasedLeases,proto3" json:"released_leases,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RegisterAgentResponse) Reset() {
@@ -508,6 +525,20 @@ func (x *RegisterAgentResponse) GetResumed() bool {
 		return x.Resumed
 	}
 	return false
+}
+
+func (x *RegisterAgentResponse) GetTakenOver() bool {
+	if x != nil {
+		return x.TakenOver
+	}
+	return false
+}
+
+func (x *RegisterAgentResponse) GetReleasedLeases() []string {
+	if x != nil {
+		return x.ReleasedLeases
+	}
+	return nil
 }
 
 // Heartbeat input.
@@ -1226,21 +1257,25 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\fheartbeat_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12D\n" +
 	"\x10lease_expires_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12<\n" +
 	"\bpresence\x18\x06 \x01(\x0e2 .kxm.hub.v1.RuntimePresenceStateR\bpresenceB\a\n" +
-	"\x05_host\"\xc0\x01\n" +
+	"\x05_host\"\xdc\x01\n" +
 	"\x14RegisterAgentRequest\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12\x1d\n" +
 	"\apurpose\x18\x02 \x01(\tH\x00R\apurpose\x88\x01\x01\x12\x1d\n" +
 	"\aproject\x18\x03 \x01(\tB\x03\xe0A\x02R\aproject\x12\x19\n" +
 	"\x05model\x18\x04 \x01(\tH\x01R\x05model\x88\x01\x01\x12\x17\n" +
-	"\x04host\x18\x05 \x01(\tH\x02R\x04host\x88\x01\x01B\n" +
+	"\x04host\x18\x05 \x01(\tH\x02R\x04host\x88\x01\x01\x12\x1a\n" +
+	"\btakeover\x18\x06 \x01(\bR\btakeoverB\n" +
 	"\n" +
 	"\b_purposeB\b\n" +
 	"\x06_modelB\a\n" +
-	"\x05_host\"w\n" +
+	"\x05_host\"\xbf\x01\n" +
 	"\x15RegisterAgentResponse\x12'\n" +
 	"\x05agent\x18\x01 \x01(\v2\x11.kxm.hub.v1.AgentR\x05agent\x12\x1b\n" +
 	"\tagent_key\x18\x02 \x01(\tR\bagentKey\x12\x18\n" +
-	"\aresumed\x18\x03 \x01(\bR\aresumed\"2\n" +
+	"\aresumed\x18\x03 \x01(\bR\aresumed\x12\x1d\n" +
+	"\n" +
+	"taken_over\x18\x04 \x01(\bR\ttakenOver\x12'\n" +
+	"\x0freleased_leases\x18\x05 \x03(\tR\x0ereleasedLeases\"2\n" +
 	"\x10HeartbeatRequest\x12\x1e\n" +
 	"\bagent_id\x18\x01 \x01(\tB\x03\xe0A\x02R\aagentId\"<\n" +
 	"\x11HeartbeatResponse\x12'\n" +

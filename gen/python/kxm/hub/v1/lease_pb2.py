@@ -29,7 +29,7 @@ from kxm.hub.v1 import options_pb2 as kxm_dot_hub_dot_v1_dot_options__pb2
 from kxm.hub.v1 import presence_pb2 as kxm_dot_hub_dot_v1_dot_presence__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kxm/hub/v1/lease.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x19kxm/hub/v1/presence.proto\"\xc2\x02\n\x05Lease\x12\x1a\n\x08resource\x18\x01 \x01(\tR\x08resource\x12\x18\n\x07project\x18\x02 \x01(\tR\x07project\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12&\n\x0fholder_agent_id\x18\x04 \x01(\tR\rholderAgentId\x12*\n\x11holder_agent_name\x18\x05 \x01(\tR\x0fholderAgentName\x12#\n\rfencing_token\x18\x06 \x01(\x03R\x0c\x66\x65ncingToken\x12;\n\x0b\x61\x63quired_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nacquiredAt\x12\x39\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\"\x7f\n\x13\x41\x63quireLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12\x1a\n\x06ttl_ms\x18\x02 \x01(\x05H\x00R\x05ttlMs\x88\x01\x01\x12\x1c\n\x07wait_ms\x18\x03 \x01(\x05H\x01R\x06waitMs\x88\x01\x01\x42\t\n\x07_ttl_msB\n\n\x08_wait_ms\"Y\n\x14\x41\x63quireLeaseResponse\x12\'\n\x05lease\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n\x07renewed\x18\x02 \x01(\x08R\x07renewed\"\x94\x01\n\x11RenewLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12-\n\rfencing_token\x18\x02 \x01(\x03\x42\x03\xe0\x41\x02H\x00R\x0c\x66\x65ncingToken\x88\x01\x01\x12\x1a\n\x06ttl_ms\x18\x03 \x01(\x05H\x01R\x05ttlMs\x88\x01\x01\x42\x10\n\x0e_fencing_tokenB\t\n\x07_ttl_ms\"W\n\x12RenewLeaseResponse\x12\'\n\x05lease\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n\x07renewed\x18\x02 \x01(\x08R\x07renewed\"o\n\x13ReleaseLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12-\n\rfencing_token\x18\x02 \x01(\x03\x42\x03\xe0\x41\x02H\x00R\x0c\x66\x65ncingToken\x88\x01\x01\x42\x10\n\x0e_fencing_token\"[\n\x14ReleaseLeaseResponse\x12\x1a\n\x08released\x18\x01 \x01(\x08R\x08released\x12\'\n\x05lease\x18\x02 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\"D\n\x0fGetLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12\x18\n\x07project\x18\x02 \x01(\tR\x07project\"U\n\x10GetLeaseResponse\x12\'\n\x05lease\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n\x07\x65xpired\x18\x02 \x01(\x08R\x07\x65xpired\"\x92\x01\n\x11ListLeasesRequest\x12\'\n\x0finclude_expired\x18\x01 \x01(\x08R\x0eincludeExpired\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\x12\x18\n\x07project\x18\x04 \x01(\tR\x07project\"g\n\x12ListLeasesResponse\x12)\n\x06leases\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.LeaseR\x06leases\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"g\n\x12WatchLeasesRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"e\n\nLeaseEvent\x12.\n\x04kind\x18\x01 \x01(\x0e\x32\x1a.kxm.hub.v1.LeaseEventKindR\x04kind\x12\'\n\x05lease\x18\x02 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\"f\n\rLeaseSnapshot\x12)\n\x06leases\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.LeaseR\x06leases\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"\xd9\x01\n\x13WatchLeasesResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12\x37\n\x08snapshot\x18\x02 \x01(\x0b\x32\x19.kxm.hub.v1.LeaseSnapshotH\x00R\x08snapshot\x12\x30\n\x06\x63hange\x18\x03 \x01(\x0b\x32\x16.kxm.hub.v1.LeaseEventH\x00R\x06\x63hange\x12\x36\n\nkeep_alive\x18\x04 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent*\xe5\x01\n\x0eLeaseEventKind\x12 \n\x1cLEASE_EVENT_KIND_UNSPECIFIED\x10\x00\x12)\n\x18LEASE_EVENT_KIND_GRANTED\x10\x01\x1a\x0b\xc2\xf3\x18\x07granted\x12)\n\x18LEASE_EVENT_KIND_RENEWED\x10\x02\x1a\x0b\xc2\xf3\x18\x07renewed\x12+\n\x19LEASE_EVENT_KIND_RELEASED\x10\x03\x1a\x0c\xc2\xf3\x18\x08released\x12.\n\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x04\x1a\r\xc2\xf3\x18\ttakenOver2\xa0\x05\n\x0cLeaseService\x12w\n\x0c\x41\x63quireLease\x12\x1f.kxm.hub.v1.AcquireLeaseRequest\x1a .kxm.hub.v1.AcquireLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/leases/{name}/acquire:\x01*\x12o\n\nRenewLease\x12\x1d.kxm.hub.v1.RenewLeaseRequest\x1a\x1e.kxm.hub.v1.RenewLeaseResponse\"\"\x82\xd3\xe4\x93\x02\x1c\"\x17/v1/leases/{name}/renew:\x01*\x12w\n\x0cReleaseLease\x12\x1f.kxm.hub.v1.ReleaseLeaseRequest\x1a .kxm.hub.v1.ReleaseLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/leases/{name}/release:\x01*\x12`\n\x08GetLease\x12\x1b.kxm.hub.v1.GetLeaseRequest\x1a\x1c.kxm.hub.v1.GetLeaseResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/leases/{name}\x12_\n\nListLeases\x12\x1d.kxm.hub.v1.ListLeasesRequest\x1a\x1e.kxm.hub.v1.ListLeasesResponse\"\x12\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/leases\x12j\n\x0bWatchLeases\x12\x1e.kxm.hub.v1.WatchLeasesRequest\x1a\x1f.kxm.hub.v1.WatchLeasesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/watch/leases0\x01\x42\x34Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16kxm/hub/v1/lease.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x19kxm/hub/v1/presence.proto\"\xf5\x02\n\x05Lease\x12\x1a\n\x08resource\x18\x01 \x01(\tR\x08resource\x12\x18\n\x07project\x18\x02 \x01(\tR\x07project\x12\x12\n\x04name\x18\x03 \x01(\tR\x04name\x12&\n\x0fholder_agent_id\x18\x04 \x01(\tR\rholderAgentId\x12*\n\x11holder_agent_name\x18\x05 \x01(\tR\x0fholderAgentName\x12#\n\rfencing_token\x18\x06 \x01(\x03R\x0c\x66\x65ncingToken\x12;\n\x0b\x61\x63quired_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nacquiredAt\x12\x39\n\nexpires_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\texpiresAt\x12\x31\n\x07waiters\x18\t \x03(\x0b\x32\x17.kxm.hub.v1.LeaseWaiterR\x07waiters\"\xb4\x01\n\x0bLeaseWaiter\x12\x19\n\x08\x61gent_id\x18\x01 \x01(\tR\x07\x61gentId\x12\x1d\n\nagent_name\x18\x02 \x01(\tR\tagentName\x12\x30\n\x05since\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x05since\x12\x39\n\nwait_until\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\twaitUntil\"\x7f\n\x13\x41\x63quireLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12\x1a\n\x06ttl_ms\x18\x02 \x01(\x05H\x00R\x05ttlMs\x88\x01\x01\x12\x1c\n\x07wait_ms\x18\x03 \x01(\x05H\x01R\x06waitMs\x88\x01\x01\x42\t\n\x07_ttl_msB\n\n\x08_wait_ms\"v\n\x14\x41\x63quireLeaseResponse\x12\'\n\x05lease\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n\x07renewed\x18\x02 \x01(\x08R\x07renewed\x12\x1b\n\twaited_ms\x18\x03 \x01(\x05R\x08waitedMs\"\x94\x01\n\x11RenewLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12-\n\rfencing_token\x18\x02 \x01(\x03\x42\x03\xe0\x41\x02H\x00R\x0c\x66\x65ncingToken\x88\x01\x01\x12\x1a\n\x06ttl_ms\x18\x03 \x01(\x05H\x01R\x05ttlMs\x88\x01\x01\x42\x10\n\x0e_fencing_tokenB\t\n\x07_ttl_ms\"W\n\x12RenewLeaseResponse\x12\'\n\x05lease\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n\x07renewed\x18\x02 \x01(\x08R\x07renewed\"o\n\x13ReleaseLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12-\n\rfencing_token\x18\x02 \x01(\x03\x42\x03\xe0\x41\x02H\x00R\x0c\x66\x65ncingToken\x88\x01\x01\x42\x10\n\x0e_fencing_token\"[\n\x14ReleaseLeaseResponse\x12\x1a\n\x08released\x18\x01 \x01(\x08R\x08released\x12\'\n\x05lease\x18\x02 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\"D\n\x0fGetLeaseRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12\x18\n\x07project\x18\x02 \x01(\tR\x07project\"U\n\x10GetLeaseResponse\x12\'\n\x05lease\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n\x07\x65xpired\x18\x02 \x01(\x08R\x07\x65xpired\"\x92\x01\n\x11ListLeasesRequest\x12\'\n\x0finclude_expired\x18\x01 \x01(\x08R\x0eincludeExpired\x12\x1b\n\tpage_size\x18\x02 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x03 \x01(\tR\tpageToken\x12\x18\n\x07project\x18\x04 \x01(\tR\x07project\"g\n\x12ListLeasesResponse\x12)\n\x06leases\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.LeaseR\x06leases\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"g\n\x12WatchLeasesRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"e\n\nLeaseEvent\x12.\n\x04kind\x18\x01 \x01(\x0e\x32\x1a.kxm.hub.v1.LeaseEventKindR\x04kind\x12\'\n\x05lease\x18\x02 \x01(\x0b\x32\x11.kxm.hub.v1.LeaseR\x05lease\"f\n\rLeaseSnapshot\x12)\n\x06leases\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.LeaseR\x06leases\x12*\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"\xd9\x01\n\x13WatchLeasesResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12\x37\n\x08snapshot\x18\x02 \x01(\x0b\x32\x19.kxm.hub.v1.LeaseSnapshotH\x00R\x08snapshot\x12\x30\n\x06\x63hange\x18\x03 \x01(\x0b\x32\x16.kxm.hub.v1.LeaseEventH\x00R\x06\x63hange\x12\x36\n\nkeep_alive\x18\x04 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent*\xd3\x02\n\x0eLeaseEventKind\x12 \n\x1cLEASE_EVENT_KIND_UNSPECIFIED\x10\x00\x12)\n\x18LEASE_EVENT_KIND_GRANTED\x10\x01\x1a\x0b\xc2\xf3\x18\x07granted\x12)\n\x18LEASE_EVENT_KIND_RENEWED\x10\x02\x1a\x0b\xc2\xf3\x18\x07renewed\x12+\n\x19LEASE_EVENT_KIND_RELEASED\x10\x03\x1a\x0c\xc2\xf3\x18\x08released\x12.\n\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x04\x1a\r\xc2\xf3\x18\ttakenOver\x12\x34\n\x1eLEASE_EVENT_KIND_QUEUE_CHANGED\x10\x05\x1a\x10\xc2\xf3\x18\x0cqueueChanged\x12\x36\n\x1fLEASE_EVENT_KIND_FORCE_RELEASED\x10\x06\x1a\x11\xc2\xf3\x18\rforceReleased2\xa0\x05\n\x0cLeaseService\x12w\n\x0c\x41\x63quireLease\x12\x1f.kxm.hub.v1.AcquireLeaseRequest\x1a .kxm.hub.v1.AcquireLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/leases/{name}/acquire:\x01*\x12o\n\nRenewLease\x12\x1d.kxm.hub.v1.RenewLeaseRequest\x1a\x1e.kxm.hub.v1.RenewLeaseResponse\"\"\x82\xd3\xe4\x93\x02\x1c\"\x17/v1/leases/{name}/renew:\x01*\x12w\n\x0cReleaseLease\x12\x1f.kxm.hub.v1.ReleaseLeaseRequest\x1a .kxm.hub.v1.ReleaseLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e\"\x19/v1/leases/{name}/release:\x01*\x12`\n\x08GetLease\x12\x1b.kxm.hub.v1.GetLeaseRequest\x1a\x1c.kxm.hub.v1.GetLeaseResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/leases/{name}\x12_\n\nListLeases\x12\x1d.kxm.hub.v1.ListLeasesRequest\x1a\x1e.kxm.hub.v1.ListLeasesResponse\"\x12\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/leases\x12j\n\x0bWatchLeases\x12\x1e.kxm.hub.v1.WatchLeasesRequest\x1a\x1f.kxm.hub.v1.WatchLeasesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/watch/leases0\x01\x42\x34Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,6 +45,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEASEEVENTKIND'].values_by_name["LEASE_EVENT_KIND_RELEASED"]._serialized_options = b'\302\363\030\010released'
   _globals['_LEASEEVENTKIND'].values_by_name["LEASE_EVENT_KIND_TAKEN_OVER"]._loaded_options = None
   _globals['_LEASEEVENTKIND'].values_by_name["LEASE_EVENT_KIND_TAKEN_OVER"]._serialized_options = b'\302\363\030\ttakenOver'
+  _globals['_LEASEEVENTKIND'].values_by_name["LEASE_EVENT_KIND_QUEUE_CHANGED"]._loaded_options = None
+  _globals['_LEASEEVENTKIND'].values_by_name["LEASE_EVENT_KIND_QUEUE_CHANGED"]._serialized_options = b'\302\363\030\014queueChanged'
+  _globals['_LEASEEVENTKIND'].values_by_name["LEASE_EVENT_KIND_FORCE_RELEASED"]._loaded_options = None
+  _globals['_LEASEEVENTKIND'].values_by_name["LEASE_EVENT_KIND_FORCE_RELEASED"]._serialized_options = b'\302\363\030\rforceReleased'
   _globals['_ACQUIRELEASEREQUEST'].fields_by_name['name']._loaded_options = None
   _globals['_ACQUIRELEASEREQUEST'].fields_by_name['name']._serialized_options = b'\340A\002'
   _globals['_RENEWLEASEREQUEST'].fields_by_name['name']._loaded_options = None
@@ -69,38 +73,40 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LEASESERVICE'].methods_by_name['ListLeases']._serialized_options = b'\202\323\344\223\002\014\022\n/v1/leases'
   _globals['_LEASESERVICE'].methods_by_name['WatchLeases']._loaded_options = None
   _globals['_LEASESERVICE'].methods_by_name['WatchLeases']._serialized_options = b'\202\323\344\223\002\022\022\020/v1/watch/leases'
-  _globals['_LEASEEVENTKIND']._serialized_start=2122
-  _globals['_LEASEEVENTKIND']._serialized_end=2351
+  _globals['_LEASEEVENTKIND']._serialized_start=2385
+  _globals['_LEASEEVENTKIND']._serialized_end=2724
   _globals['_LEASE']._serialized_start=188
-  _globals['_LEASE']._serialized_end=510
-  _globals['_ACQUIRELEASEREQUEST']._serialized_start=512
-  _globals['_ACQUIRELEASEREQUEST']._serialized_end=639
-  _globals['_ACQUIRELEASERESPONSE']._serialized_start=641
-  _globals['_ACQUIRELEASERESPONSE']._serialized_end=730
-  _globals['_RENEWLEASEREQUEST']._serialized_start=733
-  _globals['_RENEWLEASEREQUEST']._serialized_end=881
-  _globals['_RENEWLEASERESPONSE']._serialized_start=883
-  _globals['_RENEWLEASERESPONSE']._serialized_end=970
-  _globals['_RELEASELEASEREQUEST']._serialized_start=972
-  _globals['_RELEASELEASEREQUEST']._serialized_end=1083
-  _globals['_RELEASELEASERESPONSE']._serialized_start=1085
-  _globals['_RELEASELEASERESPONSE']._serialized_end=1176
-  _globals['_GETLEASEREQUEST']._serialized_start=1178
-  _globals['_GETLEASEREQUEST']._serialized_end=1246
-  _globals['_GETLEASERESPONSE']._serialized_start=1248
-  _globals['_GETLEASERESPONSE']._serialized_end=1333
-  _globals['_LISTLEASESREQUEST']._serialized_start=1336
-  _globals['_LISTLEASESREQUEST']._serialized_end=1482
-  _globals['_LISTLEASESRESPONSE']._serialized_start=1484
-  _globals['_LISTLEASESRESPONSE']._serialized_end=1587
-  _globals['_WATCHLEASESREQUEST']._serialized_start=1589
-  _globals['_WATCHLEASESREQUEST']._serialized_end=1692
-  _globals['_LEASEEVENT']._serialized_start=1694
-  _globals['_LEASEEVENT']._serialized_end=1795
-  _globals['_LEASESNAPSHOT']._serialized_start=1797
-  _globals['_LEASESNAPSHOT']._serialized_end=1899
-  _globals['_WATCHLEASESRESPONSE']._serialized_start=1902
-  _globals['_WATCHLEASESRESPONSE']._serialized_end=2119
-  _globals['_LEASESERVICE']._serialized_start=2354
-  _globals['_LEASESERVICE']._serialized_end=3026
+  _globals['_LEASE']._serialized_end=561
+  _globals['_LEASEWAITER']._serialized_start=564
+  _globals['_LEASEWAITER']._serialized_end=744
+  _globals['_ACQUIRELEASEREQUEST']._serialized_start=746
+  _globals['_ACQUIRELEASEREQUEST']._serialized_end=873
+  _globals['_ACQUIRELEASERESPONSE']._serialized_start=875
+  _globals['_ACQUIRELEASERESPONSE']._serialized_end=993
+  _globals['_RENEWLEASEREQUEST']._serialized_start=996
+  _globals['_RENEWLEASEREQUEST']._serialized_end=1144
+  _globals['_RENEWLEASERESPONSE']._serialized_start=1146
+  _globals['_RENEWLEASERESPONSE']._serialized_end=1233
+  _globals['_RELEASELEASEREQUEST']._serialized_start=1235
+  _globals['_RELEASELEASEREQUEST']._serialized_end=1346
+  _globals['_RELEASELEASERESPONSE']._serialized_start=1348
+  _globals['_RELEASELEASERESPONSE']._serialized_end=1439
+  _globals['_GETLEASEREQUEST']._serialized_start=1441
+  _globals['_GETLEASEREQUEST']._serialized_end=1509
+  _globals['_GETLEASERESPONSE']._serialized_start=1511
+  _globals['_GETLEASERESPONSE']._serialized_end=1596
+  _globals['_LISTLEASESREQUEST']._serialized_start=1599
+  _globals['_LISTLEASESREQUEST']._serialized_end=1745
+  _globals['_LISTLEASESRESPONSE']._serialized_start=1747
+  _globals['_LISTLEASESRESPONSE']._serialized_end=1850
+  _globals['_WATCHLEASESREQUEST']._serialized_start=1852
+  _globals['_WATCHLEASESREQUEST']._serialized_end=1955
+  _globals['_LEASEEVENT']._serialized_start=1957
+  _globals['_LEASEEVENT']._serialized_end=2058
+  _globals['_LEASESNAPSHOT']._serialized_start=2060
+  _globals['_LEASESNAPSHOT']._serialized_end=2162
+  _globals['_WATCHLEASESRESPONSE']._serialized_start=2165
+  _globals['_WATCHLEASESRESPONSE']._serialized_end=2382
+  _globals['_LEASESERVICE']._serialized_start=2727
+  _globals['_LEASESERVICE']._serialized_end=3399
 # @@protoc_insertion_point(module_scope)

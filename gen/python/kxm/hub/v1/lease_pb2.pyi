@@ -21,14 +21,18 @@ class LeaseEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEASE_EVENT_KIND_RENEWED: _ClassVar[LeaseEventKind]
     LEASE_EVENT_KIND_RELEASED: _ClassVar[LeaseEventKind]
     LEASE_EVENT_KIND_TAKEN_OVER: _ClassVar[LeaseEventKind]
+    LEASE_EVENT_KIND_QUEUE_CHANGED: _ClassVar[LeaseEventKind]
+    LEASE_EVENT_KIND_FORCE_RELEASED: _ClassVar[LeaseEventKind]
 LEASE_EVENT_KIND_UNSPECIFIED: LeaseEventKind
 LEASE_EVENT_KIND_GRANTED: LeaseEventKind
 LEASE_EVENT_KIND_RENEWED: LeaseEventKind
 LEASE_EVENT_KIND_RELEASED: LeaseEventKind
 LEASE_EVENT_KIND_TAKEN_OVER: LeaseEventKind
+LEASE_EVENT_KIND_QUEUE_CHANGED: LeaseEventKind
+LEASE_EVENT_KIND_FORCE_RELEASED: LeaseEventKind
 
 class Lease(_message.Message):
-    __slots__ = ("resource", "project", "name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at")
+    __slots__ = ("resource", "project", "name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at", "waiters")
     RESOURCE_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +41,7 @@ class Lease(_message.Message):
     FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_AT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    WAITERS_FIELD_NUMBER: _ClassVar[int]
     resource: str
     project: str
     name: str
@@ -45,7 +50,20 @@ class Lease(_message.Message):
     fencing_token: int
     acquired_at: _timestamp_pb2.Timestamp
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, resource: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., holder_agent_id: _Optional[str] = ..., holder_agent_name: _Optional[str] = ..., fencing_token: _Optional[int] = ..., acquired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    waiters: _containers.RepeatedCompositeFieldContainer[LeaseWaiter]
+    def __init__(self, resource: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., holder_agent_id: _Optional[str] = ..., holder_agent_name: _Optional[str] = ..., fencing_token: _Optional[int] = ..., acquired_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiters: _Optional[_Iterable[_Union[LeaseWaiter, _Mapping]]] = ...) -> None: ...
+
+class LeaseWaiter(_message.Message):
+    __slots__ = ("agent_id", "agent_name", "since", "wait_until")
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_NAME_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    agent_id: str
+    agent_name: str
+    since: _timestamp_pb2.Timestamp
+    wait_until: _timestamp_pb2.Timestamp
+    def __init__(self, agent_id: _Optional[str] = ..., agent_name: _Optional[str] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., wait_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class AcquireLeaseRequest(_message.Message):
     __slots__ = ("name", "ttl_ms", "wait_ms")
@@ -58,12 +76,14 @@ class AcquireLeaseRequest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., ttl_ms: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class AcquireLeaseResponse(_message.Message):
-    __slots__ = ("lease", "renewed")
+    __slots__ = ("lease", "renewed", "waited_ms")
     LEASE_FIELD_NUMBER: _ClassVar[int]
     RENEWED_FIELD_NUMBER: _ClassVar[int]
+    WAITED_MS_FIELD_NUMBER: _ClassVar[int]
     lease: Lease
     renewed: bool
-    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., renewed: _Optional[bool] = ...) -> None: ...
+    waited_ms: int
+    def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., renewed: _Optional[bool] = ..., waited_ms: _Optional[int] = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("name", "fencing_token", "ttl_ms")

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .ops_pb2 import GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse, WatchOpenMessagesRequest, WatchOpenMessagesResponse, WatchProjectRequest, WatchProjectResponse, WatchProjectsRequest, WatchProjectsResponse, WatchRunsRequest, WatchRunsResponse
+from .ops_pb2 import EvictAgentRequest, EvictAgentResponse, ForceReleaseLeaseRequest, ForceReleaseLeaseResponse, GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse, WatchOpenMessagesRequest, WatchOpenMessagesResponse, WatchProjectRequest, WatchProjectResponse, WatchProjectsRequest, WatchProjectsResponse, WatchRunsRequest, WatchRunsResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -100,6 +100,30 @@ class OpsService(Protocol):
         Authentication: the admin token or the project's own token (an open hub: none).
         Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
         them all again), SUBSCRIBER_TOO_SLOW.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def force_release_lease(self, request: ForceReleaseLeaseRequest, ctx: RequestContext[ForceReleaseLeaseRequest, ForceReleaseLeaseResponse], /) -> ForceReleaseLeaseResponse:
+        """
+        Releases a project's lease whoever holds it (a holder that hangs, or is gone without its TTL
+        having run out). The token stays as the resource's floor: the holder's next renew or release
+        is LEASE_SUPERSEDED or LEASE_NOT_FOUND, and the next grant (to the first waiter, in the same
+        transaction, when there is one) gets a higher token. Watchers see FORCE_RELEASED.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, name, fencing_token), LEASE_NOT_FOUND (no
+        holder), LEASE_SUPERSEDED (fencing_token given and no longer the holder's).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def evict_agent(self, request: EvictAgentRequest, ctx: RequestContext[EvictAgentRequest, EvictAgentResponse], /) -> EvictAgentResponse:
+        """
+        Evicts an agent, in one transaction: marked offline, its key stops working (its streams end
+        with INVALID_AGENT_IDENTITY), its leases are released (tokens kept as floors) and its
+        waiting acquires leave their queues. Its messages stay; RegisterAgent resumes it under its
+        name. Evicting an agent already offline still releases what it holds.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
+        the project).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -182,6 +206,28 @@ class OpsServiceASGIApplication(ConnectASGIApplication[OpsService]):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=svc.watch_project,
+                ),
+                "/kxm.hub.v1.OpsService/ForceReleaseLease": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ForceReleaseLease",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ForceReleaseLeaseRequest,
+                        output=ForceReleaseLeaseResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.force_release_lease,
+                ),
+                "/kxm.hub.v1.OpsService/EvictAgent": Endpoint.unary(
+                    method=MethodInfo(
+                        name="EvictAgent",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=EvictAgentRequest,
+                        output=EvictAgentResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.evict_agent,
                 ),
             },
             interceptors=interceptors,
@@ -388,6 +434,64 @@ class OpsServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def force_release_lease(
+        self,
+        request: ForceReleaseLeaseRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ForceReleaseLeaseResponse:
+        """
+        Releases a project's lease whoever holds it (a holder that hangs, or is gone without its TTL
+        having run out). The token stays as the resource's floor: the holder's next renew or release
+        is LEASE_SUPERSEDED or LEASE_NOT_FOUND, and the next grant (to the first waiter, in the same
+        transaction, when there is one) gets a higher token. Watchers see FORCE_RELEASED.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, name, fencing_token), LEASE_NOT_FOUND (no
+        holder), LEASE_SUPERSEDED (fencing_token given and no longer the holder's).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ForceReleaseLease",
+                service_name="kxm.hub.v1.OpsService",
+                input=ForceReleaseLeaseRequest,
+                output=ForceReleaseLeaseResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def evict_agent(
+        self,
+        request: EvictAgentRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> EvictAgentResponse:
+        """
+        Evicts an agent, in one transaction: marked offline, its key stops working (its streams end
+        with INVALID_AGENT_IDENTITY), its leases are released (tokens kept as floors) and its
+        waiting acquires leave their queues. Its messages stay; RegisterAgent resumes it under its
+        name. Evicting an agent already offline still releases what it holds.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
+        the project).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="EvictAgent",
+                service_name="kxm.hub.v1.OpsService",
+                input=EvictAgentRequest,
+                output=EvictAgentResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OpsServiceSync(Protocol):
     """
@@ -452,6 +556,30 @@ class OpsServiceSync(Protocol):
         Authentication: the admin token or the project's own token (an open hub: none).
         Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
         them all again), SUBSCRIBER_TOO_SLOW.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def force_release_lease(self, request: ForceReleaseLeaseRequest, ctx: RequestContext[ForceReleaseLeaseRequest, ForceReleaseLeaseResponse], /) -> ForceReleaseLeaseResponse:
+        """
+        Releases a project's lease whoever holds it (a holder that hangs, or is gone without its TTL
+        having run out). The token stays as the resource's floor: the holder's next renew or release
+        is LEASE_SUPERSEDED or LEASE_NOT_FOUND, and the next grant (to the first waiter, in the same
+        transaction, when there is one) gets a higher token. Watchers see FORCE_RELEASED.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, name, fencing_token), LEASE_NOT_FOUND (no
+        holder), LEASE_SUPERSEDED (fencing_token given and no longer the holder's).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def evict_agent(self, request: EvictAgentRequest, ctx: RequestContext[EvictAgentRequest, EvictAgentResponse], /) -> EvictAgentResponse:
+        """
+        Evicts an agent, in one transaction: marked offline, its key stops working (its streams end
+        with INVALID_AGENT_IDENTITY), its leases are released (tokens kept as floors) and its
+        waiting acquires leave their queues. Its messages stay; RegisterAgent resumes it under its
+        name. Evicting an agent already offline still releases what it holds.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
+        the project).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -532,6 +660,28 @@ class OpsServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=service.watch_project,
+                ),
+                "/kxm.hub.v1.OpsService/ForceReleaseLease": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ForceReleaseLease",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ForceReleaseLeaseRequest,
+                        output=ForceReleaseLeaseResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.force_release_lease,
+                ),
+                "/kxm.hub.v1.OpsService/EvictAgent": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="EvictAgent",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=EvictAgentRequest,
+                        output=EvictAgentResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.evict_agent,
                 ),
             },
             interceptors=interceptors,
@@ -734,6 +884,64 @@ class OpsServiceClientSync(ConnectClientSync):
                 output=WatchProjectResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def force_release_lease(
+        self,
+        request: ForceReleaseLeaseRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ForceReleaseLeaseResponse:
+        """
+        Releases a project's lease whoever holds it (a holder that hangs, or is gone without its TTL
+        having run out). The token stays as the resource's floor: the holder's next renew or release
+        is LEASE_SUPERSEDED or LEASE_NOT_FOUND, and the next grant (to the first waiter, in the same
+        transaction, when there is one) gets a higher token. Watchers see FORCE_RELEASED.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, name, fencing_token), LEASE_NOT_FOUND (no
+        holder), LEASE_SUPERSEDED (fencing_token given and no longer the holder's).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ForceReleaseLease",
+                service_name="kxm.hub.v1.OpsService",
+                input=ForceReleaseLeaseRequest,
+                output=ForceReleaseLeaseResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def evict_agent(
+        self,
+        request: EvictAgentRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> EvictAgentResponse:
+        """
+        Evicts an agent, in one transaction: marked offline, its key stops working (its streams end
+        with INVALID_AGENT_IDENTITY), its leases are released (tokens kept as floors) and its
+        waiting acquires leave their queues. Its messages stay; RegisterAgent resumes it under its
+        name. Evicting an agent already offline still releases what it holds.
+        Authentication: the admin token or the project's own token (an open hub: none).
+        Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
+        the project).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="EvictAgent",
+                service_name="kxm.hub.v1.OpsService",
+                input=EvictAgentRequest,
+                output=EvictAgentResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

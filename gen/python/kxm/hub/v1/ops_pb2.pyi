@@ -27,6 +27,40 @@ OPEN_MESSAGE_CHANGE_KIND_SENT: OpenMessageChangeKind
 OPEN_MESSAGE_CHANGE_KIND_DELIVERED: OpenMessageChangeKind
 OPEN_MESSAGE_CHANGE_KIND_ENDED: OpenMessageChangeKind
 
+class ForceReleaseLeaseRequest(_message.Message):
+    __slots__ = ("project", "name", "fencing_token")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    name: str
+    fencing_token: int
+    def __init__(self, project: _Optional[str] = ..., name: _Optional[str] = ..., fencing_token: _Optional[int] = ...) -> None: ...
+
+class ForceReleaseLeaseResponse(_message.Message):
+    __slots__ = ("lease", "next")
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    lease: _lease_pb2.Lease
+    next: _lease_pb2.Lease
+    def __init__(self, lease: _Optional[_Union[_lease_pb2.Lease, _Mapping]] = ..., next: _Optional[_Union[_lease_pb2.Lease, _Mapping]] = ...) -> None: ...
+
+class EvictAgentRequest(_message.Message):
+    __slots__ = ("project", "agent_id")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    agent_id: str
+    def __init__(self, project: _Optional[str] = ..., agent_id: _Optional[str] = ...) -> None: ...
+
+class EvictAgentResponse(_message.Message):
+    __slots__ = ("agent", "released_leases")
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_LEASES_FIELD_NUMBER: _ClassVar[int]
+    agent: _presence_pb2.Agent
+    released_leases: _containers.RepeatedCompositeFieldContainer[_lease_pb2.Lease]
+    def __init__(self, agent: _Optional[_Union[_presence_pb2.Agent, _Mapping]] = ..., released_leases: _Optional[_Iterable[_Union[_lease_pb2.Lease, _Mapping]]] = ...) -> None: ...
+
 class WatchProjectRequest(_message.Message):
     __slots__ = ("project", "presence_after_cursor", "leases_after_cursor", "messages_after_cursor", "runs_after_cursor")
     PROJECT_FIELD_NUMBER: _ClassVar[int]

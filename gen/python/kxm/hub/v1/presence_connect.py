@@ -51,8 +51,9 @@ class PresenceService(Protocol):
         case-insensitively (same id, new key). Every registration issues a new agent key; the
         previous key stops working at once.
         Auth: project token for `project`. Not idempotent.
+        With `takeover`, an instance still marked online is replaced instead (see takeover).
         Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
-        held by an agent that is still marked online, stale included).
+        held by an agent that is still marked online, stale included, and takeover is not set).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -236,8 +237,9 @@ class PresenceServiceClient(ConnectClient):
         case-insensitively (same id, new key). Every registration issues a new agent key; the
         previous key stops working at once.
         Auth: project token for `project`. Not idempotent.
+        With `takeover`, an instance still marked online is replaced instead (see takeover).
         Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
-        held by an agent that is still marked online, stale included).
+        held by an agent that is still marked online, stale included, and takeover is not set).
         """
         return await self.execute_unary(
             request=request,
@@ -395,8 +397,9 @@ class PresenceServiceSync(Protocol):
         case-insensitively (same id, new key). Every registration issues a new agent key; the
         previous key stops working at once.
         Auth: project token for `project`. Not idempotent.
+        With `takeover`, an instance still marked online is replaced instead (see takeover).
         Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
-        held by an agent that is still marked online, stale included).
+        held by an agent that is still marked online, stale included, and takeover is not set).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -578,8 +581,9 @@ class PresenceServiceClientSync(ConnectClientSync):
         case-insensitively (same id, new key). Every registration issues a new agent key; the
         previous key stops working at once.
         Auth: project token for `project`. Not idempotent.
+        With `takeover`, an instance still marked online is replaced instead (see takeover).
         Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
-        held by an agent that is still marked online, stale included).
+        held by an agent that is still marked online, stale included, and takeover is not set).
         """
         return self.execute_unary(
             request=request,

@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from kxm.hub.v1 import options_pb2 as kxm_dot_hub_dot_v1_dot_options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kxm/hub/v1/presence.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\"\xb8\x03\n\x05\x41gent\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n\x07purpose\x18\x03 \x01(\tR\x07purpose\x12\x18\n\x07project\x18\x04 \x01(\tR\x07project\x12\x19\n\x05model\x18\x05 \x01(\tH\x00R\x05model\x88\x01\x01\x12\x17\n\x04host\x18\x06 \x01(\tH\x01R\x04host\x88\x01\x01\x12=\n\x0c\x63onnected_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0b\x63onnectedAt\x12<\n\x0clast_seen_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nlastSeenAt\x12\x16\n\x06online\x18\t \x01(\x08R\x06online\x12\x35\n\x08presence\x18\n \x01(\x0e\x32\x19.kxm.hub.v1.PresenceStateR\x08presence\x12\x44\n\x10lease_expires_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0eleaseExpiresAtB\x08\n\x06_modelB\x07\n\x05_host\"\xd6\x02\n\x0fRuntimePresence\x12\x1d\n\nruntime_id\x18\x01 \x01(\tR\truntimeId\x12\x17\n\x04host\x18\x02 \x01(\tH\x00R\x04host\x88\x01\x01\x12?\n\rregistered_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cregisteredAt\x12=\n\x0cheartbeat_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bheartbeatAt\x12\x44\n\x10lease_expires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12<\n\x08presence\x18\x06 \x01(\x0e\x32 .kxm.hub.v1.RuntimePresenceStateR\x08presenceB\x07\n\x05_host\"\xc0\x01\n\x14RegisterAgentRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12\x1d\n\x07purpose\x18\x02 \x01(\tH\x00R\x07purpose\x88\x01\x01\x12\x1d\n\x07project\x18\x03 \x01(\tB\x03\xe0\x41\x02R\x07project\x12\x19\n\x05model\x18\x04 \x01(\tH\x01R\x05model\x88\x01\x01\x12\x17\n\x04host\x18\x05 \x01(\tH\x02R\x04host\x88\x01\x01\x42\n\n\x08_purposeB\x08\n\x06_modelB\x07\n\x05_host\"w\n\x15RegisterAgentResponse\x12\'\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.AgentR\x05\x61gent\x12\x1b\n\tagent_key\x18\x02 \x01(\tR\x08\x61gentKey\x12\x18\n\x07resumed\x18\x03 \x01(\x08R\x07resumed\"2\n\x10HeartbeatRequest\x12\x1e\n\x08\x61gent_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07\x61gentId\"<\n\x11HeartbeatResponse\x12\'\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.AgentR\x05\x61gent\"8\n\x16UnregisterAgentRequest\x12\x1e\n\x08\x61gent_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07\x61gentId\"\x19\n\x17UnregisterAgentResponse\"V\n\x11ListAgentsRequest\x12\'\n\x0finclude_offline\x18\x01 \x01(\x08R\x0eincludeOffline\x12\x18\n\x07project\x18\x02 \x01(\tR\x07project\"?\n\x12ListAgentsResponse\x12)\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\"\x83\x01\n\x1cReportRuntimePresenceRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\x12\"\n\nruntime_id\x18\x02 \x01(\tB\x03\xe0\x41\x02R\truntimeId\x12\x17\n\x04host\x18\x03 \x01(\tH\x00R\x04host\x88\x01\x01\x42\x07\n\x05_host\"X\n\x1dReportRuntimePresenceResponse\x12\x37\n\x08presence\x18\x01 \x01(\x0b\x32\x1b.kxm.hub.v1.RuntimePresenceR\x08presence\"i\n\x14WatchPresenceRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"\xa2\x01\n\x10PresenceSnapshot\x12)\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\x12\x37\n\x08runtimes\x18\x02 \x03(\x0b\x32\x1b.kxm.hub.v1.RuntimePresenceR\x08runtimes\x12*\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"7\n\tKeepAlive\x12*\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"\x90\x02\n\x15WatchPresenceResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12:\n\x08snapshot\x18\x02 \x01(\x0b\x32\x1c.kxm.hub.v1.PresenceSnapshotH\x00R\x08snapshot\x12)\n\x05\x61gent\x18\x03 \x01(\x0b\x32\x11.kxm.hub.v1.AgentH\x00R\x05\x61gent\x12\x37\n\x07runtime\x18\x04 \x01(\x0b\x32\x1b.kxm.hub.v1.RuntimePresenceH\x00R\x07runtime\x12\x36\n\nkeep_alive\x18\x05 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent*\xa4\x01\n\rPresenceState\x12\x1e\n\x1aPRESENCE_STATE_UNSPECIFIED\x10\x00\x12%\n\x15PRESENCE_STATE_ONLINE\x10\x01\x1a\n\xc2\xf3\x18\x06online\x12#\n\x14PRESENCE_STATE_STALE\x10\x02\x1a\t\xc2\xf3\x18\x05stale\x12\'\n\x16PRESENCE_STATE_OFFLINE\x10\x03\x1a\x0b\xc2\xf3\x18\x07offline*\xcf\x01\n\x14RuntimePresenceState\x12&\n\"RUNTIME_PRESENCE_STATE_UNSPECIFIED\x10\x00\x12-\n\x1dRUNTIME_PRESENCE_STATE_ONLINE\x10\x01\x1a\n\xc2\xf3\x18\x06online\x12/\n\x1eRUNTIME_PRESENCE_STATE_EXPIRED\x10\x02\x1a\x0b\xc2\xf3\x18\x07\x65xpired\x12/\n\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\x0b\xc2\xf3\x18\x07unknown2\xdd\x05\n\x0fPresenceService\x12t\n\rRegisterAgent\x12 .kxm.hub.v1.RegisterAgentRequest\x1a!.kxm.hub.v1.RegisterAgentResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x13/v1/agents/register:\x01*\x12t\n\tHeartbeat\x12\x1c.kxm.hub.v1.HeartbeatRequest\x1a\x1d.kxm.hub.v1.HeartbeatResponse\"*\x82\xd3\xe4\x93\x02$\"\x1f/v1/agents/{agent_id}/heartbeat:\x01*\x12y\n\x0fUnregisterAgent\x12\".kxm.hub.v1.UnregisterAgentRequest\x1a#.kxm.hub.v1.UnregisterAgentResponse\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/v1/agents/{agent_id}\x12_\n\nListAgents\x12\x1d.kxm.hub.v1.ListAgentsRequest\x1a\x1e.kxm.hub.v1.ListAgentsResponse\"\x12\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/agents\x12\x8d\x01\n\x15ReportRuntimePresence\x12(.kxm.hub.v1.ReportRuntimePresenceRequest\x1a).kxm.hub.v1.ReportRuntimePresenceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/runtime/presence:\x01*\x12r\n\rWatchPresence\x12 .kxm.hub.v1.WatchPresenceRequest\x1a!.kxm.hub.v1.WatchPresenceResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/presence0\x01\x42\x34Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kxm/hub/v1/presence.proto\x12\nkxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\"\xb8\x03\n\x05\x41gent\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n\x07purpose\x18\x03 \x01(\tR\x07purpose\x12\x18\n\x07project\x18\x04 \x01(\tR\x07project\x12\x19\n\x05model\x18\x05 \x01(\tH\x00R\x05model\x88\x01\x01\x12\x17\n\x04host\x18\x06 \x01(\tH\x01R\x04host\x88\x01\x01\x12=\n\x0c\x63onnected_at\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0b\x63onnectedAt\x12<\n\x0clast_seen_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nlastSeenAt\x12\x16\n\x06online\x18\t \x01(\x08R\x06online\x12\x35\n\x08presence\x18\n \x01(\x0e\x32\x19.kxm.hub.v1.PresenceStateR\x08presence\x12\x44\n\x10lease_expires_at\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0eleaseExpiresAtB\x08\n\x06_modelB\x07\n\x05_host\"\xd6\x02\n\x0fRuntimePresence\x12\x1d\n\nruntime_id\x18\x01 \x01(\tR\truntimeId\x12\x17\n\x04host\x18\x02 \x01(\tH\x00R\x04host\x88\x01\x01\x12?\n\rregistered_at\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0cregisteredAt\x12=\n\x0cheartbeat_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0bheartbeatAt\x12\x44\n\x10lease_expires_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12<\n\x08presence\x18\x06 \x01(\x0e\x32 .kxm.hub.v1.RuntimePresenceStateR\x08presenceB\x07\n\x05_host\"\xdc\x01\n\x14RegisterAgentRequest\x12\x17\n\x04name\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x04name\x12\x1d\n\x07purpose\x18\x02 \x01(\tH\x00R\x07purpose\x88\x01\x01\x12\x1d\n\x07project\x18\x03 \x01(\tB\x03\xe0\x41\x02R\x07project\x12\x19\n\x05model\x18\x04 \x01(\tH\x01R\x05model\x88\x01\x01\x12\x17\n\x04host\x18\x05 \x01(\tH\x02R\x04host\x88\x01\x01\x12\x1a\n\x08takeover\x18\x06 \x01(\x08R\x08takeoverB\n\n\x08_purposeB\x08\n\x06_modelB\x07\n\x05_host\"\xbf\x01\n\x15RegisterAgentResponse\x12\'\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.AgentR\x05\x61gent\x12\x1b\n\tagent_key\x18\x02 \x01(\tR\x08\x61gentKey\x12\x18\n\x07resumed\x18\x03 \x01(\x08R\x07resumed\x12\x1d\n\ntaken_over\x18\x04 \x01(\x08R\ttakenOver\x12\'\n\x0freleased_leases\x18\x05 \x03(\tR\x0ereleasedLeases\"2\n\x10HeartbeatRequest\x12\x1e\n\x08\x61gent_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07\x61gentId\"<\n\x11HeartbeatResponse\x12\'\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x11.kxm.hub.v1.AgentR\x05\x61gent\"8\n\x16UnregisterAgentRequest\x12\x1e\n\x08\x61gent_id\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07\x61gentId\"\x19\n\x17UnregisterAgentResponse\"V\n\x11ListAgentsRequest\x12\'\n\x0finclude_offline\x18\x01 \x01(\x08R\x0eincludeOffline\x12\x18\n\x07project\x18\x02 \x01(\tR\x07project\"?\n\x12ListAgentsResponse\x12)\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\"\x83\x01\n\x1cReportRuntimePresenceRequest\x12\x1d\n\x07project\x18\x01 \x01(\tB\x03\xe0\x41\x02R\x07project\x12\"\n\nruntime_id\x18\x02 \x01(\tB\x03\xe0\x41\x02R\truntimeId\x12\x17\n\x04host\x18\x03 \x01(\tH\x00R\x04host\x88\x01\x01\x42\x07\n\x05_host\"X\n\x1dReportRuntimePresenceResponse\x12\x37\n\x08presence\x18\x01 \x01(\x0b\x32\x1b.kxm.hub.v1.RuntimePresenceR\x08presence\"i\n\x14WatchPresenceRequest\x12\x18\n\x07project\x18\x01 \x01(\tR\x07project\x12&\n\x0c\x61\x66ter_cursor\x18\x02 \x01(\x03H\x00R\x0b\x61\x66terCursor\x88\x01\x01\x42\x0f\n\r_after_cursor\"\xa2\x01\n\x10PresenceSnapshot\x12)\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x11.kxm.hub.v1.AgentR\x06\x61gents\x12\x37\n\x08runtimes\x18\x02 \x03(\x0b\x32\x1b.kxm.hub.v1.RuntimePresenceR\x08runtimes\x12*\n\x02\x61t\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"7\n\tKeepAlive\x12*\n\x02\x61t\x18\x01 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\x02\x61t\"\x90\x02\n\x15WatchPresenceResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\x03R\x06\x63ursor\x12:\n\x08snapshot\x18\x02 \x01(\x0b\x32\x1c.kxm.hub.v1.PresenceSnapshotH\x00R\x08snapshot\x12)\n\x05\x61gent\x18\x03 \x01(\x0b\x32\x11.kxm.hub.v1.AgentH\x00R\x05\x61gent\x12\x37\n\x07runtime\x18\x04 \x01(\x0b\x32\x1b.kxm.hub.v1.RuntimePresenceH\x00R\x07runtime\x12\x36\n\nkeep_alive\x18\x05 \x01(\x0b\x32\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\x07\n\x05\x65vent*\xa4\x01\n\rPresenceState\x12\x1e\n\x1aPRESENCE_STATE_UNSPECIFIED\x10\x00\x12%\n\x15PRESENCE_STATE_ONLINE\x10\x01\x1a\n\xc2\xf3\x18\x06online\x12#\n\x14PRESENCE_STATE_STALE\x10\x02\x1a\t\xc2\xf3\x18\x05stale\x12\'\n\x16PRESENCE_STATE_OFFLINE\x10\x03\x1a\x0b\xc2\xf3\x18\x07offline*\xcf\x01\n\x14RuntimePresenceState\x12&\n\"RUNTIME_PRESENCE_STATE_UNSPECIFIED\x10\x00\x12-\n\x1dRUNTIME_PRESENCE_STATE_ONLINE\x10\x01\x1a\n\xc2\xf3\x18\x06online\x12/\n\x1eRUNTIME_PRESENCE_STATE_EXPIRED\x10\x02\x1a\x0b\xc2\xf3\x18\x07\x65xpired\x12/\n\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\x0b\xc2\xf3\x18\x07unknown2\xdd\x05\n\x0fPresenceService\x12t\n\rRegisterAgent\x12 .kxm.hub.v1.RegisterAgentRequest\x1a!.kxm.hub.v1.RegisterAgentResponse\"\x1e\x82\xd3\xe4\x93\x02\x18\"\x13/v1/agents/register:\x01*\x12t\n\tHeartbeat\x12\x1c.kxm.hub.v1.HeartbeatRequest\x1a\x1d.kxm.hub.v1.HeartbeatResponse\"*\x82\xd3\xe4\x93\x02$\"\x1f/v1/agents/{agent_id}/heartbeat:\x01*\x12y\n\x0fUnregisterAgent\x12\".kxm.hub.v1.UnregisterAgentRequest\x1a#.kxm.hub.v1.UnregisterAgentResponse\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/v1/agents/{agent_id}\x12_\n\nListAgents\x12\x1d.kxm.hub.v1.ListAgentsRequest\x1a\x1e.kxm.hub.v1.ListAgentsResponse\"\x12\x82\xd3\xe4\x93\x02\x0c\x12\n/v1/agents\x12\x8d\x01\n\x15ReportRuntimePresence\x12(.kxm.hub.v1.ReportRuntimePresenceRequest\x1a).kxm.hub.v1.ReportRuntimePresenceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19\"\x14/v1/runtime/presence:\x01*\x12r\n\rWatchPresence\x12 .kxm.hub.v1.WatchPresenceRequest\x1a!.kxm.hub.v1.WatchPresenceResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/presence0\x01\x42\x34Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -72,42 +72,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PRESENCESERVICE'].methods_by_name['ReportRuntimePresence']._serialized_options = b'\202\323\344\223\002\031\"\024/v1/runtime/presence:\001*'
   _globals['_PRESENCESERVICE'].methods_by_name['WatchPresence']._loaded_options = None
   _globals['_PRESENCESERVICE'].methods_by_name['WatchPresence']._serialized_options = b'\202\323\344\223\002\024\022\022/v1/watch/presence'
-  _globals['_PRESENCESTATE']._serialized_start=2448
-  _globals['_PRESENCESTATE']._serialized_end=2612
-  _globals['_RUNTIMEPRESENCESTATE']._serialized_start=2615
-  _globals['_RUNTIMEPRESENCESTATE']._serialized_end=2822
+  _globals['_PRESENCESTATE']._serialized_start=2549
+  _globals['_PRESENCESTATE']._serialized_end=2713
+  _globals['_RUNTIMEPRESENCESTATE']._serialized_start=2716
+  _globals['_RUNTIMEPRESENCESTATE']._serialized_end=2923
   _globals['_AGENT']._serialized_start=164
   _globals['_AGENT']._serialized_end=604
   _globals['_RUNTIMEPRESENCE']._serialized_start=607
   _globals['_RUNTIMEPRESENCE']._serialized_end=949
   _globals['_REGISTERAGENTREQUEST']._serialized_start=952
-  _globals['_REGISTERAGENTREQUEST']._serialized_end=1144
-  _globals['_REGISTERAGENTRESPONSE']._serialized_start=1146
-  _globals['_REGISTERAGENTRESPONSE']._serialized_end=1265
-  _globals['_HEARTBEATREQUEST']._serialized_start=1267
-  _globals['_HEARTBEATREQUEST']._serialized_end=1317
-  _globals['_HEARTBEATRESPONSE']._serialized_start=1319
-  _globals['_HEARTBEATRESPONSE']._serialized_end=1379
-  _globals['_UNREGISTERAGENTREQUEST']._serialized_start=1381
-  _globals['_UNREGISTERAGENTREQUEST']._serialized_end=1437
-  _globals['_UNREGISTERAGENTRESPONSE']._serialized_start=1439
-  _globals['_UNREGISTERAGENTRESPONSE']._serialized_end=1464
-  _globals['_LISTAGENTSREQUEST']._serialized_start=1466
-  _globals['_LISTAGENTSREQUEST']._serialized_end=1552
-  _globals['_LISTAGENTSRESPONSE']._serialized_start=1554
-  _globals['_LISTAGENTSRESPONSE']._serialized_end=1617
-  _globals['_REPORTRUNTIMEPRESENCEREQUEST']._serialized_start=1620
-  _globals['_REPORTRUNTIMEPRESENCEREQUEST']._serialized_end=1751
-  _globals['_REPORTRUNTIMEPRESENCERESPONSE']._serialized_start=1753
-  _globals['_REPORTRUNTIMEPRESENCERESPONSE']._serialized_end=1841
-  _globals['_WATCHPRESENCEREQUEST']._serialized_start=1843
-  _globals['_WATCHPRESENCEREQUEST']._serialized_end=1948
-  _globals['_PRESENCESNAPSHOT']._serialized_start=1951
-  _globals['_PRESENCESNAPSHOT']._serialized_end=2113
-  _globals['_KEEPALIVE']._serialized_start=2115
-  _globals['_KEEPALIVE']._serialized_end=2170
-  _globals['_WATCHPRESENCERESPONSE']._serialized_start=2173
-  _globals['_WATCHPRESENCERESPONSE']._serialized_end=2445
-  _globals['_PRESENCESERVICE']._serialized_start=2825
-  _globals['_PRESENCESERVICE']._serialized_end=3558
+  _globals['_REGISTERAGENTREQUEST']._serialized_end=1172
+  _globals['_REGISTERAGENTRESPONSE']._serialized_start=1175
+  _globals['_REGISTERAGENTRESPONSE']._serialized_end=1366
+  _globals['_HEARTBEATREQUEST']._serialized_start=1368
+  _globals['_HEARTBEATREQUEST']._serialized_end=1418
+  _globals['_HEARTBEATRESPONSE']._serialized_start=1420
+  _globals['_HEARTBEATRESPONSE']._serialized_end=1480
+  _globals['_UNREGISTERAGENTREQUEST']._serialized_start=1482
+  _globals['_UNREGISTERAGENTREQUEST']._serialized_end=1538
+  _globals['_UNREGISTERAGENTRESPONSE']._serialized_start=1540
+  _globals['_UNREGISTERAGENTRESPONSE']._serialized_end=1565
+  _globals['_LISTAGENTSREQUEST']._serialized_start=1567
+  _globals['_LISTAGENTSREQUEST']._serialized_end=1653
+  _globals['_LISTAGENTSRESPONSE']._serialized_start=1655
+  _globals['_LISTAGENTSRESPONSE']._serialized_end=1718
+  _globals['_REPORTRUNTIMEPRESENCEREQUEST']._serialized_start=1721
+  _globals['_REPORTRUNTIMEPRESENCEREQUEST']._serialized_end=1852
+  _globals['_REPORTRUNTIMEPRESENCERESPONSE']._serialized_start=1854
+  _globals['_REPORTRUNTIMEPRESENCERESPONSE']._serialized_end=1942
+  _globals['_WATCHPRESENCEREQUEST']._serialized_start=1944
+  _globals['_WATCHPRESENCEREQUEST']._serialized_end=2049
+  _globals['_PRESENCESNAPSHOT']._serialized_start=2052
+  _globals['_PRESENCESNAPSHOT']._serialized_end=2214
+  _globals['_KEEPALIVE']._serialized_start=2216
+  _globals['_KEEPALIVE']._serialized_end=2271
+  _globals['_WATCHPRESENCERESPONSE']._serialized_start=2274
+  _globals['_WATCHPRESENCERESPONSE']._serialized_end=2546
+  _globals['_PRESENCESERVICE']._serialized_start=2926
+  _globals['_PRESENCESERVICE']._serialized_end=3659
 # @@protoc_insertion_point(module_scope)

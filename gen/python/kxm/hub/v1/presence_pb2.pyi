@@ -78,28 +78,34 @@ class RuntimePresence(_message.Message):
     def __init__(self, runtime_id: _Optional[str] = ..., host: _Optional[str] = ..., registered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., heartbeat_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., presence: _Optional[_Union[RuntimePresenceState, str]] = ...) -> None: ...
 
 class RegisterAgentRequest(_message.Message):
-    __slots__ = ("name", "purpose", "project", "model", "host")
+    __slots__ = ("name", "purpose", "project", "model", "host", "takeover")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PURPOSE_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
+    TAKEOVER_FIELD_NUMBER: _ClassVar[int]
     name: str
     purpose: str
     project: str
     model: str
     host: str
-    def __init__(self, name: _Optional[str] = ..., purpose: _Optional[str] = ..., project: _Optional[str] = ..., model: _Optional[str] = ..., host: _Optional[str] = ...) -> None: ...
+    takeover: bool
+    def __init__(self, name: _Optional[str] = ..., purpose: _Optional[str] = ..., project: _Optional[str] = ..., model: _Optional[str] = ..., host: _Optional[str] = ..., takeover: _Optional[bool] = ...) -> None: ...
 
 class RegisterAgentResponse(_message.Message):
-    __slots__ = ("agent", "agent_key", "resumed")
+    __slots__ = ("agent", "agent_key", "resumed", "taken_over", "released_leases")
     AGENT_FIELD_NUMBER: _ClassVar[int]
     AGENT_KEY_FIELD_NUMBER: _ClassVar[int]
     RESUMED_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_OVER_FIELD_NUMBER: _ClassVar[int]
+    RELEASED_LEASES_FIELD_NUMBER: _ClassVar[int]
     agent: Agent
     agent_key: str
     resumed: bool
-    def __init__(self, agent: _Optional[_Union[Agent, _Mapping]] = ..., agent_key: _Optional[str] = ..., resumed: _Optional[bool] = ...) -> None: ...
+    taken_over: bool
+    released_leases: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent: _Optional[_Union[Agent, _Mapping]] = ..., agent_key: _Optional[str] = ..., resumed: _Optional[bool] = ..., taken_over: _Optional[bool] = ..., released_leases: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("agent_id",)

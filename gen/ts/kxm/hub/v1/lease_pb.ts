@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/lease.proto.
  */
 export const file_kxm_hub_v1_lease: GenFile = /*@__PURE__*/
-  fileDesc("ChZreG0vaHViL3YxL2xlYXNlLnByb3RvEgpreG0uaHViLnYxIuQBCgVMZWFzZRIQCghyZXNvdXJjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBG5hbWUYAyABKAkSFwoPaG9sZGVyX2FnZW50X2lkGAQgASgJEhkKEWhvbGRlcl9hZ2VudF9uYW1lGAUgASgJEhUKDWZlbmNpbmdfdG9rZW4YBiABKAMSLwoLYWNxdWlyZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImoKE0FjcXVpcmVMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEhMKBnR0bF9tcxgCIAEoBUgAiAEBEhQKB3dhaXRfbXMYAyABKAVIAYgBAUIJCgdfdHRsX21zQgoKCF93YWl0X21zIkkKFEFjcXVpcmVMZWFzZVJlc3BvbnNlEiAKBWxlYXNlGAEgASgLMhEua3htLmh1Yi52MS5MZWFzZRIPCgdyZW5ld2VkGAIgASgIInkKEVJlbmV3TGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhIfCg1mZW5jaW5nX3Rva2VuGAIgASgDQgPgQQJIAIgBARITCgZ0dGxfbXMYAyABKAVIAYgBAUIQCg5fZmVuY2luZ190b2tlbkIJCgdfdHRsX21zIkcKElJlbmV3TGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHcmVuZXdlZBgCIAEoCCJbChNSZWxlYXNlTGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhIfCg1mZW5jaW5nX3Rva2VuGAIgASgDQgPgQQJIAIgBAUIQCg5fZmVuY2luZ190b2tlbiJKChRSZWxlYXNlTGVhc2VSZXNwb25zZRIQCghyZWxlYXNlZBgBIAEoCBIgCgVsZWFzZRgCIAEoCzIRLmt4bS5odWIudjEuTGVhc2UiNQoPR2V0TGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhIPCgdwcm9qZWN0GAIgASgJIkUKEEdldExlYXNlUmVzcG9uc2USIAoFbGVhc2UYASABKAsyES5reG0uaHViLnYxLkxlYXNlEg8KB2V4cGlyZWQYAiABKAgiZAoRTGlzdExlYXNlc1JlcXVlc3QSFwoPaW5jbHVkZV9leHBpcmVkGAEgASgIEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg8KB3Byb2plY3QYBCABKAkiUAoSTGlzdExlYXNlc1Jlc3BvbnNlEiEKBmxlYXNlcxgBIAMoCzIRLmt4bS5odWIudjEuTGVhc2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlEKEldhdGNoTGVhc2VzUmVxdWVzdBIPCgdwcm9qZWN0GAEgASgJEhkKDGFmdGVyX2N1cnNvchgCIAEoA0gAiAEBQg8KDV9hZnRlcl9jdXJzb3IiWAoKTGVhc2VFdmVudBIoCgRraW5kGAEgASgOMhoua3htLmh1Yi52MS5MZWFzZUV2ZW50S2luZBIgCgVsZWFzZRgCIAEoCzIRLmt4bS5odWIudjEuTGVhc2UiWgoNTGVhc2VTbmFwc2hvdBIhCgZsZWFzZXMYASADKAsyES5reG0uaHViLnYxLkxlYXNlEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK0AQoTV2F0Y2hMZWFzZXNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSLQoIc25hcHNob3QYAiABKAsyGS5reG0uaHViLnYxLkxlYXNlU25hcHNob3RIABIoCgZjaGFuZ2UYAyABKAsyFi5reG0uaHViLnYxLkxlYXNlRXZlbnRIABIrCgprZWVwX2FsaXZlGAQgASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIAEIHCgVldmVudCrlAQoOTGVhc2VFdmVudEtpbmQSIAocTEVBU0VfRVZFTlRfS0lORF9VTlNQRUNJRklFRBAAEikKGExFQVNFX0VWRU5UX0tJTkRfR1JBTlRFRBABGgvC8xgHZ3JhbnRlZBIpChhMRUFTRV9FVkVOVF9LSU5EX1JFTkVXRUQQAhoLwvMYB3JlbmV3ZWQSKwoZTEVBU0VfRVZFTlRfS0lORF9SRUxFQVNFRBADGgzC8xgIcmVsZWFzZWQSLgobTEVBU0VfRVZFTlRfS0lORF9UQUtFTl9PVkVSEAQaDcLzGAl0YWtlbk92ZXIyoAUKDExlYXNlU2VydmljZRJ3CgxBY3F1aXJlTGVhc2USHy5reG0uaHViLnYxLkFjcXVpcmVMZWFzZVJlcXVlc3QaIC5reG0uaHViLnYxLkFjcXVpcmVMZWFzZVJlc3BvbnNlIiSC0+STAh46ASoiGS92MS9sZWFzZXMve25hbWV9L2FjcXVpcmUSbwoKUmVuZXdMZWFzZRIdLmt4bS5odWIudjEuUmVuZXdMZWFzZVJlcXVlc3QaHi5reG0uaHViLnYxLlJlbmV3TGVhc2VSZXNwb25zZSIigtPkkwIcOgEqIhcvdjEvbGVhc2VzL3tuYW1lfS9yZW5ldxJ3CgxSZWxlYXNlTGVhc2USHy5reG0uaHViLnYxLlJlbGVhc2VMZWFzZVJlcXVlc3QaIC5reG0uaHViLnYxLlJlbGVhc2VMZWFzZVJlc3BvbnNlIiSC0+STAh46ASoiGS92MS9sZWFzZXMve25hbWV9L3JlbGVhc2USYAoIR2V0TGVhc2USGy5reG0uaHViLnYxLkdldExlYXNlUmVxdWVzdBocLmt4bS5odWIudjEuR2V0TGVhc2VSZXNwb25zZSIZgtPkkwITEhEvdjEvbGVhc2VzL3tuYW1lfRJfCgpMaXN0TGVhc2VzEh0ua3htLmh1Yi52MS5MaXN0TGVhc2VzUmVxdWVzdBoeLmt4bS5odWIudjEuTGlzdExlYXNlc1Jlc3BvbnNlIhKC0+STAgwSCi92MS9sZWFzZXMSagoLV2F0Y2hMZWFzZXMSHi5reG0uaHViLnYxLldhdGNoTGVhc2VzUmVxdWVzdBofLmt4bS5odWIudjEuV2F0Y2hMZWFzZXNSZXNwb25zZSIYgtPkkwISEhAvdjEvd2F0Y2gvbGVhc2VzMAFCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
+  fileDesc("ChZreG0vaHViL3YxL2xlYXNlLnByb3RvEgpreG0uaHViLnYxIo4CCgVMZWFzZRIQCghyZXNvdXJjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBG5hbWUYAyABKAkSFwoPaG9sZGVyX2FnZW50X2lkGAQgASgJEhkKEWhvbGRlcl9hZ2VudF9uYW1lGAUgASgJEhUKDWZlbmNpbmdfdG9rZW4YBiABKAMSLwoLYWNxdWlyZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3dhaXRlcnMYCSADKAsyFy5reG0uaHViLnYxLkxlYXNlV2FpdGVyIo4BCgtMZWFzZVdhaXRlchIQCghhZ2VudF9pZBgBIAEoCRISCgphZ2VudF9uYW1lGAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp3YWl0X3VudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJqChNBY3F1aXJlTGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhITCgZ0dGxfbXMYAiABKAVIAIgBARIUCgd3YWl0X21zGAMgASgFSAGIAQFCCQoHX3R0bF9tc0IKCghfd2FpdF9tcyJcChRBY3F1aXJlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHcmVuZXdlZBgCIAEoCBIRCgl3YWl0ZWRfbXMYAyABKAUieQoRUmVuZXdMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBEhMKBnR0bF9tcxgDIAEoBUgBiAEBQhAKDl9mZW5jaW5nX3Rva2VuQgkKB190dGxfbXMiRwoSUmVuZXdMZWFzZVJlc3BvbnNlEiAKBWxlYXNlGAEgASgLMhEua3htLmh1Yi52MS5MZWFzZRIPCgdyZW5ld2VkGAIgASgIIlsKE1JlbGVhc2VMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBQhAKDl9mZW5jaW5nX3Rva2VuIkoKFFJlbGVhc2VMZWFzZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSI1Cg9HZXRMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEg8KB3Byb2plY3QYAiABKAkiRQoQR2V0TGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHZXhwaXJlZBgCIAEoCCJkChFMaXN0TGVhc2VzUmVxdWVzdBIXCg9pbmNsdWRlX2V4cGlyZWQYASABKAgSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDwoHcHJvamVjdBgEIAEoCSJQChJMaXN0TGVhc2VzUmVzcG9uc2USIQoGbGVhc2VzGAEgAygLMhEua3htLmh1Yi52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUQoSV2F0Y2hMZWFzZXNSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkSGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJYCgpMZWFzZUV2ZW50EigKBGtpbmQYASABKA4yGi5reG0uaHViLnYxLkxlYXNlRXZlbnRLaW5kEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSJaCg1MZWFzZVNuYXBzaG90EiEKBmxlYXNlcxgBIAMoCzIRLmt4bS5odWIudjEuTGVhc2USJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrQBChNXYXRjaExlYXNlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxItCghzbmFwc2hvdBgCIAEoCzIZLmt4bS5odWIudjEuTGVhc2VTbmFwc2hvdEgAEigKBmNoYW5nZRgDIAEoCzIWLmt4bS5odWIudjEuTGVhc2VFdmVudEgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50KtMCCg5MZWFzZUV2ZW50S2luZBIgChxMRUFTRV9FVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASKQoYTEVBU0VfRVZFTlRfS0lORF9HUkFOVEVEEAEaC8LzGAdncmFudGVkEikKGExFQVNFX0VWRU5UX0tJTkRfUkVORVdFRBACGgvC8xgHcmVuZXdlZBIrChlMRUFTRV9FVkVOVF9LSU5EX1JFTEVBU0VEEAMaDMLzGAhyZWxlYXNlZBIuChtMRUFTRV9FVkVOVF9LSU5EX1RBS0VOX09WRVIQBBoNwvMYCXRha2VuT3ZlchI0Ch5MRUFTRV9FVkVOVF9LSU5EX1FVRVVFX0NIQU5HRUQQBRoQwvMYDHF1ZXVlQ2hhbmdlZBI2Ch9MRUFTRV9FVkVOVF9LSU5EX0ZPUkNFX1JFTEVBU0VEEAYaEcLzGA1mb3JjZVJlbGVhc2VkMqAFCgxMZWFzZVNlcnZpY2USdwoMQWNxdWlyZUxlYXNlEh8ua3htLmh1Yi52MS5BY3F1aXJlTGVhc2VSZXF1ZXN0GiAua3htLmh1Yi52MS5BY3F1aXJlTGVhc2VSZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvbGVhc2VzL3tuYW1lfS9hY3F1aXJlEm8KClJlbmV3TGVhc2USHS5reG0uaHViLnYxLlJlbmV3TGVhc2VSZXF1ZXN0Gh4ua3htLmh1Yi52MS5SZW5ld0xlYXNlUmVzcG9uc2UiIoLT5JMCHDoBKiIXL3YxL2xlYXNlcy97bmFtZX0vcmVuZXcSdwoMUmVsZWFzZUxlYXNlEh8ua3htLmh1Yi52MS5SZWxlYXNlTGVhc2VSZXF1ZXN0GiAua3htLmh1Yi52MS5SZWxlYXNlTGVhc2VSZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvbGVhc2VzL3tuYW1lfS9yZWxlYXNlEmAKCEdldExlYXNlEhsua3htLmh1Yi52MS5HZXRMZWFzZVJlcXVlc3QaHC5reG0uaHViLnYxLkdldExlYXNlUmVzcG9uc2UiGYLT5JMCExIRL3YxL2xlYXNlcy97bmFtZX0SXwoKTGlzdExlYXNlcxIdLmt4bS5odWIudjEuTGlzdExlYXNlc1JlcXVlc3QaHi5reG0uaHViLnYxLkxpc3RMZWFzZXNSZXNwb25zZSISgtPkkwIMEgovdjEvbGVhc2VzEmoKC1dhdGNoTGVhc2VzEh4ua3htLmh1Yi52MS5XYXRjaExlYXNlc1JlcXVlc3QaHy5reG0uaHViLnYxLldhdGNoTGVhc2VzUmVzcG9uc2UiGILT5JMCEhIQL3YxL3dhdGNoL2xlYXNlczABQjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
 
 /**
  * A lease record. Also attached as an error detail to lease refusals.
@@ -81,6 +81,14 @@ export type Lease = Message<"kxm.hub.v1.Lease"> & {
    * @generated from field: google.protobuf.Timestamp expires_at = 8;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * The calls waiting for this lease in its queue (AcquireLease with wait_ms), first in line
+   * first. Filled by GetLease, ListLeases and WatchLeases; empty elsewhere (error details too).
+   *
+   * @generated from field: repeated kxm.hub.v1.LeaseWaiter waiters = 9;
+   */
+  waiters: LeaseWaiter[];
 };
 
 /**
@@ -89,6 +97,48 @@ export type Lease = Message<"kxm.hub.v1.Lease"> & {
  */
 export const LeaseSchema: GenMessage<Lease> = /*@__PURE__*/
   messageDesc(file_kxm_hub_v1_lease, 0);
+
+/**
+ * A call waiting in a lease's queue.
+ *
+ * @generated from message kxm.hub.v1.LeaseWaiter
+ */
+export type LeaseWaiter = Message<"kxm.hub.v1.LeaseWaiter"> & {
+  /**
+   * The waiting agent's id.
+   *
+   * @generated from field: string agent_id = 1;
+   */
+  agentId: string;
+
+  /**
+   * The waiting agent's name.
+   *
+   * @generated from field: string agent_name = 2;
+   */
+  agentName: string;
+
+  /**
+   * When it joined the queue (hub clock).
+   *
+   * @generated from field: google.protobuf.Timestamp since = 3;
+   */
+  since?: Timestamp | undefined;
+
+  /**
+   * When its wait runs out (hub clock): from then on it is passed over.
+   *
+   * @generated from field: google.protobuf.Timestamp wait_until = 4;
+   */
+  waitUntil?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.LeaseWaiter.
+ * Use `create(LeaseWaiterSchema)` to create a new message.
+ */
+export const LeaseWaiterSchema: GenMessage<LeaseWaiter> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_lease, 1);
 
 /**
  * AcquireLease input.
@@ -127,7 +177,7 @@ export type AcquireLeaseRequest = Message<"kxm.hub.v1.AcquireLeaseRequest"> & {
  * Use `create(AcquireLeaseRequestSchema)` to create a new message.
  */
 export const AcquireLeaseRequestSchema: GenMessage<AcquireLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 1);
+  messageDesc(file_kxm_hub_v1_lease, 2);
 
 /**
  * AcquireLease result.
@@ -148,6 +198,16 @@ export type AcquireLeaseResponse = Message<"kxm.hub.v1.AcquireLeaseResponse"> & 
    * @generated from field: bool renewed = 2;
    */
   renewed: boolean;
+
+  /**
+   * How long the call waited in the resource's queue before the grant, in milliseconds on the
+   * hub clock; 0 when it did not wait. The grant came at least this long after the call was
+   * sent, so a client counts the lease's time to live from its send time plus this, never from
+   * the send time alone.
+   *
+   * @generated from field: int32 waited_ms = 3;
+   */
+  waitedMs: number;
 };
 
 /**
@@ -155,7 +215,7 @@ export type AcquireLeaseResponse = Message<"kxm.hub.v1.AcquireLeaseResponse"> & 
  * Use `create(AcquireLeaseResponseSchema)` to create a new message.
  */
 export const AcquireLeaseResponseSchema: GenMessage<AcquireLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 2);
+  messageDesc(file_kxm_hub_v1_lease, 3);
 
 /**
  * RenewLease input.
@@ -190,7 +250,7 @@ export type RenewLeaseRequest = Message<"kxm.hub.v1.RenewLeaseRequest"> & {
  * Use `create(RenewLeaseRequestSchema)` to create a new message.
  */
 export const RenewLeaseRequestSchema: GenMessage<RenewLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 3);
+  messageDesc(file_kxm_hub_v1_lease, 4);
 
 /**
  * RenewLease result.
@@ -218,7 +278,7 @@ export type RenewLeaseResponse = Message<"kxm.hub.v1.RenewLeaseResponse"> & {
  * Use `create(RenewLeaseResponseSchema)` to create a new message.
  */
 export const RenewLeaseResponseSchema: GenMessage<RenewLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 4);
+  messageDesc(file_kxm_hub_v1_lease, 5);
 
 /**
  * ReleaseLease input.
@@ -246,7 +306,7 @@ export type ReleaseLeaseRequest = Message<"kxm.hub.v1.ReleaseLeaseRequest"> & {
  * Use `create(ReleaseLeaseRequestSchema)` to create a new message.
  */
 export const ReleaseLeaseRequestSchema: GenMessage<ReleaseLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 5);
+  messageDesc(file_kxm_hub_v1_lease, 6);
 
 /**
  * ReleaseLease result.
@@ -274,7 +334,7 @@ export type ReleaseLeaseResponse = Message<"kxm.hub.v1.ReleaseLeaseResponse"> & 
  * Use `create(ReleaseLeaseResponseSchema)` to create a new message.
  */
 export const ReleaseLeaseResponseSchema: GenMessage<ReleaseLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 6);
+  messageDesc(file_kxm_hub_v1_lease, 7);
 
 /**
  * GetLease input.
@@ -304,7 +364,7 @@ export type GetLeaseRequest = Message<"kxm.hub.v1.GetLeaseRequest"> & {
  * Use `create(GetLeaseRequestSchema)` to create a new message.
  */
 export const GetLeaseRequestSchema: GenMessage<GetLeaseRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 7);
+  messageDesc(file_kxm_hub_v1_lease, 8);
 
 /**
  * GetLease result.
@@ -333,7 +393,7 @@ export type GetLeaseResponse = Message<"kxm.hub.v1.GetLeaseResponse"> & {
  * Use `create(GetLeaseResponseSchema)` to create a new message.
  */
 export const GetLeaseResponseSchema: GenMessage<GetLeaseResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 8);
+  messageDesc(file_kxm_hub_v1_lease, 9);
 
 /**
  * ListLeases input.
@@ -376,7 +436,7 @@ export type ListLeasesRequest = Message<"kxm.hub.v1.ListLeasesRequest"> & {
  * Use `create(ListLeasesRequestSchema)` to create a new message.
  */
 export const ListLeasesRequestSchema: GenMessage<ListLeasesRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 9);
+  messageDesc(file_kxm_hub_v1_lease, 10);
 
 /**
  * ListLeases result.
@@ -404,7 +464,7 @@ export type ListLeasesResponse = Message<"kxm.hub.v1.ListLeasesResponse"> & {
  * Use `create(ListLeasesResponseSchema)` to create a new message.
  */
 export const ListLeasesResponseSchema: GenMessage<ListLeasesResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 10);
+  messageDesc(file_kxm_hub_v1_lease, 11);
 
 /**
  * WatchLeases input.
@@ -435,7 +495,7 @@ export type WatchLeasesRequest = Message<"kxm.hub.v1.WatchLeasesRequest"> & {
  * Use `create(WatchLeasesRequestSchema)` to create a new message.
  */
 export const WatchLeasesRequestSchema: GenMessage<WatchLeasesRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 11);
+  messageDesc(file_kxm_hub_v1_lease, 12);
 
 /**
  * One lease change.
@@ -463,7 +523,7 @@ export type LeaseEvent = Message<"kxm.hub.v1.LeaseEvent"> & {
  * Use `create(LeaseEventSchema)` to create a new message.
  */
 export const LeaseEventSchema: GenMessage<LeaseEvent> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 12);
+  messageDesc(file_kxm_hub_v1_lease, 13);
 
 /**
  * The live leases of a project.
@@ -491,7 +551,7 @@ export type LeaseSnapshot = Message<"kxm.hub.v1.LeaseSnapshot"> & {
  * Use `create(LeaseSnapshotSchema)` to create a new message.
  */
 export const LeaseSnapshotSchema: GenMessage<LeaseSnapshot> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 13);
+  messageDesc(file_kxm_hub_v1_lease, 14);
 
 /**
  * One WatchLeases frame.
@@ -543,7 +603,7 @@ export type WatchLeasesResponse = Message<"kxm.hub.v1.WatchLeasesResponse"> & {
  * Use `create(WatchLeasesResponseSchema)` to create a new message.
  */
 export const WatchLeasesResponseSchema: GenMessage<WatchLeasesResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 14);
+  messageDesc(file_kxm_hub_v1_lease, 15);
 
 /**
  * What happened to a lease.
@@ -585,6 +645,22 @@ export enum LeaseEventKind {
    * @generated from enum value: LEASE_EVENT_KIND_TAKEN_OVER = 4;
    */
   TAKEN_OVER = 4,
+
+  /**
+   * A call joined or left the lease's queue; only `waiters` changed.
+   *
+   * @generated from enum value: LEASE_EVENT_KIND_QUEUE_CHANGED = 5;
+   */
+  QUEUE_CHANGED = 5,
+
+  /**
+   * An operator released the lease (OpsService.ForceReleaseLease), or its holder was evicted
+   * or taken over (OpsService.EvictAgent, RegisterAgent with takeover). Terminal for this
+   * token; the resource keeps it as its floor.
+   *
+   * @generated from enum value: LEASE_EVENT_KIND_FORCE_RELEASED = 6;
+   */
+  FORCE_RELEASED = 6,
 }
 
 /**

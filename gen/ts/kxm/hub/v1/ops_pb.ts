@@ -21,7 +21,127 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/ops.proto.
  */
 export const file_kxm_hub_v1_ops: GenFile = /*@__PURE__*/
-  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSKXAgoTV2F0Y2hQcm9qZWN0UmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISIgoVcHJlc2VuY2VfYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQESIAoTbGVhc2VzX2FmdGVyX2N1cnNvchgDIAEoA0gBiAEBEiIKFW1lc3NhZ2VzX2FmdGVyX2N1cnNvchgEIAEoA0gCiAEBEh4KEXJ1bnNfYWZ0ZXJfY3Vyc29yGAUgASgDSAOIAQFCGAoWX3ByZXNlbmNlX2FmdGVyX2N1cnNvckIWChRfbGVhc2VzX2FmdGVyX2N1cnNvckIYChZfbWVzc2FnZXNfYWZ0ZXJfY3Vyc29yQhQKEl9ydW5zX2FmdGVyX2N1cnNvciLzAQoUV2F0Y2hQcm9qZWN0UmVzcG9uc2USNQoIcHJlc2VuY2UYASABKAsyIS5reG0uaHViLnYxLldhdGNoUHJlc2VuY2VSZXNwb25zZUgAEjEKBmxlYXNlcxgCIAEoCzIfLmt4bS5odWIudjEuV2F0Y2hMZWFzZXNSZXNwb25zZUgAEjkKCG1lc3NhZ2VzGAMgASgLMiUua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlSAASLQoEcnVucxgEIAEoCzIdLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVzcG9uc2VIAEIHCgVldmVudCIWChRXYXRjaFByb2plY3RzUmVxdWVzdCKDAQoVV2F0Y2hQcm9qZWN0c1Jlc3BvbnNlEjQKCHByb2plY3RzGAEgASgLMiAua3htLmh1Yi52MS5MaXN0UHJvamVjdHNSZXNwb25zZUgAEisKCmtlZXBfYWxpdmUYAiABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50IlwKGFdhdGNoT3Blbk1lc3NhZ2VzUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJ4ChRPcGVuTWVzc2FnZXNTbmFwc2hvdBIpCghtZXNzYWdlcxgBIAMoCzIXLmt4bS5odWIudjEuT3Blbk1lc3NhZ2USDQoFdG90YWwYAiABKAUSJgoCYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIm4KEU9wZW5NZXNzYWdlQ2hhbmdlEi8KBGtpbmQYASABKA4yIS5reG0uaHViLnYxLk9wZW5NZXNzYWdlQ2hhbmdlS2luZBIoCgdtZXNzYWdlGAIgASgLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZSLIAQoZV2F0Y2hPcGVuTWVzc2FnZXNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSNAoIc25hcHNob3QYAiABKAsyIC5reG0uaHViLnYxLk9wZW5NZXNzYWdlc1NuYXBzaG90SAASLwoGY2hhbmdlGAMgASgLMh0ua3htLmh1Yi52MS5PcGVuTWVzc2FnZUNoYW5nZUgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50IlQKEFdhdGNoUnVuc1JlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhkKDGFmdGVyX2N1cnNvchgCIAEoA0gAiAEBQg8KDV9hZnRlcl9jdXJzb3IiZgoMUnVuc1NuYXBzaG90Ei4KDWhvbWVfcnVudGltZXMYASADKAsyFy5reG0uaHViLnYxLkhvbWVSdW50aW1lEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJNCglSdW5DaGFuZ2USFwoPaG9tZV9ydW50aW1lX2lkGAEgASgJEicKA3J1bhgCIAEoCzIaLmt4bS5odWIudjEuSG9tZVJ1bnRpbWVSdW4iiwEKCVN5bmNBbGVydBIMCgRjb2RlGAEgASgJEhIKCnJ1bnRpbWVfaWQYAiABKAkSEgoKcHJvamVjdF9pZBgDIAEoCRIOCgZydW5faWQYBCABKAkSEAoIc2VxdWVuY2UYBSABKAMSJgoCYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wItgBChFXYXRjaFJ1bnNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSLAoIc25hcHNob3QYAiABKAsyGC5reG0uaHViLnYxLlJ1bnNTbmFwc2hvdEgAEicKBmNoYW5nZRgDIAEoCzIVLmt4bS5odWIudjEuUnVuQ2hhbmdlSAASKwoKa2VlcF9hbGl2ZRgEIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSAASJgoFYWxlcnQYBSABKAsyFS5reG0uaHViLnYxLlN5bmNBbGVydEgAQgcKBWV2ZW50IhUKE0xpc3RQcm9qZWN0c1JlcXVlc3QihwEKDlByb2plY3RTdW1tYXJ5Eg8KB3Byb2plY3QYASABKAkSDgoGYWdlbnRzGAIgASgFEhUKDW9ubGluZV9hZ2VudHMYAyABKAUSEwoLaGVsZF9sZWFzZXMYBCABKAUSEQoJaGFzX3Rva2VuGAUgASgIEhUKDW9wZW5fbWVzc2FnZXMYBiABKAUiRAoUTGlzdFByb2plY3RzUmVzcG9uc2USLAoIcHJvamVjdHMYASADKAsyGi5reG0uaHViLnYxLlByb2plY3RTdW1tYXJ5IioKEkdldFNuYXBzaG90UmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQIiqAMKC09wZW5NZXNzYWdlEgoKAmlkGAEgASgJEikKBnN0YXR1cxgCIAEoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIRCglmcm9tX25hbWUYAyABKAkSDwoHdG9fbmFtZRgEIAEoCRImCghkZWxpdmVyeRgFIAEoDjIULmt4bS5odWIudjEuRGVsaXZlcnkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGwoOY29ycmVsYXRpb25faWQYByABKAlIAIgBARIuCgpleHBpcmVzX2F0GAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgxkZWxpdmVyZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQESMQoIZW5kZWRfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQFCEQoPX2NvcnJlbGF0aW9uX2lkQg8KDV9kZWxpdmVyZWRfYXRCCwoJX2VuZGVkX2F0IpICCg5Ib21lUnVudGltZVJ1bhISCgpwcm9qZWN0X2lkGAEgASgJEg4KBnJ1bl9pZBgCIAEoCRIYCgt3b3JrZmxvd19pZBgDIAEoCUgAiAEBEhoKDWRpc3BsYXlfdGl0bGUYBCABKAlIAYgBARITCgZzdGF0dXMYBSABKAlIAogBARIVCg1sYXN0X3NlcXVlbmNlGAYgASgDEhMKC3BlbmRpbmdfZ2FwGAcgASgIEhcKCnVwZGF0ZWRfYXQYCCABKAlIA4gBARIQCghvcnBoYW5lZBgJIAEoCEIOCgxfd29ya2Zsb3dfaWRCEAoOX2Rpc3BsYXlfdGl0bGVCCQoHX3N0YXR1c0INCgtfdXBkYXRlZF9hdCLYAgoLSG9tZVJ1bnRpbWUSEgoKcnVudGltZV9pZBgBIAEoCRIRCgRob3N0GAIgASgJSACIAQESNQoMaGVhcnRiZWF0X2F0GAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgBiAEBEjkKEGxlYXNlX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAKIAQESMgoIcHJlc2VuY2UYBSABKA4yIC5reG0uaHViLnYxLlJ1bnRpbWVQcmVzZW5jZVN0YXRlEhAKCG9ycGhhbmVkGAYgASgIEigKBHJ1bnMYByADKAsyGi5reG0uaHViLnYxLkhvbWVSdW50aW1lUnVuEhEKCXJ1bl90b3RhbBgIIAEoBUIHCgVfaG9zdEIPCg1faGVhcnRiZWF0X2F0QhMKEV9sZWFzZV9leHBpcmVzX2F0IpgCChNHZXRTbmFwc2hvdFJlc3BvbnNlEg8KB3Byb2plY3QYASABKAkSLgoKZmV0Y2hlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoGYWdlbnRzGAMgAygLMhEua3htLmh1Yi52MS5BZ2VudBIuCg1vcGVuX21lc3NhZ2VzGAQgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRIaChJvcGVuX21lc3NhZ2VfdG90YWwYBSABKAUSLgoNaG9tZV9ydW50aW1lcxgGIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSIQoGbGVhc2VzGAcgAygLMhEua3htLmh1Yi52MS5MZWFzZSrUAQoVT3Blbk1lc3NhZ2VDaGFuZ2VLaW5kEigKJE9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEisKHU9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9TRU5UEAEaCMLzGARzZW50EjUKIk9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9ERUxJVkVSRUQQAhoNwvMYCWRlbGl2ZXJlZBItCh5PUEVOX01FU1NBR0VfQ0hBTkdFX0tJTkRfRU5ERUQQAxoJwvMYBWVuZGVkMqsFCgpPcHNTZXJ2aWNlEmgKC0dldFNuYXBzaG90Eh4ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlcXVlc3QaHy5reG0uaHViLnYxLkdldFNuYXBzaG90UmVzcG9uc2UiGILT5JMCEhIQL3YxL29wcy9zbmFwc2hvdBJrCgxMaXN0UHJvamVjdHMSHy5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaIC5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvcHJvamVjdHMScgoNV2F0Y2hQcm9qZWN0cxIgLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0c1JlcXVlc3QaIS5reG0uaHViLnYxLldhdGNoUHJvamVjdHNSZXNwb25zZSIagtPkkwIUEhIvdjEvd2F0Y2gvcHJvamVjdHMwARJ+ChFXYXRjaE9wZW5NZXNzYWdlcxIkLmt4bS5odWIudjEuV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0GiUua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlIhqC0+STAhQSEi92MS93YXRjaC9tZXNzYWdlczABEmIKCVdhdGNoUnVucxIcLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVxdWVzdBodLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVzcG9uc2UiFoLT5JMCEBIOL3YxL3dhdGNoL3J1bnMwARJuCgxXYXRjaFByb2plY3QSHy5reG0uaHViLnYxLldhdGNoUHJvamVjdFJlcXVlc3QaIC5reG0uaHViLnYxLldhdGNoUHJvamVjdFJlc3BvbnNlIhmC0+STAhMSES92MS93YXRjaC9wcm9qZWN0MAFCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_options, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSJxChhGb3JjZVJlbGVhc2VMZWFzZVJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhEKBG5hbWUYAiABKAlCA+BBAhIaCg1mZW5jaW5nX3Rva2VuGAMgASgDSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4iXgoZRm9yY2VSZWxlYXNlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USHwoEbmV4dBgCIAEoCzIRLmt4bS5odWIudjEuTGVhc2UiQAoRRXZpY3RBZ2VudFJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhUKCGFnZW50X2lkGAIgASgJQgPgQQIiYgoSRXZpY3RBZ2VudFJlc3BvbnNlEiAKBWFnZW50GAEgASgLMhEua3htLmh1Yi52MS5BZ2VudBIqCg9yZWxlYXNlZF9sZWFzZXMYAiADKAsyES5reG0uaHViLnYxLkxlYXNlIpcCChNXYXRjaFByb2plY3RSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAhIiChVwcmVzZW5jZV9hZnRlcl9jdXJzb3IYAiABKANIAIgBARIgChNsZWFzZXNfYWZ0ZXJfY3Vyc29yGAMgASgDSAGIAQESIgoVbWVzc2FnZXNfYWZ0ZXJfY3Vyc29yGAQgASgDSAKIAQESHgoRcnVuc19hZnRlcl9jdXJzb3IYBSABKANIA4gBAUIYChZfcHJlc2VuY2VfYWZ0ZXJfY3Vyc29yQhYKFF9sZWFzZXNfYWZ0ZXJfY3Vyc29yQhgKFl9tZXNzYWdlc19hZnRlcl9jdXJzb3JCFAoSX3J1bnNfYWZ0ZXJfY3Vyc29yIvMBChRXYXRjaFByb2plY3RSZXNwb25zZRI1CghwcmVzZW5jZRgBIAEoCzIhLmt4bS5odWIudjEuV2F0Y2hQcmVzZW5jZVJlc3BvbnNlSAASMQoGbGVhc2VzGAIgASgLMh8ua3htLmh1Yi52MS5XYXRjaExlYXNlc1Jlc3BvbnNlSAASOQoIbWVzc2FnZXMYAyABKAsyJS5reG0uaHViLnYxLldhdGNoT3Blbk1lc3NhZ2VzUmVzcG9uc2VIABItCgRydW5zGAQgASgLMh0ua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXNwb25zZUgAQgcKBWV2ZW50IhYKFFdhdGNoUHJvamVjdHNSZXF1ZXN0IoMBChVXYXRjaFByb2plY3RzUmVzcG9uc2USNAoIcHJvamVjdHMYASABKAsyIC5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlSAASKwoKa2VlcF9hbGl2ZRgCIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSABCBwoFZXZlbnQiXAoYV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAhIZCgxhZnRlcl9jdXJzb3IYAiABKANIAIgBAUIPCg1fYWZ0ZXJfY3Vyc29yIngKFE9wZW5NZXNzYWdlc1NuYXBzaG90EikKCG1lc3NhZ2VzGAEgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRINCgV0b3RhbBgCIAEoBRImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAibgoRT3Blbk1lc3NhZ2VDaGFuZ2USLwoEa2luZBgBIAEoDjIhLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VDaGFuZ2VLaW5kEigKB21lc3NhZ2UYAiABKAsyFy5reG0uaHViLnYxLk9wZW5NZXNzYWdlIsgBChlXYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxI0CghzbmFwc2hvdBgCIAEoCzIgLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VzU25hcHNob3RIABIvCgZjaGFuZ2UYAyABKAsyHS5reG0uaHViLnYxLk9wZW5NZXNzYWdlQ2hhbmdlSAASKwoKa2VlcF9hbGl2ZRgEIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSABCBwoFZXZlbnQiVAoQV2F0Y2hSdW5zUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJmCgxSdW5zU25hcHNob3QSLgoNaG9tZV9ydW50aW1lcxgBIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk0KCVJ1bkNoYW5nZRIXCg9ob21lX3J1bnRpbWVfaWQYASABKAkSJwoDcnVuGAIgASgLMhoua3htLmh1Yi52MS5Ib21lUnVudGltZVJ1biKLAQoJU3luY0FsZXJ0EgwKBGNvZGUYASABKAkSEgoKcnVudGltZV9pZBgCIAEoCRISCgpwcm9qZWN0X2lkGAMgASgJEg4KBnJ1bl9pZBgEIAEoCRIQCghzZXF1ZW5jZRgFIAEoAxImCgJhdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2AEKEVdhdGNoUnVuc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxIsCghzbmFwc2hvdBgCIAEoCzIYLmt4bS5odWIudjEuUnVuc1NuYXBzaG90SAASJwoGY2hhbmdlGAMgASgLMhUua3htLmh1Yi52MS5SdW5DaGFuZ2VIABIrCgprZWVwX2FsaXZlGAQgASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIABImCgVhbGVydBgFIAEoCzIVLmt4bS5odWIudjEuU3luY0FsZXJ0SABCBwoFZXZlbnQiFQoTTGlzdFByb2plY3RzUmVxdWVzdCKHAQoOUHJvamVjdFN1bW1hcnkSDwoHcHJvamVjdBgBIAEoCRIOCgZhZ2VudHMYAiABKAUSFQoNb25saW5lX2FnZW50cxgDIAEoBRITCgtoZWxkX2xlYXNlcxgEIAEoBRIRCgloYXNfdG9rZW4YBSABKAgSFQoNb3Blbl9tZXNzYWdlcxgGIAEoBSJEChRMaXN0UHJvamVjdHNSZXNwb25zZRIsCghwcm9qZWN0cxgBIAMoCzIaLmt4bS5odWIudjEuUHJvamVjdFN1bW1hcnkiKgoSR2V0U25hcHNob3RSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAiKoAwoLT3Blbk1lc3NhZ2USCgoCaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkua3htLmh1Yi52MS5NZXNzYWdlU3RhdHVzEhEKCWZyb21fbmFtZRgDIAEoCRIPCgd0b19uYW1lGAQgASgJEiYKCGRlbGl2ZXJ5GAUgASgOMhQua3htLmh1Yi52MS5EZWxpdmVyeRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbCg5jb3JyZWxhdGlvbl9pZBgHIAEoCUgAiAEBEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKDGRlbGl2ZXJlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAYgBARIxCghlbmRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBAUIRCg9fY29ycmVsYXRpb25faWRCDwoNX2RlbGl2ZXJlZF9hdEILCglfZW5kZWRfYXQikgIKDkhvbWVSdW50aW1lUnVuEhIKCnByb2plY3RfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhgKC3dvcmtmbG93X2lkGAMgASgJSACIAQESGgoNZGlzcGxheV90aXRsZRgEIAEoCUgBiAEBEhMKBnN0YXR1cxgFIAEoCUgCiAEBEhUKDWxhc3Rfc2VxdWVuY2UYBiABKAMSEwoLcGVuZGluZ19nYXAYByABKAgSFwoKdXBkYXRlZF9hdBgIIAEoCUgDiAEBEhAKCG9ycGhhbmVkGAkgASgIQg4KDF93b3JrZmxvd19pZEIQCg5fZGlzcGxheV90aXRsZUIJCgdfc3RhdHVzQg0KC191cGRhdGVkX2F0ItgCCgtIb21lUnVudGltZRISCgpydW50aW1lX2lkGAEgASgJEhEKBGhvc3QYAiABKAlIAIgBARI1CgxoZWFydGJlYXRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQESOQoQbGVhc2VfZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBARIyCghwcmVzZW5jZRgFIAEoDjIgLmt4bS5odWIudjEuUnVudGltZVByZXNlbmNlU3RhdGUSEAoIb3JwaGFuZWQYBiABKAgSKAoEcnVucxgHIAMoCzIaLmt4bS5odWIudjEuSG9tZVJ1bnRpbWVSdW4SEQoJcnVuX3RvdGFsGAggASgFQgcKBV9ob3N0Qg8KDV9oZWFydGJlYXRfYXRCEwoRX2xlYXNlX2V4cGlyZXNfYXQimAIKE0dldFNuYXBzaG90UmVzcG9uc2USDwoHcHJvamVjdBgBIAEoCRIuCgpmZXRjaGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIhCgZhZ2VudHMYAyADKAsyES5reG0uaHViLnYxLkFnZW50Ei4KDW9wZW5fbWVzc2FnZXMYBCADKAsyFy5reG0uaHViLnYxLk9wZW5NZXNzYWdlEhoKEm9wZW5fbWVzc2FnZV90b3RhbBgFIAEoBRIuCg1ob21lX3J1bnRpbWVzGAYgAygLMhcua3htLmh1Yi52MS5Ib21lUnVudGltZRIhCgZsZWFzZXMYByADKAsyES5reG0uaHViLnYxLkxlYXNlKtQBChVPcGVuTWVzc2FnZUNoYW5nZUtpbmQSKAokT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASKwodT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX1NFTlQQARoIwvMYBHNlbnQSNQoiT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX0RFTElWRVJFRBACGg3C8xgJZGVsaXZlcmVkEi0KHk9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9FTkRFRBADGgnC8xgFZW5kZWQyzwcKCk9wc1NlcnZpY2USaAoLR2V0U25hcHNob3QSHi5reG0uaHViLnYxLkdldFNuYXBzaG90UmVxdWVzdBofLmt4bS5odWIudjEuR2V0U25hcHNob3RSZXNwb25zZSIYgtPkkwISEhAvdjEvb3BzL3NuYXBzaG90EmsKDExpc3RQcm9qZWN0cxIfLmt4bS5odWIudjEuTGlzdFByb2plY3RzUmVxdWVzdBogLmt4bS5odWIudjEuTGlzdFByb2plY3RzUmVzcG9uc2UiGILT5JMCEhIQL3YxL29wcy9wcm9qZWN0cxJyCg1XYXRjaFByb2plY3RzEiAua3htLmh1Yi52MS5XYXRjaFByb2plY3RzUmVxdWVzdBohLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0c1Jlc3BvbnNlIhqC0+STAhQSEi92MS93YXRjaC9wcm9qZWN0czABEn4KEVdhdGNoT3Blbk1lc3NhZ2VzEiQua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1JlcXVlc3QaJS5reG0uaHViLnYxLldhdGNoT3Blbk1lc3NhZ2VzUmVzcG9uc2UiGoLT5JMCFBISL3YxL3dhdGNoL21lc3NhZ2VzMAESYgoJV2F0Y2hSdW5zEhwua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXF1ZXN0Gh0ua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXNwb25zZSIWgtPkkwIQEg4vdjEvd2F0Y2gvcnVuczABEm4KDFdhdGNoUHJvamVjdBIfLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0UmVxdWVzdBogLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0UmVzcG9uc2UiGYLT5JMCExIRL3YxL3dhdGNoL3Byb2plY3QwARKdAQoRRm9yY2VSZWxlYXNlTGVhc2USJC5reG0uaHViLnYxLkZvcmNlUmVsZWFzZUxlYXNlUmVxdWVzdBolLmt4bS5odWIudjEuRm9yY2VSZWxlYXNlTGVhc2VSZXNwb25zZSI7gtPkkwI1OgEqIjAvdjEvb3BzL3Byb2plY3RzL3twcm9qZWN0fS9sZWFzZXMve25hbWV9L3JlbGVhc2USgQEKCkV2aWN0QWdlbnQSHS5reG0uaHViLnYxLkV2aWN0QWdlbnRSZXF1ZXN0Gh4ua3htLmh1Yi52MS5FdmljdEFnZW50UmVzcG9uc2UiNILT5JMCLiosL3YxL29wcy9wcm9qZWN0cy97cHJvamVjdH0vYWdlbnRzL3thZ2VudF9pZH1CNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_options, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+
+/**
+ * ForceReleaseLease input.
+ *
+ * @generated from message kxm.hub.v1.ForceReleaseLeaseRequest
+ */
+export type ForceReleaseLeaseRequest = Message<"kxm.hub.v1.ForceReleaseLeaseRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * Lease name, trimmed, 1..200 chars (REST: percent-encoded, `/` as %2F).
+   *
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * Release only while this is the current token, 1..2^53-1: what the operator looked at, so a
+   * lease handed on meanwhile is not released by mistake. Unset: whatever is held.
+   *
+   * @generated from field: optional int64 fencing_token = 3;
+   */
+  fencingToken?: bigint | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ForceReleaseLeaseRequest.
+ * Use `create(ForceReleaseLeaseRequestSchema)` to create a new message.
+ */
+export const ForceReleaseLeaseRequestSchema: GenMessage<ForceReleaseLeaseRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 0);
+
+/**
+ * ForceReleaseLease result.
+ *
+ * @generated from message kxm.hub.v1.ForceReleaseLeaseResponse
+ */
+export type ForceReleaseLeaseResponse = Message<"kxm.hub.v1.ForceReleaseLeaseResponse"> & {
+  /**
+   * The lease as it was before the release.
+   *
+   * @generated from field: kxm.hub.v1.Lease lease = 1;
+   */
+  lease?: Lease | undefined;
+
+  /**
+   * The lease the first waiter was granted in the same transaction, if one was waiting.
+   *
+   * @generated from field: kxm.hub.v1.Lease next = 2;
+   */
+  next?: Lease | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ForceReleaseLeaseResponse.
+ * Use `create(ForceReleaseLeaseResponseSchema)` to create a new message.
+ */
+export const ForceReleaseLeaseResponseSchema: GenMessage<ForceReleaseLeaseResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 1);
+
+/**
+ * EvictAgent input.
+ *
+ * @generated from message kxm.hub.v1.EvictAgentRequest
+ */
+export type EvictAgentRequest = Message<"kxm.hub.v1.EvictAgentRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * The agent's id.
+   *
+   * @generated from field: string agent_id = 2;
+   */
+  agentId: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.EvictAgentRequest.
+ * Use `create(EvictAgentRequestSchema)` to create a new message.
+ */
+export const EvictAgentRequestSchema: GenMessage<EvictAgentRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 2);
+
+/**
+ * EvictAgent result.
+ *
+ * @generated from message kxm.hub.v1.EvictAgentResponse
+ */
+export type EvictAgentResponse = Message<"kxm.hub.v1.EvictAgentResponse"> & {
+  /**
+   * The agent after the eviction (offline).
+   *
+   * @generated from field: kxm.hub.v1.Agent agent = 1;
+   */
+  agent?: Agent | undefined;
+
+  /**
+   * The leases it held, as they were before they were released.
+   *
+   * @generated from field: repeated kxm.hub.v1.Lease released_leases = 2;
+   */
+  releasedLeases: Lease[];
+};
+
+/**
+ * Describes the message kxm.hub.v1.EvictAgentResponse.
+ * Use `create(EvictAgentResponseSchema)` to create a new message.
+ */
+export const EvictAgentResponseSchema: GenMessage<EvictAgentResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 3);
 
 /**
  * WatchProject input.
@@ -70,7 +190,7 @@ export type WatchProjectRequest = Message<"kxm.hub.v1.WatchProjectRequest"> & {
  * Use `create(WatchProjectRequestSchema)` to create a new message.
  */
 export const WatchProjectRequestSchema: GenMessage<WatchProjectRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 0);
+  messageDesc(file_kxm_hub_v1_ops, 4);
 
 /**
  * One WatchProject frame: a frame of one of the four views.
@@ -123,7 +243,7 @@ export type WatchProjectResponse = Message<"kxm.hub.v1.WatchProjectResponse"> & 
  * Use `create(WatchProjectResponseSchema)` to create a new message.
  */
 export const WatchProjectResponseSchema: GenMessage<WatchProjectResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 1);
+  messageDesc(file_kxm_hub_v1_ops, 5);
 
 /**
  * WatchProjects input (none).
@@ -138,7 +258,7 @@ export type WatchProjectsRequest = Message<"kxm.hub.v1.WatchProjectsRequest"> & 
  * Use `create(WatchProjectsRequestSchema)` to create a new message.
  */
 export const WatchProjectsRequestSchema: GenMessage<WatchProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 2);
+  messageDesc(file_kxm_hub_v1_ops, 6);
 
 /**
  * One WatchProjects frame.
@@ -175,7 +295,7 @@ export type WatchProjectsResponse = Message<"kxm.hub.v1.WatchProjectsResponse"> 
  * Use `create(WatchProjectsResponseSchema)` to create a new message.
  */
 export const WatchProjectsResponseSchema: GenMessage<WatchProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 3);
+  messageDesc(file_kxm_hub_v1_ops, 7);
 
 /**
  * WatchOpenMessages input.
@@ -204,7 +324,7 @@ export type WatchOpenMessagesRequest = Message<"kxm.hub.v1.WatchOpenMessagesRequ
  * Use `create(WatchOpenMessagesRequestSchema)` to create a new message.
  */
 export const WatchOpenMessagesRequestSchema: GenMessage<WatchOpenMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 4);
+  messageDesc(file_kxm_hub_v1_ops, 8);
 
 /**
  * The open messages of a project.
@@ -239,7 +359,7 @@ export type OpenMessagesSnapshot = Message<"kxm.hub.v1.OpenMessagesSnapshot"> & 
  * Use `create(OpenMessagesSnapshotSchema)` to create a new message.
  */
 export const OpenMessagesSnapshotSchema: GenMessage<OpenMessagesSnapshot> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 5);
+  messageDesc(file_kxm_hub_v1_ops, 9);
 
 /**
  * One message's change.
@@ -267,7 +387,7 @@ export type OpenMessageChange = Message<"kxm.hub.v1.OpenMessageChange"> & {
  * Use `create(OpenMessageChangeSchema)` to create a new message.
  */
 export const OpenMessageChangeSchema: GenMessage<OpenMessageChange> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 6);
+  messageDesc(file_kxm_hub_v1_ops, 10);
 
 /**
  * One WatchOpenMessages frame.
@@ -319,7 +439,7 @@ export type WatchOpenMessagesResponse = Message<"kxm.hub.v1.WatchOpenMessagesRes
  * Use `create(WatchOpenMessagesResponseSchema)` to create a new message.
  */
 export const WatchOpenMessagesResponseSchema: GenMessage<WatchOpenMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 7);
+  messageDesc(file_kxm_hub_v1_ops, 11);
 
 /**
  * WatchRuns input.
@@ -348,7 +468,7 @@ export type WatchRunsRequest = Message<"kxm.hub.v1.WatchRunsRequest"> & {
  * Use `create(WatchRunsRequestSchema)` to create a new message.
  */
 export const WatchRunsRequestSchema: GenMessage<WatchRunsRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 8);
+  messageDesc(file_kxm_hub_v1_ops, 12);
 
 /**
  * The runs of a project.
@@ -376,7 +496,7 @@ export type RunsSnapshot = Message<"kxm.hub.v1.RunsSnapshot"> & {
  * Use `create(RunsSnapshotSchema)` to create a new message.
  */
 export const RunsSnapshotSchema: GenMessage<RunsSnapshot> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 9);
+  messageDesc(file_kxm_hub_v1_ops, 13);
 
 /**
  * A run moved: its home runtime pushed events.
@@ -405,7 +525,7 @@ export type RunChange = Message<"kxm.hub.v1.RunChange"> & {
  * Use `create(RunChangeSchema)` to create a new message.
  */
 export const RunChangeSchema: GenMessage<RunChange> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 10);
+  messageDesc(file_kxm_hub_v1_ops, 14);
 
 /**
  * A push the hub refused as a conflict (a security alert: the same sequence with other content,
@@ -462,7 +582,7 @@ export type SyncAlert = Message<"kxm.hub.v1.SyncAlert"> & {
  * Use `create(SyncAlertSchema)` to create a new message.
  */
 export const SyncAlertSchema: GenMessage<SyncAlert> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 11);
+  messageDesc(file_kxm_hub_v1_ops, 15);
 
 /**
  * One WatchRuns frame.
@@ -522,7 +642,7 @@ export type WatchRunsResponse = Message<"kxm.hub.v1.WatchRunsResponse"> & {
  * Use `create(WatchRunsResponseSchema)` to create a new message.
  */
 export const WatchRunsResponseSchema: GenMessage<WatchRunsResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 12);
+  messageDesc(file_kxm_hub_v1_ops, 16);
 
 /**
  * ListProjects input (none).
@@ -537,7 +657,7 @@ export type ListProjectsRequest = Message<"kxm.hub.v1.ListProjectsRequest"> & {
  * Use `create(ListProjectsRequestSchema)` to create a new message.
  */
 export const ListProjectsRequestSchema: GenMessage<ListProjectsRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 13);
+  messageDesc(file_kxm_hub_v1_ops, 17);
 
 /**
  * One project as ListProjects sees it.
@@ -593,7 +713,7 @@ export type ProjectSummary = Message<"kxm.hub.v1.ProjectSummary"> & {
  * Use `create(ProjectSummarySchema)` to create a new message.
  */
 export const ProjectSummarySchema: GenMessage<ProjectSummary> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 14);
+  messageDesc(file_kxm_hub_v1_ops, 18);
 
 /**
  * ListProjects result.
@@ -614,7 +734,7 @@ export type ListProjectsResponse = Message<"kxm.hub.v1.ListProjectsResponse"> & 
  * Use `create(ListProjectsResponseSchema)` to create a new message.
  */
 export const ListProjectsResponseSchema: GenMessage<ListProjectsResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 15);
+  messageDesc(file_kxm_hub_v1_ops, 19);
 
 /**
  * GetSnapshot input.
@@ -635,7 +755,7 @@ export type GetSnapshotRequest = Message<"kxm.hub.v1.GetSnapshotRequest"> & {
  * Use `create(GetSnapshotRequestSchema)` to create a new message.
  */
 export const GetSnapshotRequestSchema: GenMessage<GetSnapshotRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 16);
+  messageDesc(file_kxm_hub_v1_ops, 20);
 
 /**
  * An open message without its body.
@@ -719,7 +839,7 @@ export type OpenMessage = Message<"kxm.hub.v1.OpenMessage"> & {
  * Use `create(OpenMessageSchema)` to create a new message.
  */
 export const OpenMessageSchema: GenMessage<OpenMessage> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 17);
+  messageDesc(file_kxm_hub_v1_ops, 21);
 
 /**
  * One run as its home runtime reported it (gapless prefix only).
@@ -796,7 +916,7 @@ export type HomeRuntimeRun = Message<"kxm.hub.v1.HomeRuntimeRun"> & {
  * Use `create(HomeRuntimeRunSchema)` to create a new message.
  */
 export const HomeRuntimeRunSchema: GenMessage<HomeRuntimeRun> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 18);
+  messageDesc(file_kxm_hub_v1_ops, 22);
 
 /**
  * A runtime and the runs it owns.
@@ -866,7 +986,7 @@ export type HomeRuntime = Message<"kxm.hub.v1.HomeRuntime"> & {
  * Use `create(HomeRuntimeSchema)` to create a new message.
  */
 export const HomeRuntimeSchema: GenMessage<HomeRuntime> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 19);
+  messageDesc(file_kxm_hub_v1_ops, 23);
 
 /**
  * GetSnapshot result.
@@ -929,7 +1049,7 @@ export type GetSnapshotResponse = Message<"kxm.hub.v1.GetSnapshotResponse"> & {
  * Use `create(GetSnapshotResponseSchema)` to create a new message.
  */
 export const GetSnapshotResponseSchema: GenMessage<GetSnapshotResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_ops, 20);
+  messageDesc(file_kxm_hub_v1_ops, 24);
 
 /**
  * What happened to a message.
@@ -1063,6 +1183,38 @@ export const OpsService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchProjectRequestSchema;
     output: typeof WatchProjectResponseSchema;
+  },
+  /**
+   * Releases a project's lease whoever holds it (a holder that hangs, or is gone without its TTL
+   * having run out). The token stays as the resource's floor: the holder's next renew or release
+   * is LEASE_SUPERSEDED or LEASE_NOT_FOUND, and the next grant (to the first waiter, in the same
+   * transaction, when there is one) gets a higher token. Watchers see FORCE_RELEASED.
+   * Authentication: the admin token or the project's own token (an open hub: none).
+   * Errors: INVALID_AUTH, PROTOCOL_ERROR (project, name, fencing_token), LEASE_NOT_FOUND (no
+   * holder), LEASE_SUPERSEDED (fencing_token given and no longer the holder's).
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.ForceReleaseLease
+   */
+  forceReleaseLease: {
+    methodKind: "unary";
+    input: typeof ForceReleaseLeaseRequestSchema;
+    output: typeof ForceReleaseLeaseResponseSchema;
+  },
+  /**
+   * Evicts an agent, in one transaction: marked offline, its key stops working (its streams end
+   * with INVALID_AGENT_IDENTITY), its leases are released (tokens kept as floors) and its
+   * waiting acquires leave their queues. Its messages stay; RegisterAgent resumes it under its
+   * name. Evicting an agent already offline still releases what it holds.
+   * Authentication: the admin token or the project's own token (an open hub: none).
+   * Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
+   * the project).
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.EvictAgent
+   */
+  evictAgent: {
+    methodKind: "unary";
+    input: typeof EvictAgentRequestSchema;
+    output: typeof EvictAgentResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kxm_hub_v1_ops, 0);

@@ -47,6 +47,11 @@ const (
 	OpsServiceWatchRunsProcedure = "/kxm.hub.v1.OpsService/WatchRuns"
 	// OpsServiceWatchProjectProcedure is the fully-qualified name of the OpsService's WatchProject RPC.
 	OpsServiceWatchProjectProcedure = "/kxm.hub.v1.OpsService/WatchProject"
+	// OpsServiceForceReleaseLeaseProcedure is the fully-qualified name of the OpsService's
+	// ForceReleaseLease RPC.
+	OpsServiceForceReleaseLeaseProcedure = "/kxm.hub.v1.OpsService/ForceReleaseLease"
+	// OpsServiceEvictAgentProcedure is the fully-qualified name of the OpsService's EvictAgent RPC.
+	OpsServiceEvictAgentProcedure = "/kxm.hub.v1.OpsService/EvictAgent"
 )
 
 // OpsServiceClient is a client for the kxm.hub.v1.OpsService service.
@@ -86,6 +91,22 @@ type OpsServiceClient interface {
 	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
 	// them all again), SUBSCRIBER_TOO_SLOW.
 	WatchProject(context.Context, *connect.Request[v1.WatchProjectRequest]) (*connect.ServerStreamForClient[v1.WatchProjectResponse], error)
+	// Releases a project's lease whoever holds it (a holder that hangs, or is gone without its TTL
+	// having run out). The token stays as the resource's floor: the holder's next renew or release
+	// is LEASE_SUPERSEDED or LEASE_NOT_FOUND, and the next grant (to the first waiter, in the same
+	// transaction, when there is one) gets a higher token. Watchers see FORCE_RELEASED.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project, name, fencing_token), LEASE_NOT_FOUND (no
+	// holder), LEASE_SUPERSEDED (fencing_token given and no longer the holder's).
+	ForceReleaseLease(context.Context, *connect.Request[v1.ForceReleaseLeaseRequest]) (*connect.Response[v1.ForceReleaseLeaseResponse], error)
+	// Evicts an agent, in one transaction: marked offline, its key stops working (its streams end
+	// with INVALID_AGENT_IDENTITY), its leases are released (tokens kept as floors) and its
+	// waiting acquires leave their queues. Its messages stay; RegisterAgent resumes it under its
+	// name. Evicting an agent already offline still releases what it holds.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
+	// the project).
+	EvictAgent(context.Context, *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error)
 }
 
 // NewOpsServiceClient constructs a client for the kxm.hub.v1.OpsService service. By default, it
@@ -135,6 +156,18 @@ func NewOpsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(opsServiceMethods.ByName("WatchProject")),
 			connect.WithClientOptions(opts...),
 		),
+		forceReleaseLease: connect.NewClient[v1.ForceReleaseLeaseRequest, v1.ForceReleaseLeaseResponse](
+			httpClient,
+			baseURL+OpsServiceForceReleaseLeaseProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("ForceReleaseLease")),
+			connect.WithClientOptions(opts...),
+		),
+		evictAgent: connect.NewClient[v1.EvictAgentRequest, v1.EvictAgentResponse](
+			httpClient,
+			baseURL+OpsServiceEvictAgentProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("EvictAgent")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -146,6 +179,8 @@ type opsServiceClient struct {
 	watchOpenMessages *connect.Client[v1.WatchOpenMessagesRequest, v1.WatchOpenMessagesResponse]
 	watchRuns         *connect.Client[v1.WatchRunsRequest, v1.WatchRunsResponse]
 	watchProject      *connect.Client[v1.WatchProjectRequest, v1.WatchProjectResponse]
+	forceReleaseLease *connect.Client[v1.ForceReleaseLeaseRequest, v1.ForceReleaseLeaseResponse]
+	evictAgent        *connect.Client[v1.EvictAgentRequest, v1.EvictAgentResponse]
 }
 
 // GetSnapshot calls kxm.hub.v1.OpsService.GetSnapshot.
@@ -176,6 +211,16 @@ func (c *opsServiceClient) WatchRuns(ctx context.Context, req *connect.Request[v
 // WatchProject calls kxm.hub.v1.OpsService.WatchProject.
 func (c *opsServiceClient) WatchProject(ctx context.Context, req *connect.Request[v1.WatchProjectRequest]) (*connect.ServerStreamForClient[v1.WatchProjectResponse], error) {
 	return c.watchProject.CallServerStream(ctx, req)
+}
+
+// ForceReleaseLease calls kxm.hub.v1.OpsService.ForceReleaseLease.
+func (c *opsServiceClient) ForceReleaseLease(ctx context.Context, req *connect.Request[v1.ForceReleaseLeaseRequest]) (*connect.Response[v1.ForceReleaseLeaseResponse], error) {
+	return c.forceReleaseLease.CallUnary(ctx, req)
+}
+
+// EvictAgent calls kxm.hub.v1.OpsService.EvictAgent.
+func (c *opsServiceClient) EvictAgent(ctx context.Context, req *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error) {
+	return c.evictAgent.CallUnary(ctx, req)
 }
 
 // OpsServiceHandler is an implementation of the kxm.hub.v1.OpsService service.
@@ -215,6 +260,22 @@ type OpsServiceHandler interface {
 	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project), CURSOR_EXPIRED (of any of the four: start
 	// them all again), SUBSCRIBER_TOO_SLOW.
 	WatchProject(context.Context, *connect.Request[v1.WatchProjectRequest], *connect.ServerStream[v1.WatchProjectResponse]) error
+	// Releases a project's lease whoever holds it (a holder that hangs, or is gone without its TTL
+	// having run out). The token stays as the resource's floor: the holder's next renew or release
+	// is LEASE_SUPERSEDED or LEASE_NOT_FOUND, and the next grant (to the first waiter, in the same
+	// transaction, when there is one) gets a higher token. Watchers see FORCE_RELEASED.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project, name, fencing_token), LEASE_NOT_FOUND (no
+	// holder), LEASE_SUPERSEDED (fencing_token given and no longer the holder's).
+	ForceReleaseLease(context.Context, *connect.Request[v1.ForceReleaseLeaseRequest]) (*connect.Response[v1.ForceReleaseLeaseResponse], error)
+	// Evicts an agent, in one transaction: marked offline, its key stops working (its streams end
+	// with INVALID_AGENT_IDENTITY), its leases are released (tokens kept as floors) and its
+	// waiting acquires leave their queues. Its messages stay; RegisterAgent resumes it under its
+	// name. Evicting an agent already offline still releases what it holds.
+	// Authentication: the admin token or the project's own token (an open hub: none).
+	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
+	// the project).
+	EvictAgent(context.Context, *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error)
 }
 
 // NewOpsServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -260,6 +321,18 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(opsServiceMethods.ByName("WatchProject")),
 		connect.WithHandlerOptions(opts...),
 	)
+	opsServiceForceReleaseLeaseHandler := connect.NewUnaryHandler(
+		OpsServiceForceReleaseLeaseProcedure,
+		svc.ForceReleaseLease,
+		connect.WithSchema(opsServiceMethods.ByName("ForceReleaseLease")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceEvictAgentHandler := connect.NewUnaryHandler(
+		OpsServiceEvictAgentProcedure,
+		svc.EvictAgent,
+		connect.WithSchema(opsServiceMethods.ByName("EvictAgent")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kxm.hub.v1.OpsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OpsServiceGetSnapshotProcedure:
@@ -274,6 +347,10 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 			opsServiceWatchRunsHandler.ServeHTTP(w, r)
 		case OpsServiceWatchProjectProcedure:
 			opsServiceWatchProjectHandler.ServeHTTP(w, r)
+		case OpsServiceForceReleaseLeaseProcedure:
+			opsServiceForceReleaseLeaseHandler.ServeHTTP(w, r)
+		case OpsServiceEvictAgentProcedure:
+			opsServiceEvictAgentHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -305,4 +382,12 @@ func (UnimplementedOpsServiceHandler) WatchRuns(context.Context, *connect.Reques
 
 func (UnimplementedOpsServiceHandler) WatchProject(context.Context, *connect.Request[v1.WatchProjectRequest], *connect.ServerStream[v1.WatchProjectResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.WatchProject is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) ForceReleaseLease(context.Context, *connect.Request[v1.ForceReleaseLeaseRequest]) (*connect.Response[v1.ForceReleaseLeaseResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.ForceReleaseLease is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) EvictAgent(context.Context, *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.EvictAgent is not implemented"))
 }

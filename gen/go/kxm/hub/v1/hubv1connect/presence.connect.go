@@ -59,8 +59,9 @@ type PresenceServiceClient interface {
 	// case-insensitively (same id, new key). Every registration issues a new agent key; the
 	// previous key stops working at once.
 	// Auth: project token for `project`. Not idempotent.
+	// With `takeover`, an instance still marked online is replaced instead (see takeover).
 	// Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
-	// held by an agent that is still marked online, stale included).
+	// held by an agent that is still marked online, stale included, and takeover is not set).
 	RegisterAgent(context.Context, *connect.Request[v1.RegisterAgentRequest]) (*connect.Response[v1.RegisterAgentResponse], error)
 	// Marks the agent online and renews its presence lease (last_seen_at = now).
 	// Auth: agent (id from the request, key from the header). Idempotent.
@@ -183,8 +184,9 @@ type PresenceServiceHandler interface {
 	// case-insensitively (same id, new key). Every registration issues a new agent key; the
 	// previous key stops working at once.
 	// Auth: project token for `project`. Not idempotent.
+	// With `takeover`, an instance still marked online is replaced instead (see takeover).
 	// Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
-	// held by an agent that is still marked online, stale included).
+	// held by an agent that is still marked online, stale included, and takeover is not set).
 	RegisterAgent(context.Context, *connect.Request[v1.RegisterAgentRequest]) (*connect.Response[v1.RegisterAgentResponse], error)
 	// Marks the agent online and renews its presence lease (last_seen_at = now).
 	// Auth: agent (id from the request, key from the header). Idempotent.
