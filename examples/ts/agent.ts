@@ -6,11 +6,11 @@ const reviewer = await connect({ ...hub, name: "reviewer" });
 const builder = await connect({ ...hub, name: "builder" });
 
 // The builder holds repo/main (10 s TTL, renewed for it) through its work, checks the fence, commits.
-await builder.withLease("repo/main", async ({ token, signal }) => {
+const sent = await builder.withLease("repo/main", async ({ token, signal }) => {
   await new Promise((done) => setTimeout(done, Number(WORK_MS)));
   signal.throwIfAborted(); // lost? stop before the irreversible step
   console.log(`commit to main with fencing token ${token}`);
-  await builder.send("reviewer", `pushed main at token ${token}`);
+  return builder.send("reviewer", `pushed main at token ${token}`);
 }, { ttlMs: 10_000, waitMs: 30_000 });
 
 // The reviewer reads its inbox, acknowledges and replies.
@@ -20,4 +20,6 @@ for await (const event of reviewer.inbox()) {
   console.log(`reviewer replied to "${event.message.content}"`);
   break;
 }
+// The builder reads the reply (it came already; awaitReply also waits for one still to come).
+console.log(`builder read the reply "${(await builder.awaitReply(sent)).reply?.content}"`);
 await Promise.all([builder.close(), reviewer.close()]);

@@ -115,6 +115,7 @@ describe("Go client (gen/go)", () => {
         expect(r.code, r.output).toBe(0);
         expect(r.output).toContain("commit to main with fencing token 1");
         expect(r.output).toContain('reviewer replied to "pushed main at token 1"');
+        expect(r.output).toContain('builder read the reply "reviewed: pushed main at token 1"');
       } finally {
         await hub.stop();
         fs.rmSync(dir, { recursive: true, force: true });

@@ -38,6 +38,7 @@ describe("the TypeScript package", () => {
         });
         expect(out).toContain("commit to main with fencing token 1");
         expect(out).toContain('reviewer replied to "pushed main at token 1"');
+        expect(out).toContain('builder read the reply "reviewed: pushed main at token 1"');
       } finally {
         await hub.stop();
       }

@@ -7,3 +7,5 @@ export * from "../../../gen/ts/kxm/hub/v1/lease_pb.js";
 export * from "../../../gen/ts/kxm/hub/v1/peer_pb.js";
 export * from "../../../gen/ts/kxm/hub/v1/presence_pb.js";
 export { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
+export * from "../../../gen/ts/kxm/hub/v1/sync_pb.js";
+export * from "../../../gen/ts/kxm/hub/v1/sync_event_pb.js";

@@ -6,6 +6,8 @@
 export { connect, Session, type SessionOptions } from "./session.js";
 export { HeldLease, type AcquireOptions } from "./lease.js";
 export { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
+export { awaitReply } from "./reply.js";
+export { RunFactSync, type RunFact, type RunFactSyncOptions, type PushOutcome } from "./sync.js";
 export { HubError } from "./errors.js";
 export { monotonicClock, type Clock } from "./clock.js";
 export * from "./generated.js";

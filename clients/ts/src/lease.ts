@@ -16,8 +16,10 @@ export interface AcquireOptions {
  * A lease this process holds, renewed about every third of its TTL until it is released or lost.
  * `lost` aborts (its reason a HubError) when the hub says the lease is gone (`lease_superseded`,
  * `lease_expired`, `lease_not_found`), and also when renewals have failed for so long that the
- * lease may lapse on the hub: a fifth of the TTL before that, counted from when the last
- * successful renewal was sent, so the work it guards stops before anyone else can be granted it.
+ * lease may lapse on the hub: a fifth of the TTL before that, counted from the earliest moment
+ * the hub can have granted or renewed it (the send time of the call; for a grant that came out of
+ * the queue, the send time plus how long the hub says the call waited), so the work it guards
+ * stops before anyone else can be granted it.
  */
 export class HeldLease {
   #lease: Lease;
@@ -30,10 +32,11 @@ export class HeldLease {
     private readonly clock: Clock,
     lease: Lease,
     private readonly ttlMs: number,
-    sentAtMs: number,
+    /** The earliest the hub can have granted it: the acquire's send time plus the wait it reports. */
+    grantedNoEarlierThanMs: number,
   ) {
     this.#lease = lease;
-    this.#done = this.keep(sentAtMs + ttlMs);
+    this.#done = this.keep(grantedNoEarlierThanMs + ttlMs);
   }
 
   get name(): string {

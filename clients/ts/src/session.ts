@@ -6,6 +6,7 @@ import { HubError } from "./errors.js";
 import { LeaseService, PeerService, PresenceService, type Agent, type Message } from "./generated.js";
 import { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
 import { HeldLease, type AcquireOptions } from "./lease.js";
+import { awaitReply } from "./reply.js";
 
 export interface SessionOptions {
   /** The hub's base URL, e.g. `http://127.0.0.1:7331`. */
@@ -28,6 +29,13 @@ export interface SessionOptions {
   transport?: (interceptors: Interceptor[]) => Transport;
   /** Default: the monotonic clock. */
   clock?: Clock;
+  /**
+   * Replace an instance of this name that the hub still has online (a restart that cannot wait
+   * for the crashed one to go stale): its key stops working, its streams end and its leases are
+   * released, the next grant of each on a higher token. Default false: such a name is refused
+   * with `duplicate_agent_name`.
+   */
+  takeover?: boolean;
 }
 
 /**
@@ -37,6 +45,10 @@ export interface SessionOptions {
  */
 export class Session {
   readonly agent: Agent;
+  /** True when `takeover` replaced an instance the hub still had online. */
+  readonly takenOver: boolean;
+  /** The leases that instance held, which the takeover released. */
+  readonly releasedLeases: string[];
   readonly leases: Client<typeof LeaseService>;
   readonly peer: Client<typeof PeerService>;
   readonly presence: Client<typeof PresenceService>;
@@ -48,10 +60,12 @@ export class Session {
 
   private constructor(
     o: Required<Pick<SessionOptions, "heartbeatMs">> & { clock: Clock; connection: Http2SessionManager | undefined },
-    agent: Agent,
+    registered: { agent?: Agent; takenOver: boolean; releasedLeases: string[] },
     clients: { leases: Client<typeof LeaseService>; peer: Client<typeof PeerService>; presence: Client<typeof PresenceService> },
   ) {
-    this.agent = agent;
+    this.agent = registered.agent!;
+    this.takenOver = registered.takenOver;
+    this.releasedLeases = registered.releasedLeases;
     ({ leases: this.leases, peer: this.peer, presence: this.presence } = clients);
     this.clock = o.clock;
     this.#connection = o.connection;
@@ -72,14 +86,21 @@ export class Session {
     const presence = createClient(PresenceService, transport);
     let registered;
     try {
-      registered = await presence.registerAgent({ name: o.name, project: o.project, purpose: o.purpose, model: o.model, host: o.host ?? os.hostname().slice(0, 64) });
+      registered = await presence.registerAgent({
+        name: o.name,
+        project: o.project,
+        purpose: o.purpose,
+        model: o.model,
+        host: o.host ?? os.hostname().slice(0, 64),
+        takeover: o.takeover ?? false,
+      });
     } catch (e) {
       connection?.abort();
       throw HubError.from(e);
     }
     credentials["x-kxm-agent-id"] = registered.agent!.id;
     credentials["x-kxm-agent-key"] = registered.agentKey;
-    return new Session({ heartbeatMs: o.heartbeatMs ?? 10_000, clock: o.clock ?? monotonicClock, connection }, registered.agent!, {
+    return new Session({ heartbeatMs: o.heartbeatMs ?? 10_000, clock: o.clock ?? monotonicClock, connection }, registered, {
       leases: createClient(LeaseService, transport),
       peer: createClient(PeerService, transport),
       presence,
@@ -98,13 +119,16 @@ export class Session {
   async acquire(name: string, o: AcquireOptions = {}): Promise<HeldLease> {
     const ttlMs = o.ttlMs ?? 30_000;
     const sentAt = this.clock.now();
-    let lease;
+    let answer;
     try {
-      lease = (await this.leases.acquireLease({ name, ttlMs, waitMs: o.waitMs }, { signal: o.signal })).lease!;
+      answer = await this.leases.acquireLease({ name, ttlMs, waitMs: o.waitMs }, { signal: o.signal });
     } catch (e) {
       throw HubError.from(e);
     }
-    const held = new HeldLease(this.leases, this.clock, lease, ttlMs, sentAt);
+    // A grant out of the queue came at least `waitedMs` after the call was sent (and no later than
+    // now): its time to live counts from there, never from before the wait.
+    const grantedNoEarlierThan = sentAt + Math.min(answer.waitedMs, this.clock.now() - sentAt);
+    const held = new HeldLease(this.leases, this.clock, answer.lease!, ttlMs, grantedNoEarlierThan);
     this.#held.add(held);
     held.lost.addEventListener("abort", () => this.#held.delete(held), { once: true });
     return held;
@@ -128,13 +152,21 @@ export class Session {
     return inboxEvents(this.peer, this.clock, o);
   }
 
-  /** Sends a message to an agent of the project (id or name). */
+  /** Sends a message to an agent of the project (id or name). Its reply: `awaitReply`. */
   async send(target: string, content: string): Promise<Message> {
     try {
       return (await this.peer.sendMessage({ target, content })).message!;
     } catch (e) {
       throw HubError.from(e);
     }
+  }
+
+  /**
+   * The reply to a message this agent sent, whether it came before this call or comes later (see
+   * awaitReply in reply.ts). Throws HubError `message_ended` when the message ended without one.
+   */
+  awaitReply(message: Message | string, o: { signal?: AbortSignal } = {}): Promise<Message> {
+    return awaitReply(this.peer, this.clock, this.agent.id, typeof message === "string" ? message : message.id, o.signal);
   }
 
   /** Releases every lease still held, stops the heartbeats, unregisters the agent and closes the connection. */

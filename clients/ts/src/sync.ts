@@ -1,0 +1,103 @@
+import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { MessageInitShape } from "@bufbuild/protobuf";
+import { monotonicClock, type Clock } from "./clock.js";
+import { HubError } from "./errors.js";
+import { SyncService, type SyncEventResult, type SyncEventSchema } from "./generated.js";
+
+/** One run fact (`kxm.sync-event.v1`) as the generated code builds it. */
+export type RunFact = MessageInitShape<typeof SyncEventSchema>;
+
+export interface RunFactSyncOptions {
+  /** The hub's base URL, e.g. `http://127.0.0.1:7331`. */
+  url: string;
+  /** The hub project the runtime pushes into. */
+  project: string;
+  /** The pushing runtime (`^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$`): every fact's homeRuntimeId. */
+  runtimeId: string;
+  /** The project's token (`Authorization: Bearer`); none on a loopback hub without tokens. */
+  token?: string;
+  /** Facts per PushEvents call, 1..100 (the hub's limit; default 100). */
+  batchSize?: number;
+  /** Default: Connect over HTTP/2, one connection, closed by close(). */
+  transport?: (interceptors: Interceptor[]) => Transport;
+  /** Default: the monotonic clock (retry back-off). */
+  clock?: Clock;
+}
+
+/** What a push did: one result per fact in the order given, and each run's gapless cursor after it. */
+export interface PushOutcome {
+  results: SyncEventResult[];
+  /** `${projectId}/${runId}` → the largest N with sequences 1..N stored on the hub. */
+  cursors: Map<string, bigint>;
+}
+
+/**
+ * A workflow runtime's run facts on their way to the hub. `push` sends them in order, in batches
+ * the hub takes (at most 100 facts, each batch one transaction on the hub), and sends a batch
+ * again after a dropped connection, an unavailable hub or a rate limit, with a back-off: the hub
+ * stores each fact exactly once under (projectId, runId, sequence), so a batch sent twice comes
+ * back as duplicates, never as doubles. A refusal of a whole batch (a bad token, a malformed
+ * batch) is thrown as a HubError; a refused fact is a result (`conflict`, `rejected`), never an
+ * exception: read `results`. `cursor` tells where a run stands on the hub, so a runtime that
+ * restarts pushes from cursor + 1.
+ */
+export class RunFactSync {
+  readonly #sync: Client<typeof SyncService>;
+  readonly #connection: Http2SessionManager | undefined;
+  readonly #clock: Clock;
+  readonly #batchSize: number;
+
+  constructor(private readonly o: RunFactSyncOptions) {
+    const batchSize = o.batchSize ?? 100;
+    if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100) throw new HubError("protocol_error", "batchSize must be an integer from 1 to 100");
+    this.#batchSize = batchSize;
+    this.#clock = o.clock ?? monotonicClock;
+    const auth: Interceptor = (next) => (req) => {
+      if (o.token) req.header.set("authorization", `Bearer ${o.token}`);
+      return next(req);
+    };
+    this.#connection = o.transport ? undefined : new Http2SessionManager(o.url);
+    const transport = (o.transport ?? ((interceptors) => createConnectTransport({ baseUrl: o.url, httpVersion: "2", sessionManager: this.#connection, interceptors })))([auth]);
+    this.#sync = createClient(SyncService, transport);
+  }
+
+  /** Pushes `facts` in order (see the class). `signal` stops the retries; what was pushed stays pushed. */
+  async push(facts: RunFact[], o: { signal?: AbortSignal } = {}): Promise<PushOutcome> {
+    const out: PushOutcome = { results: [], cursors: new Map() };
+    for (let i = 0; i < facts.length; i += this.#batchSize) {
+      const events = facts.slice(i, i + this.#batchSize);
+      const r = await this.#retried(() => this.#sync.pushEvents({ project: this.o.project, runtimeId: this.o.runtimeId, events }, { signal: o.signal }), o.signal);
+      out.results.push(...r.results);
+      for (const c of r.cursors) out.cursors.set(`${c.projectId}/${c.runId}`, c.cursor);
+    }
+    return out;
+  }
+
+  /** The run's gapless cursor on the hub (0 when none of it is stored): push from cursor + 1. */
+  async cursor(projectId: string, runId: string, o: { signal?: AbortSignal } = {}): Promise<bigint> {
+    const r = await this.#retried(() => this.#sync.getCursor({ project: this.o.project, projectId, runId }, { signal: o.signal }), o.signal);
+    return r.cursor?.cursor ?? 0n;
+  }
+
+  /** Closes the connection. */
+  close(): void {
+    this.#connection?.abort();
+  }
+
+  async #retried<T>(call: () => Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+    let backoffMs = 100;
+    for (;;) {
+      try {
+        return await call();
+      } catch (e) {
+        const err = HubError.from(e);
+        if (signal?.aborted || !err.transient) throw err;
+        // rate_limited says how long to wait; otherwise back off, doubling up to 5 s.
+        const retryAfterMs = Number(err.metadata.retryAfterMs);
+        await this.#clock.sleep(Number.isFinite(retryAfterMs) && retryAfterMs > 0 ? retryAfterMs : backoffMs, signal);
+        backoffMs = Math.min(backoffMs * 2, 5_000);
+      }
+    }
+  }
+}

@@ -1,0 +1,120 @@
+import type { Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { connect, HubError } from "../../clients/ts/src/index.js";
+import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { idle } from "../fixtures/streams.js";
+
+/**
+ * The TypeScript library through what a new team hit first: a lease granted after a wait longer
+ * than its TTL, a reply that came before the sender looked for it, and an agent restarted under
+ * its name at once. The hub and the library share the test's FakeClock.
+ */
+
+const open = (t: TestHub, name: string, extra: Partial<Parameters<typeof connect>[0]> = {}) =>
+  connect({ url: t.baseUrl, project: "p", name, clock: t.clock, heartbeatMs: 60_000, ...extra });
+
+/** Counts the calls a session makes, by method name. */
+function counted(url: string) {
+  const calls = new Map<string, number>();
+  const count: Interceptor = (next) => (req) => {
+    calls.set(req.method.name, (calls.get(req.method.name) ?? 0) + 1);
+    return next(req);
+  };
+  return { calls, transport: (interceptors: Interceptor[]) => createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [count, ...interceptors] }) };
+}
+
+const until = async (cond: () => boolean, what: string) => {
+  for (let i = 0; i < 500 && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
+  if (!cond()) throw new Error(`timed out waiting for ${what}`);
+};
+
+describe("TypeScript library: a lease granted after a long wait", () => {
+  it("is kept renewed through three more TTLs when the wait lasted more than twice the TTL", async () => {
+    await using t = await startTestHub();
+    const ttlMs = 6_000;
+    const holder = await open(t, "holder");
+    const waiter = await open(t, "waiter");
+    const first = await holder.acquire("repo/main", { ttlMs });
+    const granted = waiter.acquire("repo/main", { ttlMs, waitMs: 60_000 });
+    // 16 s of hub time (more than twice the TTL): the holder renews, the waiter waits in the queue.
+    for (let elapsed = 0; elapsed < 16_000; elapsed += 2_000) {
+      await idle(t.clock, 4); // two heartbeats, the holder's keeper, the waiting acquire
+      t.clock.advance(2_000);
+    }
+    await idle(t.clock, 4);
+    await first.release();
+    const held = await granted;
+    expect(held.token).toBe(first.token + 1n);
+    expect(held.lost.aborted).toBe(false); // before the fix: lease_unconfirmed at once
+
+    for (let elapsed = 0; elapsed < 3 * ttlMs; elapsed += 2_000) {
+      await idle(t.clock, 3); // two heartbeats, the waiter's keeper
+      t.clock.advance(2_000);
+    }
+    await idle(t.clock, 3);
+    expect(held.lost.aborted, String((held.lost.reason as Error | undefined)?.message)).toBe(false);
+    const now = (await holder.leases.getLease({ name: "repo/main" })).lease!;
+    expect([now.holderAgentName, now.fencingToken]).toEqual(["waiter", held.token]);
+    expect(Number(now.expiresAt!.seconds) * 1000).toBeGreaterThan(t.clock.now());
+    await Promise.all([holder.close(), waiter.close()]);
+  });
+});
+
+describe("TypeScript library: replies", () => {
+  it("gives the sender a reply that came before it looked, and one that comes while it waits", async () => {
+    await using t = await startTestHub();
+    const { calls, transport } = counted(t.baseUrl);
+    const builder = await open(t, "builder", { transport });
+    const reviewer = await open(t, "reviewer");
+
+    const early = await builder.send("reviewer", "pushed main");
+    await reviewer.peer.ackMessage({ messageId: early.id });
+    await reviewer.peer.replyMessage({ messageId: early.id, content: "reviewed" });
+    const read = await builder.awaitReply(early);
+    expect([read.id, read.reply?.content]).toEqual([early.id, "reviewed"]);
+
+    const late = await builder.send("reviewer", "pushed again");
+    const waiting = builder.awaitReply(late.id);
+    await until(() => calls.get("GetMessage") === 2, "the second awaitReply to read its message");
+    await reviewer.peer.replyMessage({ messageId: late.id, content: "looked again" });
+    expect((await waiting).reply?.content).toBe("looked again");
+    expect(calls.get("GetMessage")).toBe(2); // one read per wait: the reply came on the stream
+
+    // A message that ends without a reply says so; one this agent did not send is refused.
+    const dropped = await builder.send("reviewer", "never mind");
+    await builder.peer.cancelMessage({ messageId: dropped.id });
+    await expect(builder.awaitReply(dropped)).rejects.toMatchObject({ code: "message_ended", metadata: { status: "cancelled" } });
+    const toReviewer = await builder.send("reviewer", "for you");
+    await expect(reviewer.awaitReply(toReviewer)).rejects.toMatchObject({ code: "message_forbidden" });
+    await Promise.all([builder.close(), reviewer.close()]);
+  });
+});
+
+describe("TypeScript library: takeover", () => {
+  it("restarts an agent under its name at once; the old instance is refused and its token never handed out again", async () => {
+    await using t = await startTestHub();
+    const old = await open(t, "worker");
+    const held = await old.acquire("repo/main", { ttlMs: 30_000 });
+    const oldInbox = old.inbox()[Symbol.asyncIterator]();
+    const oldInboxEnds = oldInbox.next().then(
+      () => "no error",
+      (e: unknown) => HubError.from(e).code,
+    );
+
+    await expect(open(t, "worker")).rejects.toMatchObject({ code: "duplicate_agent_name" });
+    const fresh = await open(t, "worker", { takeover: true });
+    expect([fresh.agent.id, fresh.takenOver, fresh.releasedLeases]).toEqual([old.agent.id, true, ["repo/main"]]);
+
+    // The old instance: its calls and its inbox stream are refused.
+    await expect(old.leases.getLease({ name: "repo/main" })).rejects.toSatisfy((e: unknown) => HubError.from(e).code === "invalid_agent_identity");
+    expect(await oldInboxEnds).toBe("invalid_agent_identity");
+
+    // The new instance's lease is above the old one's, and the old token is refused.
+    const again = await fresh.acquire("repo/main", { ttlMs: 30_000 });
+    expect(again.token).toBeGreaterThan(held.token);
+    const stale = await fresh.leases.renewLease({ name: "repo/main", fencingToken: held.token, ttlMs: 30_000 }).catch((e: unknown) => HubError.from(e));
+    expect(stale).toMatchObject({ code: "lease_superseded" });
+    await fresh.close();
+  });
+});
