@@ -5,7 +5,7 @@ import type { Observer } from "../observe.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
 import { newId } from "../ids.js";
-import type { HubStore, LeaseKey, NamedWaiter, StreamChange } from "../store/store.js";
+import type { AgentRow, HubStore, LeaseKey, LeaseRow, LeaseWaiter, NamedWaiter, StreamChange } from "../store/store.js";
 import { intInRange, requireString } from "../validate.js";
 import {
   decideAcquire,
@@ -53,6 +53,19 @@ export interface LeasesDeps {
 }
 
 const holderOf = (c: AgentCaller): LeaseHolder => ({ agentId: c.agentId, agentName: c.agentName, project: c.project });
+
+/**
+ * An acquire decides only for the instance that was authenticated: the agent's row as the
+ * decision's transaction reads it must still carry the key the call presented. A call already in
+ * flight when its agent was evicted or taken over is refused instead of granted a lease under the
+ * id the new instance carries (which would then renew it as its own, on the same token).
+ */
+function asCaller<T>(caller: AgentCaller, decide: (cur: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => T) {
+  return (cur: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], agent: AgentRow | undefined): T => {
+    if (!agent || (caller.keyHash !== undefined && agent.keyHash !== caller.keyHash)) throw errors.invalidAgentIdentity();
+    return decide(cur, nowMs, waiters);
+  };
+}
 
 /** What a caller that does not wait makes of an answer: a lease it holds, or lease_held. */
 function held(a: LeaseAnswer): LeaseOutcome {
@@ -142,8 +155,10 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     });
     const stop = linked(signal, shutdown);
     try {
-      let a: LeaseAnswer | { kind: "gone" } = await store.decideLease(key, (cur, nowMs, waiters) =>
-        decideAcquire(cur, { name: key.name, holder, ttlMs, nowMs, wait: { id, deadlineMs } }, waiters),
+      let a: LeaseAnswer | { kind: "gone" } = await store.decideLease(
+        key,
+        asCaller(caller, (cur, nowMs, waiters) => decideAcquire(cur, { name: key.name, holder, ttlMs, nowMs, wait: { id, deadlineMs } }, waiters)),
+        caller.agentId,
       );
       let behind = a.lease;
       while (a.kind === "queued") {
@@ -161,7 +176,11 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
           if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : errors.leaseHeld(behind);
           throw errors.leaseHeld(behind);
         }
-        a = await store.decideLease(key, (cur, now, waiters) => decideWaiting(cur, { id, holder, name: key.name, nowMs: now }, waiters));
+        a = await store.decideLease(
+          key,
+          asCaller(caller, (cur, now, waiters) => decideWaiting(cur, { id, holder, name: key.name, nowMs: now }, waiters)),
+          caller.agentId,
+        );
       }
       if (a.kind === "gone" || a.kind === "held") throw errors.leaseHeld(behind);
       return a as LeaseOutcome;
@@ -185,7 +204,13 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const outcome = await decide(caller, name, async (key) =>
         waitMs > 0
           ? waitFor(caller, key, ttlMs, waitMs, signal)
-          : held(await store.decideLease(key, (cur, nowMs, waiters) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }, waiters))),
+          : held(
+              await store.decideLease(
+                key,
+                asCaller(caller, (cur, nowMs, waiters) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }, waiters)),
+                caller.agentId,
+              ),
+            ),
       );
       // A grant that came out of the queue happened when the lease was handed over (acquiredAt):
       // the client counts the lease's time to live from its send time plus this.

@@ -398,7 +398,15 @@ export interface HubStore {
    */
   decideLease<T>(
     key: LeaseKey,
-    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => LeaseDecision<T>,
+    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], holder: AgentRow | undefined) => LeaseDecision<T>,
+    /**
+     * The agent the decision may make holder (an acquire): its row is read in the same
+     * transaction (on a shared store, share-locked before the lease, in the order an eviction
+     * locks them) and passed as `holder`, so a call authenticated just before its agent was
+     * evicted or taken over sees the new key and is refused, instead of being granted a lease
+     * under the id the new instance carries.
+     */
+    holderId?: string,
   ): Promise<T>;
   /** Forgets every waiter (a single hub's start: the calls that waited are gone). */
   clearLeaseWaiters(): Promise<void>;

@@ -17,7 +17,7 @@ describe("TypeScript library: RunFactSync", () => {
     await using t = await startTestHub();
     const sizes: number[] = [];
     const count: Interceptor = (next) => async (req) => {
-      if (req.method.name === "PushEvents") sizes.push((req.message as { events: unknown[] }).events.length);
+      if (req.method.name === "PushEvents") sizes.push((req.message as unknown as { events: unknown[] }).events.length);
       return next(req);
     };
     const sync = new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [count, ...i] }) });

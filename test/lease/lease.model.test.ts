@@ -136,6 +136,11 @@ describe("lease model", () => {
     const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
     const leases = createLeases({ store, clock, observer: { log() {}, count() {} }, bus: createBus<LeaseChange>((c) => c.project) });
     const caller = (a: number) => ({ kind: "agent" as const, agentId: `agt_${a}`, agentName: `agent-${a}`, project: "p" });
+    // An acquire decides only for an agent the store knows (leases.ts, asCaller): register them.
+    for (let a = 0; a < 8; a++) {
+      const row = { id: `agt_${a}`, project: "p", name: `agent-${a}`, purpose: "model", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
+      await store.decideRegistration("p", row.name, () => ({ write: row, result: undefined }));
+    }
     const answer = async (run: () => Promise<{ lease: { fencingToken: number; holderAgentName: string; expiresAtMs: number }; renewed?: boolean }>): Promise<Answer> => {
       try {
         const r = await run();

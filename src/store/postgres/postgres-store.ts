@@ -389,9 +389,14 @@ export class PostgresStore implements HubStore {
 
   decideLease<T>(
     key: LeaseKey,
-    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => LeaseDecision<T>,
+    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], holder: AgentRow | undefined) => LeaseDecision<T>,
+    holderId?: string,
   ): Promise<T> {
     return this.changeTx(async (tx, record) => {
+      // The would-be holder first, share-locked: an eviction (agent, then its leases, both locked
+      // for update) is either committed before this reads it, or waits for this decision.
+      const [agent] =
+        holderId === undefined ? [] : (await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR SHARE`, [holderId])).rows;
       // The row, locked until the decision commits: decisions on one resource from every replica
       // take turns. A resource without a row stands on the fence base (0 until a restore raised it).
       const [row] = (await tx.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND name = $2 FOR UPDATE", [key.project, key.name])).rows;
@@ -403,7 +408,7 @@ export class PostgresStore implements HubStore {
       const nowMs = await this.decisionTime(tx);
       // The queue is read under the lease row's lock: waiters are added only by decisions that hold it.
       const waiters = row ? await this.waitersOf(tx, key) : [];
-      const d = decide(current && leaseFromDb(current), nowMs, waiters);
+      const d = decide(current && leaseFromDb(current), nowMs, waiters, agent && agentFromDb(agent));
       await this.applyLease(tx, key, row, current, d, record, nowMs);
       return d.result;
     });

@@ -440,14 +440,16 @@ export class SqliteStore implements HubStore {
 
   decideLease<T>(
     key: LeaseKey,
-    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => LeaseDecision<T>,
+    decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], holder: AgentRow | undefined) => LeaseDecision<T>,
+    holderId?: string,
   ): Promise<T> {
     return this.changeTx((record) => {
       // A resource without a row stands on the store's fence base (0 until a restore raised it):
       // the rules see it as a released floor, so its first grant is base + 1 (README §5.2).
       const r = this.q.lease.get(key.project, key.name) ?? this.floorOf(key);
       const nowMs = this.clock.now();
-      const d = decide(r && leaseFromDb(r), nowMs, this.q.waiters.all(key.project, key.name).map(waiterFromDb));
+      const holder = holderId === undefined ? undefined : this.agentRow(holderId);
+      const d = decide(r && leaseFromDb(r), nowMs, this.q.waiters.all(key.project, key.name).map(waiterFromDb), holder);
       this.applyLease(key, r, d, record, nowMs);
       return d.result;
     });

@@ -115,7 +115,9 @@ type Lease struct {
 	// When the lease lapses unless renewed (hub clock). Lapsed when expires_at <= now.
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	// The calls waiting for this lease in its queue (AcquireLease with wait_ms), first in line
-	// first. Filled by GetLease, ListLeases and WatchLeases; empty elsewhere (error details too).
+	// first; a waiter whose wait ran out is left out. Filled by GetLease, ListLeases, WatchLeases
+	// and the answers of AcquireLease and RenewLease (a holder sees who waits for it); empty in
+	// ReleaseLease's answer and in the lease attached to a refusal.
 	Waiters       []*LeaseWaiter `protobuf:"bytes,9,rep,name=waiters,proto3" json:"waiters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

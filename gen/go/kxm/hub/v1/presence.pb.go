@@ -369,7 +369,7 @@ type RegisterAgentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Display name, 1..64 chars.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// What the agent is for, up to 256 chars; unset or empty uses "General-purpose Pi agent".
+	// What the agent is for, up to 256 chars; unset or empty uses "General-purpose agent".
 	Purpose *string `protobuf:"bytes,2,opt,name=purpose,proto3,oneof" json:"purpose,omitempty"`
 	// Project to join, 1..128 chars. The bearer token must be this project's.
 	Project string `protobuf:"bytes,3,opt,name=project,proto3" json:"project,omitempty"`

@@ -84,7 +84,9 @@ export type Lease = Message<"kxm.hub.v1.Lease"> & {
 
   /**
    * The calls waiting for this lease in its queue (AcquireLease with wait_ms), first in line
-   * first. Filled by GetLease, ListLeases and WatchLeases; empty elsewhere (error details too).
+   * first; a waiter whose wait ran out is left out. Filled by GetLease, ListLeases, WatchLeases
+   * and the answers of AcquireLease and RenewLease (a holder sees who waits for it); empty in
+   * ReleaseLease's answer and in the lease attached to a refusal.
    *
    * @generated from field: repeated kxm.hub.v1.LeaseWaiter waiters = 9;
    */

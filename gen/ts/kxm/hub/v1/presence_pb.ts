@@ -178,7 +178,7 @@ export type RegisterAgentRequest = Message<"kxm.hub.v1.RegisterAgentRequest"> & 
   name: string;
 
   /**
-   * What the agent is for, up to 256 chars; unset or empty uses "General-purpose Pi agent".
+   * What the agent is for, up to 256 chars; unset or empty uses "General-purpose agent".
    *
    * @generated from field: optional string purpose = 2;
    */
