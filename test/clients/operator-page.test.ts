@@ -1,7 +1,8 @@
 // The operator page in a real headless Chromium (Debian's, driven by playwright-core), served by
-// the hub itself at `/`: sign-in, each live view following what the test does through the API,
-// the hub clock moved by the test, a hub restart survived without a reload, and a screenshot of
-// every view written to SCREENSHOTS.
+// the hub itself at `/`: sign-in (by itself on an open hub), each live view following what the
+// test does through the API, the hub clock moved by the test, a hub restart survived without a
+// reload (and shown as such), the operator's release and eviction behind a confirmation, and a
+// screenshot of every view written to SCREENSHOTS.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -64,6 +65,9 @@ afterAll(async () => {
 });
 
 const clock = new FakeClock();
+
+/** The page names an empty icon of its own: the browser never asks the hub for /favicon.ico. */
+const askedForIcon = (t: TestHub) => t.events.some((e) => e.fields.path === "/favicon.ico");
 
 /** The hub under test: a file store, a fixed port, the test's clock; `start` again after `close` is a restart. */
 function hubConfig(): Partial<HubConfig> {
@@ -236,12 +240,18 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       // A hub restart: the page says it is reconnecting, then live again, without a reload.
       await view(page, "agents");
       await page.evaluate(() => ((window as unknown as { keptAcrossRestart: string }).keptAcrossRestart = "yes"));
+      expect(askedForIcon(t)).toBe(false);
       await t.close();
       await page.waitForSelector("#link-state[data-state=reconnecting]");
+      // Unmistakable: a banner saying the tables stand still, and the views greyed out.
+      expect(await text(page, "#connection-lost")).toMatch(/^Connection lost: reconnecting… the tables show what was known at \d\d:\d\d:\d\d\.$/);
+      expect(await page.locator("main.lost").count()).toBe(1);
       await shot(page, "9-reconnecting");
       const watchesBefore = projectWatches.length;
       t = await startHub();
       await page.waitForSelector("#link-state[data-state=live]", { timeout: 15_000 });
+      await page.waitForSelector("#connection-lost", { state: "detached" });
+      expect(await page.locator("main.lost").count()).toBe(0);
       // One stream for the four views, opened again with each view's cursor: a resume, not a reload.
       const resumed = projectWatches.slice(watchesBefore).at(-1)!;
       expect(resumed.project).toBe("team/web");
@@ -284,15 +294,119 @@ describe("operator page (Chromium, served by the hub at /)", () => {
     }
   });
 
-  it("on a loopback hub without an admin token, signs in with no token and shows every project", async () => {
+  it("shows who waits for a lease; releases a lease and evicts an agent, each after a confirmation", async () => {
+    const t = await startTestHub({ clock, config: { authToken: ADMIN, projectTokens: TOKENS, streamKeepAliveMs: 1_000 } });
+    const { page, problems } = await openPage(t);
+    const token = TOKENS["team/web"];
+    type Granted = { lease: { fencingToken: number; holderAgentName: string } };
+    const acquire = (a: AgentCreds, name: string, waitMs?: number) =>
+      t.rest(`/v1/leases/${encodeURIComponent(name)}/acquire`, { json: { ttlMs: 300_000, ...(waitMs && { waitMs }) }, headers: a.headers });
+    const granted = async (r: Promise<Response> | Response) => ((await (await r).json()) as Granted).lease;
+    const row = 'tr[data-lease="deploy/main"]';
+    const confirm = async (button: string, title: string) => {
+      await page.click(button);
+      await page.waitForSelector("dialog#confirm[open]");
+      expect(await text(page, "#confirm-title")).toBe(title);
+    };
+    try {
+      // The operator here holds the project's token, not the admin's.
+      await signIn(page, token, "team/web");
+      const [builder, reviewer, third] = [await t.register("builder-1", "team/web", token), await t.register("reviewer-2", "team/web", token), await t.register("third-3", "team/web", token)];
+      await view(page, "leases");
+      await page.waitForSelector("#link-state[data-state=live]");
+      const first = await granted(acquire(builder, "deploy/main"));
+      await granted(acquire(builder, "cache/warm"));
+
+      // A waiter appears under the lease it waits for, with how long it has waited on the hub clock.
+      const waiting = acquire(reviewer, "deploy/main", 120_000);
+      await page.waitForSelector(`${row} li[data-waiter="reviewer-2"]`);
+      clock.advance(30_000);
+      await expect.poll(() => text(page, `${row} li[data-waiter="reviewer-2"]`)).toMatch(/^reviewer-2 waiting 3\d s · gives up in 1:[23]\d$/);
+      expect(await text(page, 'tr[data-lease="cache/warm"] .queue')).toBe("none");
+      await shot(page, "11-lease-waiter");
+
+      // Release asks first; Escape (or Cancel) leaves the lease as it is.
+      await confirm(`${row} button[data-action=release]`, "Release lease deploy/main?");
+      expect(await text(page, "#confirm-body")).toContain(`builder-1 holds it on fencing token ${first.fencingToken}`);
+      expect(await text(page, "#confirm-body")).toContain("reviewer-2, first of 1 waiting, gets it on the next token.");
+      await shot(page, "12-release-confirm");
+      await page.keyboard.press("Escape");
+      await page.waitForSelector("dialog#confirm", { state: "detached" });
+      expect(await text(page, `${row} .holder`)).toBe("builder-1");
+
+      // Released: the waiter holds it on the next token, and the row says from whom.
+      await confirm(`${row} button[data-action=release]`, "Release lease deploy/main?");
+      await page.click("dialog#confirm button[data-confirm]");
+      await page.waitForSelector("dialog#confirm", { state: "detached" });
+      const next = await granted(waiting);
+      expect(next).toMatchObject({ holderAgentName: "reviewer-2", fencingToken: first.fencingToken + 1 });
+      await page.waitForSelector(`${row}[data-state=held] .mark-handed-on`);
+      expect(await text(page, `${row} .holder`)).toBe("reviewer-2");
+      expect(await text(page, `${row} .from`)).toBe("from builder-1, force-released");
+      expect(await text(page, `${row} .token`)).toBe(String(next.fencingToken));
+      expect(await text(page, `${row} .queue`)).toBe("none");
+      expect(await text(page, "#notice")).toContain(`Released deploy/main (token ${first.fencingToken}): reviewer-2 holds it now, on token ${next.fencingToken}.`);
+      await shot(page, "13-lease-force-released");
+
+      // The token shown is the one released: a lease handed on meanwhile is refused, not released.
+      await confirm(`${row} button[data-action=release]`, "Release lease deploy/main?");
+      const r = await t.rest(`/v1/leases/deploy%2Fmain/release`, { json: { fencingToken: next.fencingToken }, headers: reviewer.headers });
+      expect(r.status).toBe(200);
+      const again = await granted(acquire(builder, "deploy/main"));
+      await page.click("dialog#confirm button[data-confirm]");
+      await expect.poll(() => text(page, "#confirm-error")).toContain(`Not released: deploy/main changed hands since token ${next.fencingToken} was shown`);
+      expect(await text(page, "#confirm-error")).toContain(`the hub is now at token ${again.fencingToken}`);
+      await shot(page, "14-release-refused");
+      await page.click("dialog#confirm button[data-cancel]");
+      await page.waitForSelector("dialog#confirm", { state: "detached" });
+      expect(await text(page, `${row} .holder`)).toBe("builder-1");
+
+      // Evict: the agent goes offline, its leases are released and handed to their waiters.
+      const thirdWaits = acquire(third, "deploy/main", 120_000);
+      await page.waitForSelector(`${row} li[data-waiter="third-3"]`);
+      await view(page, "agents");
+      await confirm('tr[data-agent="builder-1"] button[data-action=evict]', "Evict agent builder-1?");
+      expect(await text(page, "#confirm-body")).toContain("Its leases (cache/warm, deploy/main) are released");
+      await shot(page, "15-evict-confirm");
+      await page.click("dialog#confirm button[data-confirm]");
+      await page.waitForSelector('tr[data-agent="builder-1"][data-state=offline]');
+      expect(await page.locator('tr[data-agent="builder-1"] button').count()).toBe(0);
+      expect(await text(page, "#notice")).toContain("Evicted builder-1: offline, its key refused; released cache/warm, deploy/main.");
+      await shot(page, "16-agent-evicted");
+      expect(await granted(thirdWaits)).toMatchObject({ holderAgentName: "third-3", fencingToken: again.fencingToken + 1 });
+      await view(page, "leases");
+      await page.waitForSelector(`${row}[data-state=held]`);
+      expect(await text(page, `${row} .holder`)).toBe("third-3");
+      await page.waitForSelector('tr[data-lease="cache/warm"][data-state=force-released]');
+      expect(await text(page, 'tr[data-lease="cache/warm"] .left')).toBe("force-released");
+      await shot(page, "17-leases-after-evict");
+      await page.waitForSelector('tr[data-lease="cache/warm"]', { state: "detached", timeout: 10_000 });
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await t.close();
+    }
+  });
+
+  it("on a loopback hub without an admin token, signs in by itself and shows every project", async () => {
     const t = await startTestHub({ config: { projectTokens: TOKENS, streamKeepAliveMs: 1_000 } });
     const { page, problems } = await openPage(t);
     try {
-      await signIn(page, "");
+      // No click: the hub accepts no token at all, and the header says so.
       await page.waitForSelector('tr[data-project="team/api"]');
+      expect(await page.locator("#token").count()).toBe(0);
+      expect(await text(page, "#signed-in-as")).toBe("open hub (no token)");
       await t.register("solo", "open/solo");
       await page.waitForSelector('tr[data-project="open/solo"]');
       expect(await text(page, 'tr[data-project="open/solo"]')).toContain("1 of 1");
+      await shot(page, "18-open-hub");
+      // Signed out, it stays out (a reload too) until the operator signs in again by hand.
+      await page.click("text=Sign out");
+      await page.reload();
+      await page.waitForSelector("body[data-ready=true]");
+      await signIn(page, "");
+      await page.waitForSelector('tr[data-project="open/solo"]');
+      expect(askedForIcon(t)).toBe(false);
       expect(problems).toEqual([]);
     } finally {
       await page.close();

@@ -4,10 +4,14 @@
 import { render } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import "./style.css";
-import { follow, type LinkState } from "./live.js";
-import { ProjectModel } from "./model.js";
-import { clientsFor, forgetSession, refusalText, savedSession, saveSession, signIn, type Session } from "./session.js";
-import { AgentsView, AlertsView, LeasesView, MessagesView, ProjectsView, RunsView } from "./views.js";
+import { useOperatorHands } from "./actions.js";
+import { Header, isLost, LostBanner } from "./header.js";
+import { LeasesView } from "./leases-view.js";
+import { follow, HubClock, type LinkState } from "./live.js";
+import { leaseEnded, ProjectModel } from "./model.js";
+import { clientsFor, forgetSession, mayOpenBySelf, openHubSession, refusalText, savedSession, saveSession, type Session } from "./session.js";
+import { SignIn } from "./signin.js";
+import { AgentsView, AlertsView, MessagesView, ProjectsView, RunsView } from "./views.js";
 import type { ProjectSummary } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 
 const views = [
@@ -57,89 +61,21 @@ function useTick(): number {
   return tick;
 }
 
-function LinkBadge({ state }: { state: LinkState | "refused" }) {
-  const text = { live: "live", connecting: "connecting…", reconnecting: "reconnecting…", refused: "signed out" }[state];
-  return (
-    <span id="link-state" class={`badge link-${state}`} data-state={state} role="status" aria-live="polite">
-      {text}
-    </span>
-  );
-}
-
-function SignIn({ message, onSignedIn }: { message?: string; onSignedIn: (s: Session) => void }) {
-  const [token, setToken] = useState("");
-  const [project, setProject] = useState("");
-  const [error, setError] = useState(message);
-  const [busy, setBusy] = useState(false);
-  const submit = async (e: Event) => {
-    e.preventDefault();
-    setBusy(true);
-    setError(undefined);
-    const named = project.trim() || undefined;
-    try {
-      onSignedIn(await signIn(token.trim(), named));
-    } catch (x) {
-      setError(refusalText(x, named));
-    } finally {
-      setBusy(false);
-    }
-  };
-  return (
-    <main class="signin">
-      <h1>kxm hub</h1>
-      <form onSubmit={submit} aria-describedby="signin-help">
-        <label>
-          Token
-          <input id="token" type="password" autoComplete="off" value={token} onInput={(e) => setToken(e.currentTarget.value)} />
-        </label>
-        <label>
-          Project <span class="hint">(for a project's token)</span>
-          <input id="project" type="text" autoComplete="off" spellcheck={false} value={project} onInput={(e) => setProject(e.currentTarget.value)} />
-        </label>
-        <button type="submit" disabled={busy}>
-          {busy ? "Signing in…" : "Sign in"}
-        </button>
-        <p id="signin-help" class="hint">
-          The admin token shows every project; a project's token shows that project. On a hub listening on loopback without an
-          admin token, leave the token empty. The token stays in this tab only.
-        </p>
-        {error && (
-          <p id="signin-error" class="error" role="alert">
-            {error}
-          </p>
-        )}
-      </form>
-    </main>
-  );
-}
-
-function Header(props: { session: Session; project?: string; link: LinkState | "refused"; onSignOut: () => void }) {
-  return (
-    <header class="top">
-      <a class="brand" href={props.session.admin ? "#/projects" : projectHref(props.project ?? "")}>
-        kxm hub
-      </a>
-      {props.project && <span class="project-name">{props.project}</span>}
-      <span class="spacer" />
-      <LinkBadge state={props.link} />
-      <button type="button" class="quiet" onClick={props.onSignOut}>
-        Sign out
-      </button>
-    </header>
-  );
-}
-
 function Projects({ session, onRefused, onSignOut }: { session: Session; onRefused: (m: string) => void; onSignOut: () => void }) {
   const [rows, setRows] = useState<ProjectSummary[] | undefined>();
   const [link, setLink] = useState<LinkState>("connecting");
+  const [knownAtMs, setKnownAt] = useState<number | undefined>();
   useEffect(() => {
     const ac = new AbortController();
     const ops = clientsFor(session.token).ops;
+    const clock = new HubClock();
     void follow(
       {
         open: (signal) => ops.watchProjects({}, { signal }),
         onFrame: (f) => {
           if (f.event.case === "projects") setRows(f.event.value.projects);
+          else if (f.event.case === "keepAlive") clock.observe(f.event.value.at);
+          setKnownAt(clock.now());
         },
         onState: setLink,
         onRefused: (e) => onRefused(refusalText(e)),
@@ -151,8 +87,9 @@ function Projects({ session, onRefused, onSignOut }: { session: Session; onRefus
   }, [session.token]);
   return (
     <>
-      <Header session={session} link={link} onSignOut={onSignOut} />
-      <main id="main">
+      <Header session={session} home="#/projects" link={link} onSignOut={onSignOut} />
+      <LostBanner link={link} knownAtMs={knownAtMs} />
+      <main id="main" class={isLost(link) ? "lost" : undefined}>
         <ProjectsView rows={rows} />
       </main>
     </>
@@ -199,16 +136,24 @@ function Project(props: { session: Session; project: string; view: ViewId; onRef
     return () => ac.abort();
   }, [model]);
 
+  const { hands, notice, dialog } = useOperatorHands(session, model);
+
   const counts: Record<ViewId, number | undefined> = {
     agents: [...model.agents.values()].filter((a) => a.online).length,
-    leases: [...model.leases.values()].filter((l) => l.mark !== "released" && model.leaseLive(l.lease)).length,
+    leases: [...model.leases.values()].filter((l) => !leaseEnded(l) && model.leaseLive(l.lease)).length,
     messages: model.messageTotal,
     runs: [...model.runtimes.values()].reduce((n, r) => n + r.runTotal, 0),
     alerts: model.alerts.length || undefined,
   };
   return (
     <>
-      <Header session={session} project={project} link={model.link} onSignOut={props.onSignOut} />
+      <Header
+        session={session}
+        home={session.admin ? "#/projects" : projectHref(project)}
+        project={project}
+        link={model.link}
+        onSignOut={props.onSignOut}
+      />
       <nav class="tabs" aria-label="Views">
         {session.admin && (
           <a href="#/projects" class="tab">
@@ -227,13 +172,16 @@ function Project(props: { session: Session; project: string; view: ViewId; onRef
           </a>
         ))}
       </nav>
-      <main id="main" data-view={props.view}>
-        {props.view === "agents" && <AgentsView model={model} />}
-        {props.view === "leases" && <LeasesView model={model} />}
+      <LostBanner link={model.link} knownAtMs={model.knownAtMs} />
+      <main id="main" data-view={props.view} class={isLost(model.link) ? "lost" : undefined}>
+        {notice}
+        {props.view === "agents" && <AgentsView model={model} hands={hands} />}
+        {props.view === "leases" && <LeasesView model={model} hands={hands} />}
         {props.view === "messages" && <MessagesView model={model} />}
         {props.view === "runs" && <RunsView model={model} />}
         {props.view === "alerts" && <AlertsView model={model} />}
       </main>
+      {dialog}
     </>
   );
 }
@@ -241,21 +189,27 @@ function Project(props: { session: Session; project: string; view: ViewId; onRef
 function App() {
   const [session, setSession] = useState<Session | undefined>(savedSession);
   const [message, setMessage] = useState<string | undefined>();
+  // A hub that accepts no token at all is signed in to on load, without asking.
+  const [probing, setProbing] = useState(() => !session && mayOpenBySelf());
   const hash = useHash();
-  document.body.dataset.ready = "true";
-  if (!session) {
-    return (
-      <SignIn
-        message={message}
-        onSignedIn={(s) => {
-          saveSession(s);
-          setMessage(undefined);
-          setSession(s);
-          location.hash = s.project ? projectHref(s.project) : "#/projects";
-        }}
-      />
-    );
-  }
+  const signedIn = (s: Session) => {
+    saveSession(s);
+    setMessage(undefined);
+    setSession(s);
+    location.hash = s.project ? projectHref(s.project) : "#/projects";
+  };
+  useEffect(() => {
+    if (!probing) return;
+    void openHubSession().then((s) => {
+      if (s) signedIn(s);
+      setProbing(false);
+    });
+  }, []);
+  useEffect(() => {
+    if (!probing) document.body.dataset.ready = "true";
+  }, [probing]);
+  if (probing) return <main class="signin" aria-busy="true" />;
+  if (!session) return <SignIn message={message} onSignedIn={signedIn} />;
   const signOut = (why?: string) => {
     forgetSession();
     setMessage(why);

@@ -1,7 +1,7 @@
 // What the page knows of one project, kept up to date by its four streams. Each stream's
 // snapshot replaces its part whole; each change updates one row. Views read it and re-render
 // when it says it changed.
-import type { Lease, WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import type { Lease, LeaseWaiter, WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { LeaseEventKind } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import {
   OpenMessageChangeKind,
@@ -18,13 +18,26 @@ import { HubClock, msOf, type LinkState } from "./live.js";
 /** How long (real time) a released lease or an ended message stays on screen, fading. */
 export const fadeMs = 4_000;
 
+/**
+ * What last happened to a lease, when that is worth a mark: its holder ended it (released), an
+ * operator or an eviction did (force-released), a lapsed lease went to another agent (taken
+ * over), a released one went at once to the first waiter (handed on).
+ */
+export type LeaseMark = "released" | "force-released" | "taken over" | "handed on";
+
 export interface LeaseRow {
   lease: Lease;
-  /** What last happened to it, when that is worth a mark. */
-  mark?: "taken over" | "released";
+  mark?: LeaseMark;
   /** performance.now() of the mark. */
   markedAt?: number;
+  /** Who held it before, for a "taken over" or "handed on" mark. */
+  from?: { holder: string; how: "lapsed" | "released" | "force-released" };
+  /** An ended lease: who was waiting for it just before (the first still waiting gets it next). */
+  queue?: LeaseWaiter[];
 }
+
+/** A lease whose holder's tenure ended on screen (it fades, then goes). */
+export const leaseEnded = (row: LeaseRow) => row.mark === "released" || row.mark === "force-released";
 
 export interface MessageRow {
   message: OpenMessage;
@@ -61,6 +74,8 @@ export class ProjectModel {
   /** Where each view's frames have got to: the stream resumes from there after a reconnect. */
   cursors: Partial<Record<StreamName, bigint>> = {};
   link: LinkState = "connecting";
+  /** The hub time of the last frame: what the views show was known then. */
+  knownAtMs?: number;
   private readonly listeners = new Set<() => void>();
 
   constructor(readonly project: string) {}
@@ -89,6 +104,7 @@ export class ProjectModel {
     else if (e.case === "messages") this.onMessages(e.value);
     else this.onRuns(e.value);
     this.cursors[e.case] = e.value.cursor;
+    this.knownAtMs = this.clock.now();
   }
 
   private runtime(runtimeId: string): RuntimeRow {
@@ -128,15 +144,31 @@ export class ProjectModel {
       this.leases.clear();
       for (const l of e.value.leases) this.leases.set(l.name, { lease: l });
     } else if (e.case === "change" && e.value.lease) {
-      const l = e.value.lease;
-      const now = performance.now();
-      if (e.value.kind === LeaseEventKind.RELEASED) this.leases.set(l.name, { lease: l, mark: "released", markedAt: now });
-      else if (e.value.kind === LeaseEventKind.TAKEN_OVER) this.leases.set(l.name, { lease: l, mark: "taken over", markedAt: now });
-      else this.leases.set(l.name, { ...this.leases.get(l.name), lease: l });
+      this.onLeaseChange(e.value.kind, e.value.lease);
     } else if (e.case === "keepAlive") {
       this.clock.observe(e.value.at);
     }
     this.changed();
+  }
+
+  /**
+   * One lease change. A release (by its holder or forced) marks the row, which fades; when the
+   * first waiter gets the lease in the same decision, the grant right after it starts a new row
+   * on the next token, saying whom it came from. Renewals and queue changes keep the row's mark.
+   */
+  private onLeaseChange(kind: LeaseEventKind, l: Lease): void {
+    const had = this.leases.get(l.name);
+    const markedAt = performance.now();
+    const holder = had?.lease.holderAgentName ?? "";
+    if (kind === LeaseEventKind.RELEASED || kind === LeaseEventKind.FORCE_RELEASED) {
+      const mark = kind === LeaseEventKind.RELEASED ? "released" : "force-released";
+      this.leases.set(l.name, { lease: l, mark, markedAt, queue: had?.lease.waiters ?? [] });
+    } else if (kind === LeaseEventKind.TAKEN_OVER) {
+      this.leases.set(l.name, { lease: l, mark: "taken over", markedAt, ...(had && { from: { holder, how: "lapsed" } }) });
+    } else if (kind === LeaseEventKind.GRANTED && had && leaseEnded(had) && had.queue?.some((w) => w.agentId === l.holderAgentId)) {
+      this.leases.set(l.name, { lease: l, mark: "handed on", markedAt, from: { holder, how: had.mark as "released" | "force-released" } });
+    } else if (kind === LeaseEventKind.GRANTED) this.leases.set(l.name, { lease: l });
+    else this.leases.set(l.name, { ...had, lease: l });
   }
 
   onMessages(f: WatchOpenMessagesResponse): void {
@@ -194,8 +226,9 @@ export class ProjectModel {
     const cutoff = performance.now() - fadeMs;
     let gone = false;
     for (const [name, row] of this.leases) {
-      if (row.mark === "released" && row.markedAt! < cutoff) gone = this.leases.delete(name) || gone;
-      else if (row.mark === "taken over" && row.markedAt! < cutoff) this.leases.set(name, { lease: row.lease });
+      if (row.markedAt === undefined || row.markedAt >= cutoff) continue;
+      if (leaseEnded(row)) gone = this.leases.delete(name) || gone;
+      else this.leases.set(name, { lease: row.lease });
     }
     for (const [id, row] of this.messages) if (row.endedAt !== undefined && row.endedAt < cutoff) gone = this.messages.delete(id) || gone;
     return gone;
@@ -204,6 +237,17 @@ export class ProjectModel {
   /** A lease not lapsed on the hub clock as the page knows it. */
   leaseLive(l: Lease): boolean {
     return (msOf(l.expiresAt) ?? 0) > this.clock.now();
+  }
+
+  /** The waiters still waiting on the hub clock as the page knows it, first in line first. */
+  waiters(l: Lease): LeaseWaiter[] {
+    const now = this.clock.now();
+    return l.waiters.filter((w) => (msOf(w.waitUntil) ?? Infinity) > now);
+  }
+
+  /** The leases an agent holds, as the page sees them. */
+  leasesOf(agentId: string): Lease[] {
+    return [...this.leases.values()].filter((r) => !leaseEnded(r) && r.lease.holderAgentId === agentId).map((r) => r.lease);
   }
 
   /** A runtime's presence as the page sees it now: the hub's word, or its lease run out on the hub clock. */

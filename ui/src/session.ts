@@ -11,6 +11,8 @@ export interface Session {
   /** Admin: every project; else the one project the token is for. */
   admin: boolean;
   project?: string;
+  /** Signed in with no token: the hub accepts every caller (loopback, no admin token). */
+  open?: boolean;
 }
 
 export interface Clients {
@@ -19,6 +21,8 @@ export interface Clients {
 }
 
 const key = "kxm-hub.session";
+/** Set when the operator signs out: no signing in by itself until they sign in again. */
+const signedOutKey = "kxm-hub.signed-out";
 
 export function clientsFor(token: string): Clients {
   const bearer: Interceptor = (next) => (req) => {
@@ -41,8 +45,38 @@ export function savedSession(): Session | undefined {
   }
 }
 
-export const saveSession = (s: Session) => sessionStorage.setItem(key, JSON.stringify(s));
-export const forgetSession = () => sessionStorage.removeItem(key);
+export function saveSession(s: Session): void {
+  sessionStorage.setItem(key, JSON.stringify(s));
+  sessionStorage.removeItem(signedOutKey);
+}
+
+export function forgetSession(): void {
+  sessionStorage.removeItem(key);
+  sessionStorage.setItem(signedOutKey, "1");
+}
+
+/**
+ * Whether the page may try to sign in by itself on load: not right after the operator signed
+ * out, and only from a loopback address, the only place a hub without tokens listens (so a
+ * remote hub is not sent a call it will refuse on every visit).
+ */
+export function mayOpenBySelf(): boolean {
+  const loopback = /^(localhost|127\.\d+\.\d+\.\d+|\[::1\])$/.test(location.hostname);
+  return loopback && sessionStorage.getItem(signedOutKey) === null;
+}
+
+/**
+ * The session of a hub that accepts no token at all (loopback, no admin token): ListProjects
+ * without one succeeds. Undefined for a hub that wants a token, or that cannot be reached.
+ */
+export async function openHubSession(): Promise<Session | undefined> {
+  try {
+    await clientsFor("").ops.listProjects({});
+    return { token: "", admin: true, open: true };
+  } catch {
+    return undefined;
+  }
+}
 
 /** What the page tells an operator the hub refused, by its reason. */
 export function refusalText(e: unknown, project?: string): string {
@@ -69,7 +103,7 @@ export async function signIn(token: string, project: string | undefined): Promis
   const c = clientsFor(token);
   try {
     await c.ops.listProjects({});
-    return { token, admin: true, ...(project && { project }) };
+    return { token, admin: true, ...(project && { project }), ...(token === "" && { open: true }) };
   } catch (e) {
     const reason = reasonOf(e);
     if (!project || (reason !== "INVALID_AUTH" && reason !== "ADMIN_AUTH_NOT_CONFIGURED")) throw e;

@@ -2,30 +2,12 @@
 import { Delivery, MessageStatus } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import type { ProjectSummary } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { PresenceState } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import type { OperatorHands } from "./actions.js";
+import { countdown, span, when } from "./format.js";
 import { msOf } from "./live.js";
 import type { ProjectModel, RuntimeRow } from "./model.js";
 
-/** "4 s", "12 min", "3 h", "2 d". */
-function span(ms: number): string {
-  const s = Math.max(0, Math.round(ms / 1000));
-  if (s < 60) return `${s} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min`;
-  if (s < 86400) return `${Math.floor(s / 3600)} h`;
-  return `${Math.floor(s / 86400)} d`;
-}
-
-/** Time left as m:ss (h:mm:ss past an hour). */
-function countdown(ms: number): string {
-  const s = Math.max(0, Math.ceil(ms / 1000));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const sec = String(s % 60).padStart(2, "0");
-  return h > 0 ? `${h}:${String(m).padStart(2, "0")}:${sec}` : `${m}:${sec}`;
-}
-
-const when = (ms: number | undefined) => (ms === undefined ? "" : new Date(ms).toISOString().replace("T", " ").slice(0, 19) + "Z");
-
-function Empty({ children }: { children: string }) {
+export function Empty({ children }: { children: string }) {
   return <p class="empty">{children}</p>;
 }
 
@@ -71,7 +53,7 @@ const presenceName: Record<PresenceState, string> = {
   [PresenceState.OFFLINE]: "offline",
 };
 
-export function AgentsView({ model }: { model: ProjectModel }) {
+export function AgentsView({ model, hands }: { model: ProjectModel; hands: OperatorHands }) {
   const now = model.clock.now();
   const rank = { online: 0, stale: 1, offline: 2, unknown: 3 } as Record<string, number>;
   const agents = [...model.agents.values()].sort(
@@ -89,6 +71,9 @@ export function AgentsView({ model }: { model: ProjectModel }) {
             <th>Last seen</th>
             <th>Host</th>
             <th>Purpose</th>
+            <th>
+              <span class="sr-only">Actions</span>
+            </th>
           </tr>
         </thead>
         <tbody>
@@ -111,49 +96,19 @@ export function AgentsView({ model }: { model: ProjectModel }) {
                 <td data-label="Purpose" class="wrap">
                   {a.purpose}
                 </td>
-              </tr>
-            );
-          })}
-        </tbody>
-      </table>
-    </section>
-  );
-}
-
-export function LeasesView({ model }: { model: ProjectModel }) {
-  const now = model.clock.now();
-  const rows = [...model.leases.values()].sort((a, b) => a.lease.name.localeCompare(b.lease.name));
-  if (rows.length === 0) return <Empty>No lease is held in this project.</Empty>;
-  return (
-    <section aria-labelledby="leases-title">
-      <h2 id="leases-title">Leases</h2>
-      <table class="grid">
-        <thead>
-          <tr>
-            <th>Name</th>
-            <th>Holder</th>
-            <th>Fencing token</th>
-            <th>Time left</th>
-          </tr>
-        </thead>
-        <tbody>
-          {rows.map(({ lease, mark }) => {
-            const left = (msOf(lease.expiresAt) ?? 0) - now;
-            const state = mark === "released" ? "released" : model.leaseLive(lease) ? "held" : "lapsed";
-            return (
-              <tr data-lease={lease.name} data-state={state} class={`lease-${state}`}>
-                <td data-label="Name">
-                  <strong>{lease.name}</strong>
-                  {mark && <span class={`tag mark-${mark.replace(" ", "-")}`}>{mark}</span>}
-                </td>
-                <td data-label="Holder" class="holder">
-                  {lease.holderAgentName}
-                </td>
-                <td data-label="Fencing token" class="token num">
-                  {String(lease.fencingToken)}
-                </td>
-                <td data-label="Time left" class="left num" title={`expires ${when(msOf(lease.expiresAt))}`}>
-                  {state === "held" ? countdown(left) : state}
+                <td data-label="" class="actions">
+                  {state !== "offline" && (
+                    <button
+                      type="button"
+                      class="row-action"
+                      data-action="evict"
+                      aria-label={`Evict ${a.name}`}
+                      disabled={!hands.ready}
+                      onClick={() => hands.evict(a)}
+                    >
+                      Evict
+                    </button>
+                  )}
                 </td>
               </tr>
             );

@@ -1,0 +1,136 @@
+// The operator's hands: release a lease whoever holds it, evict an agent. Each asks first (an
+// in-page confirmation saying what will happen), then calls the hub (OpsService) and says what
+// it did or why it refused. The views show the outcome as the stream brings it.
+import { useMemo, useState } from "preact/hooks";
+import { ConnectError } from "@connectrpc/connect";
+import type { Lease } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import type { Agent } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import "./hands.css";
+import { ConfirmDialog } from "./confirm.js";
+import { reasonOf } from "./live.js";
+import type { ProjectModel } from "./model.js";
+import { clientsFor, type Session } from "./session.js";
+
+/** What the views' buttons call. */
+export interface OperatorHands {
+  /** The page is live: what the rows show is current, so the buttons are enabled. */
+  ready: boolean;
+  release: (lease: Lease) => void;
+  evict: (agent: Agent) => void;
+}
+
+/** What the operator asked for, as the row showed it when they clicked. */
+type Ask = { kind: "release"; lease: Lease } | { kind: "evict"; agent: Agent };
+
+/** Why the hub refused an action, in words, with the hub's own message. */
+export function actionRefusal(e: unknown, ask: Ask): string {
+  if (!(e instanceof ConnectError)) return `The call failed: ${String(e)}`;
+  const reason = reasonOf(e);
+  const said = `The hub said: “${e.rawMessage}”.`;
+  if (reason === undefined) return `The hub could not be reached (${e.rawMessage}): nothing was changed.`;
+  if (ask.kind === "release") {
+    const name = ask.lease.name;
+    if (reason === "LEASE_SUPERSEDED") return `Not released: ${name} changed hands since token ${ask.lease.fencingToken} was shown, and only that token was to be released. ${said}`;
+    if (reason === "LEASE_NOT_FOUND") return `Not released: nobody holds ${name} any more. ${said}`;
+  }
+  if (reason === "TARGET_NOT_FOUND") return `Not evicted: the hub knows no such agent in this project. ${said}`;
+  if (reason === "INVALID_AUTH") return `The hub refused this token for that: it is neither the admin token nor this project's. ${said}`;
+  return `The hub refused: ${e.rawMessage}`;
+}
+
+const list = (names: string[]) => [...names].sort().join(", ");
+
+function ReleaseText({ model, lease }: { model: ProjectModel; lease: Lease }) {
+  const waiters = model.waiters(model.leases.get(lease.name)?.lease ?? lease);
+  return (
+    <>
+      <p>
+        <strong>{lease.holderAgentName}</strong> holds it on fencing token <strong>{String(lease.fencingToken)}</strong> and loses it at
+        once: its next renew or release is refused.
+      </p>
+      <p>
+        {waiters.length > 0
+          ? `${waiters[0]!.agentName}, first of ${waiters.length} waiting, gets it on the next token.`
+          : "Nobody is waiting: the lease becomes free."}{" "}
+        If it changed hands since this token was shown, the hub refuses and nothing is released.
+      </p>
+    </>
+  );
+}
+
+function EvictText({ model, agent }: { model: ProjectModel; agent: Agent }) {
+  const held = model.leasesOf(agent.id).map((l) => l.name);
+  return (
+    <>
+      <p>It is marked offline at once and its key stops working: its calls and streams are refused.</p>
+      <p>
+        {held.length > 0 ? `Its leases (${list(held)}) are released, each to its first waiter on the next token.` : "It holds no lease."} Its
+        waiting acquires leave their queues; its messages stay, and it can register again under its name.
+      </p>
+    </>
+  );
+}
+
+/** The hands for one project's views, and what they put on screen (the dialog, the outcome). */
+export function useOperatorHands(session: Session, model: ProjectModel) {
+  const ops = useMemo(() => clientsFor(session.token).ops, [session.token]);
+  const [ask, setAsk] = useState<Ask | undefined>();
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | undefined>();
+  const [notice, setNotice] = useState<string | undefined>();
+  const open = (a: Ask) => (setAsk(a), setError(undefined), setNotice(undefined));
+  const hands: OperatorHands = {
+    ready: model.link === "live",
+    release: (lease) => open({ kind: "release", lease }),
+    evict: (agent) => open({ kind: "evict", agent }),
+  };
+
+  const confirm = async () => {
+    if (!ask) return;
+    setBusy(true);
+    try {
+      if (ask.kind === "release") {
+        const { name, fencingToken } = ask.lease;
+        const r = await ops.forceReleaseLease({ project: model.project, name, fencingToken });
+        setNotice(
+          r.next
+            ? `Released ${name} (token ${fencingToken}): ${r.next.holderAgentName} holds it now, on token ${r.next.fencingToken}.`
+            : `Released ${name} (token ${fencingToken}): nobody was waiting, it is free.`,
+        );
+      } else {
+        const r = await ops.evictAgent({ project: model.project, agentId: ask.agent.id });
+        const released = r.releasedLeases.map((l) => l.name);
+        setNotice(`Evicted ${ask.agent.name}: offline, its key refused${released.length > 0 ? `; released ${list(released)}` : ""}.`);
+      }
+      setAsk(undefined);
+    } catch (e) {
+      setError(actionRefusal(e, ask));
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const close = () => (setAsk(undefined), setError(undefined));
+  const noticeLine = notice && (
+    <p id="notice" class="notice" role="status">
+      {notice}{" "}
+      <button type="button" class="quiet small" onClick={() => setNotice(undefined)}>
+        Dismiss
+      </button>
+    </p>
+  );
+  const dialog = ask && (
+    <ConfirmDialog
+      title={ask.kind === "release" ? `Release lease ${ask.lease.name}?` : `Evict agent ${ask.agent.name}?`}
+      action={ask.kind === "release" ? "Release" : "Evict"}
+      busyLabel={ask.kind === "release" ? "Releasing…" : "Evicting…"}
+      busy={busy}
+      error={error}
+      onConfirm={confirm}
+      onClose={close}
+    >
+      {ask.kind === "release" ? <ReleaseText model={model} lease={ask.lease} /> : <EvictText model={model} agent={ask.agent} />}
+    </ConfirmDialog>
+  );
+  return { hands, notice: noticeLine, dialog };
+}
