@@ -24,7 +24,10 @@ export interface HubConfig {
   databaseUrl: string | undefined;
   /** Connections the hub opens to PostgreSQL. */
   databasePoolSize: number;
-  /** JSON-lines log file; undefined (`KXM_LOG_PATH=-`) logs to stdout. */
+  /**
+   * JSON-lines log file; undefined (`KXM_LOG_PATH=-`) logs to stdout. loadConfig derives it from
+   * the data path unless it is set (defaultLogPathOf).
+   */
   logPath: string | undefined;
   /** Lowest level written: `debug` adds a `request_completed` line per call. */
   logLevel: LogLevel;
@@ -77,6 +80,7 @@ export const defaultConfig: HubConfig = {
   dataPath: path.join(".kxm", "state", "kxm.db"),
   databaseUrl: undefined,
   databasePoolSize: 10,
+  // The log of a hub with no SQLite file of its own (defaultLogPathOf).
   logPath: path.join(".kxm", "logs", "kxm-hub.jsonl"),
   logLevel: "info",
   staleAfterMs: 30_000,
@@ -166,6 +170,15 @@ function checkProjectTokenNames(tokens: Record<string, string>): void {
   }
 }
 
+/**
+ * The log file when KXM_LOG_PATH is not set: beside the SQLite file and named after it
+ * (`<data path>.log.jsonl`, as its lock is `<data path>.lock`), so two hubs on different data
+ * paths never write to one log. A hub with no file of its own (`:memory:`, PostgreSQL) logs to
+ * .kxm/logs/kxm-hub.jsonl.
+ */
+export const defaultLogPathOf = (c: Pick<HubConfig, "dataPath" | "databaseUrl">): string =>
+  c.databaseUrl !== undefined || c.dataPath === ":memory:" ? defaultConfig.logPath! : `${c.dataPath}.log.jsonl`;
+
 /** The stream keep-alive when KXM_STREAM_KEEPALIVE_MS is not set: 15 s, or half of stale-after. */
 export const defaultKeepAliveMs = (staleAfterMs: number) =>
   Math.min(defaultConfig.streamKeepAliveMs, Math.floor(staleAfterMs / 2));
@@ -212,7 +225,7 @@ const flags = {
     env: "KXM_LOG_PATH",
     value: "file",
     meaning: "JSON-lines log file; - writes the log to stdout",
-    default: defaultConfig.logPath!,
+    default: `<data path>.log.jsonl, ${defaultLogPathOf(defaultConfig)} with the default data path; ${defaultConfig.logPath} with :memory: or a database URL`,
   },
   "log-level": {
     env: "KXM_LOG_LEVEL",
@@ -337,7 +350,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   if (poolSize) c.databasePoolSize = int("KXM_DATABASE_POOL_SIZE", poolSize, 2, 1000);
   const logPath = get("log-path");
   // `-` is the container convention for standard output.
-  if (logPath) c.logPath = logPath.trim() === "-" ? undefined : logPath.trim();
+  c.logPath = !logPath ? defaultLogPathOf(c) : logPath.trim() === "-" ? undefined : logPath.trim();
   const level = get("log-level");
   if (level) {
     const l = level.trim().toLowerCase();

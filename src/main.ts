@@ -1,50 +1,67 @@
-import { backupCommand, raiseFenceCommand, restoreCommand } from "./cli/backup.js";
-import { serveCommand, serveHelp } from "./cli/serve.js";
+import { CommandError } from "./cli/command-error.js";
+import { hubVersion } from "./cli/version.js";
 import { ConfigError } from "./config.js";
 import { BackupError, StoreOpenError } from "./store/store.js";
 
 /**
  * The `kxm-hub` command (bin/kxm-hub.mjs runs this file): `serve` (also what plain `kxm-hub
- * [flags]` does), `backup`, `restore` and `raise-fence`. A refusal is one line `kxm-hub: <code>: <message>` on
- * stderr and exit code 1, never a stack trace.
+ * [flags]` does), `backup`, `restore`, `raise-fence` and `ops`. A refusal is one line
+ * `kxm-hub: <code>: <message>` on stderr and exit code 1 (`ops` has its own codes), never a stack
+ * trace.
  */
-const usage = `Usage: kxm-hub [serve] [flags]      start the hub (the default command)
+const usage = (serveHelp: string) => `Usage: kxm-hub [serve] [flags]      start the hub (the default command)
        kxm-hub backup --out <file>     copy a store, running or not, with a manifest
        kxm-hub restore --from <file>   restore a backup into a store no hub is using
        kxm-hub raise-fence --database-url <url>   after restoring a PostgreSQL database
+       kxm-hub ops leases|release-lease|evict --project <p> ...   an operator's hands on a running hub
        kxm-hub <command> --help        the command's flags and defaults
+       kxm-hub --version, -v           the version (package.json)
 
 ${serveHelp}`;
 
-const commands: Record<string, (argv: string[]) => Promise<void>> = {
-  serve: serveCommand,
-  backup: backupCommand,
-  restore: restoreCommand,
-  "raise-fence": raiseFenceCommand,
+type Command = (argv: string[]) => Promise<void>;
+
+/**
+ * Each command is loaded when it runs: the hub and its stores take seconds to load, and
+ * `--version` or an `ops` call (a plain fetch) should not wait for them.
+ */
+const commands: Record<string, () => Promise<Command>> = {
+  serve: async () => (await import("./cli/serve.js")).serveCommand,
+  backup: async () => (await import("./cli/backup.js")).backupCommand,
+  restore: async () => (await import("./cli/backup.js")).restoreCommand,
+  "raise-fence": async () => (await import("./cli/backup.js")).raiseFenceCommand,
+  ops: async () => (await import("./cli/ops.js")).opsCommand,
 };
+
+const printUsage = async () => process.stdout.write(`${usage((await import("./cli/serve.js")).serveHelp)}\n`);
 
 async function main(argv: string[]): Promise<void> {
   const [first, ...rest] = argv;
   if (first === undefined || first.startsWith("-")) {
     if (first === "--help" || first === "-h") {
-      process.stdout.write(`${usage}\n`);
+      await printUsage();
       return;
     }
-    return serveCommand(argv);
+    if (first === "--version" || first === "-v") {
+      process.stdout.write(`${hubVersion()}\n`);
+      return;
+    }
+    return (await commands.serve!())(argv);
   }
   if (first === "help") {
-    process.stdout.write(`${usage}\n`);
+    await printUsage();
     return;
   }
-  const command = commands[first];
-  if (!command) throw new ConfigError("invalid_config", `unknown command ${JSON.stringify(first)}; see kxm-hub --help`);
-  return command(rest);
+  const load = commands[first];
+  if (!load) throw new ConfigError("invalid_config", `unknown command ${JSON.stringify(first)}; see kxm-hub --help`);
+  return (await load())(rest);
 }
 
-/** The code and message of a refusal; undefined for anything unexpected (a bug). */
-function refusalOf(e: unknown): { code: string; message: string } | undefined {
+/** The code, message and exit code of a refusal; undefined for anything unexpected (a bug). */
+function refusalOf(e: unknown): { code: string; message: string; exitCode: number } | undefined {
+  if (e instanceof CommandError) return { code: e.code, message: e.message, exitCode: e.exitCode };
   if (e instanceof ConfigError || e instanceof StoreOpenError || e instanceof BackupError) {
-    return { code: e.code, message: e.message };
+    return { code: e.code, message: e.message, exitCode: 1 };
   }
   return undefined;
 }
@@ -55,6 +72,7 @@ main(process.argv.slice(2)).catch((e: unknown) => {
     ? `kxm-hub: ${refusal.code}: ${refusal.message}\n`
     : `kxm-hub: internal_error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`;
   // Exit only once the line is out: stderr may be a pipe.
-  process.exitCode = 1;
-  process.stderr.write(line, () => process.exit(1));
+  const exitCode = refusal?.exitCode ?? 1;
+  process.exitCode = exitCode;
+  process.stderr.write(line, () => process.exit(exitCode));
 });

@@ -1,9 +1,9 @@
-import fs from "node:fs";
 import { parseArgs } from "node:util";
 import { systemClock } from "../clock.js";
 import { ConfigError, defaultConfig, flagHelp, isArgumentError, postgresUrl, redactedDatabaseUrl, type FlagDoc } from "../config.js";
 import { backupTo, manifestPathOf, maxFenceMargin, restoreFrom } from "../store/sqlite/backup.js";
 import { PostgresStore } from "../store/postgres/postgres-store.js";
+import { hubVersion } from "./version.js";
 
 /**
  * `kxm-hub backup` and `kxm-hub restore` (README "Backup and restore"). The store does the work
@@ -113,11 +113,6 @@ const required = (value: string | undefined, flag: string) => {
   if (value === undefined) throw new ConfigError("invalid_config", `--${flag} is required`);
   return value;
 };
-
-function hubVersion(): string {
-  const pkg = JSON.parse(fs.readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
-  return pkg.version;
-}
 
 /** backup and restore copy a SQLite file; hubs on PostgreSQL are backed up with its own tools. */
 function refusePostgres(command: string): void {

@@ -62,18 +62,28 @@ export async function serveCommand(argv: string[]): Promise<void> {
     undoLog();
     throw listenRefusal(e, config);
   }
-  if (!config.authToken) process.stderr.write("warning: no KXM_AUTH_TOKEN; loopback callers are trusted as admin\n");
-  // A database URL is shown without its password.
-  const storage = config.databaseUrl ? redactedDatabaseUrl(config.databaseUrl) : config.dataPath;
-  process.stdout.write(`kxm hub listening at ${url}; storage=${storage}; auth=${config.authToken ? "token" : "none"}\n`);
-  hub.observer.log("hub_started", { url, storage });
+  // The handlers stay installed and a second signal is ignored: Ctrl-C under `npm start` reaches
+  // the hub twice (the terminal signals the whole process group, and npm forwards its own copy),
+  // and the default action of that second SIGINT would cut the graceful stop short. The stop is
+  // bounded anyway (shutdownGraceMs); SIGKILL remains for an operator who will not wait.
+  let stopping = false;
   const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
     hub.observer.log("hub_stopping", { signal });
     hub.close().then(
       () => process.exit(0),
       () => process.exit(1),
     );
   };
-  process.once("SIGINT", () => stop("SIGINT"));
-  process.once("SIGTERM", () => stop("SIGTERM"));
+  // Installed before the start-up line: a supervisor may signal as soon as it reads it, and a
+  // signal with no handler yet would kill the hub outright (its buffered log lines lost with it).
+  // A signal's handler runs on a later tick, so hub_started is still logged before hub_stopping.
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  if (!config.authToken) process.stderr.write("warning: no KXM_AUTH_TOKEN; loopback callers are trusted as admin\n");
+  // A database URL is shown without its password.
+  const storage = config.databaseUrl ? redactedDatabaseUrl(config.databaseUrl) : config.dataPath;
+  process.stdout.write(`kxm hub listening at ${url}; storage=${storage}; auth=${config.authToken ? "token" : "none"}\n`);
+  hub.observer.log("hub_started", { url, storage });
 }

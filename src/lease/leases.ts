@@ -250,13 +250,10 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const name = leaseName(input.name);
       const token = input.fencingToken === undefined ? undefined : fencingToken(input.fencingToken);
       const r = await store.decideLease({ project, name }, (cur, nowMs, waiters) => decideForceRelease(cur, { name, fencingToken: token, nowMs }, waiters));
+      // The handover to a waiter is counted and logged by the waiting call it answers.
       observer.count("leasesReleased");
       const l = r.released;
       observer.log("lease_force_released", { resource: l.resource, project, agentId: l.holderAgentId, fencingToken: l.fencingToken, by: "operator" });
-      if (r.next) {
-        observer.count("leasesGranted");
-        observer.log("lease_acquired", { resource: l.resource, project, agentId: r.next.holderAgentId, fencingToken: r.next.fencingToken, expiresAt: new Date(r.next.expiresAtMs).toISOString() });
-      }
       return { lease: r.released, ...(r.next && { next: r.next }) };
     },
 

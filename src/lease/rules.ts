@@ -171,10 +171,10 @@ export function decideWaiting(
   waiters: LeaseWaiter[],
 ): LeaseDecision<LeaseAnswer | { kind: "gone" }> {
   const held = heldLease(current);
-  const queued = waiters.some((w) => w.id === req.id);
+  const inQueue = waiters.some((w) => w.id === req.id);
   const live = held && !isLapsed(held, req.nowMs);
-  if (!queued) {
-    if (live && held.holderAgentId === req.holder.agentId) return { result: { kind: "granted", lease: held } };
+  if (!inQueue) {
+    if (live && held.holderAgentId === req.holder.agentId) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
     return { result: { kind: "gone" } };
   }
   if (live) return { result: { kind: "queued", lease: held } };
@@ -205,7 +205,7 @@ export function decideLeaving(
     return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: { kind: "left" } };
   }
   if (!held || held.holderAgentId !== req.holder.agentId || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
-  if (!req.clientGone) return { result: { kind: "granted", lease: held } };
+  if (!req.clientGone) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
   const d = decideRelease(current, { name: req.name, holder: req.holder, fencingToken: held.fencingToken }, waiters, req.nowMs);
   return { ...d, result: { kind: "left" } };
 }
@@ -282,4 +282,18 @@ export function decideForceRelease(
   if (req.fencingToken !== undefined && held.fencingToken !== req.fencingToken) throw errors.leaseSuperseded(req.name, held);
   const { decision, next } = releasing(held, "force_released", waiters, req.nowMs);
   return { ...decision, result: { released: decision.result.lease, ...(next && { next }) } };
+}
+
+/**
+ * An agent's instance ends (eviction, takeover) while it waits for a lease another agent holds:
+ * its calls leave the queue, and watchers (and the waiting calls themselves, which then find
+ * their agent's key changed) are told.
+ */
+export function decideDropWaiters(current: LeaseRow | undefined, req: { agentId: string; nowMs: number }, waiters: LeaseWaiter[]): LeaseDecision<undefined> {
+  const remove = waiters.filter((w) => w.agentId === req.agentId).map((w) => w.id);
+  if (remove.length === 0) return { result: undefined };
+  const held = heldLease(current);
+  const queue = { remove };
+  if (!held || isLapsed(held, req.nowMs)) return { queue, result: undefined };
+  return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: undefined };
 }

@@ -20,11 +20,20 @@ function json(res: Res, status: number, body: unknown) {
 }
 
 /**
- * `/health`, `/ready` (never rate limited, no auth) and `/metrics` (admin). Answers and returns
- * true when the path is one of them; throws invalid_auth for a non-admin `/metrics`.
+ * `/health`, `/ready` (never rate limited, no auth), `/metrics` (admin) and `/favicon.ico`.
+ * Answers and returns true when the path is one of them; throws invalid_auth for a non-admin
+ * `/metrics`.
  */
 export function createOpsRoutes(deps: { store: HubStore; metrics: Metrics; authenticator: Authenticator }) {
   return async function handleOps(req: Req, res: Res, pathname: string): Promise<boolean> {
+    if (pathname === "/favicon.ico" && (req.method === "GET" || req.method === "HEAD")) {
+      // Browsers ask for it on every visit to any page of the hub (the operator page, /metrics):
+      // the hub has no icon, and says so without a route_not_found that would be logged and
+      // counted in kxm_errors_total each time. Cached for a day, so they stop asking.
+      res.writeHead(204, { "cache-control": "public, max-age=86400" });
+      res.end();
+      return true;
+    }
     if (req.method !== "GET") return false;
     if (pathname === "/health") {
       json(res, 200, { ok: true, agents: await deps.store.countOnlineAgents() });

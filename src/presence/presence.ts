@@ -4,7 +4,7 @@ import { errors } from "../errors.js";
 import { newId, sha256Hex } from "../ids.js";
 import type { Observer } from "../observe.js";
 import type { LeaseView } from "../errors.js";
-import { decideForceRelease } from "../lease/rules.js";
+import { decideDropWaiters, decideForceRelease } from "../lease/rules.js";
 import type { AgentRow, ChangeRead, HeldResource, HubStore, RuntimeRow, StreamChange } from "../store/store.js";
 import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
 
@@ -52,15 +52,17 @@ const defaultPurpose = "General-purpose agent";
 
 /**
  * An instance of an agent ends (takeover, eviction): every lease it holds is released the way an
- * operator releases one (its token stays as the floor; the first waiter gets the next token), all
- * in the decision that ends it.
+ * operator releases one (its token stays as the floor; the first waiter gets the next token), and
+ * its waiting acquires leave their queues, all in the decision that ends it.
  */
-function releaseHeld(held: HeldResource[], nowMs: number) {
+function releaseHeld(agentId: string, resources: HeldResource[], nowMs: number) {
   const released: LeaseView[] = [];
-  const leases = held.map(({ lease, waiters }) => {
+  const leases = resources.map(({ lease, waiters }) => {
+    const key = { project: lease.project, name: lease.name };
+    if (lease.holderAgentId !== agentId) return { key, decision: decideDropWaiters(lease, { agentId, nowMs }, waiters) };
     const decision = decideForceRelease(lease, { name: lease.name, nowMs }, waiters);
     released.push(decision.result.released);
-    return { key: { project: lease.project, name: lease.name }, decision };
+    return { key, decision };
   });
   return { leases, released };
 }
@@ -147,12 +149,11 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
         ? // The old instance's key, leases and queued acquires end in the registration's transaction.
           await store.decideAgentLeases({ project, nameKey: name.toLowerCase() }, (existing, held, nowMs) => {
             const agent = registered(existing, nowMs);
-            const { leases, released } = releaseHeld(held, nowMs);
+            const { leases, released } = releaseHeld(agent.id, held, nowMs);
             return {
               write: agent,
               change: change({ agent: view(agent, nowMs) }),
               leases,
-              dropWaiters: true,
               result: { agent, resumed: existing !== undefined, nowMs, takenOver: existing?.online === true, released },
             };
           })
@@ -179,8 +180,8 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
         // Another project's agent is as unknown here as one that never was.
         if (!cur || cur.project !== project) throw errors.targetNotFound(id);
         const agent: AgentRow = { ...cur, online: false, keyHash: sha256Hex(newId("key")) };
-        const { leases, released } = releaseHeld(held, nowMs);
-        return { write: agent, change: change({ agent: view(agent, nowMs) }), leases, dropWaiters: true, result: { agent, released, nowMs } };
+        const { leases, released } = releaseHeld(agent.id, held, nowMs);
+        return { write: agent, change: change({ agent: view(agent, nowMs) }), leases, result: { agent, released, nowMs } };
       });
       observer.log("agent_evicted", { ...logFields(agent), releasedLeases: released.length });
       for (const l of released) logForceRelease(l, "eviction");

@@ -258,7 +258,10 @@ export interface LeaseDecision<T> extends Decision<LeaseRow, T> {
   queue?: { add?: LeaseWaiter; remove?: string[] };
 }
 
-/** A lease an agent holds (lapsed or not), with its resource's queue: what ending an agent's leases decides on. */
+/**
+ * A lease an agent holds (lapsed or not) or waits for, with its resource's queue: what ending an
+ * agent's instance decides on.
+ */
 export interface HeldResource {
   lease: LeaseRow;
   waiters: LeaseWaiter[];
@@ -271,8 +274,6 @@ export interface HeldResource {
 export interface AgentLeasesDecision<T> extends Decision<AgentRow, T> {
   /** Each on a lease it was shown (checked), with its queue changes and its changes for watchers. */
   leases?: { key: LeaseKey; decision: LeaseDecision<unknown> }[];
-  /** Takes the agent's waiting acquires out of every queue of its project. */
-  dropWaiters?: boolean;
 }
 
 /** A sweep's change for each row it updates, made from the row and the sweep's time. */
@@ -356,8 +357,8 @@ export interface HubStore {
   ): Promise<T>;
   /**
    * One decision on an agent, found by id or by (project, case-folded name), and on every lease
-   * naming it as holder (each with its queue), all in one transaction: nobody can renew, be
-   * granted or queue behind those leases in between.
+   * naming it as holder or in its queue (each with its queue), all in one transaction: nobody can
+   * renew, be granted or queue behind those leases in between.
    */
   decideAgentLeases<T>(
     find: { agentId: string } | { project: string; nameKey: string },

@@ -242,7 +242,7 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.decideLease({ project: "p", name: "free" }, () => ({ write: lease({ project: "p", name: "free" }, 4, null), change: recorded, result: 0 }));
       await store.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: recorded, result: 0 }));
       const snap = await store.leaseSnapshot("p", 5_000);
-      expect(snap).toEqual({ head: 3, leases: [lease(x, 1)] });
+      expect(snap).toEqual({ head: 3, leases: [lease(x, 1)], waiters: [] });
       await store.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: 1 }, result: 0 }));
       await store.decideRuntime("p", "rtm_one", () => ({ write: { project: "p", runtimeId: "rtm_one", registeredAtMs: 1, heartbeatAtMs: 2 }, result: 0 }));
       expect(await store.presenceSnapshot("p")).toEqual({

@@ -50,6 +50,8 @@ describe("buildRestRoutes", () => {
       "GET /v1/watch/messages WatchOpenMessages body= (events)",
       "GET /v1/watch/runs WatchRuns body= (events)",
       "GET /v1/watch/project WatchProject body= (events)",
+      "POST /v1/ops/projects/{project}/leases/{name}/release ForceReleaseLease body=*",
+      "DELETE /v1/ops/projects/{project}/agents/{agent_id} EvictAgent body=",
     ]);
     expect(routes.every((r) => ALL.includes(r.service))).toBe(true);
   });

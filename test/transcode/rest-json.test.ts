@@ -205,7 +205,9 @@ describe("toRestJson", () => {
         fencingToken: 42,
         acquiredAt: "2026-01-01T00:00:00.000Z",
         expiresAt: "2026-01-01T00:05:00.500Z",
+        waiters: [],
       },
+      waitedMs: 0,
     });
   });
 

@@ -477,9 +477,15 @@ export class PostgresStore implements HubStore {
           ? await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [find.agentId])
           : await tx.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [find.project, find.nameKey])
       ).rows;
-      // Its leases, locked in name order like any decision on them, then their queues.
+      // The leases it holds or waits for, locked in name order, then their queues.
       const rows = r
-        ? (await tx.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND holder_agent_id = $2 ORDER BY name FOR UPDATE", [r.project, r.id])).rows
+        ? (
+            await tx.query<LeaseDb>(
+              `SELECT * FROM leases WHERE project = $1 AND (holder_agent_id = $2
+                 OR name IN (SELECT name FROM lease_waiters WHERE project = $1 AND agent_id = $2)) ORDER BY name FOR UPDATE`,
+              [r.project, r.id],
+            )
+          ).rows
         : [];
       const nowMs = await this.decisionTime(tx);
       const held: HeldResource[] = [];
@@ -494,7 +500,6 @@ export class PostgresStore implements HubStore {
         if (!row) throw new Error(`an agent decision tried to decide lease ${JSON.stringify(key)}, which it was not shown`);
         await this.applyLease(tx, key, row, row, decision, record, nowMs);
       }
-      if (d.dropWaiters && r) await tx.query("DELETE FROM lease_waiters WHERE project = $1 AND agent_id = $2", [r.project, r.id]);
       return d.result;
     });
   }

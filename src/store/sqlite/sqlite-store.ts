@@ -193,8 +193,10 @@ export class SqliteStore implements HubStore {
       ),
       clearWaiters: db.prepare("DELETE FROM lease_waiters"),
       waitersOfProject: db.prepare<[string], WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = ? ORDER BY name, seq"),
-      dropWaitersOf: db.prepare("DELETE FROM lease_waiters WHERE project = ? AND agent_id = ?"),
-      leasesHeldBy: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND holder_agent_id = ? ORDER BY name"),
+      leasesOfAgent: db.prepare<{ project: string; agent: string }, LeaseDb>(
+        `SELECT * FROM leases WHERE project = @project AND (holder_agent_id = @agent
+           OR name IN (SELECT name FROM lease_waiters WHERE project = @project AND agent_id = @agent)) ORDER BY name`,
+      ),
       forgettable: db.prepare<[number, number], AgentDb>(
         `SELECT * FROM agents a WHERE online = 0 AND last_seen_at <= ?
            AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = a.id OR m.from_id = a.id))
@@ -489,7 +491,7 @@ export class SqliteStore implements HubStore {
     return this.changeTx((record) => {
       const r = "agentId" in find ? this.q.agentById.get(find.agentId) : this.q.agentByName.get(find.project, find.nameKey);
       const nowMs = this.clock.now();
-      const rows = r ? this.q.leasesHeldBy.all(r.project, r.id) : [];
+      const rows = r ? this.q.leasesOfAgent.all({ project: r.project, agent: r.id }) : [];
       const held = rows.map((l) => ({ lease: leaseFromDb(l), waiters: this.q.waiters.all(l.project, l.name).map(waiterFromDb) }));
       const d = decide(r && agentFromDb(r), held, nowMs);
       if (d.write) this.writeAgent(d.write);
@@ -501,7 +503,6 @@ export class SqliteStore implements HubStore {
         if (!row) throw new Error(`an agent decision tried to decide lease ${JSON.stringify(key)}, which it was not shown`);
         this.applyLease(key, row, decision, record, nowMs);
       }
-      if (d.dropWaiters && r) this.q.dropWaitersOf.run(r.project, r.id);
       return d.result;
     });
   }

@@ -1,0 +1,62 @@
+/**
+ * What `kxm-hub ops` prints by default: a summary for a person, built from the hub's REST JSON
+ * (`--json` prints that JSON instead). Times are the hub's, as it sent them (ISO 8601, UTC): the
+ * operator's clock may differ, so nothing here is computed from the local time.
+ */
+
+export interface LeaseJson {
+  project: string;
+  name: string;
+  holderAgentId: string;
+  holderAgentName: string;
+  fencingToken: number | string;
+  expiresAt?: string;
+  waiters?: { agentId: string; agentName: string; since?: string; waitUntil?: string }[];
+}
+
+export interface AgentJson {
+  id: string;
+  name: string;
+  project: string;
+  presence?: string;
+}
+
+const who = (name: string, id: string) => `${name} (${id})`;
+
+/** One row per lease (name, holder, token, expiry, waiters), each waiter on a line below it. */
+export function leasesText(project: string, leases: LeaseJson[]): string {
+  if (leases.length === 0) return `no live leases in project ${project}\n`;
+  const rows = [
+    ["NAME", "HOLDER", "TOKEN", "EXPIRES", "WAITERS"],
+    ...leases.map((l) => [l.name, who(l.holderAgentName, l.holderAgentId), String(l.fencingToken), l.expiresAt ?? "-", String(l.waiters?.length ?? 0)]),
+  ];
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const out = [line(rows[0]!)];
+  leases.forEach((l, i) => {
+    out.push(line(rows[i + 1]!));
+    for (const [n, w] of (l.waiters ?? []).entries()) {
+      out.push(`  waiter ${n + 1}: ${who(w.agentName, w.agentId)} since ${w.since ?? "-"}, waits until ${w.waitUntil ?? "-"}`);
+    }
+  });
+  return `${out.join("\n")}\n`;
+}
+
+/** The lease as it was, and whom it went to in the same transaction, if anyone waited. */
+export function releasedText(answer: { lease: LeaseJson; next?: LeaseJson }): string {
+  const { lease, next } = answer;
+  const first = `released ${lease.name} in ${lease.project}: token ${lease.fencingToken}, held by ${who(lease.holderAgentName, lease.holderAgentId)}`;
+  const then = next
+    ? `granted to the first waiter, ${who(next.holderAgentName, next.holderAgentId)}: token ${next.fencingToken}, expires ${next.expiresAt ?? "-"}`
+    : "no one was waiting: it is free";
+  return `${first}\n${then}\n`;
+}
+
+/** The agent now offline, and the leases it lost. */
+export function evictedText(answer: { agent: AgentJson; releasedLeases?: LeaseJson[] }): string {
+  const { agent, releasedLeases = [] } = answer;
+  const first = `evicted ${who(agent.name, agent.id)} from ${agent.project}: ${agent.presence ?? "offline"}, its key is refused from now on`;
+  const leases = releasedLeases.map((l) => `${l.name} (token ${l.fencingToken})`);
+  const then = leases.length === 0 ? "it held no leases" : `released ${leases.length === 1 ? "1 lease" : `${leases.length} leases`}: ${leases.join(", ")}`;
+  return `${first}\n${then}\n`;
+}
