@@ -36,6 +36,21 @@ export interface WatchDeps {
   maxBuffered: number;
 }
 
+/** Where a watch stream's snapshot and changes come from. */
+interface WatchSource<S, E> {
+  bus: Bus<E>;
+  snapshot: (project: string) => Promise<{ snapshot: S; cursor: number }>;
+  read: (project: string, after: number, limit: number) => Promise<ChangePage<E>>;
+  /** An agent watching its own project counts as active on each keep-alive. */
+  agentsActive?: boolean;
+}
+
+/** How a watch stream's snapshot and changes become frames. */
+interface WatchFrames<S, E, F> {
+  snapshot: (s: S, cursor: bigint, at: Timestamp) => F;
+  change: (e: E) => F | F[];
+}
+
 /** The project a watcher sees: an agent's own; a token caller's named one. */
 function watchedProject(ctx: HandlerContext, requested: string): { project: string; agentId?: string } {
   const caller = callerOf(ctx);
@@ -129,14 +144,8 @@ export function createWatchHandlers(deps: WatchDeps) {
   async function* served<S, E extends { seq: number }, F>(
     ctx: HandlerContext,
     req: { project: string; afterCursor?: bigint },
-    source: {
-      bus: Bus<E>;
-      snapshot: (project: string) => Promise<{ snapshot: S; cursor: number }>;
-      read: (project: string, after: number, limit: number) => Promise<ChangePage<E>>;
-      /** An agent watching its own project counts as active on each keep-alive. */
-      agentsActive?: boolean;
-    },
-    frame: { snapshot: (s: S, cursor: bigint, at: Timestamp) => F; change: (e: E) => F | F[] },
+    source: WatchSource<S, E>,
+    frame: WatchFrames<S, E, F>,
     /** Ends the stream (default: the call's own signal). */
     signal: AbortSignal = ctx.signal,
   ) {
@@ -182,13 +191,8 @@ export function createWatchHandlers(deps: WatchDeps) {
     project: string,
     agentId: string | undefined,
     req: { afterCursor?: bigint },
-    source: {
-      bus: Bus<E>;
-      snapshot: (project: string) => Promise<{ snapshot: S; cursor: number }>;
-      read: (project: string, after: number, limit: number) => Promise<ChangePage<E>>;
-      agentsActive?: boolean;
-    },
-    frame: { snapshot: (s: S, cursor: bigint, at: Timestamp) => F; change: (e: E) => F | F[] },
+    source: WatchSource<S, E>,
+    frame: WatchFrames<S, E, F>,
     signal: AbortSignal,
   ) {
     const frames = watch({

@@ -19,6 +19,15 @@ export interface OperatorHands {
   evict: (agent: Agent) => void;
 }
 
+/** A row's action button (Release, Evict): enabled only while the page is live. */
+export function RowAction(p: { action: "release" | "evict"; label: string; hands: OperatorHands; onClick: () => void }) {
+  return (
+    <button type="button" class="row-action" data-action={p.action} aria-label={p.label} disabled={!p.hands.ready} onClick={p.onClick}>
+      {p.action === "release" ? "Release" : "Evict"}
+    </button>
+  );
+}
+
 /** What the operator asked for, as the row showed it when they clicked. */
 type Ask = { kind: "release"; lease: Lease } | { kind: "evict"; agent: Agent };
 

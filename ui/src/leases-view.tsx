@@ -1,7 +1,7 @@
 // The Leases view: each lease with its holder, fencing token, time left and the agents waiting
 // for it (first in line first), all on the hub clock; and the operator's Release per lease.
 import type { Lease } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
-import type { OperatorHands } from "./actions.js";
+import { RowAction, type OperatorHands } from "./actions.js";
 import { countdown, span, when } from "./format.js";
 import { msOf } from "./live.js";
 import { leaseEnded, type LeaseRow, type ProjectModel } from "./model.js";
@@ -60,18 +60,7 @@ function LeaseLine({ model, row, now, hands }: { model: ProjectModel; row: Lease
         {leaseEnded(row) ? "" : <Waiters model={model} lease={lease} now={now} />}
       </td>
       <td data-label="" class="actions">
-        {!leaseEnded(row) && (
-          <button
-            type="button"
-            class="row-action"
-            data-action="release"
-            aria-label={`Release ${lease.name}`}
-            disabled={!hands.ready}
-            onClick={() => hands.release(lease)}
-          >
-            Release
-          </button>
-        )}
+        {!leaseEnded(row) && <RowAction action="release" label={`Release ${lease.name}`} hands={hands} onClick={() => hands.release(lease)} />}
       </td>
     </tr>
   );

@@ -2,7 +2,7 @@
 import { Delivery, MessageStatus } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import type { ProjectSummary } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { PresenceState } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
-import type { OperatorHands } from "./actions.js";
+import { RowAction, type OperatorHands } from "./actions.js";
 import { countdown, span, when } from "./format.js";
 import { msOf } from "./live.js";
 import type { ProjectModel, RuntimeRow } from "./model.js";
@@ -97,18 +97,7 @@ export function AgentsView({ model, hands }: { model: ProjectModel; hands: Opera
                   {a.purpose}
                 </td>
                 <td data-label="" class="actions">
-                  {state !== "offline" && (
-                    <button
-                      type="button"
-                      class="row-action"
-                      data-action="evict"
-                      aria-label={`Evict ${a.name}`}
-                      disabled={!hands.ready}
-                      onClick={() => hands.evict(a)}
-                    >
-                      Evict
-                    </button>
-                  )}
+                  {state !== "offline" && <RowAction action="evict" label={`Evict ${a.name}`} hands={hands} onClick={() => hands.evict(a)} />}
                 </td>
               </tr>
             );
