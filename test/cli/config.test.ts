@@ -1,3 +1,4 @@
+import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConfigError, isLoopback, loadConfig, redactedDatabaseUrl } from "../../src/config.js";
 
@@ -86,6 +87,20 @@ describe("configuration", () => {
     expect(loadConfig([], { KXM_LOG_PATH: "-" }).logPath).toBeUndefined();
     expect(loadConfig(["--log-path", "-"], {}).logPath).toBeUndefined();
     expect(loadConfig([], { KXM_LOG_PATH: "./-x" }).logPath).toBe("./-x");
+  });
+
+  it("logs beside the data file unless KXM_LOG_PATH is set, so hubs on different data paths never share a log", () => {
+    expect(loadConfig([], {}).logPath).toBe(path.join(".kxm", "state", "kxm.db.log.jsonl"));
+    const a = loadConfig(["--data-path", "one/kxm.db"], {}).logPath;
+    const b = loadConfig([], { KXM_DATA_PATH: "two/kxm.db" }).logPath;
+    expect([a, b]).toEqual(["one/kxm.db.log.jsonl", "two/kxm.db.log.jsonl"]);
+    // KXM_LOG_PATH still wins, `-` included.
+    expect(loadConfig(["--data-path", "one/kxm.db"], { KXM_LOG_PATH: "hub.jsonl" }).logPath).toBe("hub.jsonl");
+    expect(loadConfig(["--data-path", "one/kxm.db", "--log-path", "-"], {}).logPath).toBeUndefined();
+    // No file of its own: the checkout's shared log, as before.
+    const shared = path.join(".kxm", "logs", "kxm-hub.jsonl");
+    expect(loadConfig([], { KXM_DATA_PATH: ":memory:" }).logPath).toBe(shared);
+    expect(loadConfig([], { KXM_DATABASE_URL: "postgres://hub:s3cret@db.example:5432/kxm" }).logPath).toBe(shared);
   });
 
   it("refuses an unknown flag as invalid_config", () => {
