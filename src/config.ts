@@ -36,6 +36,10 @@ export interface HubConfig {
   messageRetentionMs: number;
   /** Offline agents that nothing open names are forgotten after this long. */
   agentRetentionMs: number;
+  /** MCP sessions open at once (`/mcp`). */
+  mcpMaxSessions: number;
+  /** An MCP session unused this long is closed. */
+  mcpSessionIdleMs: number;
   cleanupIntervalMs: number;
   shutdownGraceMs: number;
   /** false disables rate limiting. */
@@ -87,6 +91,8 @@ export const defaultConfig: HubConfig = {
   messageTtlMs: 86_400_000,
   messageRetentionMs: 604_800_000,
   agentRetentionMs: 2_592_000_000,
+  mcpMaxSessions: 1_000,
+  mcpSessionIdleMs: 1_800_000,
   cleanupIntervalMs: 10_000,
   shutdownGraceMs: 5_000,
   rateLimit: { windowMs: 60_000, maxRequests: 600 },
@@ -257,6 +263,18 @@ const flags = {
     meaning: "offline agents with no open message and no live lease are forgotten after this long, >= 60000",
     default: String(defaultConfig.agentRetentionMs),
   },
+  "mcp-max-sessions": {
+    env: "KXM_MCP_MAX_SESSIONS",
+    value: "n",
+    meaning: "MCP sessions open at once, 1..100000",
+    default: String(defaultConfig.mcpMaxSessions),
+  },
+  "mcp-session-idle-ms": {
+    env: "KXM_MCP_SESSION_IDLE_MS",
+    value: "ms",
+    meaning: "an MCP session unused this long is closed, >= 10000",
+    default: String(defaultConfig.mcpSessionIdleMs),
+  },
   "rate-limit-max": {
     env: "KXM_RATE_LIMIT_MAX",
     value: "n",
@@ -363,6 +381,10 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   if (ttl) c.messageTtlMs = int("KXM_MESSAGE_TTL_MS", ttl, 1_000);
   const retention = get("message-retention-ms");
   if (retention) c.messageRetentionMs = int("KXM_MESSAGE_RETENTION_MS", retention, 1_000);
+  const mcpSessions = get("mcp-max-sessions");
+  if (mcpSessions) c.mcpMaxSessions = int("KXM_MCP_MAX_SESSIONS", mcpSessions, 1);
+  const mcpIdle = get("mcp-session-idle-ms");
+  if (mcpIdle) c.mcpSessionIdleMs = int("KXM_MCP_SESSION_IDLE_MS", mcpIdle, 10_000);
   const agentRetention = get("agent-retention-ms");
   if (agentRetention) c.agentRetentionMs = int("KXM_AGENT_RETENTION_MS", agentRetention, 60_000);
   const max = get("rate-limit-max");
@@ -415,6 +437,8 @@ export function validateConfig(c: HubConfig): HubConfig {
   if (c.messageTtlMs < 1_000) throw new ConfigError("invalid_config", "messageTtlMs must be >= 1000");
   if (c.messageRetentionMs < 1_000) throw new ConfigError("invalid_config", "messageRetentionMs must be >= 1000");
   if (c.agentRetentionMs < 60_000) throw new ConfigError("invalid_config", "agentRetentionMs must be >= 60000");
+  if (c.mcpMaxSessions < 1 || c.mcpMaxSessions > 100_000) throw new ConfigError("invalid_config", "mcpMaxSessions must be 1..100000");
+  if (c.mcpSessionIdleMs < 10_000) throw new ConfigError("invalid_config", "mcpSessionIdleMs must be >= 10000");
   if (c.streamKeepAliveMs >= c.staleAfterMs) {
     // An open stream keeps its agent online through its keep-alives.
     throw new ConfigError(

@@ -38,6 +38,8 @@ import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
 import { createRestFace } from "./transcode/rest-face.js";
+import { createMcpFace } from "./mcp/face.js";
+import { hubVersion } from "./cli/version.js";
 
 export interface HubOverrides {
   clock?: Clock;
@@ -186,6 +188,17 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     shutdownSignal: shutdown.signal,
   });
   const page = loadOperatorPage();
+  // The MCP face (`/mcp`): tool calls reach the same implementations through the same interceptors.
+  const mcp = createMcpFace({
+    call: inProcess,
+    limiter,
+    clock,
+    observer,
+    maxBodyBytes: config.maxBodyBytes,
+    maxSessions: config.mcpMaxSessions,
+    idleMs: config.mcpSessionIdleMs,
+    version: hubVersion(),
+  });
   const handler = createHttpHandler({
     routes: serviceRoutes,
     interceptors,
@@ -197,6 +210,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     observer,
     ops: createOpsRoutes({ store, metrics, authenticator }),
     ...(page && { page }),
+    mcp: mcp.handle,
     rest,
   });
   const dual = createDualServer(handler, rest.rawRefusal);
@@ -211,6 +225,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     observer,
     intervalMs: config.cleanupIntervalMs,
     agentRetentionMs: config.agentRetentionMs,
+    expireIdleSessions: mcp.expireIdle,
   });
 
   // A restart makes everybody offline until they call again. Not with replicas: the others still
@@ -254,6 +269,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
         await sweeper.stop();
         // Streams end with `unavailable` and new calls are refused, on every connection.
         shutdown.abort(toConnectError(errors.hubShuttingDown()));
+        await mcp.close();
         const listening = dual.server.listening;
         dual.closeGracefully();
         let forced = false;

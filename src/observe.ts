@@ -24,9 +24,10 @@ export type CounterName =
 /**
  * Which part of the port answered a request: `rpc` (Connect, gRPC, gRPC-Web on an RPC path),
  * `rest` (the `/v1/...` face, unmatched paths included), or `http` (refused before either face
- * took it: a request target that is no path, CONNECT, a parser refusal, an ops route refusal).
+ * took it: a request target that is no path, CONNECT, a parser refusal, an ops route refusal), or
+ * `mcp` (a tool call, or the registration of an MCP session's agent, at `/mcp`).
  */
-export type Face = "rpc" | "rest" | "http";
+export type Face = "rpc" | "rest" | "http" | "mcp";
 
 /** One finished request, reported exactly once by the face that answered it. */
 export interface CallReport {

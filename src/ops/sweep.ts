@@ -17,6 +17,8 @@ export interface SweepDeps {
   intervalMs: number;
   /** Offline agents that nothing open names are forgotten after this long. */
   agentRetentionMs: number;
+  /** Closes the MCP sessions idle past their limit. */
+  expireIdleSessions?: () => Promise<number>;
 }
 
 /**
@@ -24,7 +26,7 @@ export interface SweepDeps {
  * (messages, then leases, then watch changes), then the offline agents past their retention
  * (after the messages naming them were purged), rate buckets. `runNow` is what tests call instead of waiting.
  */
-export function createSweeper({ presence, leases, messages, purgeChanges, limiter, clock, observer, intervalMs, agentRetentionMs }: SweepDeps) {
+export function createSweeper({ presence, leases, messages, purgeChanges, limiter, clock, observer, intervalMs, agentRetentionMs, expireIdleSessions }: SweepDeps) {
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
 
@@ -35,6 +37,7 @@ export function createSweeper({ presence, leases, messages, purgeChanges, limite
     await leases.purge();
     await purgeChanges();
     await presence.forgetOffline(agentRetentionMs);
+    await expireIdleSessions?.();
     limiter.prune(clock.now());
   }
 

@@ -39,13 +39,15 @@ export interface HttpHandlerDeps {
   ops: (req: Req, res: Res, pathname: string) => Promise<boolean>;
   /** The operator page (`/` and its assets), when it is built. */
   page?: (req: Req, res: Res, pathname: string) => boolean;
+  /** The MCP face at `/mcp` (src/mcp). */
+  mcp?: (req: Req, res: Res) => Promise<void>;
   rest: RestFallback;
 }
 
 /**
  * Every request's path through the port: count it, CORS, then `/health` `/ready` `/metrics`,
- * then the RPC paths (Connect, gRPC, gRPC-Web), then the operator page (`/`, `/assets/...`),
- * then the REST face for everything else.
+ * then the RPC paths (Connect, gRPC, gRPC-Web), then the MCP face (`/mcp`), then the operator
+ * page (`/`, `/assets/...`), then the REST face for everything else.
  * Nothing a request carries can throw out of here: a target that is not an origin-form path is
  * protocol_error, and anything unexpected is logged and answered 500 internal_error while the
  * process goes on (the last line of defence; nothing is meant to reach it).
@@ -95,6 +97,8 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     const requestId = requestIdOfRequest(req);
     res.setHeader("x-request-id", requestId);
     call.requestId = requestId;
+    // MCP exchanges are not calls themselves: each tool call is, reported by the MCP face.
+    if (target.pathname === "/mcp" && deps.mcp) return void deps.mcp(req, res);
     deps
       .ops(req, res, target.pathname)
       .then((answered) =>

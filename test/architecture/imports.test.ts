@@ -40,12 +40,14 @@ const allowed: Record<string, string[]> = {
   ops: ["ops", ...domain, "store", ...shared],
   server: ["server", ...domain, "events", "store", ...shared],
   transcode: ["transcode", "server", "auth", ...shared],
+  // The MCP face, like the REST face, calls the RPC handlers in-process and writes REST JSON.
+  mcp: ["mcp", "server", "transcode", "auth", ...shared],
   // The command line (serve, backup, restore, raise-fence) sits beside main.ts, above the
   // composition root: it starts the hub, backup/restore call the SQLite store's file operations
   // directly, and raise-fence the PostgreSQL store's fence step.
   cli: ["cli", "hub.ts", "ops", "store", "store/sqlite", "store/postgres", ...shared],
 };
-const connectUsers = new Set(["server", "transcode", "hub.ts"]);
+const connectUsers = new Set(["server", "transcode", "mcp", "hub.ts"]);
 
 describe("import direction", () => {
   const all = files(src);

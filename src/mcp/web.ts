@@ -1,0 +1,62 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { drained } from "../server/connect-stream.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+/**
+ * The MCP SDK's transport speaks the web's Request and Response; the hub's port speaks Node's
+ * HTTP/1.1 and HTTP/2 compatibility objects. This is the bridge, both ways. The body is never part
+ * of the Request: the face reads it (with the hub's size limit) and hands it over parsed.
+ */
+
+/** The request's method, URL and headers as a web Request (HTTP/2 pseudo-headers left out). */
+export function webRequestOf(req: Req, signal: AbortSignal): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (name.startsWith(":") || value === undefined) continue;
+    headers.set(name, Array.isArray(value) ? value.join(", ") : value);
+  }
+  const authority = req.headers.host ?? req.headers[":authority"];
+  return new Request(`http://${typeof authority === "string" && authority !== "" ? authority : "hub.internal"}${req.url ?? "/"}`, {
+    method: req.method ?? "GET",
+    headers,
+    signal,
+  });
+}
+
+/** Hop-by-hop headers: meaningless across the bridge, and refused by HTTP/2. */
+const hopByHop = new Set(["connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection"]);
+
+/**
+ * Writes a web Response to the Node response: its status and headers, then its body as it
+ * comes (an SSE stream stays open until the transport ends it or the client goes away, which
+ * cancels the body).
+ */
+export async function writeWebResponse(res: Res, response: Response): Promise<void> {
+  const head: Record<string, string> = {};
+  response.headers.forEach((value, name) => {
+    if (!hopByHop.has(name)) head[name] = value;
+  });
+  res.writeHead(response.status, head);
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  const reader = response.body.getReader();
+  const cancel = () => void reader.cancel().catch(() => undefined);
+  res.once("close", cancel);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (!(res as ServerResponse).write(value)) await drained(res);
+    }
+    res.end();
+  } catch {
+    res.destroy();
+  } finally {
+    res.off("close", cancel);
+  }
+}

@@ -1,0 +1,112 @@
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { describe, expect, it } from "vitest";
+import { startTestHub, type TestHub } from "../fixtures/hub.js";
+
+/**
+ * The MCP face through the official TypeScript SDK's client over Streamable HTTP: each client is
+ * one agent, named by its session's headers; the tools are the hub's RPCs as that agent.
+ */
+
+type Result = { isError?: boolean; structuredContent?: Record<string, any>; content: { type: string; text?: string }[] }; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+async function agent(t: TestHub, name: string, o: { project?: string; token?: string } = {}) {
+  const headers: Record<string, string> = { "x-kxm-project": o.project ?? "p", "x-kxm-agent": name };
+  if (o.token) headers.authorization = `Bearer ${o.token}`;
+  const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers } });
+  const client = new Client({ name: `test-${name}`, version: "1.0.0" });
+  await client.connect(transport);
+  const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: args }, undefined, { timeout: 90_000 })) as Result;
+  return { client, transport, call };
+}
+
+const tokenOf = (r: Result) => r.structuredContent?.lease?.fencingToken as number;
+
+describe("MCP face (official TypeScript client)", () => {
+  it("lists the tools with their schemas and annotations", async () => {
+    await using t = await startTestHub();
+    const a = await agent(t, "alpha");
+    const { tools } = await a.client.listTools();
+    expect(tools.map((x) => x.name).sort()).toEqual(
+      ["ack_message", "acquire_lease", "cancel_message", "get_lease", "get_message", "list_agents", "list_leases", "release_lease", "renew_lease", "reply_message", "send_message", "whoami"].sort(),
+    );
+    const acquire = tools.find((x) => x.name === "acquire_lease")!;
+    expect(acquire.inputSchema).toMatchObject({ type: "object", required: ["name"], properties: { name: { type: "string" }, ttl_ms: { type: "integer" }, wait_ms: { type: "integer" } } });
+    expect(acquire.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false });
+    expect(tools.find((x) => x.name === "get_lease")!.annotations).toMatchObject({ readOnlyHint: true });
+    // No tool takes an identity: the session is the agent.
+    for (const tool of tools) expect(Object.keys((tool.inputSchema as { properties?: object }).properties ?? {})).not.toContain("agent_id");
+    await a.transport.terminateSession();
+  });
+
+  it("hands a lease from one agent to a waiting other on a higher token, refuses the stale token, and carries mail", async () => {
+    await using t = await startTestHub();
+    const a = await agent(t, "alpha");
+    const b = await agent(t, "beta");
+    expect((await a.call("whoami")).structuredContent?.agent).toMatchObject({ name: "alpha", project: "p" });
+
+    const first = await a.call("acquire_lease", { name: "repo/main", ttl_ms: 30_000 });
+    expect(first.isError).toBeFalsy();
+    const held = await b.call("acquire_lease", { name: "repo/main" });
+    expect(held).toMatchObject({ isError: true, structuredContent: { code: "lease_held", lease: { holderAgentName: "alpha" } } });
+
+    const waiting = b.call("acquire_lease", { name: "repo/main", ttl_ms: 30_000, wait_ms: 60_000 });
+    for (let i = 0; i < 200 && ((await a.call("get_lease", { name: "repo/main" })).structuredContent?.lease?.waiters ?? []).length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    expect((await a.call("release_lease", { name: "repo/main", fencing_token: tokenOf(first) })).isError).toBeFalsy();
+    const granted = await waiting;
+    expect(granted.structuredContent?.lease).toMatchObject({ holderAgentName: "beta" });
+    expect(tokenOf(granted)).toBe(tokenOf(first) + 1);
+    expect(await a.call("renew_lease", { name: "repo/main", fencing_token: tokenOf(first) })).toMatchObject({ isError: true, structuredContent: { code: "lease_superseded" } });
+
+    // Mail: sent, read as the recipient, acknowledged and replied; the sender reads the reply.
+    const sent = (await a.call("send_message", { target: "beta", content: "please review main" })).structuredContent!.message;
+    const id = sent.id as string;
+    expect((await b.call("ack_message", { message_id: id })).structuredContent?.message).toMatchObject({ status: "delivered" });
+    expect((await b.call("reply_message", { message_id: id, content: "looks good" })).isError).toBeFalsy();
+    const read = await a.call("get_message", { message_id: id });
+    expect(read.structuredContent?.message).toMatchObject({ status: "replied", reply: { content: "looks good" } });
+    expect(read.content[0]?.text).toContain("looks good");
+    await Promise.all([a.transport.terminateSession(), b.transport.terminateSession()]);
+  });
+
+  it("releases the agent's leases at once when its session ends with DELETE, and unregisters it", async () => {
+    await using t = await startTestHub();
+    const a = await agent(t, "alpha");
+    const b = await agent(t, "beta");
+    const lease = await a.call("acquire_lease", { name: "deploy", ttl_ms: 300_000 });
+    await a.transport.terminateSession();
+    const after = await b.call("acquire_lease", { name: "deploy" });
+    expect(tokenOf(after)).toBe(tokenOf(lease) + 1);
+    const agents = (await b.call("list_agents", { include_offline: true })).structuredContent?.agents as { name: string; online: boolean }[];
+    expect(agents.find((x) => x.name === "alpha")?.online).toBeFalsy();
+    await b.transport.terminateSession();
+  });
+
+  it("refuses a wrong token at initialize and keeps projects apart", async () => {
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok-p", q: "tok-q" } } });
+    const refused = await agent(t, "mallory", { token: "nope" }).then(
+      () => undefined,
+      (e: unknown) => e as { data?: { status?: number } },
+    );
+    expect(refused?.data?.status).toBe(401);
+    const a = await agent(t, "alpha", { token: "tok-p" });
+    const q = await agent(t, "quentin", { project: "q", token: "tok-q" });
+    await a.call("acquire_lease", { name: "repo/main" });
+    await a.call("send_message", { target: "alpha", content: "self" }).catch(() => undefined);
+    expect((await q.call("get_lease", { name: "repo/main" })).structuredContent).toMatchObject({ code: "lease_not_found" });
+    expect(((await q.call("list_agents", { include_offline: true })).structuredContent?.agents as { name: string }[]).map((x) => x.name)).toEqual(["quentin"]);
+    expect(await q.call("send_message", { target: "alpha", content: "hi" })).toMatchObject({ isError: true, structuredContent: { code: "target_not_found" } });
+    await Promise.all([a.transport.terminateSession(), q.transport.terminateSession()]);
+  });
+
+  it("answers bad arguments with a typed tool error and an unknown tool with a protocol error", async () => {
+    await using t = await startTestHub();
+    const a = await agent(t, "alpha");
+    expect(await a.call("acquire_lease", { name: "x", ttl_ms: "soon" })).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
+    expect(await a.call("acquire_lease", { name: "x", agent_id: "agt_someone" })).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
+    expect(await a.call("acquire_lease", { name: "x", ttl_ms: 1 })).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
+    await expect(a.call("format_disk")).rejects.toThrow(/unknown tool/);
+    await a.transport.terminateSession();
+  });
+});
