@@ -187,6 +187,14 @@ export function createMcpFace(deps: McpFaceDeps) {
       const v = req.headers[name];
       return typeof v === "string" && v.trim() !== "" ? v.trim() : undefined;
     };
+    // What the transport would refuse is refused before the agent is registered: a refusal changes nothing.
+    const accepts = String(req.headers.accept ?? "");
+    if (!accepts.includes("application/json") || !accepts.includes("text/event-stream")) {
+      return rpcError(res, 406, ProtocolErrorCode.InvalidRequest, "Not Acceptable: the client must accept both application/json and text/event-stream");
+    }
+    if (!String(req.headers["content-type"] ?? "").toLowerCase().startsWith("application/json")) {
+      return rpcError(res, 415, ProtocolErrorCode.InvalidRequest, "Unsupported Media Type: the body must be application/json");
+    }
     const project = h("x-kxm-project");
     const name = h("x-kxm-agent");
     if (!project || !name) {

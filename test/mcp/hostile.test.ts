@@ -1,0 +1,89 @@
+import { describe, expect, it } from "vitest";
+import { startTestHub, type TestHub } from "../fixtures/hub.js";
+
+/**
+ * Hostile input at `/mcp`: JSON-RPC garbage and batches, huge ids, unknown methods, a wrong
+ * protocol version, missing or foreign session ids, a missing Accept, an oversized body. Each is
+ * a 4xx or a JSON-RPC error, never a 5xx, and leaves the store as it was.
+ */
+
+const accept = "application/json, text/event-stream";
+const init = (over: Record<string, unknown> = {}) => ({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "probe", version: "0" } },
+  ...over,
+});
+
+async function post(t: TestHub, body: string | object, headers: Record<string, string> = {}) {
+  const res = await fetch(`${t.baseUrl}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept, "x-kxm-project": "p", "x-kxm-agent": "probe", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  return { status: res.status, text: await res.text(), session: res.headers.get("mcp-session-id") };
+}
+
+const rows = async (t: TestHub) => JSON.stringify(await t.sql("SELECT id, online, key_hash FROM agents ORDER BY id"));
+
+describe("MCP face: hostile input", () => {
+  it("refuses garbage before any session, changing nothing", async () => {
+    await using t = await startTestHub();
+    const before = await rows(t);
+    const cases: [string, string | object, Record<string, string>][] = [
+      ["not JSON", "{nope", {}],
+      ["not UTF-8", Buffer.from([0x7b, 0xff, 0xfe, 0x7d]).toString("latin1"), {}],
+      ["a JSON string", '"initialize"', {}],
+      ["an empty batch", [], {}],
+      ["a batch of garbage", [1, null, "x", {}], {}],
+      ["an unknown method", { jsonrpc: "2.0", id: 1, method: "tools/destroy" }, {}],
+      ["a huge id", init({ id: "9".repeat(100_000) }), { "x-kxm-agent": "" }],
+      ["a foreign session id", { jsonrpc: "2.0", id: 2, method: "tools/list" }, { "mcp-session-id": "00000000-0000-0000-0000-000000000000" }],
+      ["initialize without the agent header", init(), { "x-kxm-agent": "" }],
+      ["initialize without the project header", init(), { "x-kxm-project": "" }],
+      ["initialize with a hostile agent name", init(), { "x-kxm-agent": "a".repeat(500) }],
+      ["initialize without Accept", init(), { accept: "" }],
+      ["initialize as plain text", init(), { "content-type": "text/plain" }],
+    ];
+    for (const [what, body, headers] of cases) {
+      const r = await post(t, body, headers);
+      expect(r.status, `${what}: ${r.text.slice(0, 200)}`).toBeGreaterThanOrEqual(400);
+      expect(r.status, what).toBeLessThan(500);
+    }
+    const big = await post(t, { ...init(), pad: "x".repeat(300_000) });
+    expect(big.status).toBe(413);
+    for (const method of ["PUT", "PATCH"]) {
+      const res = await fetch(`${t.baseUrl}/mcp`, { method, body: "{}" });
+      expect(res.status).toBe(405);
+    }
+    expect(await rows(t)).toBe(before);
+  });
+
+  it("refuses what is wrong inside a session with a JSON-RPC error, never a 5xx", async () => {
+    await using t = await startTestHub();
+    const opened = await post(t, init());
+    expect(opened.status).toBe(200);
+    const session = opened.session!;
+    const inSession = (body: string | object, headers: Record<string, string> = {}) => post(t, body, { "mcp-session-id": session, "mcp-protocol-version": "2025-06-18", ...headers });
+    await inSession({ jsonrpc: "2.0", method: "notifications/initialized" });
+    const cases: [string, string | object, Record<string, string>][] = [
+      ["a second initialize", init({ id: 7 }), {}],
+      ["an unknown method", { jsonrpc: "2.0", id: 3, method: "tools/destroy" }, {}],
+      ["an unknown tool", { jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: "rm_rf", arguments: {} } }, {}],
+      ["arguments that are not an object", { jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "get_lease", arguments: [1, 2] } }, {}],
+      ["a wrong protocol version", { jsonrpc: "2.0", id: 6, method: "tools/list" }, { "mcp-protocol-version": "1999-01-01" }],
+      ["another token on the session", { jsonrpc: "2.0", id: 8, method: "tools/list" }, { authorization: "Bearer someone-else" }],
+      ["a batch of a hundred calls", Array.from({ length: 101 }, (_, i) => ({ jsonrpc: "2.0", id: 100 + i, method: "tools/list" })), {}],
+    ];
+    for (const [what, body, headers] of cases) {
+      const r = await inSession(body, headers);
+      expect(r.status, `${what}: ${r.text.slice(0, 200)}`).toBeLessThan(500);
+      if (r.status === 200) expect(r.text, what).toContain('"error"');
+    }
+    // A tool's own refusal is a result, not a fault.
+    const refused = await inSession({ jsonrpc: "2.0", id: 9, method: "tools/call", params: { name: "get_lease", arguments: { name: "nothing" } } });
+    expect(refused.text).toContain('"isError":true');
+    expect(refused.text).toContain("lease_not_found");
+  });
+});
