@@ -158,6 +158,7 @@ describe.concurrent("help", () => {
     ["database-pool-size", "KXM_DATABASE_POOL_SIZE"], ["log-path", "KXM_LOG_PATH"], ["log-level", "KXM_LOG_LEVEL"],
     ["stale-after-ms", "KXM_STALE_AFTER_MS"], ["message-ttl-ms", "KXM_MESSAGE_TTL_MS"],
     ["message-retention-ms", "KXM_MESSAGE_RETENTION_MS"], ["agent-retention-ms", "KXM_AGENT_RETENTION_MS"],
+    ["mcp-max-sessions", "KXM_MCP_MAX_SESSIONS"], ["mcp-session-idle-ms", "KXM_MCP_SESSION_IDLE_MS"],
     ["rate-limit-max", "KXM_RATE_LIMIT_MAX"],
     ["rate-limit-window-ms", "KXM_RATE_LIMIT_WINDOW_MS"], ["cors-origins", "KXM_CORS_ORIGINS"],
     ["sqlite-synchronous", "KXM_SQLITE_SYNCHRONOUS"], ["stream-keepalive-ms", "KXM_STREAM_KEEPALIVE_MS"],

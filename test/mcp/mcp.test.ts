@@ -67,6 +67,12 @@ describe("MCP face (official TypeScript client)", () => {
     const read = await a.call("get_message", { message_id: id });
     expect(read.structuredContent?.message).toMatchObject({ status: "replied", reply: { content: "looks good" } });
     expect(read.content[0]?.text).toContain("looks good");
+
+    // Each tool call is a call like any other: counted by face, service, method and outcome, and logged.
+    const metrics = await (await fetch(`${t.baseUrl}/metrics`)).text();
+    expect(metrics).toMatch(/kxm_rpc_requests_total\{face="mcp",service="kxm\.hub\.v1\.LeaseService",method="AcquireLease",code="ok"\} 2/);
+    expect(metrics).toMatch(/kxm_rpc_requests_total\{face="mcp",service="kxm\.hub\.v1\.LeaseService",method="AcquireLease",code="aborted"\} 1/);
+    expect(t.events.some((e) => e.event === "request_error" || e.event === "lease_denied")).toBe(true);
     await Promise.all([a.transport.terminateSession(), b.transport.terminateSession()]);
   });
 
