@@ -39,6 +39,7 @@ import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
 import { createRestFace } from "./transcode/rest-face.js";
 import { createMcpFace } from "./mcp/face.js";
+import { createInboxReader } from "./peer/inbox-read.js";
 import { hubVersion } from "./cli/version.js";
 
 export interface HubOverrides {
@@ -120,6 +121,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     ...stream,
     maxLag: config.streamMaxLag,
   });
+  const readInbox = createInboxReader({ store, clock, messages, inboxBus });
   const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
   const operatorLive = createOperatorLive({
     store,
@@ -170,7 +172,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     onError: (e) => observer.log("internal_error", { error: `sync prepare thread failed, hashing on the hub's thread: ${String(e)}` }),
   });
   const sync = createSync({ store, clock, observer, prepare });
-  const hubRoutes = routes({ presence, leases, messages, openInbox, watches, sync, operator });
+  const hubRoutes = routes({ presence, leases, messages, openInbox, readInbox, watches, sync, operator });
   const serviceRoutes = (router: ConnectRouter) => {
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);

@@ -52,6 +52,7 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.PeerService/GetMessage": agent,
   "kxm.hub.v1.PeerService/ListMessages": agent,
   "kxm.hub.v1.PeerService/Subscribe": agent,
+  "kxm.hub.v1.PeerService/ReadInbox": agent,
   "kxm.hub.v1.SyncService/PushEvents": project,
   "kxm.hub.v1.SyncService/GetCursor": project,
   "kxm.hub.v1.OpsService/GetSnapshot": { kind: "adminConfigured" },

@@ -48,6 +48,8 @@ interface Session {
   header: Headers;
   remote: string;
   lastUsedMs: number;
+  /** POSTs under way (a tool call that waits): a busy session is never idle. */
+  busy: number;
 }
 
 const instructions =
@@ -112,7 +114,7 @@ export function createMcpFace(deps: McpFaceDeps) {
     const h = new Headers(header);
     h.set("x-request-id", requestId);
     try {
-      const out = await deps.call(path, { message, header: h, contextValues: createContextValues().set(kRemoteAddress, remote).set(kCall, call), ...(signal && { signal }) }, "rest");
+      const out = await deps.call(path, { message, header: h, contextValues: createContextValues().set(kRemoteAddress, remote).set(kCall, call), ...(signal && { signal }) }, "mcp");
       call.code ??= "ok";
       return { message: out.message };
     } catch (e) {
@@ -158,10 +160,14 @@ export function createMcpFace(deps: McpFaceDeps) {
 
   /** DELETE: the agent's leases are released and the agent unregistered, as a library's close does. */
   async function endAgent(s: Session) {
-    const held = await invoke(s, "mcp session end", "/kxm.hub.v1.LeaseService/ListLeases", create(LeaseService.method.listLeases.input, { pageSize: 1_000 }), s.header, s.remote);
-    const leases = ((held.message as unknown as { leases?: { name: string; holderAgentId: string; fencingToken: bigint }[] })?.leases ?? []).filter(
-      (l) => l.holderAgentId === s.agentId,
-    );
+    const leases: { name: string; holderAgentId: string; fencingToken: bigint }[] = [];
+    let pageToken = "";
+    do {
+      const page = await invoke(s, "mcp session end", "/kxm.hub.v1.LeaseService/ListLeases", create(LeaseService.method.listLeases.input, { pageSize: 1_000, pageToken }), s.header, s.remote);
+      const m = page.message as unknown as { leases: typeof leases; nextPageToken: string } | undefined;
+      leases.push(...(m?.leases ?? []).filter((l) => l.holderAgentId === s.agentId));
+      pageToken = m?.nextPageToken ?? "";
+    } while (pageToken !== "");
     for (const l of leases) {
       await invoke(s, "mcp session end", "/kxm.hub.v1.LeaseService/ReleaseLease", create(LeaseService.method.releaseLease.input, { name: l.name, fencingToken: l.fencingToken }), s.header, s.remote);
     }
@@ -171,7 +177,7 @@ export function createMcpFace(deps: McpFaceDeps) {
   /** Closes the sessions unused for `idleMs`; their agents' leases lapse at their TTL. */
   async function expireIdle(): Promise<number> {
     const cutoff = deps.clock.now() - deps.idleMs;
-    const idle = [...sessions.values()].filter((s) => s.lastUsedMs <= cutoff);
+    const idle = [...sessions.values()].filter((s) => s.busy === 0 && s.lastUsedMs <= cutoff);
     for (const s of idle) {
       sessions.delete(s.id);
       await s.transport.close().catch(() => undefined);
@@ -221,7 +227,12 @@ export function createMcpFace(deps: McpFaceDeps) {
     const r = registered.message as unknown as { agent: { id: string }; agentKey: string };
     header.set("x-kxm-agent-id", r.agent.id);
     header.set("x-kxm-agent-key", r.agentKey);
-    const s: Session = { id: "", transport: undefined as never, authHash: sha256Hex(String(authorization ?? "")), agentId: r.agent.id, header, remote, lastUsedMs: deps.clock.now() };
+    // The agent's earlier sessions act with a key that no longer works: they end (without releasing: the takeover did).
+    for (const other of [...sessions.values()].filter((x) => x.agentId === r.agent.id)) {
+      sessions.delete(other.id);
+      await other.transport.close().catch(() => undefined);
+    }
+    const s: Session = { id: "", transport: undefined as never, authHash: sha256Hex(String(authorization ?? "")), agentId: r.agent.id, header, remote, lastUsedMs: deps.clock.now(), busy: 0 };
     s.transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
@@ -254,7 +265,17 @@ export function createMcpFace(deps: McpFaceDeps) {
     const s = typeof id === "string" ? sessions.get(id) : undefined;
     if (s && s.authHash === sha256Hex(String(req.headers.authorization ?? ""))) {
       s.lastUsedMs = deps.clock.now();
-      return writeWebResponse(res, await s.transport.handleRequest(webRequestOf(req, ac.signal), { parsedBody: read.body }));
+      // A POST under way (a tool call that waits) keeps the session; an open GET stream alone does not.
+      const counted = req.method === "POST";
+      if (counted) s.busy++;
+      try {
+        return await writeWebResponse(res, await s.transport.handleRequest(webRequestOf(req, ac.signal), { parsedBody: read.body }));
+      } finally {
+        if (counted) {
+          s.busy--;
+          s.lastUsedMs = deps.clock.now();
+        }
+      }
     }
     // No session of this caller's: whatever it is, it is charged to the caller's address.
     const verdict = deps.limiter.take(rateKey(undefined, remoteAddressOf(req)), deps.clock.now());

@@ -71,6 +71,25 @@ export const tools: ToolDef[] = [
     text: (o) => `sent ${messageLine(o.message)}`,
   },
   {
+    name: "read_inbox",
+    method: PeerService.method.readInbox,
+    description:
+      "Reads your inbox: messages sent to you that you have not acknowledged, replies to messages you sent, and cancellations and expiries. With wait_ms it waits for mail (up to 60 s) instead of answering empty, so you never need to poll. Pass the answer's nextCursor as after_cursor next time to read on from there. Acknowledge (ack_message) a message once you have taken it on: an acknowledged message is not answered again.",
+    fields: {
+      after_cursor: "Read the events after this cursor (a previous answer's nextCursor); unset: from the messages you have not acknowledged.",
+      limit: "Events per answer, 1..100 (default 20).",
+      wait_ms: "Wait this long for the first event when there is none, in milliseconds, 0..60000 (default 0: answer at once). Keep your client's request timeout above it.",
+    },
+    annotations: read,
+    text: (o) =>
+      `${(o.events ?? []).length} event(s), next cursor ${String(o.nextCursor)}${(o.events ?? [])
+        .map((e: Record<string, any>) => { // eslint-disable-line @typescript-eslint/no-explicit-any
+          const [kind, m] = Object.entries(e).find(([k]) => k !== "cursor") ?? ["?", {}];
+          return `; ${kind} ${String(m.id)} from ${String(m.fromName)}: ${String(m.reply?.content ?? m.content)}`;
+        })
+        .join("")}`,
+  },
+  {
     name: "ack_message",
     method: PeerService.method.ackMessage,
     description: "Acknowledges a message sent to you: it is delivered, and no longer waits for you. Acknowledge what you have read and taken on.",

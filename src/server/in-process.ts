@@ -137,14 +137,14 @@ export function createInProcessCaller(
   const streamChains = new Map([...streamSpecs].map(([path, spec]) => [path, { spec, next: streamChain(spec, "connect") }]));
 
   const chains = new Map(
-    [...specs].map(([path, spec]) => [path, { spec, rest: chain(spec, "rest"), connect: chain(spec, "connect") }]),
+    [...specs].map(([path, spec]) => [path, { spec, rest: chain(spec, "rest"), connect: chain(spec, "connect"), mcp: chain(spec, "mcp") }]),
   );
 
   /**
    * Calls the unary method at `path` (`/<service>/<method>`) for the face `protocolName` names
    * (the handler context's protocolName); throws what the chain throws.
    */
-  async function call(path: string, input: InProcessCall, protocolName: "rest" | "connect" = "rest"): Promise<InProcessAnswer> {
+  async function call(path: string, input: InProcessCall, protocolName: "rest" | "connect" | "mcp" = "rest"): Promise<InProcessAnswer> {
     const target = chains.get(path);
     if (!target) throw errors.routeNotFound();
     const { method } = target.spec;

@@ -1,4 +1,5 @@
 import type { ServiceImpl } from "@connectrpc/connect";
+import type { InboxReader } from "../peer/inbox-read.js";
 import type { InboxStreams } from "../peer/inbox-stream.js";
 import { errors } from "../errors.js";
 import type { Messages } from "../peer/messages.js";
@@ -10,8 +11,16 @@ import { agentOf } from "./caller.js";
 import { agentToProto, boxFromProto, deliveryFromProto, messageToProto, statusFromProto } from "./convert.js";
 
 /** PeerService over the message domain. */
-export function peerHandlers(messages: Messages, openInbox: InboxStreams): ServiceImpl<typeof PeerService> {
+export function peerHandlers(messages: Messages, openInbox: InboxStreams, readInbox: InboxReader): ServiceImpl<typeof PeerService> {
   return {
+    async readInbox(req, ctx) {
+      // A waiting read ends when its client goes away (ctx.signal).
+      const r = await readInbox(agentOf(ctx), { afterCursor: req.afterCursor, limit: req.limit, waitMs: req.waitMs }, ctx.signal);
+      return {
+        events: r.events.map((e) => ({ cursor: BigInt(e.seq), event: { case: e.kind, value: messageToProto(e.message) } })),
+        nextCursor: BigInt(r.nextCursor),
+      };
+    },
     async sendMessage(req, ctx) {
       const r = await messages.send(agentOf(ctx), {
         target: req.target,

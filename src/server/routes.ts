@@ -1,5 +1,6 @@
 import type { ConnectRouter } from "@connectrpc/connect";
 import type { Leases } from "../lease/leases.js";
+import type { InboxReader } from "../peer/inbox-read.js";
 import type { InboxStreams } from "../peer/inbox-stream.js";
 import type { Messages } from "../peer/messages.js";
 import type { OperatorView } from "../operator/snapshot.js";
@@ -24,6 +25,7 @@ export interface Domains {
   leases: Leases;
   messages: Messages;
   openInbox: InboxStreams;
+  readInbox: InboxReader;
   watches: WatchHandlers;
   sync: Sync;
   operator: OperatorView;
@@ -36,7 +38,7 @@ export function routes(d: Domains) {
   return (router: ConnectRouter) => {
     router.service(PresenceService, presenceHandlers(d.presence, d.watches));
     router.service(LeaseService, leaseHandlers(d.leases, d.watches));
-    router.service(PeerService, peerHandlers(d.messages, d.openInbox));
+    router.service(PeerService, peerHandlers(d.messages, d.openInbox, d.readInbox));
     router.service(SyncService, syncHandlers(d.sync));
     router.service(OpsService, opsHandlers(d.operator, d.watches, d.leases, d.presence));
     router.service(ServerReflection, reflectionHandlers(servedServices));

@@ -308,6 +308,13 @@ export const methodRows: MethodRow[] = [
   { rpc: "kxm.hub.v1.PeerService/ListMessages", rule: agentRule, request: () => ({}), expect: ok, check: (a, p) => sameProject("message", p.messages, a) },
   { rpc: "kxm.hub.v1.PeerService/Subscribe", rule: agentRule, request: () => ({ afterSeq: 0 }), expect: ok, check: seesProbe("secret-xa-probe") },
   {
+    rpc: "kxm.hub.v1.PeerService/ReadInbox",
+    rule: agentRule,
+    request: () => ({ afterCursor: 0 }),
+    expect: ok,
+    check: (a, p) => sameProject("message", (p.events ?? []).map((e: Json) => e.message ?? e.reply ?? e.cancelled ?? e.expired), a),
+  },
+  {
     rpc: "kxm.hub.v1.SyncService/PushEvents",
     rule: projectRule,
     request: (c) => ({ project: "alpha", runtimeId: c.s.projects.alpha!.runtimeId, events: [alphaEvent(c)] }),

@@ -15,7 +15,7 @@ async function agent(t: TestHub, name: string, o: { project?: string; token?: st
   const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers } });
   const client = new Client({ name: `test-${name}`, version: "1.0.0" });
   await client.connect(transport);
-  const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: args }, undefined, { timeout: 90_000 })) as Result;
+  const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: args }, { timeout: 90_000 })) as Result;
   return { client, transport, call };
 }
 
@@ -27,7 +27,7 @@ describe("MCP face (official TypeScript client)", () => {
     const a = await agent(t, "alpha");
     const { tools } = await a.client.listTools();
     expect(tools.map((x) => x.name).sort()).toEqual(
-      ["ack_message", "acquire_lease", "cancel_message", "get_lease", "get_message", "list_agents", "list_leases", "release_lease", "renew_lease", "reply_message", "send_message", "whoami"].sort(),
+      ["ack_message", "acquire_lease", "cancel_message", "get_lease", "get_message", "list_agents", "list_leases", "read_inbox", "release_lease", "renew_lease", "reply_message", "send_message", "whoami"].sort(),
     );
     const acquire = tools.find((x) => x.name === "acquire_lease")!;
     expect(acquire.inputSchema).toMatchObject({ type: "object", required: ["name"], properties: { name: { type: "string" }, ttl_ms: { type: "integer" }, wait_ms: { type: "integer" } } });
@@ -76,6 +76,36 @@ describe("MCP face (official TypeScript client)", () => {
     await Promise.all([a.transport.terminateSession(), b.transport.terminateSession()]);
   });
 
+  it("waits for mail in read_inbox instead of polling, and never answers an acknowledged message again", async () => {
+    await using t = await startTestHub();
+    const a = await agent(t, "alpha");
+    const b = await agent(t, "beta");
+    // beta waits (on the hub clock) for mail that is not there yet.
+    const sleepers = t.clock.sleepers;
+    const waiting = b.call("read_inbox", { wait_ms: 30_000 });
+    for (let i = 0; i < 300 && t.clock.sleepers === sleepers; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(t.clock.sleepers).toBeGreaterThan(sleepers);
+    const sent = (await a.call("send_message", { target: "beta", content: "standup at 10" })).structuredContent!.message;
+    const got = (await waiting).structuredContent!;
+    expect(got.events).toHaveLength(1);
+    expect(got.events[0].message).toMatchObject({ id: sent.id, content: "standup at 10" });
+
+    // Read again without a cursor: still there until acknowledged; then never again.
+    expect(((await b.call("read_inbox")).structuredContent!.events as unknown[]).length).toBe(1);
+    await b.call("ack_message", { message_id: sent.id });
+    expect((await b.call("read_inbox")).structuredContent!.events).toEqual([]);
+    // Nothing new after the cursor, and a wait that runs out answers empty.
+    const quiet = b.call("read_inbox", { after_cursor: got.nextCursor, wait_ms: 5_000 });
+    for (let i = 0; i < 300 && t.clock.sleepers === sleepers; i++) await new Promise((r) => setTimeout(r, 10));
+    t.clock.advance(5_000);
+    expect((await quiet).structuredContent).toMatchObject({ events: [], nextCursor: got.nextCursor });
+    // The sender reads the reply on its own inbox.
+    await b.call("reply_message", { message_id: sent.id, content: "see you there" });
+    const replies = (await a.call("read_inbox", { after_cursor: 0 })).structuredContent!.events as { reply?: { reply?: { content: string } } }[];
+    expect(replies.map((e) => e.reply?.reply?.content)).toContain("see you there");
+    await Promise.all([a.transport.terminateSession(), b.transport.terminateSession()]);
+  });
+
   it("releases the agent's leases at once when its session ends with DELETE, and unregisters it", async () => {
     await using t = await startTestHub();
     const a = await agent(t, "alpha");
@@ -86,6 +116,23 @@ describe("MCP face (official TypeScript client)", () => {
     expect(tokenOf(after)).toBe(tokenOf(lease) + 1);
     const agents = (await b.call("list_agents", { include_offline: true })).structuredContent?.agents as { name: string; online: boolean }[];
     expect(agents.find((x) => x.name === "alpha")?.online).toBeFalsy();
+    await b.transport.terminateSession();
+  });
+
+  it("closes a session left idle, never one with a call under way", async () => {
+    await using t = await startTestHub({ config: { mcpSessionIdleMs: 10_000 } });
+    const a = await agent(t, "alpha");
+    const b = await agent(t, "beta");
+    const sleepers = t.clock.sleepers;
+    const waiting = b.call("read_inbox", { wait_ms: 30_000 });
+    for (let i = 0; i < 300 && t.clock.sleepers === sleepers; i++) await new Promise((r) => setTimeout(r, 10));
+    t.clock.advance(15_000);
+    await t.hub.sweepNow();
+    // alpha did nothing for 15 s: its session is gone; beta's wait goes on and is answered.
+    await expect(a.call("whoami")).rejects.toThrow();
+    t.clock.advance(15_000);
+    expect((await waiting).structuredContent).toMatchObject({ events: [] });
+    expect((await b.call("whoami")).structuredContent?.agent).toMatchObject({ name: "beta" });
     await b.transport.terminateSession();
   });
 

@@ -42,6 +42,7 @@ describe("buildRestRoutes", () => {
       "DELETE /v1/messages/{message_id} CancelMessage body=",
       "GET /v1/messages/{message_id} GetMessage body=",
       "GET /v1/messages ListMessages body=",
+      "GET /v1/inbox ReadInbox body=",
       "POST /v1/sync/events PushEvents body=*",
       "GET /v1/sync/runs/{project_id}/{run_id}/cursor GetCursor body=",
       "GET /v1/ops/snapshot GetSnapshot body=",

@@ -202,6 +202,258 @@ func (MessageBox) EnumDescriptor() ([]byte, []int) {
 	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
+// ReadInbox input.
+type ReadInboxRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Answer the events after this cursor (a previous answer's next_cursor). Unset: after the
+	// cursor AckMessage advances.
+	AfterCursor *int64 `protobuf:"varint,1,opt,name=after_cursor,json=afterCursor,proto3,oneof" json:"after_cursor,omitempty"`
+	// Events per answer, 1..100; 0 uses 20.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// How long to wait for a first event when there is none, in milliseconds, 0..60000; 0
+	// answers at once.
+	WaitMs        int32 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadInboxRequest) Reset() {
+	*x = ReadInboxRequest{}
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadInboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadInboxRequest) ProtoMessage() {}
+
+func (x *ReadInboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadInboxRequest.ProtoReflect.Descriptor instead.
+func (*ReadInboxRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReadInboxRequest) GetAfterCursor() int64 {
+	if x != nil && x.AfterCursor != nil {
+		return *x.AfterCursor
+	}
+	return 0
+}
+
+func (x *ReadInboxRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ReadInboxRequest) GetWaitMs() int32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+// One event of the caller's inbox.
+type InboxItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its position in the caller's inbox.
+	Cursor int64 `protobuf:"varint,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// What happened.
+	//
+	// Types that are valid to be assigned to Event:
+	//
+	//	*InboxItem_Message
+	//	*InboxItem_Reply
+	//	*InboxItem_Cancelled
+	//	*InboxItem_Expired
+	Event         isInboxItem_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InboxItem) Reset() {
+	*x = InboxItem{}
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InboxItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InboxItem) ProtoMessage() {}
+
+func (x *InboxItem) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InboxItem.ProtoReflect.Descriptor instead.
+func (*InboxItem) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *InboxItem) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
+	}
+	return 0
+}
+
+func (x *InboxItem) GetEvent() isInboxItem_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *InboxItem) GetMessage() *Message {
+	if x != nil {
+		if x, ok := x.Event.(*InboxItem_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
+func (x *InboxItem) GetReply() *Message {
+	if x != nil {
+		if x, ok := x.Event.(*InboxItem_Reply); ok {
+			return x.Reply
+		}
+	}
+	return nil
+}
+
+func (x *InboxItem) GetCancelled() *Message {
+	if x != nil {
+		if x, ok := x.Event.(*InboxItem_Cancelled); ok {
+			return x.Cancelled
+		}
+	}
+	return nil
+}
+
+func (x *InboxItem) GetExpired() *Message {
+	if x != nil {
+		if x, ok := x.Event.(*InboxItem_Expired); ok {
+			return x.Expired
+		}
+	}
+	return nil
+}
+
+type isInboxItem_Event interface {
+	isInboxItem_Event()
+}
+
+type InboxItem_Message struct {
+	// A message to the caller, not yet acknowledged.
+	Message *Message `protobuf:"bytes,2,opt,name=message,proto3,oneof"`
+}
+
+type InboxItem_Reply struct {
+	// A message the caller sent was replied.
+	Reply *Message `protobuf:"bytes,3,opt,name=reply,proto3,oneof"`
+}
+
+type InboxItem_Cancelled struct {
+	// A message to the caller was cancelled by its sender.
+	Cancelled *Message `protobuf:"bytes,4,opt,name=cancelled,proto3,oneof"`
+}
+
+type InboxItem_Expired struct {
+	// A message the caller sent or received expired.
+	Expired *Message `protobuf:"bytes,5,opt,name=expired,proto3,oneof"`
+}
+
+func (*InboxItem_Message) isInboxItem_Event() {}
+
+func (*InboxItem_Reply) isInboxItem_Event() {}
+
+func (*InboxItem_Cancelled) isInboxItem_Event() {}
+
+func (*InboxItem_Expired) isInboxItem_Event() {}
+
+// ReadInbox result.
+type ReadInboxResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The events, oldest first.
+	Events []*InboxItem `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Pass as after_cursor next time: the last event's cursor (read or left out), else the
+	// cursor the read started after.
+	NextCursor    int64 `protobuf:"varint,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadInboxResponse) Reset() {
+	*x = ReadInboxResponse{}
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadInboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadInboxResponse) ProtoMessage() {}
+
+func (x *ReadInboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadInboxResponse.ProtoReflect.Descriptor instead.
+func (*ReadInboxResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReadInboxResponse) GetEvents() []*InboxItem {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ReadInboxResponse) GetNextCursor() int64 {
+	if x != nil {
+		return x.NextCursor
+	}
+	return 0
+}
+
 // A reply to a message.
 type Reply struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -215,7 +467,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +479,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[0]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +492,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Reply) GetContent() string {
@@ -310,7 +562,7 @@ type Message struct {
 
 func (x *Message) Reset() {
 	*x = Message{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -322,7 +574,7 @@ func (x *Message) String() string {
 func (*Message) ProtoMessage() {}
 
 func (x *Message) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[1]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -335,7 +587,7 @@ func (x *Message) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Message.ProtoReflect.Descriptor instead.
 func (*Message) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Message) GetId() string {
@@ -521,7 +773,7 @@ type SendMessageRequest struct {
 
 func (x *SendMessageRequest) Reset() {
 	*x = SendMessageRequest{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +785,7 @@ func (x *SendMessageRequest) String() string {
 func (*SendMessageRequest) ProtoMessage() {}
 
 func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[2]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +798,7 @@ func (x *SendMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageRequest.ProtoReflect.Descriptor instead.
 func (*SendMessageRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SendMessageRequest) GetTarget() string {
@@ -632,7 +884,7 @@ type SendMessageResponse struct {
 
 func (x *SendMessageResponse) Reset() {
 	*x = SendMessageResponse{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -644,7 +896,7 @@ func (x *SendMessageResponse) String() string {
 func (*SendMessageResponse) ProtoMessage() {}
 
 func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[3]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -657,7 +909,7 @@ func (x *SendMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SendMessageResponse.ProtoReflect.Descriptor instead.
 func (*SendMessageResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SendMessageResponse) GetMessage() *Message {
@@ -685,7 +937,7 @@ type AckMessageRequest struct {
 
 func (x *AckMessageRequest) Reset() {
 	*x = AckMessageRequest{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +949,7 @@ func (x *AckMessageRequest) String() string {
 func (*AckMessageRequest) ProtoMessage() {}
 
 func (x *AckMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[4]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +962,7 @@ func (x *AckMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckMessageRequest.ProtoReflect.Descriptor instead.
 func (*AckMessageRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *AckMessageRequest) GetMessageId() string {
@@ -731,7 +983,7 @@ type AckMessageResponse struct {
 
 func (x *AckMessageResponse) Reset() {
 	*x = AckMessageResponse{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +995,7 @@ func (x *AckMessageResponse) String() string {
 func (*AckMessageResponse) ProtoMessage() {}
 
 func (x *AckMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[5]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +1008,7 @@ func (x *AckMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckMessageResponse.ProtoReflect.Descriptor instead.
 func (*AckMessageResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *AckMessageResponse) GetMessage() *Message {
@@ -779,7 +1031,7 @@ type ReplyMessageRequest struct {
 
 func (x *ReplyMessageRequest) Reset() {
 	*x = ReplyMessageRequest{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +1043,7 @@ func (x *ReplyMessageRequest) String() string {
 func (*ReplyMessageRequest) ProtoMessage() {}
 
 func (x *ReplyMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[6]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +1056,7 @@ func (x *ReplyMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyMessageRequest.ProtoReflect.Descriptor instead.
 func (*ReplyMessageRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReplyMessageRequest) GetMessageId() string {
@@ -832,7 +1084,7 @@ type ReplyMessageResponse struct {
 
 func (x *ReplyMessageResponse) Reset() {
 	*x = ReplyMessageResponse{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1096,7 @@ func (x *ReplyMessageResponse) String() string {
 func (*ReplyMessageResponse) ProtoMessage() {}
 
 func (x *ReplyMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[7]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1109,7 @@ func (x *ReplyMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyMessageResponse.ProtoReflect.Descriptor instead.
 func (*ReplyMessageResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReplyMessageResponse) GetMessage() *Message {
@@ -878,7 +1130,7 @@ type CancelMessageRequest struct {
 
 func (x *CancelMessageRequest) Reset() {
 	*x = CancelMessageRequest{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1142,7 @@ func (x *CancelMessageRequest) String() string {
 func (*CancelMessageRequest) ProtoMessage() {}
 
 func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[8]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1155,7 @@ func (x *CancelMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageRequest.ProtoReflect.Descriptor instead.
 func (*CancelMessageRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelMessageRequest) GetMessageId() string {
@@ -924,7 +1176,7 @@ type CancelMessageResponse struct {
 
 func (x *CancelMessageResponse) Reset() {
 	*x = CancelMessageResponse{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1188,7 @@ func (x *CancelMessageResponse) String() string {
 func (*CancelMessageResponse) ProtoMessage() {}
 
 func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[9]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1201,7 @@ func (x *CancelMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelMessageResponse.ProtoReflect.Descriptor instead.
 func (*CancelMessageResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelMessageResponse) GetMessage() *Message {
@@ -970,7 +1222,7 @@ type GetMessageRequest struct {
 
 func (x *GetMessageRequest) Reset() {
 	*x = GetMessageRequest{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1234,7 @@ func (x *GetMessageRequest) String() string {
 func (*GetMessageRequest) ProtoMessage() {}
 
 func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1247,7 @@ func (x *GetMessageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageRequest.ProtoReflect.Descriptor instead.
 func (*GetMessageRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetMessageRequest) GetMessageId() string {
@@ -1016,7 +1268,7 @@ type GetMessageResponse struct {
 
 func (x *GetMessageResponse) Reset() {
 	*x = GetMessageResponse{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1280,7 @@ func (x *GetMessageResponse) String() string {
 func (*GetMessageResponse) ProtoMessage() {}
 
 func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1293,7 @@ func (x *GetMessageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetMessageResponse.ProtoReflect.Descriptor instead.
 func (*GetMessageResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetMessageResponse) GetMessage() *Message {
@@ -1068,7 +1320,7 @@ type ListMessagesRequest struct {
 
 func (x *ListMessagesRequest) Reset() {
 	*x = ListMessagesRequest{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1332,7 @@ func (x *ListMessagesRequest) String() string {
 func (*ListMessagesRequest) ProtoMessage() {}
 
 func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1345,7 @@ func (x *ListMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesRequest.ProtoReflect.Descriptor instead.
 func (*ListMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{12}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListMessagesRequest) GetBox() MessageBox {
@@ -1137,7 +1389,7 @@ type ListMessagesResponse struct {
 
 func (x *ListMessagesResponse) Reset() {
 	*x = ListMessagesResponse{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1401,7 @@ func (x *ListMessagesResponse) String() string {
 func (*ListMessagesResponse) ProtoMessage() {}
 
 func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1414,7 @@ func (x *ListMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMessagesResponse.ProtoReflect.Descriptor instead.
 func (*ListMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{13}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListMessagesResponse) GetMessages() []*Message {
@@ -1191,7 +1443,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1455,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1468,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{14}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubscribeRequest) GetAfterSeq() int64 {
@@ -1237,7 +1489,7 @@ type SubscribeReady struct {
 
 func (x *SubscribeReady) Reset() {
 	*x = SubscribeReady{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1501,7 @@ func (x *SubscribeReady) String() string {
 func (*SubscribeReady) ProtoMessage() {}
 
 func (x *SubscribeReady) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1514,7 @@ func (x *SubscribeReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeReady.ProtoReflect.Descriptor instead.
 func (*SubscribeReady) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{15}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubscribeReady) GetAgent() *Agent {
@@ -1295,7 +1547,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[16]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1559,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_peer_proto_msgTypes[16]
+	mi := &file_kxm_hub_v1_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1572,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{16}
+	return file_kxm_hub_v1_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubscribeResponse) GetCursor() int64 {
@@ -1458,7 +1710,23 @@ var File_kxm_hub_v1_peer_proto protoreflect.FileDescriptor
 const file_kxm_hub_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x15kxm/hub/v1/peer.proto\x12\n" +
-	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x19kxm/hub/v1/presence.proto\"\\\n" +
+	"kxm.hub.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/api/field_behavior.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18kxm/hub/v1/options.proto\x1a\x19kxm/hub/v1/presence.proto\"z\n" +
+	"\x10ReadInboxRequest\x12&\n" +
+	"\fafter_cursor\x18\x01 \x01(\x03H\x00R\vafterCursor\x88\x01\x01\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x17\n" +
+	"\await_ms\x18\x03 \x01(\x05R\x06waitMsB\x0f\n" +
+	"\r_after_cursor\"\xf0\x01\n" +
+	"\tInboxItem\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12/\n" +
+	"\amessage\x18\x02 \x01(\v2\x13.kxm.hub.v1.MessageH\x00R\amessage\x12+\n" +
+	"\x05reply\x18\x03 \x01(\v2\x13.kxm.hub.v1.MessageH\x00R\x05reply\x123\n" +
+	"\tcancelled\x18\x04 \x01(\v2\x13.kxm.hub.v1.MessageH\x00R\tcancelled\x12/\n" +
+	"\aexpired\x18\x05 \x01(\v2\x13.kxm.hub.v1.MessageH\x00R\aexpiredB\a\n" +
+	"\x05event\"c\n" +
+	"\x11ReadInboxResponse\x12-\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.kxm.hub.v1.InboxItemR\x06events\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\x03R\n" +
+	"nextCursor\"\\\n" +
 	"\x05Reply\x12\x18\n" +
 	"\acontent\x18\x01 \x01(\tR\acontent\x129\n" +
 	"\n" +
@@ -1588,7 +1856,7 @@ const file_kxm_hub_v1_peer_proto_rawDesc = "" +
 	"\x17MESSAGE_BOX_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x11MESSAGE_BOX_INBOX\x10\x01\x1a\t\xc2\xf3\x18\x05inbox\x12\"\n" +
 	"\x12MESSAGE_BOX_OUTBOX\x10\x02\x1a\n" +
-	"\xc2\xf3\x18\x06outbox2\x8a\x06\n" +
+	"\xc2\xf3\x18\x06outbox2\xe7\x06\n" +
 	"\vPeerService\x12g\n" +
 	"\vSendMessage\x12\x1e.kxm.hub.v1.SendMessageRequest\x1a\x1f.kxm.hub.v1.SendMessageResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\f/v1/messages\x12u\n" +
 	"\n" +
@@ -1598,7 +1866,8 @@ const file_kxm_hub_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"GetMessage\x12\x1d.kxm.hub.v1.GetMessageRequest\x1a\x1e.kxm.hub.v1.GetMessageResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/messages/{message_id}\x12g\n" +
 	"\fListMessages\x12\x1f.kxm.hub.v1.ListMessagesRequest\x1a .kxm.hub.v1.ListMessagesResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/messages\x12J\n" +
-	"\tSubscribe\x12\x1c.kxm.hub.v1.SubscribeRequest\x1a\x1d.kxm.hub.v1.SubscribeResponse0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\tSubscribe\x12\x1c.kxm.hub.v1.SubscribeRequest\x1a\x1d.kxm.hub.v1.SubscribeResponse0\x01\x12[\n" +
+	"\tReadInbox\x12\x1c.kxm.hub.v1.ReadInboxRequest\x1a\x1d.kxm.hub.v1.ReadInboxResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/inboxB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_peer_proto_rawDescOnce sync.Once
@@ -1613,78 +1882,88 @@ func file_kxm_hub_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_kxm_hub_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kxm_hub_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_kxm_hub_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_kxm_hub_v1_peer_proto_goTypes = []any{
 	(Delivery)(0),                 // 0: kxm.hub.v1.Delivery
 	(MessageStatus)(0),            // 1: kxm.hub.v1.MessageStatus
 	(MessageBox)(0),               // 2: kxm.hub.v1.MessageBox
-	(*Reply)(nil),                 // 3: kxm.hub.v1.Reply
-	(*Message)(nil),               // 4: kxm.hub.v1.Message
-	(*SendMessageRequest)(nil),    // 5: kxm.hub.v1.SendMessageRequest
-	(*SendMessageResponse)(nil),   // 6: kxm.hub.v1.SendMessageResponse
-	(*AckMessageRequest)(nil),     // 7: kxm.hub.v1.AckMessageRequest
-	(*AckMessageResponse)(nil),    // 8: kxm.hub.v1.AckMessageResponse
-	(*ReplyMessageRequest)(nil),   // 9: kxm.hub.v1.ReplyMessageRequest
-	(*ReplyMessageResponse)(nil),  // 10: kxm.hub.v1.ReplyMessageResponse
-	(*CancelMessageRequest)(nil),  // 11: kxm.hub.v1.CancelMessageRequest
-	(*CancelMessageResponse)(nil), // 12: kxm.hub.v1.CancelMessageResponse
-	(*GetMessageRequest)(nil),     // 13: kxm.hub.v1.GetMessageRequest
-	(*GetMessageResponse)(nil),    // 14: kxm.hub.v1.GetMessageResponse
-	(*ListMessagesRequest)(nil),   // 15: kxm.hub.v1.ListMessagesRequest
-	(*ListMessagesResponse)(nil),  // 16: kxm.hub.v1.ListMessagesResponse
-	(*SubscribeRequest)(nil),      // 17: kxm.hub.v1.SubscribeRequest
-	(*SubscribeReady)(nil),        // 18: kxm.hub.v1.SubscribeReady
-	(*SubscribeResponse)(nil),     // 19: kxm.hub.v1.SubscribeResponse
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
-	(*Agent)(nil),                 // 21: kxm.hub.v1.Agent
-	(*KeepAlive)(nil),             // 22: kxm.hub.v1.KeepAlive
+	(*ReadInboxRequest)(nil),      // 3: kxm.hub.v1.ReadInboxRequest
+	(*InboxItem)(nil),             // 4: kxm.hub.v1.InboxItem
+	(*ReadInboxResponse)(nil),     // 5: kxm.hub.v1.ReadInboxResponse
+	(*Reply)(nil),                 // 6: kxm.hub.v1.Reply
+	(*Message)(nil),               // 7: kxm.hub.v1.Message
+	(*SendMessageRequest)(nil),    // 8: kxm.hub.v1.SendMessageRequest
+	(*SendMessageResponse)(nil),   // 9: kxm.hub.v1.SendMessageResponse
+	(*AckMessageRequest)(nil),     // 10: kxm.hub.v1.AckMessageRequest
+	(*AckMessageResponse)(nil),    // 11: kxm.hub.v1.AckMessageResponse
+	(*ReplyMessageRequest)(nil),   // 12: kxm.hub.v1.ReplyMessageRequest
+	(*ReplyMessageResponse)(nil),  // 13: kxm.hub.v1.ReplyMessageResponse
+	(*CancelMessageRequest)(nil),  // 14: kxm.hub.v1.CancelMessageRequest
+	(*CancelMessageResponse)(nil), // 15: kxm.hub.v1.CancelMessageResponse
+	(*GetMessageRequest)(nil),     // 16: kxm.hub.v1.GetMessageRequest
+	(*GetMessageResponse)(nil),    // 17: kxm.hub.v1.GetMessageResponse
+	(*ListMessagesRequest)(nil),   // 18: kxm.hub.v1.ListMessagesRequest
+	(*ListMessagesResponse)(nil),  // 19: kxm.hub.v1.ListMessagesResponse
+	(*SubscribeRequest)(nil),      // 20: kxm.hub.v1.SubscribeRequest
+	(*SubscribeReady)(nil),        // 21: kxm.hub.v1.SubscribeReady
+	(*SubscribeResponse)(nil),     // 22: kxm.hub.v1.SubscribeResponse
+	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
+	(*Agent)(nil),                 // 24: kxm.hub.v1.Agent
+	(*KeepAlive)(nil),             // 25: kxm.hub.v1.KeepAlive
 }
 var file_kxm_hub_v1_peer_proto_depIdxs = []int32{
-	20, // 0: kxm.hub.v1.Reply.created_at:type_name -> google.protobuf.Timestamp
-	0,  // 1: kxm.hub.v1.Message.delivery:type_name -> kxm.hub.v1.Delivery
-	20, // 2: kxm.hub.v1.Message.created_at:type_name -> google.protobuf.Timestamp
-	20, // 3: kxm.hub.v1.Message.expires_at:type_name -> google.protobuf.Timestamp
-	20, // 4: kxm.hub.v1.Message.delivered_at:type_name -> google.protobuf.Timestamp
-	20, // 5: kxm.hub.v1.Message.replied_at:type_name -> google.protobuf.Timestamp
-	20, // 6: kxm.hub.v1.Message.cancelled_at:type_name -> google.protobuf.Timestamp
-	1,  // 7: kxm.hub.v1.Message.status:type_name -> kxm.hub.v1.MessageStatus
-	3,  // 8: kxm.hub.v1.Message.reply:type_name -> kxm.hub.v1.Reply
-	0,  // 9: kxm.hub.v1.SendMessageRequest.delivery:type_name -> kxm.hub.v1.Delivery
-	4,  // 10: kxm.hub.v1.SendMessageResponse.message:type_name -> kxm.hub.v1.Message
-	4,  // 11: kxm.hub.v1.AckMessageResponse.message:type_name -> kxm.hub.v1.Message
-	4,  // 12: kxm.hub.v1.ReplyMessageResponse.message:type_name -> kxm.hub.v1.Message
-	4,  // 13: kxm.hub.v1.CancelMessageResponse.message:type_name -> kxm.hub.v1.Message
-	4,  // 14: kxm.hub.v1.GetMessageResponse.message:type_name -> kxm.hub.v1.Message
-	2,  // 15: kxm.hub.v1.ListMessagesRequest.box:type_name -> kxm.hub.v1.MessageBox
-	1,  // 16: kxm.hub.v1.ListMessagesRequest.status:type_name -> kxm.hub.v1.MessageStatus
-	4,  // 17: kxm.hub.v1.ListMessagesResponse.messages:type_name -> kxm.hub.v1.Message
-	21, // 18: kxm.hub.v1.SubscribeReady.agent:type_name -> kxm.hub.v1.Agent
-	18, // 19: kxm.hub.v1.SubscribeResponse.ready:type_name -> kxm.hub.v1.SubscribeReady
-	4,  // 20: kxm.hub.v1.SubscribeResponse.message:type_name -> kxm.hub.v1.Message
-	4,  // 21: kxm.hub.v1.SubscribeResponse.reply:type_name -> kxm.hub.v1.Message
-	4,  // 22: kxm.hub.v1.SubscribeResponse.cancelled:type_name -> kxm.hub.v1.Message
-	4,  // 23: kxm.hub.v1.SubscribeResponse.expired:type_name -> kxm.hub.v1.Message
-	21, // 24: kxm.hub.v1.SubscribeResponse.presence:type_name -> kxm.hub.v1.Agent
-	22, // 25: kxm.hub.v1.SubscribeResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	5,  // 26: kxm.hub.v1.PeerService.SendMessage:input_type -> kxm.hub.v1.SendMessageRequest
-	7,  // 27: kxm.hub.v1.PeerService.AckMessage:input_type -> kxm.hub.v1.AckMessageRequest
-	9,  // 28: kxm.hub.v1.PeerService.ReplyMessage:input_type -> kxm.hub.v1.ReplyMessageRequest
-	11, // 29: kxm.hub.v1.PeerService.CancelMessage:input_type -> kxm.hub.v1.CancelMessageRequest
-	13, // 30: kxm.hub.v1.PeerService.GetMessage:input_type -> kxm.hub.v1.GetMessageRequest
-	15, // 31: kxm.hub.v1.PeerService.ListMessages:input_type -> kxm.hub.v1.ListMessagesRequest
-	17, // 32: kxm.hub.v1.PeerService.Subscribe:input_type -> kxm.hub.v1.SubscribeRequest
-	6,  // 33: kxm.hub.v1.PeerService.SendMessage:output_type -> kxm.hub.v1.SendMessageResponse
-	8,  // 34: kxm.hub.v1.PeerService.AckMessage:output_type -> kxm.hub.v1.AckMessageResponse
-	10, // 35: kxm.hub.v1.PeerService.ReplyMessage:output_type -> kxm.hub.v1.ReplyMessageResponse
-	12, // 36: kxm.hub.v1.PeerService.CancelMessage:output_type -> kxm.hub.v1.CancelMessageResponse
-	14, // 37: kxm.hub.v1.PeerService.GetMessage:output_type -> kxm.hub.v1.GetMessageResponse
-	16, // 38: kxm.hub.v1.PeerService.ListMessages:output_type -> kxm.hub.v1.ListMessagesResponse
-	19, // 39: kxm.hub.v1.PeerService.Subscribe:output_type -> kxm.hub.v1.SubscribeResponse
-	33, // [33:40] is the sub-list for method output_type
-	26, // [26:33] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	7,  // 0: kxm.hub.v1.InboxItem.message:type_name -> kxm.hub.v1.Message
+	7,  // 1: kxm.hub.v1.InboxItem.reply:type_name -> kxm.hub.v1.Message
+	7,  // 2: kxm.hub.v1.InboxItem.cancelled:type_name -> kxm.hub.v1.Message
+	7,  // 3: kxm.hub.v1.InboxItem.expired:type_name -> kxm.hub.v1.Message
+	4,  // 4: kxm.hub.v1.ReadInboxResponse.events:type_name -> kxm.hub.v1.InboxItem
+	23, // 5: kxm.hub.v1.Reply.created_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: kxm.hub.v1.Message.delivery:type_name -> kxm.hub.v1.Delivery
+	23, // 7: kxm.hub.v1.Message.created_at:type_name -> google.protobuf.Timestamp
+	23, // 8: kxm.hub.v1.Message.expires_at:type_name -> google.protobuf.Timestamp
+	23, // 9: kxm.hub.v1.Message.delivered_at:type_name -> google.protobuf.Timestamp
+	23, // 10: kxm.hub.v1.Message.replied_at:type_name -> google.protobuf.Timestamp
+	23, // 11: kxm.hub.v1.Message.cancelled_at:type_name -> google.protobuf.Timestamp
+	1,  // 12: kxm.hub.v1.Message.status:type_name -> kxm.hub.v1.MessageStatus
+	6,  // 13: kxm.hub.v1.Message.reply:type_name -> kxm.hub.v1.Reply
+	0,  // 14: kxm.hub.v1.SendMessageRequest.delivery:type_name -> kxm.hub.v1.Delivery
+	7,  // 15: kxm.hub.v1.SendMessageResponse.message:type_name -> kxm.hub.v1.Message
+	7,  // 16: kxm.hub.v1.AckMessageResponse.message:type_name -> kxm.hub.v1.Message
+	7,  // 17: kxm.hub.v1.ReplyMessageResponse.message:type_name -> kxm.hub.v1.Message
+	7,  // 18: kxm.hub.v1.CancelMessageResponse.message:type_name -> kxm.hub.v1.Message
+	7,  // 19: kxm.hub.v1.GetMessageResponse.message:type_name -> kxm.hub.v1.Message
+	2,  // 20: kxm.hub.v1.ListMessagesRequest.box:type_name -> kxm.hub.v1.MessageBox
+	1,  // 21: kxm.hub.v1.ListMessagesRequest.status:type_name -> kxm.hub.v1.MessageStatus
+	7,  // 22: kxm.hub.v1.ListMessagesResponse.messages:type_name -> kxm.hub.v1.Message
+	24, // 23: kxm.hub.v1.SubscribeReady.agent:type_name -> kxm.hub.v1.Agent
+	21, // 24: kxm.hub.v1.SubscribeResponse.ready:type_name -> kxm.hub.v1.SubscribeReady
+	7,  // 25: kxm.hub.v1.SubscribeResponse.message:type_name -> kxm.hub.v1.Message
+	7,  // 26: kxm.hub.v1.SubscribeResponse.reply:type_name -> kxm.hub.v1.Message
+	7,  // 27: kxm.hub.v1.SubscribeResponse.cancelled:type_name -> kxm.hub.v1.Message
+	7,  // 28: kxm.hub.v1.SubscribeResponse.expired:type_name -> kxm.hub.v1.Message
+	24, // 29: kxm.hub.v1.SubscribeResponse.presence:type_name -> kxm.hub.v1.Agent
+	25, // 30: kxm.hub.v1.SubscribeResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	8,  // 31: kxm.hub.v1.PeerService.SendMessage:input_type -> kxm.hub.v1.SendMessageRequest
+	10, // 32: kxm.hub.v1.PeerService.AckMessage:input_type -> kxm.hub.v1.AckMessageRequest
+	12, // 33: kxm.hub.v1.PeerService.ReplyMessage:input_type -> kxm.hub.v1.ReplyMessageRequest
+	14, // 34: kxm.hub.v1.PeerService.CancelMessage:input_type -> kxm.hub.v1.CancelMessageRequest
+	16, // 35: kxm.hub.v1.PeerService.GetMessage:input_type -> kxm.hub.v1.GetMessageRequest
+	18, // 36: kxm.hub.v1.PeerService.ListMessages:input_type -> kxm.hub.v1.ListMessagesRequest
+	20, // 37: kxm.hub.v1.PeerService.Subscribe:input_type -> kxm.hub.v1.SubscribeRequest
+	3,  // 38: kxm.hub.v1.PeerService.ReadInbox:input_type -> kxm.hub.v1.ReadInboxRequest
+	9,  // 39: kxm.hub.v1.PeerService.SendMessage:output_type -> kxm.hub.v1.SendMessageResponse
+	11, // 40: kxm.hub.v1.PeerService.AckMessage:output_type -> kxm.hub.v1.AckMessageResponse
+	13, // 41: kxm.hub.v1.PeerService.ReplyMessage:output_type -> kxm.hub.v1.ReplyMessageResponse
+	15, // 42: kxm.hub.v1.PeerService.CancelMessage:output_type -> kxm.hub.v1.CancelMessageResponse
+	17, // 43: kxm.hub.v1.PeerService.GetMessage:output_type -> kxm.hub.v1.GetMessageResponse
+	19, // 44: kxm.hub.v1.PeerService.ListMessages:output_type -> kxm.hub.v1.ListMessagesResponse
+	22, // 45: kxm.hub.v1.PeerService.Subscribe:output_type -> kxm.hub.v1.SubscribeResponse
+	5,  // 46: kxm.hub.v1.PeerService.ReadInbox:output_type -> kxm.hub.v1.ReadInboxResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_peer_proto_init() }
@@ -1694,10 +1973,17 @@ func file_kxm_hub_v1_peer_proto_init() {
 	}
 	file_kxm_hub_v1_options_proto_init()
 	file_kxm_hub_v1_presence_proto_init()
-	file_kxm_hub_v1_peer_proto_msgTypes[1].OneofWrappers = []any{}
-	file_kxm_hub_v1_peer_proto_msgTypes[2].OneofWrappers = []any{}
-	file_kxm_hub_v1_peer_proto_msgTypes[14].OneofWrappers = []any{}
-	file_kxm_hub_v1_peer_proto_msgTypes[16].OneofWrappers = []any{
+	file_kxm_hub_v1_peer_proto_msgTypes[0].OneofWrappers = []any{}
+	file_kxm_hub_v1_peer_proto_msgTypes[1].OneofWrappers = []any{
+		(*InboxItem_Message)(nil),
+		(*InboxItem_Reply)(nil),
+		(*InboxItem_Cancelled)(nil),
+		(*InboxItem_Expired)(nil),
+	}
+	file_kxm_hub_v1_peer_proto_msgTypes[4].OneofWrappers = []any{}
+	file_kxm_hub_v1_peer_proto_msgTypes[5].OneofWrappers = []any{}
+	file_kxm_hub_v1_peer_proto_msgTypes[17].OneofWrappers = []any{}
+	file_kxm_hub_v1_peer_proto_msgTypes[19].OneofWrappers = []any{
 		(*SubscribeResponse_Ready)(nil),
 		(*SubscribeResponse_Message)(nil),
 		(*SubscribeResponse_Reply)(nil),
@@ -1712,7 +1998,7 @@ func file_kxm_hub_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_peer_proto_rawDesc), len(file_kxm_hub_v1_peer_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   17,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .peer_pb2 import AckMessageRequest, AckMessageResponse, CancelMessageRequest, CancelMessageResponse, GetMessageRequest, GetMessageResponse, ListMessagesRequest, ListMessagesResponse, ReplyMessageRequest, ReplyMessageResponse, SendMessageRequest, SendMessageResponse, SubscribeRequest, SubscribeResponse
+from .peer_pb2 import AckMessageRequest, AckMessageResponse, CancelMessageRequest, CancelMessageResponse, GetMessageRequest, GetMessageResponse, ListMessagesRequest, ListMessagesResponse, ReadInboxRequest, ReadInboxResponse, ReplyMessageRequest, ReplyMessageResponse, SendMessageRequest, SendMessageResponse, SubscribeRequest, SubscribeResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -99,6 +99,20 @@ class PeerService(Protocol):
         cursor, then live events (message, reply, cancelled, expired, presence) and keep-alives.
         Opening a stream counts as agent activity. Server streaming; no REST mapping.
         Errors: CURSOR_EXPIRED (after_seq older than what the hub retains).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def read_inbox(self, request: ReadInboxRequest, ctx: RequestContext[ReadInboxRequest, ReadInboxResponse], /) -> ReadInboxResponse:
+        """
+        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
+        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
+        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
+        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
+        instead of answering empty: mail is waited for, not polled. Answers the events and the
+        cursor to pass next time. Idempotent; changes nothing.
+        Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
+        retained).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -192,6 +206,17 @@ class PeerServiceASGIApplication(ConnectASGIApplication[PeerService]):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=svc.subscribe,
+                ),
+                "/kxm.hub.v1.PeerService/ReadInbox": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ReadInbox",
+                        service_name="kxm.hub.v1.PeerService",
+                        input=ReadInboxRequest,
+                        output=ReadInboxResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.read_inbox,
                 ),
             },
             interceptors=interceptors,
@@ -414,6 +439,37 @@ class PeerServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def read_inbox(
+        self,
+        request: ReadInboxRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ReadInboxResponse:
+        """
+        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
+        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
+        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
+        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
+        instead of answering empty: mail is waited for, not polled. Answers the events and the
+        cursor to pass next time. Idempotent; changes nothing.
+        Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
+        retained).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ReadInbox",
+                service_name="kxm.hub.v1.PeerService",
+                input=ReadInboxRequest,
+                output=ReadInboxResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class PeerServiceSync(Protocol):
     """
@@ -477,6 +533,20 @@ class PeerServiceSync(Protocol):
         cursor, then live events (message, reply, cancelled, expired, presence) and keep-alives.
         Opening a stream counts as agent activity. Server streaming; no REST mapping.
         Errors: CURSOR_EXPIRED (after_seq older than what the hub retains).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def read_inbox(self, request: ReadInboxRequest, ctx: RequestContext[ReadInboxRequest, ReadInboxResponse], /) -> ReadInboxResponse:
+        """
+        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
+        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
+        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
+        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
+        instead of answering empty: mail is waited for, not polled. Answers the events and the
+        cursor to pass next time. Idempotent; changes nothing.
+        Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
+        retained).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -568,6 +638,17 @@ class PeerServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.SERVER_STREAM,
                     ),
                     function=service.subscribe,
+                ),
+                "/kxm.hub.v1.PeerService/ReadInbox": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ReadInbox",
+                        service_name="kxm.hub.v1.PeerService",
+                        input=ReadInboxRequest,
+                        output=ReadInboxResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.read_inbox,
                 ),
             },
             interceptors=interceptors,
@@ -786,6 +867,37 @@ class PeerServiceClientSync(ConnectClientSync):
                 output=SubscribeResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.SERVER_STREAM,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def read_inbox(
+        self,
+        request: ReadInboxRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ReadInboxResponse:
+        """
+        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
+        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
+        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
+        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
+        instead of answering empty: mail is waited for, not polled. Answers the events and the
+        cursor to pass next time. Idempotent; changes nothing.
+        Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
+        retained).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ReadInbox",
+                service_name="kxm.hub.v1.PeerService",
+                input=ReadInboxRequest,
+                output=ReadInboxResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
             ),
             headers=headers,
             timeout_ms=timeout_ms,

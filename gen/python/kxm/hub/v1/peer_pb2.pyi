@@ -51,6 +51,38 @@ MESSAGE_BOX_UNSPECIFIED: MessageBox
 MESSAGE_BOX_INBOX: MessageBox
 MESSAGE_BOX_OUTBOX: MessageBox
 
+class ReadInboxRequest(_message.Message):
+    __slots__ = ("after_cursor", "limit", "wait_ms")
+    AFTER_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    after_cursor: int
+    limit: int
+    wait_ms: int
+    def __init__(self, after_cursor: _Optional[int] = ..., limit: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class InboxItem(_message.Message):
+    __slots__ = ("cursor", "message", "reply", "cancelled", "expired")
+    CURSOR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REPLY_FIELD_NUMBER: _ClassVar[int]
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    EXPIRED_FIELD_NUMBER: _ClassVar[int]
+    cursor: int
+    message: Message
+    reply: Message
+    cancelled: Message
+    expired: Message
+    def __init__(self, cursor: _Optional[int] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., reply: _Optional[_Union[Message, _Mapping]] = ..., cancelled: _Optional[_Union[Message, _Mapping]] = ..., expired: _Optional[_Union[Message, _Mapping]] = ...) -> None: ...
+
+class ReadInboxResponse(_message.Message):
+    __slots__ = ("events", "next_cursor")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_CURSOR_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[InboxItem]
+    next_cursor: int
+    def __init__(self, events: _Optional[_Iterable[_Union[InboxItem, _Mapping]]] = ..., next_cursor: _Optional[int] = ...) -> None: ...
+
 class Reply(_message.Message):
     __slots__ = ("content", "created_at")
     CONTENT_FIELD_NUMBER: _ClassVar[int]

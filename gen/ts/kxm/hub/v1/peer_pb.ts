@@ -17,7 +17,133 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/peer.proto.
  */
 export const file_kxm_hub_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChVreG0vaHViL3YxL3BlZXIucHJvdG8SCmt4bS5odWIudjEiSAoFUmVwbHkSDwoHY29udGVudBgBIAEoCRIuCgpjcmVhdGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKaBgoHTWVzc2FnZRIKCgJpZBgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEhsKDWZyb21fYWdlbnRfaWQYAyABKAlSBGZyb20SEQoJZnJvbV9uYW1lGAQgASgJEhcKC3RvX2FnZW50X2lkGAUgASgJUgJ0bxIPCgd0b19uYW1lGAYgASgJEg8KB2NvbnRlbnQYByABKAkSJgoIZGVsaXZlcnkYCCABKA4yFC5reG0uaHViLnYxLkRlbGl2ZXJ5EgwKBGhvcHMYCSABKAUSEAoIbWF4X2hvcHMYCiABKAUSCwoDc2VxGAsgASgDEhsKDmNvcnJlbGF0aW9uX2lkGAwgASgJSACIAQESFQoIcmVwbHlfdG8YDSABKAlIAYgBARIcCg9pZGVtcG90ZW5jeV9rZXkYDiABKAlIAogBARIuCgpjcmVhdGVkX2F0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI1CgxkZWxpdmVyZWRfYXQYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAOIAQESMwoKcmVwbGllZF9hdBgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIBIgBARI1CgxjYW5jZWxsZWRfYXQYEyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAWIAQESKQoGc3RhdHVzGBQgASgOMhkua3htLmh1Yi52MS5NZXNzYWdlU3RhdHVzEiUKBXJlcGx5GBUgASgLMhEua3htLmh1Yi52MS5SZXBseUgGiAEBEhIKBWVycm9yGBYgASgJSAeIAQFCEQoPX2NvcnJlbGF0aW9uX2lkQgsKCV9yZXBseV90b0ISChBfaWRlbXBvdGVuY3lfa2V5Qg8KDV9kZWxpdmVyZWRfYXRCDQoLX3JlcGxpZWRfYXRCDwoNX2NhbmNlbGxlZF9hdEIICgZfcmVwbHlCCAoGX2Vycm9yIvsCChJTZW5kTWVzc2FnZVJlcXVlc3QSEwoGdGFyZ2V0GAEgASgJQgPgQQISFAoHY29udGVudBgCIAEoCUID4EECEiYKCGRlbGl2ZXJ5GAMgASgOMhQua3htLmh1Yi52MS5EZWxpdmVyeRIbCg5jb3JyZWxhdGlvbl9pZBgEIAEoCUgAiAEBEhUKCHJlcGx5X3RvGAUgASgJSAGIAQESEQoEaG9wcxgGIAEoBUgCiAEBEhUKCG1heF9ob3BzGAcgASgFSAOIAQESEwoGdHRsX21zGAggASgFSASIAQESGgoNYWxsb3dfb2ZmbGluZRgJIAEoCEgFiAEBEhwKD2lkZW1wb3RlbmN5X2tleRgKIAEoCUgGiAEBQhEKD19jb3JyZWxhdGlvbl9pZEILCglfcmVwbHlfdG9CBwoFX2hvcHNCCwoJX21heF9ob3BzQgkKB190dGxfbXNCEAoOX2FsbG93X29mZmxpbmVCEgoQX2lkZW1wb3RlbmN5X2tleSJPChNTZW5kTWVzc2FnZVJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2USEgoKaWRlbXBvdGVudBgCIAEoCCIsChFBY2tNZXNzYWdlUmVxdWVzdBIXCgptZXNzYWdlX2lkGAEgASgJQgPgQQIiOgoSQWNrTWVzc2FnZVJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2UiRAoTUmVwbHlNZXNzYWdlUmVxdWVzdBIXCgptZXNzYWdlX2lkGAEgASgJQgPgQQISFAoHY29udGVudBgCIAEoCUID4EECIjwKFFJlcGx5TWVzc2FnZVJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2UiLwoUQ2FuY2VsTWVzc2FnZVJlcXVlc3QSFwoKbWVzc2FnZV9pZBgBIAEoCUID4EECIj0KFUNhbmNlbE1lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlIiwKEUdldE1lc3NhZ2VSZXF1ZXN0EhcKCm1lc3NhZ2VfaWQYASABKAlCA+BBAiI6ChJHZXRNZXNzYWdlUmVzcG9uc2USJAoHbWVzc2FnZRgBIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZSKMAQoTTGlzdE1lc3NhZ2VzUmVxdWVzdBIjCgNib3gYASABKA4yFi5reG0uaHViLnYxLk1lc3NhZ2VCb3gSKQoGc3RhdHVzGAIgAygOMhkua3htLmh1Yi52MS5NZXNzYWdlU3RhdHVzEhEKCXBhZ2Vfc2l6ZRgDIAEoBRISCgpwYWdlX3Rva2VuGAQgASgJIlYKFExpc3RNZXNzYWdlc1Jlc3BvbnNlEiUKCG1lc3NhZ2VzGAEgAygLMhMua3htLmh1Yi52MS5NZXNzYWdlEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSI4ChBTdWJzY3JpYmVSZXF1ZXN0EhYKCWFmdGVyX3NlcRgBIAEoA0gAiAEBQgwKCl9hZnRlcl9zZXEiMgoOU3Vic2NyaWJlUmVhZHkSIAoFYWdlbnQYASABKAsyES5reG0uaHViLnYxLkFnZW50Is0CChFTdWJzY3JpYmVSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSKwoFcmVhZHkYAiABKAsyGi5reG0uaHViLnYxLlN1YnNjcmliZVJlYWR5SAASJgoHbWVzc2FnZRgDIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiQKBXJlcGx5GAQgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASKAoJY2FuY2VsbGVkGAUgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASJgoHZXhwaXJlZBgGIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiUKCHByZXNlbmNlGAcgASgLMhEua3htLmh1Yi52MS5BZ2VudEgAEisKCmtlZXBfYWxpdmUYCCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50Ko8BCghEZWxpdmVyeRIYChRERUxJVkVSWV9VTlNQRUNJRklFRBAAEiQKEkRFTElWRVJZX0ZPTExPV19VUBABGgzC8xgIZm9sbG93VXASHQoOREVMSVZFUllfU1RFRVIQAhoJwvMYBXN0ZWVyEiQKEkRFTElWRVJZX05FWFRfVFVSThADGgzC8xgIbmV4dFR1cm4qpwIKDU1lc3NhZ2VTdGF0dXMSHgoaTUVTU0FHRV9TVEFUVVNfVU5TUEVDSUZJRUQQABIlChVNRVNTQUdFX1NUQVRVU19RVUVVRUQQARoKwvMYBnF1ZXVlZBIrChhNRVNTQUdFX1NUQVRVU19ERUxJVkVSRUQQAhoNwvMYCWRlbGl2ZXJlZBInChZNRVNTQUdFX1NUQVRVU19SRVBMSUVEEAMaC8LzGAdyZXBsaWVkEisKGE1FU1NBR0VfU1RBVFVTX0NBTkNFTExFRBAEGg3C8xgJY2FuY2VsbGVkEicKFk1FU1NBR0VfU1RBVFVTX0VYUElSRUQQBRoLwvMYB2V4cGlyZWQSIwoUTUVTU0FHRV9TVEFUVVNfRVJST1IQBhoJwvMYBWVycm9yKm8KCk1lc3NhZ2VCb3gSGwoXTUVTU0FHRV9CT1hfVU5TUEVDSUZJRUQQABIgChFNRVNTQUdFX0JPWF9JTkJPWBABGgnC8xgFaW5ib3gSIgoSTUVTU0FHRV9CT1hfT1VUQk9YEAIaCsLzGAZvdXRib3gyigYKC1BlZXJTZXJ2aWNlEmcKC1NlbmRNZXNzYWdlEh4ua3htLmh1Yi52MS5TZW5kTWVzc2FnZVJlcXVlc3QaHy5reG0uaHViLnYxLlNlbmRNZXNzYWdlUmVzcG9uc2UiF4LT5JMCEToBKiIML3YxL21lc3NhZ2VzEnUKCkFja01lc3NhZ2USHS5reG0uaHViLnYxLkFja01lc3NhZ2VSZXF1ZXN0Gh4ua3htLmh1Yi52MS5BY2tNZXNzYWdlUmVzcG9uc2UiKILT5JMCIjoBKiIdL3YxL21lc3NhZ2VzL3ttZXNzYWdlX2lkfS9hY2sSfQoMUmVwbHlNZXNzYWdlEh8ua3htLmh1Yi52MS5SZXBseU1lc3NhZ2VSZXF1ZXN0GiAua3htLmh1Yi52MS5SZXBseU1lc3NhZ2VSZXNwb25zZSIqgtPkkwIkOgEqIh8vdjEvbWVzc2FnZXMve21lc3NhZ2VfaWR9L3JlcGx5EncKDUNhbmNlbE1lc3NhZ2USIC5reG0uaHViLnYxLkNhbmNlbE1lc3NhZ2VSZXF1ZXN0GiEua3htLmh1Yi52MS5DYW5jZWxNZXNzYWdlUmVzcG9uc2UiIYLT5JMCGyoZL3YxL21lc3NhZ2VzL3ttZXNzYWdlX2lkfRJuCgpHZXRNZXNzYWdlEh0ua3htLmh1Yi52MS5HZXRNZXNzYWdlUmVxdWVzdBoeLmt4bS5odWIudjEuR2V0TWVzc2FnZVJlc3BvbnNlIiGC0+STAhsSGS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0SZwoMTGlzdE1lc3NhZ2VzEh8ua3htLmh1Yi52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0GiAua3htLmh1Yi52MS5MaXN0TWVzc2FnZXNSZXNwb25zZSIUgtPkkwIOEgwvdjEvbWVzc2FnZXMSSgoJU3Vic2NyaWJlEhwua3htLmh1Yi52MS5TdWJzY3JpYmVSZXF1ZXN0Gh0ua3htLmh1Yi52MS5TdWJzY3JpYmVSZXNwb25zZTABQjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
+  fileDesc("ChVreG0vaHViL3YxL3BlZXIucHJvdG8SCmt4bS5odWIudjEiXgoQUmVhZEluYm94UmVxdWVzdBIZCgxhZnRlcl9jdXJzb3IYASABKANIAIgBARINCgVsaW1pdBgCIAEoBRIPCgd3YWl0X21zGAMgASgFQg8KDV9hZnRlcl9jdXJzb3IixAEKCUluYm94SXRlbRIOCgZjdXJzb3IYASABKAMSJgoHbWVzc2FnZRgCIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiQKBXJlcGx5GAMgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASKAoJY2FuY2VsbGVkGAQgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASJgoHZXhwaXJlZBgFIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAQgcKBWV2ZW50Ik8KEVJlYWRJbmJveFJlc3BvbnNlEiUKBmV2ZW50cxgBIAMoCzIVLmt4bS5odWIudjEuSW5ib3hJdGVtEhMKC25leHRfY3Vyc29yGAIgASgDIkgKBVJlcGx5Eg8KB2NvbnRlbnQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgYKB01lc3NhZ2USCgoCaWQYASABKAkSDwoHcHJvamVjdBgCIAEoCRIbCg1mcm9tX2FnZW50X2lkGAMgASgJUgRmcm9tEhEKCWZyb21fbmFtZRgEIAEoCRIXCgt0b19hZ2VudF9pZBgFIAEoCVICdG8SDwoHdG9fbmFtZRgGIAEoCRIPCgdjb250ZW50GAcgASgJEiYKCGRlbGl2ZXJ5GAggASgOMhQua3htLmh1Yi52MS5EZWxpdmVyeRIMCgRob3BzGAkgASgFEhAKCG1heF9ob3BzGAogASgFEgsKA3NlcRgLIAEoAxIbCg5jb3JyZWxhdGlvbl9pZBgMIAEoCUgAiAEBEhUKCHJlcGx5X3RvGA0gASgJSAGIAQESHAoPaWRlbXBvdGVuY3lfa2V5GA4gASgJSAKIAQESLgoKY3JlYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoMZGVsaXZlcmVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgDiAEBEjMKCnJlcGxpZWRfYXQYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSASIAQESNQoMY2FuY2VsbGVkX2F0GBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgFiAEBEikKBnN0YXR1cxgUIAEoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIlCgVyZXBseRgVIAEoCzIRLmt4bS5odWIudjEuUmVwbHlIBogBARISCgVlcnJvchgWIAEoCUgHiAEBQhEKD19jb3JyZWxhdGlvbl9pZEILCglfcmVwbHlfdG9CEgoQX2lkZW1wb3RlbmN5X2tleUIPCg1fZGVsaXZlcmVkX2F0Qg0KC19yZXBsaWVkX2F0Qg8KDV9jYW5jZWxsZWRfYXRCCAoGX3JlcGx5QggKBl9lcnJvciL7AgoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhMKBnRhcmdldBgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAhImCghkZWxpdmVyeRgDIAEoDjIULmt4bS5odWIudjEuRGVsaXZlcnkSGwoOY29ycmVsYXRpb25faWQYBCABKAlIAIgBARIVCghyZXBseV90bxgFIAEoCUgBiAEBEhEKBGhvcHMYBiABKAVIAogBARIVCghtYXhfaG9wcxgHIAEoBUgDiAEBEhMKBnR0bF9tcxgIIAEoBUgEiAEBEhoKDWFsbG93X29mZmxpbmUYCSABKAhIBYgBARIcCg9pZGVtcG90ZW5jeV9rZXkYCiABKAlIBogBAUIRCg9fY29ycmVsYXRpb25faWRCCwoJX3JlcGx5X3RvQgcKBV9ob3BzQgsKCV9tYXhfaG9wc0IJCgdfdHRsX21zQhAKDl9hbGxvd19vZmZsaW5lQhIKEF9pZGVtcG90ZW5jeV9rZXkiTwoTU2VuZE1lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlEhIKCmlkZW1wb3RlbnQYAiABKAgiLAoRQWNrTWVzc2FnZVJlcXVlc3QSFwoKbWVzc2FnZV9pZBgBIAEoCUID4EECIjoKEkFja01lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlIkQKE1JlcGx5TWVzc2FnZVJlcXVlc3QSFwoKbWVzc2FnZV9pZBgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAiI8ChRSZXBseU1lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlIi8KFENhbmNlbE1lc3NhZ2VSZXF1ZXN0EhcKCm1lc3NhZ2VfaWQYASABKAlCA+BBAiI9ChVDYW5jZWxNZXNzYWdlUmVzcG9uc2USJAoHbWVzc2FnZRgBIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZSIsChFHZXRNZXNzYWdlUmVxdWVzdBIXCgptZXNzYWdlX2lkGAEgASgJQgPgQQIiOgoSR2V0TWVzc2FnZVJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2UijAEKE0xpc3RNZXNzYWdlc1JlcXVlc3QSIwoDYm94GAEgASgOMhYua3htLmh1Yi52MS5NZXNzYWdlQm94EikKBnN0YXR1cxgCIAMoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJWChRMaXN0TWVzc2FnZXNSZXNwb25zZRIlCghtZXNzYWdlcxgBIAMoCzITLmt4bS5odWIudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOAoQU3Vic2NyaWJlUmVxdWVzdBIWCglhZnRlcl9zZXEYASABKANIAIgBAUIMCgpfYWZ0ZXJfc2VxIjIKDlN1YnNjcmliZVJlYWR5EiAKBWFnZW50GAEgASgLMhEua3htLmh1Yi52MS5BZ2VudCLNAgoRU3Vic2NyaWJlUmVzcG9uc2USDgoGY3Vyc29yGAEgASgDEisKBXJlYWR5GAIgASgLMhoua3htLmh1Yi52MS5TdWJzY3JpYmVSZWFkeUgAEiYKB21lc3NhZ2UYAyABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2VIABIkCgVyZXBseRgEIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEigKCWNhbmNlbGxlZBgFIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiYKB2V4cGlyZWQYBiABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2VIABIlCghwcmVzZW5jZRgHIAEoCzIRLmt4bS5odWIudjEuQWdlbnRIABIrCgprZWVwX2FsaXZlGAggASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIAEIHCgVldmVudCqPAQoIRGVsaXZlcnkSGAoUREVMSVZFUllfVU5TUEVDSUZJRUQQABIkChJERUxJVkVSWV9GT0xMT1dfVVAQARoMwvMYCGZvbGxvd1VwEh0KDkRFTElWRVJZX1NURUVSEAIaCcLzGAVzdGVlchIkChJERUxJVkVSWV9ORVhUX1RVUk4QAxoMwvMYCG5leHRUdXJuKqcCCg1NZXNzYWdlU3RhdHVzEh4KGk1FU1NBR0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASJQoVTUVTU0FHRV9TVEFUVVNfUVVFVUVEEAEaCsLzGAZxdWV1ZWQSKwoYTUVTU0FHRV9TVEFUVVNfREVMSVZFUkVEEAIaDcLzGAlkZWxpdmVyZWQSJwoWTUVTU0FHRV9TVEFUVVNfUkVQTElFRBADGgvC8xgHcmVwbGllZBIrChhNRVNTQUdFX1NUQVRVU19DQU5DRUxMRUQQBBoNwvMYCWNhbmNlbGxlZBInChZNRVNTQUdFX1NUQVRVU19FWFBJUkVEEAUaC8LzGAdleHBpcmVkEiMKFE1FU1NBR0VfU1RBVFVTX0VSUk9SEAYaCcLzGAVlcnJvcipvCgpNZXNzYWdlQm94EhsKF01FU1NBR0VfQk9YX1VOU1BFQ0lGSUVEEAASIAoRTUVTU0FHRV9CT1hfSU5CT1gQARoJwvMYBWluYm94EiIKEk1FU1NBR0VfQk9YX09VVEJPWBACGgrC8xgGb3V0Ym94MucGCgtQZWVyU2VydmljZRJnCgtTZW5kTWVzc2FnZRIeLmt4bS5odWIudjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh8ua3htLmh1Yi52MS5TZW5kTWVzc2FnZVJlc3BvbnNlIheC0+STAhE6ASoiDC92MS9tZXNzYWdlcxJ1CgpBY2tNZXNzYWdlEh0ua3htLmh1Yi52MS5BY2tNZXNzYWdlUmVxdWVzdBoeLmt4bS5odWIudjEuQWNrTWVzc2FnZVJlc3BvbnNlIiiC0+STAiI6ASoiHS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0vYWNrEn0KDFJlcGx5TWVzc2FnZRIfLmt4bS5odWIudjEuUmVwbHlNZXNzYWdlUmVxdWVzdBogLmt4bS5odWIudjEuUmVwbHlNZXNzYWdlUmVzcG9uc2UiKoLT5JMCJDoBKiIfL3YxL21lc3NhZ2VzL3ttZXNzYWdlX2lkfS9yZXBseRJ3Cg1DYW5jZWxNZXNzYWdlEiAua3htLmh1Yi52MS5DYW5jZWxNZXNzYWdlUmVxdWVzdBohLmt4bS5odWIudjEuQ2FuY2VsTWVzc2FnZVJlc3BvbnNlIiGC0+STAhsqGS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0SbgoKR2V0TWVzc2FnZRIdLmt4bS5odWIudjEuR2V0TWVzc2FnZVJlcXVlc3QaHi5reG0uaHViLnYxLkdldE1lc3NhZ2VSZXNwb25zZSIhgtPkkwIbEhkvdjEvbWVzc2FnZXMve21lc3NhZ2VfaWR9EmcKDExpc3RNZXNzYWdlcxIfLmt4bS5odWIudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBogLmt4bS5odWIudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiFILT5JMCDhIML3YxL21lc3NhZ2VzEkoKCVN1YnNjcmliZRIcLmt4bS5odWIudjEuU3Vic2NyaWJlUmVxdWVzdBodLmt4bS5odWIudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJbCglSZWFkSW5ib3gSHC5reG0uaHViLnYxLlJlYWRJbmJveFJlcXVlc3QaHS5reG0uaHViLnYxLlJlYWRJbmJveFJlc3BvbnNlIhGC0+STAgsSCS92MS9pbmJveEI0WjJnaXRodWIuY29tL2t4bS1kZXYva3htLWh1Yi9nZW4vZ28va3htL2h1Yi92MTtodWJ2MWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
+
+/**
+ * ReadInbox input.
+ *
+ * @generated from message kxm.hub.v1.ReadInboxRequest
+ */
+export type ReadInboxRequest = Message$1<"kxm.hub.v1.ReadInboxRequest"> & {
+  /**
+   * Answer the events after this cursor (a previous answer's next_cursor). Unset: after the
+   * cursor AckMessage advances.
+   *
+   * @generated from field: optional int64 after_cursor = 1;
+   */
+  afterCursor?: bigint | undefined;
+
+  /**
+   * Events per answer, 1..100; 0 uses 20.
+   *
+   * @generated from field: int32 limit = 2;
+   */
+  limit: number;
+
+  /**
+   * How long to wait for a first event when there is none, in milliseconds, 0..60000; 0
+   * answers at once.
+   *
+   * @generated from field: int32 wait_ms = 3;
+   */
+  waitMs: number;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ReadInboxRequest.
+ * Use `create(ReadInboxRequestSchema)` to create a new message.
+ */
+export const ReadInboxRequestSchema: GenMessage<ReadInboxRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_peer, 0);
+
+/**
+ * One event of the caller's inbox.
+ *
+ * @generated from message kxm.hub.v1.InboxItem
+ */
+export type InboxItem = Message$1<"kxm.hub.v1.InboxItem"> & {
+  /**
+   * Its position in the caller's inbox.
+   *
+   * @generated from field: int64 cursor = 1;
+   */
+  cursor: bigint;
+
+  /**
+   * What happened.
+   *
+   * @generated from oneof kxm.hub.v1.InboxItem.event
+   */
+  event: {
+    /**
+     * A message to the caller, not yet acknowledged.
+     *
+     * @generated from field: kxm.hub.v1.Message message = 2;
+     */
+    value: Message;
+    case: "message";
+  } | {
+    /**
+     * A message the caller sent was replied.
+     *
+     * @generated from field: kxm.hub.v1.Message reply = 3;
+     */
+    value: Message;
+    case: "reply";
+  } | {
+    /**
+     * A message to the caller was cancelled by its sender.
+     *
+     * @generated from field: kxm.hub.v1.Message cancelled = 4;
+     */
+    value: Message;
+    case: "cancelled";
+  } | {
+    /**
+     * A message the caller sent or received expired.
+     *
+     * @generated from field: kxm.hub.v1.Message expired = 5;
+     */
+    value: Message;
+    case: "expired";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message kxm.hub.v1.InboxItem.
+ * Use `create(InboxItemSchema)` to create a new message.
+ */
+export const InboxItemSchema: GenMessage<InboxItem> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_peer, 1);
+
+/**
+ * ReadInbox result.
+ *
+ * @generated from message kxm.hub.v1.ReadInboxResponse
+ */
+export type ReadInboxResponse = Message$1<"kxm.hub.v1.ReadInboxResponse"> & {
+  /**
+   * The events, oldest first.
+   *
+   * @generated from field: repeated kxm.hub.v1.InboxItem events = 1;
+   */
+  events: InboxItem[];
+
+  /**
+   * Pass as after_cursor next time: the last event's cursor (read or left out), else the
+   * cursor the read started after.
+   *
+   * @generated from field: int64 next_cursor = 2;
+   */
+  nextCursor: bigint;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ReadInboxResponse.
+ * Use `create(ReadInboxResponseSchema)` to create a new message.
+ */
+export const ReadInboxResponseSchema: GenMessage<ReadInboxResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_peer, 2);
 
 /**
  * A reply to a message.
@@ -45,7 +171,7 @@ export type Reply = Message$1<"kxm.hub.v1.Reply"> & {
  * Use `create(ReplySchema)` to create a new message.
  */
 export const ReplySchema: GenMessage<Reply> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 0);
+  messageDesc(file_kxm_hub_v1_peer, 3);
 
 /**
  * A message record.
@@ -213,7 +339,7 @@ export type Message = Message$1<"kxm.hub.v1.Message"> & {
  * Use `create(MessageSchema)` to create a new message.
  */
 export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 1);
+  messageDesc(file_kxm_hub_v1_peer, 4);
 
 /**
  * SendMessage input. Strings are trimmed before checks.
@@ -297,7 +423,7 @@ export type SendMessageRequest = Message$1<"kxm.hub.v1.SendMessageRequest"> & {
  * Use `create(SendMessageRequestSchema)` to create a new message.
  */
 export const SendMessageRequestSchema: GenMessage<SendMessageRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 2);
+  messageDesc(file_kxm_hub_v1_peer, 5);
 
 /**
  * SendMessage result (REST: 202 for a new message, 200 for an idempotent replay).
@@ -325,7 +451,7 @@ export type SendMessageResponse = Message$1<"kxm.hub.v1.SendMessageResponse"> & 
  * Use `create(SendMessageResponseSchema)` to create a new message.
  */
 export const SendMessageResponseSchema: GenMessage<SendMessageResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 3);
+  messageDesc(file_kxm_hub_v1_peer, 6);
 
 /**
  * AckMessage input.
@@ -346,7 +472,7 @@ export type AckMessageRequest = Message$1<"kxm.hub.v1.AckMessageRequest"> & {
  * Use `create(AckMessageRequestSchema)` to create a new message.
  */
 export const AckMessageRequestSchema: GenMessage<AckMessageRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 4);
+  messageDesc(file_kxm_hub_v1_peer, 7);
 
 /**
  * AckMessage result.
@@ -367,7 +493,7 @@ export type AckMessageResponse = Message$1<"kxm.hub.v1.AckMessageResponse"> & {
  * Use `create(AckMessageResponseSchema)` to create a new message.
  */
 export const AckMessageResponseSchema: GenMessage<AckMessageResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 5);
+  messageDesc(file_kxm_hub_v1_peer, 8);
 
 /**
  * ReplyMessage input.
@@ -395,7 +521,7 @@ export type ReplyMessageRequest = Message$1<"kxm.hub.v1.ReplyMessageRequest"> & 
  * Use `create(ReplyMessageRequestSchema)` to create a new message.
  */
 export const ReplyMessageRequestSchema: GenMessage<ReplyMessageRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 6);
+  messageDesc(file_kxm_hub_v1_peer, 9);
 
 /**
  * ReplyMessage result.
@@ -416,7 +542,7 @@ export type ReplyMessageResponse = Message$1<"kxm.hub.v1.ReplyMessageResponse"> 
  * Use `create(ReplyMessageResponseSchema)` to create a new message.
  */
 export const ReplyMessageResponseSchema: GenMessage<ReplyMessageResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 7);
+  messageDesc(file_kxm_hub_v1_peer, 10);
 
 /**
  * CancelMessage input.
@@ -437,7 +563,7 @@ export type CancelMessageRequest = Message$1<"kxm.hub.v1.CancelMessageRequest"> 
  * Use `create(CancelMessageRequestSchema)` to create a new message.
  */
 export const CancelMessageRequestSchema: GenMessage<CancelMessageRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 8);
+  messageDesc(file_kxm_hub_v1_peer, 11);
 
 /**
  * CancelMessage result.
@@ -458,7 +584,7 @@ export type CancelMessageResponse = Message$1<"kxm.hub.v1.CancelMessageResponse"
  * Use `create(CancelMessageResponseSchema)` to create a new message.
  */
 export const CancelMessageResponseSchema: GenMessage<CancelMessageResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 9);
+  messageDesc(file_kxm_hub_v1_peer, 12);
 
 /**
  * GetMessage input.
@@ -479,7 +605,7 @@ export type GetMessageRequest = Message$1<"kxm.hub.v1.GetMessageRequest"> & {
  * Use `create(GetMessageRequestSchema)` to create a new message.
  */
 export const GetMessageRequestSchema: GenMessage<GetMessageRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 10);
+  messageDesc(file_kxm_hub_v1_peer, 13);
 
 /**
  * GetMessage result.
@@ -500,7 +626,7 @@ export type GetMessageResponse = Message$1<"kxm.hub.v1.GetMessageResponse"> & {
  * Use `create(GetMessageResponseSchema)` to create a new message.
  */
 export const GetMessageResponseSchema: GenMessage<GetMessageResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 11);
+  messageDesc(file_kxm_hub_v1_peer, 14);
 
 /**
  * ListMessages input.
@@ -542,7 +668,7 @@ export type ListMessagesRequest = Message$1<"kxm.hub.v1.ListMessagesRequest"> & 
  * Use `create(ListMessagesRequestSchema)` to create a new message.
  */
 export const ListMessagesRequestSchema: GenMessage<ListMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 12);
+  messageDesc(file_kxm_hub_v1_peer, 15);
 
 /**
  * ListMessages result.
@@ -570,7 +696,7 @@ export type ListMessagesResponse = Message$1<"kxm.hub.v1.ListMessagesResponse"> 
  * Use `create(ListMessagesResponseSchema)` to create a new message.
  */
 export const ListMessagesResponseSchema: GenMessage<ListMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 13);
+  messageDesc(file_kxm_hub_v1_peer, 16);
 
 /**
  * Subscribe input.
@@ -592,7 +718,7 @@ export type SubscribeRequest = Message$1<"kxm.hub.v1.SubscribeRequest"> & {
  * Use `create(SubscribeRequestSchema)` to create a new message.
  */
 export const SubscribeRequestSchema: GenMessage<SubscribeRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 14);
+  messageDesc(file_kxm_hub_v1_peer, 17);
 
 /**
  * First frame of a Subscribe stream.
@@ -613,7 +739,7 @@ export type SubscribeReady = Message$1<"kxm.hub.v1.SubscribeReady"> & {
  * Use `create(SubscribeReadySchema)` to create a new message.
  */
 export const SubscribeReadySchema: GenMessage<SubscribeReady> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 15);
+  messageDesc(file_kxm_hub_v1_peer, 18);
 
 /**
  * One Subscribe frame.
@@ -697,7 +823,7 @@ export type SubscribeResponse = Message$1<"kxm.hub.v1.SubscribeResponse"> & {
  * Use `create(SubscribeResponseSchema)` to create a new message.
  */
 export const SubscribeResponseSchema: GenMessage<SubscribeResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_peer, 16);
+  messageDesc(file_kxm_hub_v1_peer, 19);
 
 /**
  * How the recipient should take a message into its work.
@@ -930,6 +1056,24 @@ export const PeerService: GenService<{
     methodKind: "server_streaming";
     input: typeof SubscribeRequestSchema;
     output: typeof SubscribeResponseSchema;
+  },
+  /**
+   * Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
+   * face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
+   * AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
+   * acknowledged meanwhile is left out: an acknowledged message is never answered again. With
+   * `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
+   * instead of answering empty: mail is waited for, not polled. Answers the events and the
+   * cursor to pass next time. Idempotent; changes nothing.
+   * Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
+   * retained).
+   *
+   * @generated from rpc kxm.hub.v1.PeerService.ReadInbox
+   */
+  readInbox: {
+    methodKind: "unary";
+    input: typeof ReadInboxRequestSchema;
+    output: typeof ReadInboxResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kxm_hub_v1_peer, 0);

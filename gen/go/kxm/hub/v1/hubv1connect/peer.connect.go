@@ -50,6 +50,8 @@ const (
 	PeerServiceListMessagesProcedure = "/kxm.hub.v1.PeerService/ListMessages"
 	// PeerServiceSubscribeProcedure is the fully-qualified name of the PeerService's Subscribe RPC.
 	PeerServiceSubscribeProcedure = "/kxm.hub.v1.PeerService/Subscribe"
+	// PeerServiceReadInboxProcedure is the fully-qualified name of the PeerService's ReadInbox RPC.
+	PeerServiceReadInboxProcedure = "/kxm.hub.v1.PeerService/ReadInbox"
 )
 
 // PeerServiceClient is a client for the kxm.hub.v1.PeerService service.
@@ -83,6 +85,16 @@ type PeerServiceClient interface {
 	// Opening a stream counts as agent activity. Server streaming; no REST mapping.
 	// Errors: CURSOR_EXPIRED (after_seq older than what the hub retains).
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest]) (*connect.ServerStreamForClient[v1.SubscribeResponse], error)
+	// Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
+	// face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
+	// AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
+	// acknowledged meanwhile is left out: an acknowledged message is never answered again. With
+	// `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
+	// instead of answering empty: mail is waited for, not polled. Answers the events and the
+	// cursor to pass next time. Idempotent; changes nothing.
+	// Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
+	// retained).
+	ReadInbox(context.Context, *connect.Request[v1.ReadInboxRequest]) (*connect.Response[v1.ReadInboxResponse], error)
 }
 
 // NewPeerServiceClient constructs a client for the kxm.hub.v1.PeerService service. By default, it
@@ -138,6 +150,12 @@ func NewPeerServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(peerServiceMethods.ByName("Subscribe")),
 			connect.WithClientOptions(opts...),
 		),
+		readInbox: connect.NewClient[v1.ReadInboxRequest, v1.ReadInboxResponse](
+			httpClient,
+			baseURL+PeerServiceReadInboxProcedure,
+			connect.WithSchema(peerServiceMethods.ByName("ReadInbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -150,6 +168,7 @@ type peerServiceClient struct {
 	getMessage    *connect.Client[v1.GetMessageRequest, v1.GetMessageResponse]
 	listMessages  *connect.Client[v1.ListMessagesRequest, v1.ListMessagesResponse]
 	subscribe     *connect.Client[v1.SubscribeRequest, v1.SubscribeResponse]
+	readInbox     *connect.Client[v1.ReadInboxRequest, v1.ReadInboxResponse]
 }
 
 // SendMessage calls kxm.hub.v1.PeerService.SendMessage.
@@ -187,6 +206,11 @@ func (c *peerServiceClient) Subscribe(ctx context.Context, req *connect.Request[
 	return c.subscribe.CallServerStream(ctx, req)
 }
 
+// ReadInbox calls kxm.hub.v1.PeerService.ReadInbox.
+func (c *peerServiceClient) ReadInbox(ctx context.Context, req *connect.Request[v1.ReadInboxRequest]) (*connect.Response[v1.ReadInboxResponse], error) {
+	return c.readInbox.CallUnary(ctx, req)
+}
+
 // PeerServiceHandler is an implementation of the kxm.hub.v1.PeerService service.
 type PeerServiceHandler interface {
 	// Sends a message to an agent of the caller's project, by id or case-insensitive name.
@@ -218,6 +242,16 @@ type PeerServiceHandler interface {
 	// Opening a stream counts as agent activity. Server streaming; no REST mapping.
 	// Errors: CURSOR_EXPIRED (after_seq older than what the hub retains).
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.SubscribeResponse]) error
+	// Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
+	// face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
+	// AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
+	// acknowledged meanwhile is left out: an acknowledged message is never answered again. With
+	// `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
+	// instead of answering empty: mail is waited for, not polled. Answers the events and the
+	// cursor to pass next time. Idempotent; changes nothing.
+	// Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
+	// retained).
+	ReadInbox(context.Context, *connect.Request[v1.ReadInboxRequest]) (*connect.Response[v1.ReadInboxResponse], error)
 }
 
 // NewPeerServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -269,6 +303,12 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(peerServiceMethods.ByName("Subscribe")),
 		connect.WithHandlerOptions(opts...),
 	)
+	peerServiceReadInboxHandler := connect.NewUnaryHandler(
+		PeerServiceReadInboxProcedure,
+		svc.ReadInbox,
+		connect.WithSchema(peerServiceMethods.ByName("ReadInbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kxm.hub.v1.PeerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PeerServiceSendMessageProcedure:
@@ -285,6 +325,8 @@ func NewPeerServiceHandler(svc PeerServiceHandler, opts ...connect.HandlerOption
 			peerServiceListMessagesHandler.ServeHTTP(w, r)
 		case PeerServiceSubscribeProcedure:
 			peerServiceSubscribeHandler.ServeHTTP(w, r)
+		case PeerServiceReadInboxProcedure:
+			peerServiceReadInboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -320,4 +362,8 @@ func (UnimplementedPeerServiceHandler) ListMessages(context.Context, *connect.Re
 
 func (UnimplementedPeerServiceHandler) Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.SubscribeResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.PeerService.Subscribe is not implemented"))
+}
+
+func (UnimplementedPeerServiceHandler) ReadInbox(context.Context, *connect.Request[v1.ReadInboxRequest]) (*connect.Response[v1.ReadInboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.PeerService.ReadInbox is not implemented"))
 }

@@ -1,0 +1,65 @@
+import type { AgentCaller } from "../caller.js";
+import type { Clock } from "../clock.js";
+import { errors } from "../errors.js";
+import type { Bus } from "../events/bus.js";
+import { createWaker } from "../events/wait.js";
+import type { HubStore, InboxEvent } from "../store/store.js";
+import { intInRange } from "../validate.js";
+import type { InboxNotice, Messages } from "./messages.js";
+
+export interface InboxReadDeps {
+  store: HubStore;
+  clock: Clock;
+  messages: Messages;
+  inboxBus: Bus<InboxNotice>;
+}
+
+export const inboxRead = { defaultLimit: 20, maxLimit: 100, maxWaitMs: 60_000 } as const;
+
+/** An event the reader still needs: a message to it only while it is not acknowledged. */
+const wanted = (e: InboxEvent) => e.kind !== "message" || e.message.status === "queued";
+
+/**
+ * The inbox in one answer (ReadInbox): the events after a cursor, from the store, leaving out
+ * messages acknowledged since; with `waitMs` and nothing to answer, it waits for the next event
+ * of the caller's inbox (the bus, fed by this hub's commits and the others'), never on a poll.
+ * Reads only: nothing is acknowledged or changed.
+ */
+export function createInboxReader({ store, clock, messages, inboxBus }: InboxReadDeps) {
+  return async function readInbox(
+    caller: AgentCaller,
+    input: { afterCursor?: bigint | number; limit?: number; waitMs?: number },
+    signal?: AbortSignal,
+  ): Promise<{ events: InboxEvent[]; nextCursor: number }> {
+    const limit = input.limit === 0 || input.limit === undefined ? inboxRead.defaultLimit : intInRange("limit", input.limit, 1, inboxRead.maxLimit, inboxRead.defaultLimit);
+    const waitMs = intInRange("waitMs", input.waitMs, 0, inboxRead.maxWaitMs, 0);
+    const after = input.afterCursor === undefined ? undefined : intInRange("afterCursor", input.afterCursor, 0, Number.MAX_SAFE_INTEGER, 0);
+    const waker = createWaker(clock);
+    // Subscribed before the first read, so an event committed in between wakes the wait.
+    const unsubscribe = inboxBus.subscribe(caller.agentId, () => waker.wake());
+    const stop = new AbortController();
+    const onAbort = () => stop.abort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      await messages.expireDue();
+      const state = await store.inboxState(caller.agentId);
+      if (after !== undefined && after < state.purgedThrough) throw errors.cursorExpired(after, state.purgedThrough);
+      let cursor = after ?? state.ackedCursor;
+      const deadlineMs = clock.now() + waitMs;
+      for (;;) {
+        const read = await store.readInbox(caller.agentId, cursor, limit);
+        const events = read.filter(wanted);
+        if (read.length > 0) cursor = read[read.length - 1]!.seq;
+        if (events.length > 0 || read.length === limit) return { events, nextCursor: cursor };
+        const leftMs = deadlineMs - clock.now();
+        if (leftMs <= 0 || stop.signal.aborted) return { events, nextCursor: cursor };
+        await waker.wait(leftMs, stop.signal);
+      }
+    } finally {
+      unsubscribe();
+      signal?.removeEventListener("abort", onAbort);
+    }
+  };
+}
+
+export type InboxReader = ReturnType<typeof createInboxReader>;
