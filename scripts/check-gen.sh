@@ -14,6 +14,9 @@ buf lint
 
 echo "check-gen: gen/ is fresh"
 buf generate --output "$tmp"
+# As scripts/generate.sh: the API's comments, from an image with source info (outside $tmp/gen).
+buf build --path proto/kxm --as-file-descriptor-set -o "$tmp/kxm.binpb"
+node scripts/proto-docs.mjs "$tmp/kxm.binpb" "$tmp/gen/ts/kxm/hub/v1/docs.ts"
 # Hand-written files in gen/ that generation does not produce: the modules' manifests and the
 # client libraries beside the generated code (gen/go/kxmhub, gen/python/kxmhub).
 for f in gen/go/go.mod gen/go/go.sum gen/python/pyproject.toml; do

@@ -292,15 +292,18 @@ func (x *LeaseWaiter) GetWaitUntil() *timestamppb.Timestamp {
 // AcquireLease input.
 type AcquireLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Lease name, trimmed, 1..200 chars; may contain `/` (REST: percent-encoded as %2F).
+	// The lease's name in your project, e.g. `repo/main`: 1..200 chars, trimmed; may contain `/`
+	// (REST: percent-encoded as %2F).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Time to live in milliseconds, 5000..600000; unset uses 300000.
+	// How long the lease lives unless renewed, in milliseconds, 5000..600000; unset uses 300000
+	// (5 min).
 	TtlMs *int32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
 	// How long to wait for a lease another agent holds, in milliseconds, 0..600000; unset or 0
 	// answers LEASE_HELD at once. A waiting call joins the resource's queue (first come, first
 	// served, on every hub sharing the store) and is granted as soon as the lease is released or
 	// lapses and it is first in line, or ends with LEASE_HELD when the wait runs out. A call whose
-	// client goes away leaves the queue. A caller that does not wait never jumps the queue.
+	// client goes away leaves the queue. A caller that does not wait never jumps the queue. Keep
+	// your client's request timeout above it.
 	WaitMs        *int32 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3,oneof" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -427,11 +430,13 @@ func (x *AcquireLeaseResponse) GetWaitedMs() int32 {
 // RenewLease input.
 type RenewLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Lease name, trimmed, 1..200 chars.
+	// The lease's name, as you acquired it: 1..200 chars, trimmed.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The caller's fencing token, 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
+	// The fencing token you were granted (the answer's lease.fencing_token, `fencingToken` in
+	// JSON), 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
 	FencingToken *int64 `protobuf:"varint,2,opt,name=fencing_token,json=fencingToken,proto3,oneof" json:"fencing_token,omitempty"`
-	// Time to live in milliseconds from now, 5000..600000; unset uses 300000.
+	// How long the lease lives from now unless renewed again, in milliseconds, 5000..600000;
+	// unset uses 300000 (5 min).
 	TtlMs         *int32 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -546,9 +551,10 @@ func (x *RenewLeaseResponse) GetRenewed() bool {
 // ReleaseLease input.
 type ReleaseLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Lease name, trimmed, 1..200 chars.
+	// The lease's name, as you acquired it: 1..200 chars, trimmed.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// The caller's fencing token, 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
+	// The fencing token you were granted (the answer's lease.fencing_token, `fencingToken` in
+	// JSON), 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
 	FencingToken  *int64 `protobuf:"varint,2,opt,name=fencing_token,json=fencingToken,proto3,oneof" json:"fencing_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -656,7 +662,7 @@ func (x *ReleaseLeaseResponse) GetLease() *Lease {
 // GetLease input.
 type GetLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Lease name, trimmed, 1..200 chars.
+	// The lease's name in your project, e.g. `repo/main`: 1..200 chars, trimmed.
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// The project to read, for an operator without an agent identity (the admin token, or the
 	// project's own token; REST: query `project`). Empty: the calling agent's own project. An
@@ -769,11 +775,12 @@ func (x *GetLeaseResponse) GetExpired() bool {
 // ListLeases input.
 type ListLeasesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Include lapsed leases. Unset: live leases only.
+	// Also list the leases that lapsed (their holders neither renewed nor released them). Unset
+	// or false: live leases only.
 	IncludeExpired bool `protobuf:"varint,1,opt,name=include_expired,json=includeExpired,proto3" json:"include_expired,omitempty"`
-	// Page size, 1..1000; 0 uses 100.
+	// Leases per page, 1..1000; unset or 0 uses 100.
 	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
-	// next_page_token of the previous page; empty for the first page.
+	// The previous page's next_page_token (`nextPageToken` in JSON); empty for the first page.
 	PageToken string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// The project to list, for an operator without an agent identity (the admin token, or the
 	// project's own token; REST: query `project`). Empty: the calling agent's own project.
@@ -1268,15 +1275,20 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\x19LEASE_EVENT_KIND_RELEASED\x10\x03\x1a\f\xc2\xf3\x18\breleased\x12.\n" +
 	"\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x04\x1a\r\xc2\xf3\x18\ttakenOver\x124\n" +
 	"\x1eLEASE_EVENT_KIND_QUEUE_CHANGED\x10\x05\x1a\x10\xc2\xf3\x18\fqueueChanged\x126\n" +
-	"\x1fLEASE_EVENT_KIND_FORCE_RELEASED\x10\x06\x1a\x11\xc2\xf3\x18\rforceReleased2\xa0\x05\n" +
-	"\fLeaseService\x12w\n" +
-	"\fAcquireLease\x12\x1f.kxm.hub.v1.AcquireLeaseRequest\x1a .kxm.hub.v1.AcquireLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/acquire\x12o\n" +
+	"\x1fLEASE_EVENT_KIND_FORCE_RELEASED\x10\x06\x1a\x11\xc2\xf3\x18\rforceReleased2\x88\x06\n" +
+	"\fLeaseService\x12\x8a\x01\n" +
+	"\fAcquireLease\x12\x1f.kxm.hub.v1.AcquireLeaseRequest\x1a .kxm.hub.v1.AcquireLeaseResponse\"7\xd2\xf3\x18\x0f\n" +
+	"\racquire_lease\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/acquire\x12\x82\x01\n" +
 	"\n" +
-	"RenewLease\x12\x1d.kxm.hub.v1.RenewLeaseRequest\x1a\x1e.kxm.hub.v1.RenewLeaseResponse\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/leases/{name}/renew\x12w\n" +
-	"\fReleaseLease\x12\x1f.kxm.hub.v1.ReleaseLeaseRequest\x1a .kxm.hub.v1.ReleaseLeaseResponse\"$\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/release\x12`\n" +
-	"\bGetLease\x12\x1b.kxm.hub.v1.GetLeaseRequest\x1a\x1c.kxm.hub.v1.GetLeaseResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/leases/{name}\x12_\n" +
+	"RenewLease\x12\x1d.kxm.hub.v1.RenewLeaseRequest\x1a\x1e.kxm.hub.v1.RenewLeaseResponse\"5\xd2\xf3\x18\x0f\n" +
+	"\vrenew_lease \x01\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/leases/{name}/renew\x12\x8e\x01\n" +
+	"\fReleaseLease\x12\x1f.kxm.hub.v1.ReleaseLeaseRequest\x1a .kxm.hub.v1.ReleaseLeaseResponse\";\xd2\xf3\x18\x13\n" +
+	"\rrelease_lease\x18\x01 \x01\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/release\x12s\n" +
+	"\bGetLease\x12\x1b.kxm.hub.v1.GetLeaseRequest\x1a\x1c.kxm.hub.v1.GetLeaseResponse\",\xd2\xf3\x18\x0f\n" +
+	"\tget_lease\x10\x01 \x01\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/leases/{name}\x12t\n" +
 	"\n" +
-	"ListLeases\x12\x1d.kxm.hub.v1.ListLeasesRequest\x1a\x1e.kxm.hub.v1.ListLeasesResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"ListLeases\x12\x1d.kxm.hub.v1.ListLeasesRequest\x1a\x1e.kxm.hub.v1.ListLeasesResponse\"'\xd2\xf3\x18\x11\n" +
+	"\vlist_leases\x10\x01 \x01\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/leases\x12j\n" +
 	"\vWatchLeases\x12\x1e.kxm.hub.v1.WatchLeasesRequest\x1a\x1f.kxm.hub.v1.WatchLeasesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/watch/leases0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 

@@ -11,6 +11,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	descriptorpb "google.golang.org/protobuf/types/descriptorpb"
 	reflect "reflect"
+	sync "sync"
 	unsafe "unsafe"
 )
 
@@ -20,6 +21,110 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// How the MCP face offers an RPC as a tool. The hints are what MCP clients show and act on
+// (MCP ToolAnnotations): they say what the call does, never more or less.
+type McpTool struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name, lower snake_case and unique on the hub (`acquire_lease`).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The call changes nothing (readOnlyHint). A read-only tool is idempotent and not
+	// destructive.
+	ReadOnly bool `protobuf:"varint,2,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	// The call may end or undo something (destructiveHint): another agent loses a message it was
+	// to act on, or the caller gives up a lease it held.
+	Destructive bool `protobuf:"varint,3,opt,name=destructive,proto3" json:"destructive,omitempty"`
+	// Repeating the call with the same arguments has no effect beyond the first (idempotentHint).
+	Idempotent bool `protobuf:"varint,4,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	// The request fields the session fills from its agent, never a model (`agent_id`).
+	SessionFields []string `protobuf:"bytes,5,rep,name=session_fields,json=sessionFields,proto3" json:"session_fields,omitempty"`
+	// The request fields the tool does not offer: left unset, so the hub's defaults apply.
+	HiddenFields []string `protobuf:"bytes,6,rep,name=hidden_fields,json=hiddenFields,proto3" json:"hidden_fields,omitempty"`
+	// The tool's description, where the tool means more or other than the RPC's leading comment
+	// says (whoami is Heartbeat). Empty: the RPC's leading comment. Use sparingly.
+	Description   string `protobuf:"bytes,7,opt,name=description,proto3" json:"description,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *McpTool) Reset() {
+	*x = McpTool{}
+	mi := &file_kxm_hub_v1_options_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *McpTool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*McpTool) ProtoMessage() {}
+
+func (x *McpTool) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_options_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use McpTool.ProtoReflect.Descriptor instead.
+func (*McpTool) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_options_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *McpTool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *McpTool) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *McpTool) GetDestructive() bool {
+	if x != nil {
+		return x.Destructive
+	}
+	return false
+}
+
+func (x *McpTool) GetIdempotent() bool {
+	if x != nil {
+		return x.Idempotent
+	}
+	return false
+}
+
+func (x *McpTool) GetSessionFields() []string {
+	if x != nil {
+		return x.SessionFields
+	}
+	return nil
+}
+
+func (x *McpTool) GetHiddenFields() []string {
+	if x != nil {
+		return x.HiddenFields
+	}
+	return nil
+}
+
+func (x *McpTool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
 
 var file_kxm_hub_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
@@ -36,6 +141,14 @@ var file_kxm_hub_v1_options_proto_extTypes = []protoimpl.ExtensionInfo{
 		Field:         51001,
 		Name:          "kxm.hub.v1.closed",
 		Tag:           "varint,51001,opt,name=closed",
+		Filename:      "kxm/hub/v1/options.proto",
+	},
+	{
+		ExtendedType:  (*descriptorpb.MethodOptions)(nil),
+		ExtensionType: (*McpTool)(nil),
+		Field:         51002,
+		Name:          "kxm.hub.v1.mcp_tool",
+		Tag:           "bytes,51002,opt,name=mcp_tool",
 		Filename:      "kxm/hub/v1/options.proto",
 	},
 }
@@ -60,26 +173,68 @@ var (
 	E_Closed = &file_kxm_hub_v1_options_proto_extTypes[1]
 )
 
+// Extension fields to descriptorpb.MethodOptions.
+var (
+	// The RPC is offered as a tool of the hub's MCP face (src/mcp/tools.ts), called as the
+	// session's agent. The tool's description is the RPC's leading comment (or `description`), its
+	// input the request's fields by proto name, each described by the field's leading comment,
+	// less the fields the session fills, the `hidden_fields` and `project` (an agent's project
+	// comes with its credentials). The fields marked (google.api.field_behavior) = REQUIRED are
+	// the tool's required inputs. scripts/proto-docs.mjs collects the comments into
+	// gen/ts/kxm/hub/v1/docs.ts, since generated descriptors carry no comments.
+	//
+	// optional kxm.hub.v1.McpTool mcp_tool = 51002;
+	E_McpTool = &file_kxm_hub_v1_options_proto_extTypes[2]
+)
+
 var File_kxm_hub_v1_options_proto protoreflect.FileDescriptor
 
 const file_kxm_hub_v1_options_proto_rawDesc = "" +
 	"\n" +
 	"\x18kxm/hub/v1/options.proto\x12\n" +
-	"kxm.hub.v1\x1a google/protobuf/descriptor.proto:@\n" +
+	"kxm.hub.v1\x1a google/protobuf/descriptor.proto\"\xea\x01\n" +
+	"\aMcpTool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tread_only\x18\x02 \x01(\bR\breadOnly\x12 \n" +
+	"\vdestructive\x18\x03 \x01(\bR\vdestructive\x12\x1e\n" +
+	"\n" +
+	"idempotent\x18\x04 \x01(\bR\n" +
+	"idempotent\x12%\n" +
+	"\x0esession_fields\x18\x05 \x03(\tR\rsessionFields\x12#\n" +
+	"\rhidden_fields\x18\x06 \x03(\tR\fhiddenFields\x12 \n" +
+	"\vdescription\x18\a \x01(\tR\vdescription:@\n" +
 	"\trest_name\x12!.google.protobuf.EnumValueOptions\x18\xb8\x8e\x03 \x01(\tR\brestName:9\n" +
-	"\x06closed\x12\x1f.google.protobuf.MessageOptions\x18\xb9\x8e\x03 \x01(\bR\x06closedB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\x06closed\x12\x1f.google.protobuf.MessageOptions\x18\xb9\x8e\x03 \x01(\bR\x06closed:P\n" +
+	"\bmcp_tool\x12\x1e.google.protobuf.MethodOptions\x18\xba\x8e\x03 \x01(\v2\x13.kxm.hub.v1.McpToolR\amcpToolB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
+var (
+	file_kxm_hub_v1_options_proto_rawDescOnce sync.Once
+	file_kxm_hub_v1_options_proto_rawDescData []byte
+)
+
+func file_kxm_hub_v1_options_proto_rawDescGZIP() []byte {
+	file_kxm_hub_v1_options_proto_rawDescOnce.Do(func() {
+		file_kxm_hub_v1_options_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_options_proto_rawDesc), len(file_kxm_hub_v1_options_proto_rawDesc)))
+	})
+	return file_kxm_hub_v1_options_proto_rawDescData
+}
+
+var file_kxm_hub_v1_options_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
 var file_kxm_hub_v1_options_proto_goTypes = []any{
-	(*descriptorpb.EnumValueOptions)(nil), // 0: google.protobuf.EnumValueOptions
-	(*descriptorpb.MessageOptions)(nil),   // 1: google.protobuf.MessageOptions
+	(*McpTool)(nil),                       // 0: kxm.hub.v1.McpTool
+	(*descriptorpb.EnumValueOptions)(nil), // 1: google.protobuf.EnumValueOptions
+	(*descriptorpb.MessageOptions)(nil),   // 2: google.protobuf.MessageOptions
+	(*descriptorpb.MethodOptions)(nil),    // 3: google.protobuf.MethodOptions
 }
 var file_kxm_hub_v1_options_proto_depIdxs = []int32{
-	0, // 0: kxm.hub.v1.rest_name:extendee -> google.protobuf.EnumValueOptions
-	1, // 1: kxm.hub.v1.closed:extendee -> google.protobuf.MessageOptions
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	0, // [0:2] is the sub-list for extension extendee
+	1, // 0: kxm.hub.v1.rest_name:extendee -> google.protobuf.EnumValueOptions
+	2, // 1: kxm.hub.v1.closed:extendee -> google.protobuf.MessageOptions
+	3, // 2: kxm.hub.v1.mcp_tool:extendee -> google.protobuf.MethodOptions
+	0, // 3: kxm.hub.v1.mcp_tool:type_name -> kxm.hub.v1.McpTool
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	3, // [3:4] is the sub-list for extension type_name
+	0, // [0:3] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
 }
 
@@ -94,12 +249,13 @@ func file_kxm_hub_v1_options_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_options_proto_rawDesc), len(file_kxm_hub_v1_options_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   0,
-			NumExtensions: 2,
+			NumMessages:   1,
+			NumExtensions: 3,
 			NumServices:   0,
 		},
 		GoTypes:           file_kxm_hub_v1_options_proto_goTypes,
 		DependencyIndexes: file_kxm_hub_v1_options_proto_depIdxs,
+		MessageInfos:      file_kxm_hub_v1_options_proto_msgTypes,
 		ExtensionInfos:    file_kxm_hub_v1_options_proto_extTypes,
 	}.Build()
 	File_kxm_hub_v1_options_proto = out.File

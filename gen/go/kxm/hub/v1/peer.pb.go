@@ -205,13 +205,14 @@ func (MessageBox) EnumDescriptor() ([]byte, []int) {
 // ReadInbox input.
 type ReadInboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Answer the events after this cursor (a previous answer's next_cursor). Unset: after the
-	// cursor AckMessage advances.
+	// Answer the events after this cursor: a previous answer's next_cursor (`nextCursor` in JSON).
+	// Unset: after the cursor AckMessage advances, starting with the messages to you that you
+	// have not acknowledged.
 	AfterCursor *int64 `protobuf:"varint,1,opt,name=after_cursor,json=afterCursor,proto3,oneof" json:"after_cursor,omitempty"`
-	// Events per answer, 1..100; 0 uses 20.
+	// Events per answer, 1..100; unset or 0 uses 20.
 	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	// How long to wait for a first event when there is none, in milliseconds, 0..60000; 0
-	// answers at once.
+	// How long to wait for a first event when there is none, in milliseconds, 0..60000; unset or
+	// 0 answers at once. Keep your client's request timeout above it.
 	WaitMs        int32 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -747,9 +748,9 @@ func (x *Message) GetError() string {
 // SendMessage input. Strings are trimmed before checks.
 type SendMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Recipient agent id or name (case-insensitive), 1..80 chars.
+	// The recipient: an agent of your project, by id or by name (case-insensitive), 1..80 chars.
 	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
-	// Message text, 1..32000 chars.
+	// The message text, 1..32000 chars.
 	Content string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	// How the recipient should take it in; unset is FOLLOW_UP.
 	Delivery Delivery `protobuf:"varint,3,opt,name=delivery,proto3,enum=kxm.hub.v1.Delivery" json:"delivery,omitempty"`
@@ -761,11 +762,15 @@ type SendMessageRequest struct {
 	Hops *int32 `protobuf:"varint,6,opt,name=hops,proto3,oneof" json:"hops,omitempty"`
 	// Hop limit, 1..20; unset is 5. hops >= max_hops is HOP_LIMIT_REACHED.
 	MaxHops *int32 `protobuf:"varint,7,opt,name=max_hops,json=maxHops,proto3,oneof" json:"max_hops,omitempty"`
-	// Time to live in milliseconds, 1000..604800000; unset uses the hub default (24 h).
+	// How long the message waits for a reply before it expires, in milliseconds,
+	// 1000..604800000; unset uses the hub's default (24 h).
 	TtlMs *int32 `protobuf:"varint,8,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
-	// Queue to a registered but offline recipient instead of refusing; unset is false.
+	// Queue the message for a registered agent that is offline now, to find when it is back.
+	// Unset or false: an offline recipient is TARGET_NOT_FOUND.
 	AllowOffline *bool `protobuf:"varint,9,opt,name=allow_offline,json=allowOffline,proto3,oneof" json:"allow_offline,omitempty"`
-	// Idempotency key, up to 128 chars, scoped to the sender.
+	// A key of the sender's choosing, up to 128 chars, scoped to the sender: sending again with
+	// the same key and the same request answers the first message instead of sending a second;
+	// the same key with a different request is IDEMPOTENCY_CONFLICT.
 	IdempotencyKey *string `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3,oneof" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -929,7 +934,7 @@ func (x *SendMessageResponse) GetIdempotent() bool {
 // AckMessage input.
 type AckMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Message id.
+	// The message's id, `msg_` + 32 lowercase hex (a message's `id`).
 	MessageId     string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1021,9 +1026,9 @@ func (x *AckMessageResponse) GetMessage() *Message {
 // ReplyMessage input.
 type ReplyMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Message id.
+	// The message's id, `msg_` + 32 lowercase hex (a message's `id`).
 	MessageId string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
-	// Reply text, trimmed, 1..32000 chars.
+	// The reply text, trimmed, 1..32000 chars.
 	Content       string `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1122,7 +1127,7 @@ func (x *ReplyMessageResponse) GetMessage() *Message {
 // CancelMessage input.
 type CancelMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Message id.
+	// The message's id, `msg_` + 32 lowercase hex (a message's `id`).
 	MessageId     string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1214,7 +1219,7 @@ func (x *CancelMessageResponse) GetMessage() *Message {
 // GetMessage input.
 type GetMessageRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Message id.
+	// The message's id, `msg_` + 32 lowercase hex (a message's `id`).
 	MessageId     string `protobuf:"bytes,1,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1856,18 +1861,25 @@ const file_kxm_hub_v1_peer_proto_rawDesc = "" +
 	"\x17MESSAGE_BOX_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x11MESSAGE_BOX_INBOX\x10\x01\x1a\t\xc2\xf3\x18\x05inbox\x12\"\n" +
 	"\x12MESSAGE_BOX_OUTBOX\x10\x02\x1a\n" +
-	"\xc2\xf3\x18\x06outbox2\xe7\x06\n" +
-	"\vPeerService\x12g\n" +
-	"\vSendMessage\x12\x1e.kxm.hub.v1.SendMessageRequest\x1a\x1f.kxm.hub.v1.SendMessageResponse\"\x17\x82\xd3\xe4\x93\x02\x11:\x01*\"\f/v1/messages\x12u\n" +
+	"\xc2\xf3\x18\x06outbox2\x99\b\n" +
+	"\vPeerService\x12\xad\x01\n" +
+	"\vSendMessage\x12\x1e.kxm.hub.v1.SendMessageRequest\x1a\x1f.kxm.hub.v1.SendMessageResponse\"]\xd2\xf3\x18B\n" +
+	"\fsend_message2\bdelivery2\x0ecorrelation_id2\breply_to2\x04hops2\bmax_hops\x82\xd3\xe4\x93\x02\x11:\x01*\"\f/v1/messages\x12\x88\x01\n" +
 	"\n" +
-	"AckMessage\x12\x1d.kxm.hub.v1.AckMessageRequest\x1a\x1e.kxm.hub.v1.AckMessageResponse\"(\x82\xd3\xe4\x93\x02\":\x01*\"\x1d/v1/messages/{message_id}/ack\x12}\n" +
-	"\fReplyMessage\x12\x1f.kxm.hub.v1.ReplyMessageRequest\x1a .kxm.hub.v1.ReplyMessageResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/messages/{message_id}/reply\x12w\n" +
-	"\rCancelMessage\x12 .kxm.hub.v1.CancelMessageRequest\x1a!.kxm.hub.v1.CancelMessageResponse\"!\x82\xd3\xe4\x93\x02\x1b*\x19/v1/messages/{message_id}\x12n\n" +
+	"AckMessage\x12\x1d.kxm.hub.v1.AckMessageRequest\x1a\x1e.kxm.hub.v1.AckMessageResponse\";\xd2\xf3\x18\x0f\n" +
+	"\vack_message \x01\x82\xd3\xe4\x93\x02\":\x01*\"\x1d/v1/messages/{message_id}/ack\x12\x90\x01\n" +
+	"\fReplyMessage\x12\x1f.kxm.hub.v1.ReplyMessageRequest\x1a .kxm.hub.v1.ReplyMessageResponse\"=\xd2\xf3\x18\x0f\n" +
+	"\rreply_message\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/messages/{message_id}/reply\x12\x8f\x01\n" +
+	"\rCancelMessage\x12 .kxm.hub.v1.CancelMessageRequest\x1a!.kxm.hub.v1.CancelMessageResponse\"9\xd2\xf3\x18\x14\n" +
+	"\x0ecancel_message\x18\x01 \x01\x82\xd3\xe4\x93\x02\x1b*\x19/v1/messages/{message_id}\x12\x83\x01\n" +
 	"\n" +
-	"GetMessage\x12\x1d.kxm.hub.v1.GetMessageRequest\x1a\x1e.kxm.hub.v1.GetMessageResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/messages/{message_id}\x12g\n" +
+	"GetMessage\x12\x1d.kxm.hub.v1.GetMessageRequest\x1a\x1e.kxm.hub.v1.GetMessageResponse\"6\xd2\xf3\x18\x11\n" +
+	"\vget_message\x10\x01 \x01\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/messages/{message_id}\x12g\n" +
 	"\fListMessages\x12\x1f.kxm.hub.v1.ListMessagesRequest\x1a .kxm.hub.v1.ListMessagesResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/messages\x12J\n" +
-	"\tSubscribe\x12\x1c.kxm.hub.v1.SubscribeRequest\x1a\x1d.kxm.hub.v1.SubscribeResponse0\x01\x12[\n" +
-	"\tReadInbox\x12\x1c.kxm.hub.v1.ReadInboxRequest\x1a\x1d.kxm.hub.v1.ReadInboxResponse\"\x11\x82\xd3\xe4\x93\x02\v\x12\t/v1/inboxB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"\tSubscribe\x12\x1c.kxm.hub.v1.SubscribeRequest\x1a\x1d.kxm.hub.v1.SubscribeResponse0\x01\x12o\n" +
+	"\tReadInbox\x12\x1c.kxm.hub.v1.ReadInboxRequest\x1a\x1d.kxm.hub.v1.ReadInboxResponse\"%\xd2\xf3\x18\x10\n" +
+	"\n" +
+	"read_inbox\x10\x01 \x01\x82\xd3\xe4\x93\x02\v\x12\t/v1/inboxB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_peer_proto_rawDescOnce sync.Once

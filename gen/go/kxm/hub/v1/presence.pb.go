@@ -719,7 +719,8 @@ func (*UnregisterAgentResponse) Descriptor() ([]byte, []int) {
 // ListAgents input.
 type ListAgentsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Include offline agents. REST query `includeOffline=true` (exactly "true"); unset = false.
+	// Also list the agents that are offline. Unset or false: online and stale agents only. REST:
+	// query `includeOffline=true` (exactly "true").
 	IncludeOffline bool `protobuf:"varint,1,opt,name=include_offline,json=includeOffline,proto3" json:"include_offline,omitempty"`
 	// The project to list, for an operator without an agent identity (the admin token, or the
 	// project's own token; REST: query `project`). Empty: the calling agent's own project.
@@ -1325,13 +1326,15 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\x1dRUNTIME_PRESENCE_STATE_ONLINE\x10\x01\x1a\n" +
 	"\xc2\xf3\x18\x06online\x12/\n" +
 	"\x1eRUNTIME_PRESENCE_STATE_EXPIRED\x10\x02\x1a\v\xc2\xf3\x18\aexpired\x12/\n" +
-	"\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\v\xc2\xf3\x18\aunknown2\xdd\x05\n" +
+	"\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\v\xc2\xf3\x18\aunknown2\xdb\a\n" +
 	"\x0fPresenceService\x12t\n" +
-	"\rRegisterAgent\x12 .kxm.hub.v1.RegisterAgentRequest\x1a!.kxm.hub.v1.RegisterAgentResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/agents/register\x12t\n" +
-	"\tHeartbeat\x12\x1c.kxm.hub.v1.HeartbeatRequest\x1a\x1d.kxm.hub.v1.HeartbeatResponse\"*\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/agents/{agent_id}/heartbeat\x12y\n" +
-	"\x0fUnregisterAgent\x12\".kxm.hub.v1.UnregisterAgentRequest\x1a#.kxm.hub.v1.UnregisterAgentResponse\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/v1/agents/{agent_id}\x12_\n" +
+	"\rRegisterAgent\x12 .kxm.hub.v1.RegisterAgentRequest\x1a!.kxm.hub.v1.RegisterAgentResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/agents/register\x12\xdc\x02\n" +
+	"\tHeartbeat\x12\x1c.kxm.hub.v1.HeartbeatRequest\x1a\x1d.kxm.hub.v1.HeartbeatResponse\"\x91\x02\xd2\xf3\x18\xe2\x01\n" +
+	"\x06whoami \x01*\bagent_id:\xcb\x01Who this session acts as: your agent (id, name, project) on the coordination hub. Calling it also tells the hub you are alive. Your identity comes from the session; no tool lets you act as another agent.\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/agents/{agent_id}/heartbeat\x12y\n" +
+	"\x0fUnregisterAgent\x12\".kxm.hub.v1.UnregisterAgentRequest\x1a#.kxm.hub.v1.UnregisterAgentResponse\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/v1/agents/{agent_id}\x12t\n" +
 	"\n" +
-	"ListAgents\x12\x1d.kxm.hub.v1.ListAgentsRequest\x1a\x1e.kxm.hub.v1.ListAgentsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"ListAgents\x12\x1d.kxm.hub.v1.ListAgentsRequest\x1a\x1e.kxm.hub.v1.ListAgentsResponse\"'\xd2\xf3\x18\x11\n" +
+	"\vlist_agents\x10\x01 \x01\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/agents\x12\x8d\x01\n" +
 	"\x15ReportRuntimePresence\x12(.kxm.hub.v1.ReportRuntimePresenceRequest\x1a).kxm.hub.v1.ReportRuntimePresenceResponse\"\x1f\x82\xd3\xe4\x93\x02\x19:\x01*\"\x14/v1/runtime/presence\x12r\n" +
 	"\rWatchPresence\x12 .kxm.hub.v1.WatchPresenceRequest\x1a!.kxm.hub.v1.WatchPresenceResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/watch/presence0\x01B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"

@@ -49,9 +49,20 @@ class LeaseService(Protocol):
     """
     async def acquire_lease(self, request: AcquireLeaseRequest, ctx: RequestContext[AcquireLeaseRequest, AcquireLeaseResponse], /) -> AcquireLeaseResponse:
         """
-        Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
-        lease is waited for in the resource's queue (see wait_ms).
+        Takes a fenced lease on a shared resource of your project before you touch it (a branch
+        push, a PR, a deploy): grants a free lease, extends your own live lease (token kept,
+        renewed = true), or takes over a lapsed one (token + 1). Not idempotent across holders.
+
+        The answer's lease carries a fencing token: present it with every write to what the lease
+        protects, so that a write of a holder that lost the lease (it lapsed and another agent took
+        it over) can be refused there: its token is smaller than the new holder's, as a resource's
+        token only grows.
+
+        The lease lapses ttl_ms after the grant unless renewed: renew long work (RenewLease) before
+        it lapses, and release the lease (ReleaseLease) when done. With wait_ms, a lease another
+        agent holds is waited for in the resource's queue (see wait_ms); without, it is refused at
+        once with LEASE_HELD.
+
         Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
         or the one just handed to the first waiter; the current lease is attached as a detail).
         """
@@ -59,7 +70,11 @@ class LeaseService(Protocol):
 
     async def renew_lease(self, request: RenewLeaseRequest, ctx: RequestContext[RenewLeaseRequest, RenewLeaseResponse], /) -> RenewLeaseResponse:
         """
-        Extends the caller's live lease; the token and acquired_at stay.
+        Extends your live lease before it lapses: it then lapses ttl_ms from now, and its fencing
+        token and acquired_at stay. Renew long work well before the lease's expires_at. Refused
+        with LEASE_SUPERSEDED when another agent took the lease over: then stop writing to the
+        resource. LEASE_EXPIRED: your lease lapsed; acquire it again (AcquireLease) for a new token.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
         token differ), LEASE_EXPIRED (the caller's lease lapsed; re-acquire).
         """
@@ -67,15 +82,19 @@ class LeaseService(Protocol):
 
     async def release_lease(self, request: ReleaseLeaseRequest, ctx: RequestContext[ReleaseLeaseRequest, ReleaseLeaseResponse], /) -> ReleaseLeaseResponse:
         """
-        Releases the caller's lease, even a lapsed one. The resource keeps its token as a floor:
-        the next grant gets that token + 1.
+        Releases your lease, even a lapsed one, when your work on the resource is done, so that the
+        next agent (the first one waiting in its queue) gets it at once. The resource keeps the
+        token as a floor: the next grant gets that token + 1, and your token is stale from then on.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def get_lease(self, request: GetLeaseRequest, ctx: RequestContext[GetLeaseRequest, GetLeaseResponse], /) -> GetLeaseResponse:
         """
-        Reads who holds a resource. A released resource reads as not found.
+        Reads who holds a lease of your project, with which fencing token, until when, and who
+        waits for it. A released lease reads as LEASE_NOT_FOUND; a lapsed one as expired = true.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
@@ -83,7 +102,9 @@ class LeaseService(Protocol):
 
     async def list_leases(self, request: ListLeasesRequest, ctx: RequestContext[ListLeasesRequest, ListLeasesResponse], /) -> ListLeasesResponse:
         """
-        Lists the leases of a project by resource name, paged.
+        Lists the live leases of your project by name, paged: what is being worked on, by whom,
+        with which fencing token, and who waits. Lapsed leases too with include_expired.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
@@ -234,9 +255,20 @@ class LeaseServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> AcquireLeaseResponse:
         """
-        Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
-        lease is waited for in the resource's queue (see wait_ms).
+        Takes a fenced lease on a shared resource of your project before you touch it (a branch
+        push, a PR, a deploy): grants a free lease, extends your own live lease (token kept,
+        renewed = true), or takes over a lapsed one (token + 1). Not idempotent across holders.
+
+        The answer's lease carries a fencing token: present it with every write to what the lease
+        protects, so that a write of a holder that lost the lease (it lapsed and another agent took
+        it over) can be refused there: its token is smaller than the new holder's, as a resource's
+        token only grows.
+
+        The lease lapses ttl_ms after the grant unless renewed: renew long work (RenewLease) before
+        it lapses, and release the lease (ReleaseLease) when done. With wait_ms, a lease another
+        agent holds is waited for in the resource's queue (see wait_ms); without, it is refused at
+        once with LEASE_HELD.
+
         Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
         or the one just handed to the first waiter; the current lease is attached as a detail).
         """
@@ -261,7 +293,11 @@ class LeaseServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> RenewLeaseResponse:
         """
-        Extends the caller's live lease; the token and acquired_at stay.
+        Extends your live lease before it lapses: it then lapses ttl_ms from now, and its fencing
+        token and acquired_at stay. Renew long work well before the lease's expires_at. Refused
+        with LEASE_SUPERSEDED when another agent took the lease over: then stop writing to the
+        resource. LEASE_EXPIRED: your lease lapsed; acquire it again (AcquireLease) for a new token.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
         token differ), LEASE_EXPIRED (the caller's lease lapsed; re-acquire).
         """
@@ -286,8 +322,10 @@ class LeaseServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ReleaseLeaseResponse:
         """
-        Releases the caller's lease, even a lapsed one. The resource keeps its token as a floor:
-        the next grant gets that token + 1.
+        Releases your lease, even a lapsed one, when your work on the resource is done, so that the
+        next agent (the first one waiting in its queue) gets it at once. The resource keeps the
+        token as a floor: the next grant gets that token + 1, and your token is stale from then on.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
         """
         return await self.execute_unary(
@@ -311,7 +349,9 @@ class LeaseServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> GetLeaseResponse:
         """
-        Reads who holds a resource. A released resource reads as not found.
+        Reads who holds a lease of your project, with which fencing token, until when, and who
+        waits for it. A released lease reads as LEASE_NOT_FOUND; a lapsed one as expired = true.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
@@ -336,7 +376,9 @@ class LeaseServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ListLeasesResponse:
         """
-        Lists the leases of a project by resource name, paged.
+        Lists the live leases of your project by name, paged: what is being worked on, by whom,
+        with which fencing token, and who waits. Lapsed leases too with include_expired.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
@@ -393,9 +435,20 @@ class LeaseServiceSync(Protocol):
     """
     def acquire_lease(self, request: AcquireLeaseRequest, ctx: RequestContext[AcquireLeaseRequest, AcquireLeaseResponse], /) -> AcquireLeaseResponse:
         """
-        Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
-        lease is waited for in the resource's queue (see wait_ms).
+        Takes a fenced lease on a shared resource of your project before you touch it (a branch
+        push, a PR, a deploy): grants a free lease, extends your own live lease (token kept,
+        renewed = true), or takes over a lapsed one (token + 1). Not idempotent across holders.
+
+        The answer's lease carries a fencing token: present it with every write to what the lease
+        protects, so that a write of a holder that lost the lease (it lapsed and another agent took
+        it over) can be refused there: its token is smaller than the new holder's, as a resource's
+        token only grows.
+
+        The lease lapses ttl_ms after the grant unless renewed: renew long work (RenewLease) before
+        it lapses, and release the lease (ReleaseLease) when done. With wait_ms, a lease another
+        agent holds is waited for in the resource's queue (see wait_ms); without, it is refused at
+        once with LEASE_HELD.
+
         Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
         or the one just handed to the first waiter; the current lease is attached as a detail).
         """
@@ -403,7 +456,11 @@ class LeaseServiceSync(Protocol):
 
     def renew_lease(self, request: RenewLeaseRequest, ctx: RequestContext[RenewLeaseRequest, RenewLeaseResponse], /) -> RenewLeaseResponse:
         """
-        Extends the caller's live lease; the token and acquired_at stay.
+        Extends your live lease before it lapses: it then lapses ttl_ms from now, and its fencing
+        token and acquired_at stay. Renew long work well before the lease's expires_at. Refused
+        with LEASE_SUPERSEDED when another agent took the lease over: then stop writing to the
+        resource. LEASE_EXPIRED: your lease lapsed; acquire it again (AcquireLease) for a new token.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
         token differ), LEASE_EXPIRED (the caller's lease lapsed; re-acquire).
         """
@@ -411,15 +468,19 @@ class LeaseServiceSync(Protocol):
 
     def release_lease(self, request: ReleaseLeaseRequest, ctx: RequestContext[ReleaseLeaseRequest, ReleaseLeaseResponse], /) -> ReleaseLeaseResponse:
         """
-        Releases the caller's lease, even a lapsed one. The resource keeps its token as a floor:
-        the next grant gets that token + 1.
+        Releases your lease, even a lapsed one, when your work on the resource is done, so that the
+        next agent (the first one waiting in its queue) gets it at once. The resource keeps the
+        token as a floor: the next grant gets that token + 1, and your token is stale from then on.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def get_lease(self, request: GetLeaseRequest, ctx: RequestContext[GetLeaseRequest, GetLeaseResponse], /) -> GetLeaseResponse:
         """
-        Reads who holds a resource. A released resource reads as not found.
+        Reads who holds a lease of your project, with which fencing token, until when, and who
+        waits for it. A released lease reads as LEASE_NOT_FOUND; a lapsed one as expired = true.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
@@ -427,7 +488,9 @@ class LeaseServiceSync(Protocol):
 
     def list_leases(self, request: ListLeasesRequest, ctx: RequestContext[ListLeasesRequest, ListLeasesResponse], /) -> ListLeasesResponse:
         """
-        Lists the leases of a project by resource name, paged.
+        Lists the live leases of your project by name, paged: what is being worked on, by whom,
+        with which fencing token, and who waits. Lapsed leases too with include_expired.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
@@ -576,9 +639,20 @@ class LeaseServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> AcquireLeaseResponse:
         """
-        Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-        takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
-        lease is waited for in the resource's queue (see wait_ms).
+        Takes a fenced lease on a shared resource of your project before you touch it (a branch
+        push, a PR, a deploy): grants a free lease, extends your own live lease (token kept,
+        renewed = true), or takes over a lapsed one (token + 1). Not idempotent across holders.
+
+        The answer's lease carries a fencing token: present it with every write to what the lease
+        protects, so that a write of a holder that lost the lease (it lapsed and another agent took
+        it over) can be refused there: its token is smaller than the new holder's, as a resource's
+        token only grows.
+
+        The lease lapses ttl_ms after the grant unless renewed: renew long work (RenewLease) before
+        it lapses, and release the lease (ReleaseLease) when done. With wait_ms, a lease another
+        agent holds is waited for in the resource's queue (see wait_ms); without, it is refused at
+        once with LEASE_HELD.
+
         Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
         or the one just handed to the first waiter; the current lease is attached as a detail).
         """
@@ -603,7 +677,11 @@ class LeaseServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> RenewLeaseResponse:
         """
-        Extends the caller's live lease; the token and acquired_at stay.
+        Extends your live lease before it lapses: it then lapses ttl_ms from now, and its fencing
+        token and acquired_at stay. Renew long work well before the lease's expires_at. Refused
+        with LEASE_SUPERSEDED when another agent took the lease over: then stop writing to the
+        resource. LEASE_EXPIRED: your lease lapsed; acquire it again (AcquireLease) for a new token.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
         token differ), LEASE_EXPIRED (the caller's lease lapsed; re-acquire).
         """
@@ -628,8 +706,10 @@ class LeaseServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ReleaseLeaseResponse:
         """
-        Releases the caller's lease, even a lapsed one. The resource keeps its token as a floor:
-        the next grant gets that token + 1.
+        Releases your lease, even a lapsed one, when your work on the resource is done, so that the
+        next agent (the first one waiting in its queue) gets it at once. The resource keeps the
+        token as a floor: the next grant gets that token + 1, and your token is stale from then on.
+
         Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
         """
         return self.execute_unary(
@@ -653,7 +733,9 @@ class LeaseServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> GetLeaseResponse:
         """
-        Reads who holds a resource. A released resource reads as not found.
+        Reads who holds a lease of your project, with which fencing token, until when, and who
+        waits for it. A released lease reads as LEASE_NOT_FOUND; a lapsed one as expired = true.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """
@@ -678,7 +760,9 @@ class LeaseServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ListLeasesResponse:
         """
-        Lists the leases of a project by resource name, paged.
+        Lists the live leases of your project by name, paged: what is being worked on, by whom,
+        with which fencing token, and who waits. Lapsed leases too with include_expired.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
         """

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kxm/hub/v1/options.proto\x12\nkxm.hub.v1\x1a google/protobuf/descriptor.proto:@\n\trest_name\x12!.google.protobuf.EnumValueOptions\x18\xb8\x8e\x03 \x01(\tR\x08restName:9\n\x06\x63losed\x12\x1f.google.protobuf.MessageOptions\x18\xb9\x8e\x03 \x01(\x08R\x06\x63losedB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18kxm/hub/v1/options.proto\x12\nkxm.hub.v1\x1a google/protobuf/descriptor.proto\"\xea\x01\n\x07McpTool\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n\tread_only\x18\x02 \x01(\x08R\x08readOnly\x12 \n\x0b\x64\x65structive\x18\x03 \x01(\x08R\x0b\x64\x65structive\x12\x1e\n\nidempotent\x18\x04 \x01(\x08R\nidempotent\x12%\n\x0esession_fields\x18\x05 \x03(\tR\rsessionFields\x12#\n\rhidden_fields\x18\x06 \x03(\tR\x0chiddenFields\x12 \n\x0b\x64\x65scription\x18\x07 \x01(\tR\x0b\x64\x65scription:@\n\trest_name\x12!.google.protobuf.EnumValueOptions\x18\xb8\x8e\x03 \x01(\tR\x08restName:9\n\x06\x63losed\x12\x1f.google.protobuf.MessageOptions\x18\xb9\x8e\x03 \x01(\x08R\x06\x63losed:P\n\x08mcp_tool\x12\x1e.google.protobuf.MethodOptions\x18\xba\x8e\x03 \x01(\x0b\x32\x13.kxm.hub.v1.McpToolR\x07mcpToolB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,4 +33,6 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kxm.hub.v1.options_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1'
+  _globals['_MCPTOOL']._serialized_start=75
+  _globals['_MCPTOOL']._serialized_end=309
 # @@protoc_insertion_point(module_scope)

@@ -43,46 +43,65 @@ class PeerService(Protocol):
     queued -> delivered (ack) -> replied, or to cancelled (by the sender) or expired (TTL).
 
     Authentication (all RPCs): agent (`x-kxm-agent-id`, `x-kxm-agent-key`) plus the project
-    token. Message lookups are global by id: another project's message is MESSAGE_FORBIDDEN.
+    token. Message lookups are by id within the caller's project: another project's message is
+    MESSAGE_NOT_FOUND (its existence does not leak); a message of the project that is not the
+    caller's to read or act on is MESSAGE_FORBIDDEN.
     """
     async def send_message(self, request: SendMessageRequest, ctx: RequestContext[SendMessageRequest, SendMessageResponse], /) -> SendMessageResponse:
         """
-        Sends a message to an agent of the caller's project, by id or case-insensitive name.
-        Idempotent per (sender, idempotency_key): an identical repeat returns the original with
-        idempotent = true, a different request with the same key is IDEMPOTENCY_CONFLICT.
-        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND,
-        SELF_TARGET.
+        Sends a message to another agent of your project, by id or name (case-insensitive). The
+        message is queued until its recipient acknowledges it (AckMessage), and the recipient may
+        reply once: GetMessage shows its status and reply, and the reply comes to your inbox
+        (ReadInbox). An agent that is offline is not found unless allow_offline is set.
+
+        Idempotent per (sender, idempotency_key): set a key when you may retry, and an identical
+        repeat answers the original message (idempotent = true) instead of sending a second one; a
+        different request with the same key is IDEMPOTENCY_CONFLICT.
+
+        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND (no such
+        agent, or it is offline), SELF_TARGET.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def ack_message(self, request: AckMessageRequest, ctx: RequestContext[AckMessageRequest, AckMessageResponse], /) -> AckMessageResponse:
         """
-        Acknowledges a message to the caller (queued -> delivered) and advances the caller's
-        stream cursor to the message's seq. Idempotent on a delivered message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE.
+        Acknowledges a message to you (queued -> delivered): it is delivered, no longer waits for
+        you, and ReadInbox does not answer it again. Acknowledge a message once you have read it and
+        taken it on. Advances your stream cursor (where ReadInbox and Subscribe start when given
+        none) to the message's seq. Idempotent on a delivered message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE
+        (replied, cancelled or expired).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def reply_message(self, request: ReplyMessageRequest, ctx: RequestContext[ReplyMessageRequest, ReplyMessageResponse], /) -> ReplyMessageResponse:
         """
-        Replies to a message to the caller; the sender receives a reply event.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN, DUPLICATE_REPLY, INVALID_MESSAGE_STATE,
-        PROTOCOL_ERROR (content).
+        Replies to a message to you, queued or delivered; its sender receives a reply event in its
+        inbox and sees the reply with GetMessage. A message has one reply, and a replied message is
+        done.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), DUPLICATE_REPLY,
+        INVALID_MESSAGE_STATE (cancelled or expired), PROTOCOL_ERROR (content).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def cancel_message(self, request: CancelMessageRequest, ctx: RequestContext[CancelMessageRequest, CancelMessageResponse], /) -> CancelMessageResponse:
         """
-        Cancels a message the caller sent; the recipient receives a cancelled event. Idempotent
-        on a cancelled message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE.
+        Cancels a message you sent that is not replied yet: its recipient receives a cancelled
+        event and no longer needs to act on it. Idempotent on a cancelled message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE
+        (replied or expired).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     async def get_message(self, request: GetMessageRequest, ctx: RequestContext[GetMessageRequest, GetMessageResponse], /) -> GetMessageResponse:
         """
-        Reads a message the caller sent or received.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN.
+        Reads a message you sent or received: its status (queued, delivered, replied, cancelled,
+        expired) and its reply, once replied.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (neither its sender nor its recipient).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -104,13 +123,19 @@ class PeerService(Protocol):
 
     async def read_inbox(self, request: ReadInboxRequest, ctx: RequestContext[ReadInboxRequest, ReadInboxResponse], /) -> ReadInboxResponse:
         """
-        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
-        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
-        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
-        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
-        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
-        instead of answering empty: mail is waited for, not polled. Answers the events and the
-        cursor to pass next time. Idempotent; changes nothing.
+        Reads your inbox in one answer: messages to you that you have not acknowledged, replies to
+        messages you sent, and cancellations and expiries, oldest first, at most `limit`. For
+        clients that cannot hold a stream (the MCP face's read_inbox, shell scripts); Subscribe
+        streams the same events.
+
+        Pass the answer's next_cursor as after_cursor next time to read on from there; unset, it
+        reads after the cursor AckMessage advances, as Subscribe starts. A message to you that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again, so
+        acknowledge a message (AckMessage) once you have taken it on.
+
+        With wait_ms and nothing to answer, it waits up to that long (hub clock) for the first event
+        instead of answering empty: wait for mail, never poll. Idempotent; changes nothing.
+
         Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
         retained).
         """
@@ -237,7 +262,9 @@ class PeerServiceClient(ConnectClient):
     queued -> delivered (ack) -> replied, or to cancelled (by the sender) or expired (TTL).
 
     Authentication (all RPCs): agent (`x-kxm-agent-id`, `x-kxm-agent-key`) plus the project
-    token. Message lookups are global by id: another project's message is MESSAGE_FORBIDDEN.
+    token. Message lookups are by id within the caller's project: another project's message is
+    MESSAGE_NOT_FOUND (its existence does not leak); a message of the project that is not the
+    caller's to read or act on is MESSAGE_FORBIDDEN.
     """
     def __init__(
         self,
@@ -271,11 +298,17 @@ class PeerServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> SendMessageResponse:
         """
-        Sends a message to an agent of the caller's project, by id or case-insensitive name.
-        Idempotent per (sender, idempotency_key): an identical repeat returns the original with
-        idempotent = true, a different request with the same key is IDEMPOTENCY_CONFLICT.
-        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND,
-        SELF_TARGET.
+        Sends a message to another agent of your project, by id or name (case-insensitive). The
+        message is queued until its recipient acknowledges it (AckMessage), and the recipient may
+        reply once: GetMessage shows its status and reply, and the reply comes to your inbox
+        (ReadInbox). An agent that is offline is not found unless allow_offline is set.
+
+        Idempotent per (sender, idempotency_key): set a key when you may retry, and an identical
+        repeat answers the original message (idempotent = true) instead of sending a second one; a
+        different request with the same key is IDEMPOTENCY_CONFLICT.
+
+        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND (no such
+        agent, or it is offline), SELF_TARGET.
         """
         return await self.execute_unary(
             request=request,
@@ -298,9 +331,13 @@ class PeerServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> AckMessageResponse:
         """
-        Acknowledges a message to the caller (queued -> delivered) and advances the caller's
-        stream cursor to the message's seq. Idempotent on a delivered message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE.
+        Acknowledges a message to you (queued -> delivered): it is delivered, no longer waits for
+        you, and ReadInbox does not answer it again. Acknowledge a message once you have read it and
+        taken it on. Advances your stream cursor (where ReadInbox and Subscribe start when given
+        none) to the message's seq. Idempotent on a delivered message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE
+        (replied, cancelled or expired).
         """
         return await self.execute_unary(
             request=request,
@@ -323,9 +360,12 @@ class PeerServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ReplyMessageResponse:
         """
-        Replies to a message to the caller; the sender receives a reply event.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN, DUPLICATE_REPLY, INVALID_MESSAGE_STATE,
-        PROTOCOL_ERROR (content).
+        Replies to a message to you, queued or delivered; its sender receives a reply event in its
+        inbox and sees the reply with GetMessage. A message has one reply, and a replied message is
+        done.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), DUPLICATE_REPLY,
+        INVALID_MESSAGE_STATE (cancelled or expired), PROTOCOL_ERROR (content).
         """
         return await self.execute_unary(
             request=request,
@@ -348,9 +388,11 @@ class PeerServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> CancelMessageResponse:
         """
-        Cancels a message the caller sent; the recipient receives a cancelled event. Idempotent
-        on a cancelled message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE.
+        Cancels a message you sent that is not replied yet: its recipient receives a cancelled
+        event and no longer needs to act on it. Idempotent on a cancelled message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE
+        (replied or expired).
         """
         return await self.execute_unary(
             request=request,
@@ -373,8 +415,10 @@ class PeerServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> GetMessageResponse:
         """
-        Reads a message the caller sent or received.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN.
+        Reads a message you sent or received: its status (queued, delivered, replied, cancelled,
+        expired) and its reply, once replied.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (neither its sender nor its recipient).
         """
         return await self.execute_unary(
             request=request,
@@ -447,13 +491,19 @@ class PeerServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ReadInboxResponse:
         """
-        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
-        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
-        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
-        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
-        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
-        instead of answering empty: mail is waited for, not polled. Answers the events and the
-        cursor to pass next time. Idempotent; changes nothing.
+        Reads your inbox in one answer: messages to you that you have not acknowledged, replies to
+        messages you sent, and cancellations and expiries, oldest first, at most `limit`. For
+        clients that cannot hold a stream (the MCP face's read_inbox, shell scripts); Subscribe
+        streams the same events.
+
+        Pass the answer's next_cursor as after_cursor next time to read on from there; unset, it
+        reads after the cursor AckMessage advances, as Subscribe starts. A message to you that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again, so
+        acknowledge a message (AckMessage) once you have taken it on.
+
+        With wait_ms and nothing to answer, it waits up to that long (hub clock) for the first event
+        instead of answering empty: wait for mail, never poll. Idempotent; changes nothing.
+
         Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
         retained).
         """
@@ -477,46 +527,65 @@ class PeerServiceSync(Protocol):
     queued -> delivered (ack) -> replied, or to cancelled (by the sender) or expired (TTL).
 
     Authentication (all RPCs): agent (`x-kxm-agent-id`, `x-kxm-agent-key`) plus the project
-    token. Message lookups are global by id: another project's message is MESSAGE_FORBIDDEN.
+    token. Message lookups are by id within the caller's project: another project's message is
+    MESSAGE_NOT_FOUND (its existence does not leak); a message of the project that is not the
+    caller's to read or act on is MESSAGE_FORBIDDEN.
     """
     def send_message(self, request: SendMessageRequest, ctx: RequestContext[SendMessageRequest, SendMessageResponse], /) -> SendMessageResponse:
         """
-        Sends a message to an agent of the caller's project, by id or case-insensitive name.
-        Idempotent per (sender, idempotency_key): an identical repeat returns the original with
-        idempotent = true, a different request with the same key is IDEMPOTENCY_CONFLICT.
-        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND,
-        SELF_TARGET.
+        Sends a message to another agent of your project, by id or name (case-insensitive). The
+        message is queued until its recipient acknowledges it (AckMessage), and the recipient may
+        reply once: GetMessage shows its status and reply, and the reply comes to your inbox
+        (ReadInbox). An agent that is offline is not found unless allow_offline is set.
+
+        Idempotent per (sender, idempotency_key): set a key when you may retry, and an identical
+        repeat answers the original message (idempotent = true) instead of sending a second one; a
+        different request with the same key is IDEMPOTENCY_CONFLICT.
+
+        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND (no such
+        agent, or it is offline), SELF_TARGET.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def ack_message(self, request: AckMessageRequest, ctx: RequestContext[AckMessageRequest, AckMessageResponse], /) -> AckMessageResponse:
         """
-        Acknowledges a message to the caller (queued -> delivered) and advances the caller's
-        stream cursor to the message's seq. Idempotent on a delivered message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE.
+        Acknowledges a message to you (queued -> delivered): it is delivered, no longer waits for
+        you, and ReadInbox does not answer it again. Acknowledge a message once you have read it and
+        taken it on. Advances your stream cursor (where ReadInbox and Subscribe start when given
+        none) to the message's seq. Idempotent on a delivered message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE
+        (replied, cancelled or expired).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def reply_message(self, request: ReplyMessageRequest, ctx: RequestContext[ReplyMessageRequest, ReplyMessageResponse], /) -> ReplyMessageResponse:
         """
-        Replies to a message to the caller; the sender receives a reply event.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN, DUPLICATE_REPLY, INVALID_MESSAGE_STATE,
-        PROTOCOL_ERROR (content).
+        Replies to a message to you, queued or delivered; its sender receives a reply event in its
+        inbox and sees the reply with GetMessage. A message has one reply, and a replied message is
+        done.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), DUPLICATE_REPLY,
+        INVALID_MESSAGE_STATE (cancelled or expired), PROTOCOL_ERROR (content).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def cancel_message(self, request: CancelMessageRequest, ctx: RequestContext[CancelMessageRequest, CancelMessageResponse], /) -> CancelMessageResponse:
         """
-        Cancels a message the caller sent; the recipient receives a cancelled event. Idempotent
-        on a cancelled message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE.
+        Cancels a message you sent that is not replied yet: its recipient receives a cancelled
+        event and no longer needs to act on it. Idempotent on a cancelled message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE
+        (replied or expired).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
     def get_message(self, request: GetMessageRequest, ctx: RequestContext[GetMessageRequest, GetMessageResponse], /) -> GetMessageResponse:
         """
-        Reads a message the caller sent or received.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN.
+        Reads a message you sent or received: its status (queued, delivered, replied, cancelled,
+        expired) and its reply, once replied.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (neither its sender nor its recipient).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -538,13 +607,19 @@ class PeerServiceSync(Protocol):
 
     def read_inbox(self, request: ReadInboxRequest, ctx: RequestContext[ReadInboxRequest, ReadInboxResponse], /) -> ReadInboxResponse:
         """
-        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
-        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
-        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
-        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
-        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
-        instead of answering empty: mail is waited for, not polled. Answers the events and the
-        cursor to pass next time. Idempotent; changes nothing.
+        Reads your inbox in one answer: messages to you that you have not acknowledged, replies to
+        messages you sent, and cancellations and expiries, oldest first, at most `limit`. For
+        clients that cannot hold a stream (the MCP face's read_inbox, shell scripts); Subscribe
+        streams the same events.
+
+        Pass the answer's next_cursor as after_cursor next time to read on from there; unset, it
+        reads after the cursor AckMessage advances, as Subscribe starts. A message to you that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again, so
+        acknowledge a message (AckMessage) once you have taken it on.
+
+        With wait_ms and nothing to answer, it waits up to that long (hub clock) for the first event
+        instead of answering empty: wait for mail, never poll. Idempotent; changes nothing.
+
         Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
         retained).
         """
@@ -669,7 +744,9 @@ class PeerServiceClientSync(ConnectClientSync):
     queued -> delivered (ack) -> replied, or to cancelled (by the sender) or expired (TTL).
 
     Authentication (all RPCs): agent (`x-kxm-agent-id`, `x-kxm-agent-key`) plus the project
-    token. Message lookups are global by id: another project's message is MESSAGE_FORBIDDEN.
+    token. Message lookups are by id within the caller's project: another project's message is
+    MESSAGE_NOT_FOUND (its existence does not leak); a message of the project that is not the
+    caller's to read or act on is MESSAGE_FORBIDDEN.
     """
     def __init__(
         self,
@@ -703,11 +780,17 @@ class PeerServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> SendMessageResponse:
         """
-        Sends a message to an agent of the caller's project, by id or case-insensitive name.
-        Idempotent per (sender, idempotency_key): an identical repeat returns the original with
-        idempotent = true, a different request with the same key is IDEMPOTENCY_CONFLICT.
-        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND,
-        SELF_TARGET.
+        Sends a message to another agent of your project, by id or name (case-insensitive). The
+        message is queued until its recipient acknowledges it (AckMessage), and the recipient may
+        reply once: GetMessage shows its status and reply, and the reply comes to your inbox
+        (ReadInbox). An agent that is offline is not found unless allow_offline is set.
+
+        Idempotent per (sender, idempotency_key): set a key when you may retry, and an identical
+        repeat answers the original message (idempotent = true) instead of sending a second one; a
+        different request with the same key is IDEMPOTENCY_CONFLICT.
+
+        Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND (no such
+        agent, or it is offline), SELF_TARGET.
         """
         return self.execute_unary(
             request=request,
@@ -730,9 +813,13 @@ class PeerServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> AckMessageResponse:
         """
-        Acknowledges a message to the caller (queued -> delivered) and advances the caller's
-        stream cursor to the message's seq. Idempotent on a delivered message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE.
+        Acknowledges a message to you (queued -> delivered): it is delivered, no longer waits for
+        you, and ReadInbox does not answer it again. Acknowledge a message once you have read it and
+        taken it on. Advances your stream cursor (where ReadInbox and Subscribe start when given
+        none) to the message's seq. Idempotent on a delivered message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE
+        (replied, cancelled or expired).
         """
         return self.execute_unary(
             request=request,
@@ -755,9 +842,12 @@ class PeerServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ReplyMessageResponse:
         """
-        Replies to a message to the caller; the sender receives a reply event.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN, DUPLICATE_REPLY, INVALID_MESSAGE_STATE,
-        PROTOCOL_ERROR (content).
+        Replies to a message to you, queued or delivered; its sender receives a reply event in its
+        inbox and sees the reply with GetMessage. A message has one reply, and a replied message is
+        done.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), DUPLICATE_REPLY,
+        INVALID_MESSAGE_STATE (cancelled or expired), PROTOCOL_ERROR (content).
         """
         return self.execute_unary(
             request=request,
@@ -780,9 +870,11 @@ class PeerServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> CancelMessageResponse:
         """
-        Cancels a message the caller sent; the recipient receives a cancelled event. Idempotent
-        on a cancelled message.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE.
+        Cancels a message you sent that is not replied yet: its recipient receives a cancelled
+        event and no longer needs to act on it. Idempotent on a cancelled message.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE
+        (replied or expired).
         """
         return self.execute_unary(
             request=request,
@@ -805,8 +897,10 @@ class PeerServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> GetMessageResponse:
         """
-        Reads a message the caller sent or received.
-        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN.
+        Reads a message you sent or received: its status (queued, delivered, replied, cancelled,
+        expired) and its reply, once replied.
+
+        Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (neither its sender nor its recipient).
         """
         return self.execute_unary(
             request=request,
@@ -879,13 +973,19 @@ class PeerServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ReadInboxResponse:
         """
-        Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
-        face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
-        AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
-        acknowledged meanwhile is left out: an acknowledged message is never answered again. With
-        `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
-        instead of answering empty: mail is waited for, not polled. Answers the events and the
-        cursor to pass next time. Idempotent; changes nothing.
+        Reads your inbox in one answer: messages to you that you have not acknowledged, replies to
+        messages you sent, and cancellations and expiries, oldest first, at most `limit`. For
+        clients that cannot hold a stream (the MCP face's read_inbox, shell scripts); Subscribe
+        streams the same events.
+
+        Pass the answer's next_cursor as after_cursor next time to read on from there; unset, it
+        reads after the cursor AckMessage advances, as Subscribe starts. A message to you that was
+        acknowledged meanwhile is left out: an acknowledged message is never answered again, so
+        acknowledge a message (AckMessage) once you have taken it on.
+
+        With wait_ms and nothing to answer, it waits up to that long (hub clock) for the first event
+        instead of answering empty: wait for mail, never poll. Idempotent; changes nothing.
+
         Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
         retained).
         """

@@ -59,7 +59,11 @@ class PresenceService(Protocol):
 
     async def heartbeat(self, request: HeartbeatRequest, ctx: RequestContext[HeartbeatRequest, HeartbeatResponse], /) -> HeartbeatResponse:
         """
-        Marks the agent online and renews its presence lease (last_seen_at = now).
+        Marks the agent online and renews its presence lease (last_seen_at = now), and answers the
+        agent as others see it. An agent that has nothing else to call sends one at least once per
+        stale-after interval (default 30 s), or it reads as stale and the next sweep marks it
+        offline.
+
         Auth: agent (id from the request, key from the header). Idempotent.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
         """
@@ -75,7 +79,10 @@ class PresenceService(Protocol):
 
     async def list_agents(self, request: ListAgentsRequest, ctx: RequestContext[ListAgentsRequest, ListAgentsResponse], /) -> ListAgentsResponse:
         """
-        Lists the agents of a project in registration order.
+        Lists the agents of your project in registration order, with their presence (online, stale,
+        offline), host and purpose: who you can message, and who may hold a lease. Offline agents
+        only with include_offline.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """
@@ -262,7 +269,11 @@ class PresenceServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> HeartbeatResponse:
         """
-        Marks the agent online and renews its presence lease (last_seen_at = now).
+        Marks the agent online and renews its presence lease (last_seen_at = now), and answers the
+        agent as others see it. An agent that has nothing else to call sends one at least once per
+        stale-after interval (default 30 s), or it reads as stale and the next sweep marks it
+        offline.
+
         Auth: agent (id from the request, key from the header). Idempotent.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
         """
@@ -312,7 +323,10 @@ class PresenceServiceClient(ConnectClient):
         timeout_ms: int | None = None,
     ) -> ListAgentsResponse:
         """
-        Lists the agents of a project in registration order.
+        Lists the agents of your project in registration order, with their presence (online, stale,
+        offline), host and purpose: who you can message, and who may hold a lease. Offline agents
+        only with include_offline.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """
@@ -405,7 +419,11 @@ class PresenceServiceSync(Protocol):
 
     def heartbeat(self, request: HeartbeatRequest, ctx: RequestContext[HeartbeatRequest, HeartbeatResponse], /) -> HeartbeatResponse:
         """
-        Marks the agent online and renews its presence lease (last_seen_at = now).
+        Marks the agent online and renews its presence lease (last_seen_at = now), and answers the
+        agent as others see it. An agent that has nothing else to call sends one at least once per
+        stale-after interval (default 30 s), or it reads as stale and the next sweep marks it
+        offline.
+
         Auth: agent (id from the request, key from the header). Idempotent.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
         """
@@ -421,7 +439,10 @@ class PresenceServiceSync(Protocol):
 
     def list_agents(self, request: ListAgentsRequest, ctx: RequestContext[ListAgentsRequest, ListAgentsResponse], /) -> ListAgentsResponse:
         """
-        Lists the agents of a project in registration order.
+        Lists the agents of your project in registration order, with their presence (online, stale,
+        offline), host and purpose: who you can message, and who may hold a lease. Offline agents
+        only with include_offline.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """
@@ -606,7 +627,11 @@ class PresenceServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> HeartbeatResponse:
         """
-        Marks the agent online and renews its presence lease (last_seen_at = now).
+        Marks the agent online and renews its presence lease (last_seen_at = now), and answers the
+        agent as others see it. An agent that has nothing else to call sends one at least once per
+        stale-after interval (default 30 s), or it reads as stale and the next sweep marks it
+        offline.
+
         Auth: agent (id from the request, key from the header). Idempotent.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
         """
@@ -656,7 +681,10 @@ class PresenceServiceClientSync(ConnectClientSync):
         timeout_ms: int | None = None,
     ) -> ListAgentsResponse:
         """
-        Lists the agents of a project in registration order.
+        Lists the agents of your project in registration order, with their presence (online, stale,
+        offline), host and purpose: who you can message, and who may hold a lease. Offline agents
+        only with include_offline.
+
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
         """

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/lease.proto.
  */
 export const file_kxm_hub_v1_lease: GenFile = /*@__PURE__*/
-  fileDesc("ChZreG0vaHViL3YxL2xlYXNlLnByb3RvEgpreG0uaHViLnYxIo4CCgVMZWFzZRIQCghyZXNvdXJjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBG5hbWUYAyABKAkSFwoPaG9sZGVyX2FnZW50X2lkGAQgASgJEhkKEWhvbGRlcl9hZ2VudF9uYW1lGAUgASgJEhUKDWZlbmNpbmdfdG9rZW4YBiABKAMSLwoLYWNxdWlyZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3dhaXRlcnMYCSADKAsyFy5reG0uaHViLnYxLkxlYXNlV2FpdGVyIo4BCgtMZWFzZVdhaXRlchIQCghhZ2VudF9pZBgBIAEoCRISCgphZ2VudF9uYW1lGAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp3YWl0X3VudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJqChNBY3F1aXJlTGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhITCgZ0dGxfbXMYAiABKAVIAIgBARIUCgd3YWl0X21zGAMgASgFSAGIAQFCCQoHX3R0bF9tc0IKCghfd2FpdF9tcyJcChRBY3F1aXJlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHcmVuZXdlZBgCIAEoCBIRCgl3YWl0ZWRfbXMYAyABKAUieQoRUmVuZXdMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBEhMKBnR0bF9tcxgDIAEoBUgBiAEBQhAKDl9mZW5jaW5nX3Rva2VuQgkKB190dGxfbXMiRwoSUmVuZXdMZWFzZVJlc3BvbnNlEiAKBWxlYXNlGAEgASgLMhEua3htLmh1Yi52MS5MZWFzZRIPCgdyZW5ld2VkGAIgASgIIlsKE1JlbGVhc2VMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBQhAKDl9mZW5jaW5nX3Rva2VuIkoKFFJlbGVhc2VMZWFzZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSI1Cg9HZXRMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEg8KB3Byb2plY3QYAiABKAkiRQoQR2V0TGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHZXhwaXJlZBgCIAEoCCJkChFMaXN0TGVhc2VzUmVxdWVzdBIXCg9pbmNsdWRlX2V4cGlyZWQYASABKAgSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDwoHcHJvamVjdBgEIAEoCSJQChJMaXN0TGVhc2VzUmVzcG9uc2USIQoGbGVhc2VzGAEgAygLMhEua3htLmh1Yi52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUQoSV2F0Y2hMZWFzZXNSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkSGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJYCgpMZWFzZUV2ZW50EigKBGtpbmQYASABKA4yGi5reG0uaHViLnYxLkxlYXNlRXZlbnRLaW5kEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSJaCg1MZWFzZVNuYXBzaG90EiEKBmxlYXNlcxgBIAMoCzIRLmt4bS5odWIudjEuTGVhc2USJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrQBChNXYXRjaExlYXNlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxItCghzbmFwc2hvdBgCIAEoCzIZLmt4bS5odWIudjEuTGVhc2VTbmFwc2hvdEgAEigKBmNoYW5nZRgDIAEoCzIWLmt4bS5odWIudjEuTGVhc2VFdmVudEgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50KtMCCg5MZWFzZUV2ZW50S2luZBIgChxMRUFTRV9FVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASKQoYTEVBU0VfRVZFTlRfS0lORF9HUkFOVEVEEAEaC8LzGAdncmFudGVkEikKGExFQVNFX0VWRU5UX0tJTkRfUkVORVdFRBACGgvC8xgHcmVuZXdlZBIrChlMRUFTRV9FVkVOVF9LSU5EX1JFTEVBU0VEEAMaDMLzGAhyZWxlYXNlZBIuChtMRUFTRV9FVkVOVF9LSU5EX1RBS0VOX09WRVIQBBoNwvMYCXRha2VuT3ZlchI0Ch5MRUFTRV9FVkVOVF9LSU5EX1FVRVVFX0NIQU5HRUQQBRoQwvMYDHF1ZXVlQ2hhbmdlZBI2Ch9MRUFTRV9FVkVOVF9LSU5EX0ZPUkNFX1JFTEVBU0VEEAYaEcLzGA1mb3JjZVJlbGVhc2VkMqAFCgxMZWFzZVNlcnZpY2USdwoMQWNxdWlyZUxlYXNlEh8ua3htLmh1Yi52MS5BY3F1aXJlTGVhc2VSZXF1ZXN0GiAua3htLmh1Yi52MS5BY3F1aXJlTGVhc2VSZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvbGVhc2VzL3tuYW1lfS9hY3F1aXJlEm8KClJlbmV3TGVhc2USHS5reG0uaHViLnYxLlJlbmV3TGVhc2VSZXF1ZXN0Gh4ua3htLmh1Yi52MS5SZW5ld0xlYXNlUmVzcG9uc2UiIoLT5JMCHDoBKiIXL3YxL2xlYXNlcy97bmFtZX0vcmVuZXcSdwoMUmVsZWFzZUxlYXNlEh8ua3htLmh1Yi52MS5SZWxlYXNlTGVhc2VSZXF1ZXN0GiAua3htLmh1Yi52MS5SZWxlYXNlTGVhc2VSZXNwb25zZSIkgtPkkwIeOgEqIhkvdjEvbGVhc2VzL3tuYW1lfS9yZWxlYXNlEmAKCEdldExlYXNlEhsua3htLmh1Yi52MS5HZXRMZWFzZVJlcXVlc3QaHC5reG0uaHViLnYxLkdldExlYXNlUmVzcG9uc2UiGYLT5JMCExIRL3YxL2xlYXNlcy97bmFtZX0SXwoKTGlzdExlYXNlcxIdLmt4bS5odWIudjEuTGlzdExlYXNlc1JlcXVlc3QaHi5reG0uaHViLnYxLkxpc3RMZWFzZXNSZXNwb25zZSISgtPkkwIMEgovdjEvbGVhc2VzEmoKC1dhdGNoTGVhc2VzEh4ua3htLmh1Yi52MS5XYXRjaExlYXNlc1JlcXVlc3QaHy5reG0uaHViLnYxLldhdGNoTGVhc2VzUmVzcG9uc2UiGILT5JMCEhIQL3YxL3dhdGNoL2xlYXNlczABQjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
+  fileDesc("ChZreG0vaHViL3YxL2xlYXNlLnByb3RvEgpreG0uaHViLnYxIo4CCgVMZWFzZRIQCghyZXNvdXJjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBG5hbWUYAyABKAkSFwoPaG9sZGVyX2FnZW50X2lkGAQgASgJEhkKEWhvbGRlcl9hZ2VudF9uYW1lGAUgASgJEhUKDWZlbmNpbmdfdG9rZW4YBiABKAMSLwoLYWNxdWlyZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3dhaXRlcnMYCSADKAsyFy5reG0uaHViLnYxLkxlYXNlV2FpdGVyIo4BCgtMZWFzZVdhaXRlchIQCghhZ2VudF9pZBgBIAEoCRISCgphZ2VudF9uYW1lGAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp3YWl0X3VudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJqChNBY3F1aXJlTGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhITCgZ0dGxfbXMYAiABKAVIAIgBARIUCgd3YWl0X21zGAMgASgFSAGIAQFCCQoHX3R0bF9tc0IKCghfd2FpdF9tcyJcChRBY3F1aXJlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHcmVuZXdlZBgCIAEoCBIRCgl3YWl0ZWRfbXMYAyABKAUieQoRUmVuZXdMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBEhMKBnR0bF9tcxgDIAEoBUgBiAEBQhAKDl9mZW5jaW5nX3Rva2VuQgkKB190dGxfbXMiRwoSUmVuZXdMZWFzZVJlc3BvbnNlEiAKBWxlYXNlGAEgASgLMhEua3htLmh1Yi52MS5MZWFzZRIPCgdyZW5ld2VkGAIgASgIIlsKE1JlbGVhc2VMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBQhAKDl9mZW5jaW5nX3Rva2VuIkoKFFJlbGVhc2VMZWFzZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSI1Cg9HZXRMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEg8KB3Byb2plY3QYAiABKAkiRQoQR2V0TGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHZXhwaXJlZBgCIAEoCCJkChFMaXN0TGVhc2VzUmVxdWVzdBIXCg9pbmNsdWRlX2V4cGlyZWQYASABKAgSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDwoHcHJvamVjdBgEIAEoCSJQChJMaXN0TGVhc2VzUmVzcG9uc2USIQoGbGVhc2VzGAEgAygLMhEua3htLmh1Yi52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUQoSV2F0Y2hMZWFzZXNSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkSGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJYCgpMZWFzZUV2ZW50EigKBGtpbmQYASABKA4yGi5reG0uaHViLnYxLkxlYXNlRXZlbnRLaW5kEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSJaCg1MZWFzZVNuYXBzaG90EiEKBmxlYXNlcxgBIAMoCzIRLmt4bS5odWIudjEuTGVhc2USJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrQBChNXYXRjaExlYXNlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxItCghzbmFwc2hvdBgCIAEoCzIZLmt4bS5odWIudjEuTGVhc2VTbmFwc2hvdEgAEigKBmNoYW5nZRgDIAEoCzIWLmt4bS5odWIudjEuTGVhc2VFdmVudEgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50KtMCCg5MZWFzZUV2ZW50S2luZBIgChxMRUFTRV9FVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASKQoYTEVBU0VfRVZFTlRfS0lORF9HUkFOVEVEEAEaC8LzGAdncmFudGVkEikKGExFQVNFX0VWRU5UX0tJTkRfUkVORVdFRBACGgvC8xgHcmVuZXdlZBIrChlMRUFTRV9FVkVOVF9LSU5EX1JFTEVBU0VEEAMaDMLzGAhyZWxlYXNlZBIuChtMRUFTRV9FVkVOVF9LSU5EX1RBS0VOX09WRVIQBBoNwvMYCXRha2VuT3ZlchI0Ch5MRUFTRV9FVkVOVF9LSU5EX1FVRVVFX0NIQU5HRUQQBRoQwvMYDHF1ZXVlQ2hhbmdlZBI2Ch9MRUFTRV9FVkVOVF9LSU5EX0ZPUkNFX1JFTEVBU0VEEAYaEcLzGA1mb3JjZVJlbGVhc2VkMogGCgxMZWFzZVNlcnZpY2USigEKDEFjcXVpcmVMZWFzZRIfLmt4bS5odWIudjEuQWNxdWlyZUxlYXNlUmVxdWVzdBogLmt4bS5odWIudjEuQWNxdWlyZUxlYXNlUmVzcG9uc2UiN9LzGA8KDWFjcXVpcmVfbGVhc2WC0+STAh46ASoiGS92MS9sZWFzZXMve25hbWV9L2FjcXVpcmUSggEKClJlbmV3TGVhc2USHS5reG0uaHViLnYxLlJlbmV3TGVhc2VSZXF1ZXN0Gh4ua3htLmh1Yi52MS5SZW5ld0xlYXNlUmVzcG9uc2UiNdLzGA8KC3JlbmV3X2xlYXNlIAGC0+STAhw6ASoiFy92MS9sZWFzZXMve25hbWV9L3JlbmV3Eo4BCgxSZWxlYXNlTGVhc2USHy5reG0uaHViLnYxLlJlbGVhc2VMZWFzZVJlcXVlc3QaIC5reG0uaHViLnYxLlJlbGVhc2VMZWFzZVJlc3BvbnNlIjvS8xgTCg1yZWxlYXNlX2xlYXNlGAEgAYLT5JMCHjoBKiIZL3YxL2xlYXNlcy97bmFtZX0vcmVsZWFzZRJzCghHZXRMZWFzZRIbLmt4bS5odWIudjEuR2V0TGVhc2VSZXF1ZXN0Ghwua3htLmh1Yi52MS5HZXRMZWFzZVJlc3BvbnNlIizS8xgPCglnZXRfbGVhc2UQASABgtPkkwITEhEvdjEvbGVhc2VzL3tuYW1lfRJ0CgpMaXN0TGVhc2VzEh0ua3htLmh1Yi52MS5MaXN0TGVhc2VzUmVxdWVzdBoeLmt4bS5odWIudjEuTGlzdExlYXNlc1Jlc3BvbnNlIifS8xgRCgtsaXN0X2xlYXNlcxABIAGC0+STAgwSCi92MS9sZWFzZXMSagoLV2F0Y2hMZWFzZXMSHi5reG0uaHViLnYxLldhdGNoTGVhc2VzUmVxdWVzdBofLmt4bS5odWIudjEuV2F0Y2hMZWFzZXNSZXNwb25zZSIYgtPkkwISEhAvdjEvd2F0Y2gvbGVhc2VzMAFCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
 
 /**
  * A lease record. Also attached as an error detail to lease refusals.
@@ -149,14 +149,16 @@ export const LeaseWaiterSchema: GenMessage<LeaseWaiter> = /*@__PURE__*/
  */
 export type AcquireLeaseRequest = Message<"kxm.hub.v1.AcquireLeaseRequest"> & {
   /**
-   * Lease name, trimmed, 1..200 chars; may contain `/` (REST: percent-encoded as %2F).
+   * The lease's name in your project, e.g. `repo/main`: 1..200 chars, trimmed; may contain `/`
+   * (REST: percent-encoded as %2F).
    *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
-   * Time to live in milliseconds, 5000..600000; unset uses 300000.
+   * How long the lease lives unless renewed, in milliseconds, 5000..600000; unset uses 300000
+   * (5 min).
    *
    * @generated from field: optional int32 ttl_ms = 2;
    */
@@ -167,7 +169,8 @@ export type AcquireLeaseRequest = Message<"kxm.hub.v1.AcquireLeaseRequest"> & {
    * answers LEASE_HELD at once. A waiting call joins the resource's queue (first come, first
    * served, on every hub sharing the store) and is granted as soon as the lease is released or
    * lapses and it is first in line, or ends with LEASE_HELD when the wait runs out. A call whose
-   * client goes away leaves the queue. A caller that does not wait never jumps the queue.
+   * client goes away leaves the queue. A caller that does not wait never jumps the queue. Keep
+   * your client's request timeout above it.
    *
    * @generated from field: optional int32 wait_ms = 3;
    */
@@ -226,21 +229,23 @@ export const AcquireLeaseResponseSchema: GenMessage<AcquireLeaseResponse> = /*@_
  */
 export type RenewLeaseRequest = Message<"kxm.hub.v1.RenewLeaseRequest"> & {
   /**
-   * Lease name, trimmed, 1..200 chars.
+   * The lease's name, as you acquired it: 1..200 chars, trimmed.
    *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
-   * The caller's fencing token, 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
+   * The fencing token you were granted (the answer's lease.fencing_token, `fencingToken` in
+   * JSON), 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
    *
    * @generated from field: optional int64 fencing_token = 2;
    */
   fencingToken?: bigint | undefined;
 
   /**
-   * Time to live in milliseconds from now, 5000..600000; unset uses 300000.
+   * How long the lease lives from now unless renewed again, in milliseconds, 5000..600000;
+   * unset uses 300000 (5 min).
    *
    * @generated from field: optional int32 ttl_ms = 3;
    */
@@ -289,14 +294,15 @@ export const RenewLeaseResponseSchema: GenMessage<RenewLeaseResponse> = /*@__PUR
  */
 export type ReleaseLeaseRequest = Message<"kxm.hub.v1.ReleaseLeaseRequest"> & {
   /**
-   * Lease name, trimmed, 1..200 chars.
+   * The lease's name, as you acquired it: 1..200 chars, trimmed.
    *
    * @generated from field: string name = 1;
    */
   name: string;
 
   /**
-   * The caller's fencing token, 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
+   * The fencing token you were granted (the answer's lease.fencing_token, `fencingToken` in
+   * JSON), 1..2^53-1. Unset: LEASE_TOKEN_REQUIRED.
    *
    * @generated from field: optional int64 fencing_token = 2;
    */
@@ -345,7 +351,7 @@ export const ReleaseLeaseResponseSchema: GenMessage<ReleaseLeaseResponse> = /*@_
  */
 export type GetLeaseRequest = Message<"kxm.hub.v1.GetLeaseRequest"> & {
   /**
-   * Lease name, trimmed, 1..200 chars.
+   * The lease's name in your project, e.g. `repo/main`: 1..200 chars, trimmed.
    *
    * @generated from field: string name = 1;
    */
@@ -404,21 +410,22 @@ export const GetLeaseResponseSchema: GenMessage<GetLeaseResponse> = /*@__PURE__*
  */
 export type ListLeasesRequest = Message<"kxm.hub.v1.ListLeasesRequest"> & {
   /**
-   * Include lapsed leases. Unset: live leases only.
+   * Also list the leases that lapsed (their holders neither renewed nor released them). Unset
+   * or false: live leases only.
    *
    * @generated from field: bool include_expired = 1;
    */
   includeExpired: boolean;
 
   /**
-   * Page size, 1..1000; 0 uses 100.
+   * Leases per page, 1..1000; unset or 0 uses 100.
    *
    * @generated from field: int32 page_size = 2;
    */
   pageSize: number;
 
   /**
-   * next_page_token of the previous page; empty for the first page.
+   * The previous page's next_page_token (`nextPageToken` in JSON); empty for the first page.
    *
    * @generated from field: string page_token = 3;
    */
@@ -684,9 +691,20 @@ export const LeaseEventKindSchema: GenEnum<LeaseEventKind> = /*@__PURE__*/
  */
 export const LeaseService: GenService<{
   /**
-   * Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-   * takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
-   * lease is waited for in the resource's queue (see wait_ms).
+   * Takes a fenced lease on a shared resource of your project before you touch it (a branch
+   * push, a PR, a deploy): grants a free lease, extends your own live lease (token kept,
+   * renewed = true), or takes over a lapsed one (token + 1). Not idempotent across holders.
+   *
+   * The answer's lease carries a fencing token: present it with every write to what the lease
+   * protects, so that a write of a holder that lost the lease (it lapsed and another agent took
+   * it over) can be refused there: its token is smaller than the new holder's, as a resource's
+   * token only grows.
+   *
+   * The lease lapses ttl_ms after the grant unless renewed: renew long work (RenewLease) before
+   * it lapses, and release the lease (ReleaseLease) when done. With wait_ms, a lease another
+   * agent holds is waited for in the resource's queue (see wait_ms); without, it is refused at
+   * once with LEASE_HELD.
+   *
    * Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
    * or the one just handed to the first waiter; the current lease is attached as a detail).
    *
@@ -698,7 +716,11 @@ export const LeaseService: GenService<{
     output: typeof AcquireLeaseResponseSchema;
   },
   /**
-   * Extends the caller's live lease; the token and acquired_at stay.
+   * Extends your live lease before it lapses: it then lapses ttl_ms from now, and its fencing
+   * token and acquired_at stay. Renew long work well before the lease's expires_at. Refused
+   * with LEASE_SUPERSEDED when another agent took the lease over: then stop writing to the
+   * resource. LEASE_EXPIRED: your lease lapsed; acquire it again (AcquireLease) for a new token.
+   *
    * Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
    * token differ), LEASE_EXPIRED (the caller's lease lapsed; re-acquire).
    *
@@ -710,8 +732,10 @@ export const LeaseService: GenService<{
     output: typeof RenewLeaseResponseSchema;
   },
   /**
-   * Releases the caller's lease, even a lapsed one. The resource keeps its token as a floor:
-   * the next grant gets that token + 1.
+   * Releases your lease, even a lapsed one, when your work on the resource is done, so that the
+   * next agent (the first one waiting in its queue) gets it at once. The resource keeps the
+   * token as a floor: the next grant gets that token + 1, and your token is stale from then on.
+   *
    * Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
    *
    * @generated from rpc kxm.hub.v1.LeaseService.ReleaseLease
@@ -722,7 +746,9 @@ export const LeaseService: GenService<{
     output: typeof ReleaseLeaseResponseSchema;
   },
   /**
-   * Reads who holds a resource. A released resource reads as not found.
+   * Reads who holds a lease of your project, with which fencing token, until when, and who
+   * waits for it. A released lease reads as LEASE_NOT_FOUND; a lapsed one as expired = true.
+   *
    * Auth: agent (its own project), or a project/admin token naming `project`.
    * Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
    *
@@ -734,7 +760,9 @@ export const LeaseService: GenService<{
     output: typeof GetLeaseResponseSchema;
   },
   /**
-   * Lists the leases of a project by resource name, paged.
+   * Lists the live leases of your project by name, paged: what is being worked on, by whom,
+   * with which fencing token, and who waits. Lapsed leases too with include_expired.
+   *
    * Auth: agent (its own project), or a project/admin token naming `project`.
    * Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
    *

@@ -2,16 +2,84 @@
 // @generated from file kxm/hub/v1/options.proto (package kxm.hub.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenExtension, GenFile } from "@bufbuild/protobuf/codegenv2";
-import { extDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
-import type { EnumValueOptions, MessageOptions } from "@bufbuild/protobuf/wkt";
+import type { GenExtension, GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
+import { extDesc, fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { EnumValueOptions, MessageOptions, MethodOptions } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_descriptor } from "@bufbuild/protobuf/wkt";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file kxm/hub/v1/options.proto.
  */
 export const file_kxm_hub_v1_options: GenFile = /*@__PURE__*/
-  fileDesc("ChhreG0vaHViL3YxL29wdGlvbnMucHJvdG8SCmt4bS5odWIudjE6QAoJcmVzdF9uYW1lEiEuZ29vZ2xlLnByb3RvYnVmLkVudW1WYWx1ZU9wdGlvbnMYuI4DIAEoCVIIcmVzdE5hbWU6OQoGY2xvc2VkEh8uZ29vZ2xlLnByb3RvYnVmLk1lc3NhZ2VPcHRpb25zGLmOAyABKAhSBmNsb3NlZEI0WjJnaXRodWIuY29tL2t4bS1kZXYva3htLWh1Yi9nZW4vZ28va3htL2h1Yi92MTtodWJ2MWIGcHJvdG8z", [file_google_protobuf_descriptor]);
+  fileDesc("ChhreG0vaHViL3YxL29wdGlvbnMucHJvdG8SCmt4bS5odWIudjEilwEKB01jcFRvb2wSDAoEbmFtZRgBIAEoCRIRCglyZWFkX29ubHkYAiABKAgSEwoLZGVzdHJ1Y3RpdmUYAyABKAgSEgoKaWRlbXBvdGVudBgEIAEoCBIWCg5zZXNzaW9uX2ZpZWxkcxgFIAMoCRIVCg1oaWRkZW5fZmllbGRzGAYgAygJEhMKC2Rlc2NyaXB0aW9uGAcgASgJOkAKCXJlc3RfbmFtZRIhLmdvb2dsZS5wcm90b2J1Zi5FbnVtVmFsdWVPcHRpb25zGLiOAyABKAlSCHJlc3ROYW1lOjkKBmNsb3NlZBIfLmdvb2dsZS5wcm90b2J1Zi5NZXNzYWdlT3B0aW9ucxi5jgMgASgIUgZjbG9zZWQ6UAoIbWNwX3Rvb2wSHi5nb29nbGUucHJvdG9idWYuTWV0aG9kT3B0aW9ucxi6jgMgASgLMhMua3htLmh1Yi52MS5NY3BUb29sUgdtY3BUb29sQjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_protobuf_descriptor]);
+
+/**
+ * How the MCP face offers an RPC as a tool. The hints are what MCP clients show and act on
+ * (MCP ToolAnnotations): they say what the call does, never more or less.
+ *
+ * @generated from message kxm.hub.v1.McpTool
+ */
+export type McpTool = Message<"kxm.hub.v1.McpTool"> & {
+  /**
+   * The tool's name, lower snake_case and unique on the hub (`acquire_lease`).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The call changes nothing (readOnlyHint). A read-only tool is idempotent and not
+   * destructive.
+   *
+   * @generated from field: bool read_only = 2;
+   */
+  readOnly: boolean;
+
+  /**
+   * The call may end or undo something (destructiveHint): another agent loses a message it was
+   * to act on, or the caller gives up a lease it held.
+   *
+   * @generated from field: bool destructive = 3;
+   */
+  destructive: boolean;
+
+  /**
+   * Repeating the call with the same arguments has no effect beyond the first (idempotentHint).
+   *
+   * @generated from field: bool idempotent = 4;
+   */
+  idempotent: boolean;
+
+  /**
+   * The request fields the session fills from its agent, never a model (`agent_id`).
+   *
+   * @generated from field: repeated string session_fields = 5;
+   */
+  sessionFields: string[];
+
+  /**
+   * The request fields the tool does not offer: left unset, so the hub's defaults apply.
+   *
+   * @generated from field: repeated string hidden_fields = 6;
+   */
+  hiddenFields: string[];
+
+  /**
+   * The tool's description, where the tool means more or other than the RPC's leading comment
+   * says (whoami is Heartbeat). Empty: the RPC's leading comment. Use sparingly.
+   *
+   * @generated from field: string description = 7;
+   */
+  description: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.McpTool.
+ * Use `create(McpToolSchema)` to create a new message.
+ */
+export const McpToolSchema: GenMessage<McpTool> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_options, 0);
 
 /**
  * The value's spelling on the REST face, as the reference hub writes it ("followUp",
@@ -32,4 +100,18 @@ export const rest_name: GenExtension<EnumValueOptions, string> = /*@__PURE__*/
  */
 export const closed: GenExtension<MessageOptions, boolean> = /*@__PURE__*/
   extDesc(file_kxm_hub_v1_options, 1);
+
+/**
+ * The RPC is offered as a tool of the hub's MCP face (src/mcp/tools.ts), called as the
+ * session's agent. The tool's description is the RPC's leading comment (or `description`), its
+ * input the request's fields by proto name, each described by the field's leading comment,
+ * less the fields the session fills, the `hidden_fields` and `project` (an agent's project
+ * comes with its credentials). The fields marked (google.api.field_behavior) = REQUIRED are
+ * the tool's required inputs. scripts/proto-docs.mjs collects the comments into
+ * gen/ts/kxm/hub/v1/docs.ts, since generated descriptors carry no comments.
+ *
+ * @generated from extension: kxm.hub.v1.McpTool mcp_tool = 51002;
+ */
+export const mcp_tool: GenExtension<MethodOptions, McpTool> = /*@__PURE__*/
+  extDesc(file_kxm_hub_v1_options, 2);
 

@@ -17,7 +17,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/peer.proto.
  */
 export const file_kxm_hub_v1_peer: GenFile = /*@__PURE__*/
-  fileDesc("ChVreG0vaHViL3YxL3BlZXIucHJvdG8SCmt4bS5odWIudjEiXgoQUmVhZEluYm94UmVxdWVzdBIZCgxhZnRlcl9jdXJzb3IYASABKANIAIgBARINCgVsaW1pdBgCIAEoBRIPCgd3YWl0X21zGAMgASgFQg8KDV9hZnRlcl9jdXJzb3IixAEKCUluYm94SXRlbRIOCgZjdXJzb3IYASABKAMSJgoHbWVzc2FnZRgCIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiQKBXJlcGx5GAMgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASKAoJY2FuY2VsbGVkGAQgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASJgoHZXhwaXJlZBgFIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAQgcKBWV2ZW50Ik8KEVJlYWRJbmJveFJlc3BvbnNlEiUKBmV2ZW50cxgBIAMoCzIVLmt4bS5odWIudjEuSW5ib3hJdGVtEhMKC25leHRfY3Vyc29yGAIgASgDIkgKBVJlcGx5Eg8KB2NvbnRlbnQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgYKB01lc3NhZ2USCgoCaWQYASABKAkSDwoHcHJvamVjdBgCIAEoCRIbCg1mcm9tX2FnZW50X2lkGAMgASgJUgRmcm9tEhEKCWZyb21fbmFtZRgEIAEoCRIXCgt0b19hZ2VudF9pZBgFIAEoCVICdG8SDwoHdG9fbmFtZRgGIAEoCRIPCgdjb250ZW50GAcgASgJEiYKCGRlbGl2ZXJ5GAggASgOMhQua3htLmh1Yi52MS5EZWxpdmVyeRIMCgRob3BzGAkgASgFEhAKCG1heF9ob3BzGAogASgFEgsKA3NlcRgLIAEoAxIbCg5jb3JyZWxhdGlvbl9pZBgMIAEoCUgAiAEBEhUKCHJlcGx5X3RvGA0gASgJSAGIAQESHAoPaWRlbXBvdGVuY3lfa2V5GA4gASgJSAKIAQESLgoKY3JlYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoMZGVsaXZlcmVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgDiAEBEjMKCnJlcGxpZWRfYXQYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSASIAQESNQoMY2FuY2VsbGVkX2F0GBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgFiAEBEikKBnN0YXR1cxgUIAEoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIlCgVyZXBseRgVIAEoCzIRLmt4bS5odWIudjEuUmVwbHlIBogBARISCgVlcnJvchgWIAEoCUgHiAEBQhEKD19jb3JyZWxhdGlvbl9pZEILCglfcmVwbHlfdG9CEgoQX2lkZW1wb3RlbmN5X2tleUIPCg1fZGVsaXZlcmVkX2F0Qg0KC19yZXBsaWVkX2F0Qg8KDV9jYW5jZWxsZWRfYXRCCAoGX3JlcGx5QggKBl9lcnJvciL7AgoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhMKBnRhcmdldBgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAhImCghkZWxpdmVyeRgDIAEoDjIULmt4bS5odWIudjEuRGVsaXZlcnkSGwoOY29ycmVsYXRpb25faWQYBCABKAlIAIgBARIVCghyZXBseV90bxgFIAEoCUgBiAEBEhEKBGhvcHMYBiABKAVIAogBARIVCghtYXhfaG9wcxgHIAEoBUgDiAEBEhMKBnR0bF9tcxgIIAEoBUgEiAEBEhoKDWFsbG93X29mZmxpbmUYCSABKAhIBYgBARIcCg9pZGVtcG90ZW5jeV9rZXkYCiABKAlIBogBAUIRCg9fY29ycmVsYXRpb25faWRCCwoJX3JlcGx5X3RvQgcKBV9ob3BzQgsKCV9tYXhfaG9wc0IJCgdfdHRsX21zQhAKDl9hbGxvd19vZmZsaW5lQhIKEF9pZGVtcG90ZW5jeV9rZXkiTwoTU2VuZE1lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlEhIKCmlkZW1wb3RlbnQYAiABKAgiLAoRQWNrTWVzc2FnZVJlcXVlc3QSFwoKbWVzc2FnZV9pZBgBIAEoCUID4EECIjoKEkFja01lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlIkQKE1JlcGx5TWVzc2FnZVJlcXVlc3QSFwoKbWVzc2FnZV9pZBgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAiI8ChRSZXBseU1lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlIi8KFENhbmNlbE1lc3NhZ2VSZXF1ZXN0EhcKCm1lc3NhZ2VfaWQYASABKAlCA+BBAiI9ChVDYW5jZWxNZXNzYWdlUmVzcG9uc2USJAoHbWVzc2FnZRgBIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZSIsChFHZXRNZXNzYWdlUmVxdWVzdBIXCgptZXNzYWdlX2lkGAEgASgJQgPgQQIiOgoSR2V0TWVzc2FnZVJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2UijAEKE0xpc3RNZXNzYWdlc1JlcXVlc3QSIwoDYm94GAEgASgOMhYua3htLmh1Yi52MS5NZXNzYWdlQm94EikKBnN0YXR1cxgCIAMoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJWChRMaXN0TWVzc2FnZXNSZXNwb25zZRIlCghtZXNzYWdlcxgBIAMoCzITLmt4bS5odWIudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOAoQU3Vic2NyaWJlUmVxdWVzdBIWCglhZnRlcl9zZXEYASABKANIAIgBAUIMCgpfYWZ0ZXJfc2VxIjIKDlN1YnNjcmliZVJlYWR5EiAKBWFnZW50GAEgASgLMhEua3htLmh1Yi52MS5BZ2VudCLNAgoRU3Vic2NyaWJlUmVzcG9uc2USDgoGY3Vyc29yGAEgASgDEisKBXJlYWR5GAIgASgLMhoua3htLmh1Yi52MS5TdWJzY3JpYmVSZWFkeUgAEiYKB21lc3NhZ2UYAyABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2VIABIkCgVyZXBseRgEIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEigKCWNhbmNlbGxlZBgFIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiYKB2V4cGlyZWQYBiABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2VIABIlCghwcmVzZW5jZRgHIAEoCzIRLmt4bS5odWIudjEuQWdlbnRIABIrCgprZWVwX2FsaXZlGAggASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIAEIHCgVldmVudCqPAQoIRGVsaXZlcnkSGAoUREVMSVZFUllfVU5TUEVDSUZJRUQQABIkChJERUxJVkVSWV9GT0xMT1dfVVAQARoMwvMYCGZvbGxvd1VwEh0KDkRFTElWRVJZX1NURUVSEAIaCcLzGAVzdGVlchIkChJERUxJVkVSWV9ORVhUX1RVUk4QAxoMwvMYCG5leHRUdXJuKqcCCg1NZXNzYWdlU3RhdHVzEh4KGk1FU1NBR0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASJQoVTUVTU0FHRV9TVEFUVVNfUVVFVUVEEAEaCsLzGAZxdWV1ZWQSKwoYTUVTU0FHRV9TVEFUVVNfREVMSVZFUkVEEAIaDcLzGAlkZWxpdmVyZWQSJwoWTUVTU0FHRV9TVEFUVVNfUkVQTElFRBADGgvC8xgHcmVwbGllZBIrChhNRVNTQUdFX1NUQVRVU19DQU5DRUxMRUQQBBoNwvMYCWNhbmNlbGxlZBInChZNRVNTQUdFX1NUQVRVU19FWFBJUkVEEAUaC8LzGAdleHBpcmVkEiMKFE1FU1NBR0VfU1RBVFVTX0VSUk9SEAYaCcLzGAVlcnJvcipvCgpNZXNzYWdlQm94EhsKF01FU1NBR0VfQk9YX1VOU1BFQ0lGSUVEEAASIAoRTUVTU0FHRV9CT1hfSU5CT1gQARoJwvMYBWluYm94EiIKEk1FU1NBR0VfQk9YX09VVEJPWBACGgrC8xgGb3V0Ym94MucGCgtQZWVyU2VydmljZRJnCgtTZW5kTWVzc2FnZRIeLmt4bS5odWIudjEuU2VuZE1lc3NhZ2VSZXF1ZXN0Gh8ua3htLmh1Yi52MS5TZW5kTWVzc2FnZVJlc3BvbnNlIheC0+STAhE6ASoiDC92MS9tZXNzYWdlcxJ1CgpBY2tNZXNzYWdlEh0ua3htLmh1Yi52MS5BY2tNZXNzYWdlUmVxdWVzdBoeLmt4bS5odWIudjEuQWNrTWVzc2FnZVJlc3BvbnNlIiiC0+STAiI6ASoiHS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0vYWNrEn0KDFJlcGx5TWVzc2FnZRIfLmt4bS5odWIudjEuUmVwbHlNZXNzYWdlUmVxdWVzdBogLmt4bS5odWIudjEuUmVwbHlNZXNzYWdlUmVzcG9uc2UiKoLT5JMCJDoBKiIfL3YxL21lc3NhZ2VzL3ttZXNzYWdlX2lkfS9yZXBseRJ3Cg1DYW5jZWxNZXNzYWdlEiAua3htLmh1Yi52MS5DYW5jZWxNZXNzYWdlUmVxdWVzdBohLmt4bS5odWIudjEuQ2FuY2VsTWVzc2FnZVJlc3BvbnNlIiGC0+STAhsqGS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0SbgoKR2V0TWVzc2FnZRIdLmt4bS5odWIudjEuR2V0TWVzc2FnZVJlcXVlc3QaHi5reG0uaHViLnYxLkdldE1lc3NhZ2VSZXNwb25zZSIhgtPkkwIbEhkvdjEvbWVzc2FnZXMve21lc3NhZ2VfaWR9EmcKDExpc3RNZXNzYWdlcxIfLmt4bS5odWIudjEuTGlzdE1lc3NhZ2VzUmVxdWVzdBogLmt4bS5odWIudjEuTGlzdE1lc3NhZ2VzUmVzcG9uc2UiFILT5JMCDhIML3YxL21lc3NhZ2VzEkoKCVN1YnNjcmliZRIcLmt4bS5odWIudjEuU3Vic2NyaWJlUmVxdWVzdBodLmt4bS5odWIudjEuU3Vic2NyaWJlUmVzcG9uc2UwARJbCglSZWFkSW5ib3gSHC5reG0uaHViLnYxLlJlYWRJbmJveFJlcXVlc3QaHS5reG0uaHViLnYxLlJlYWRJbmJveFJlc3BvbnNlIhGC0+STAgsSCS92MS9pbmJveEI0WjJnaXRodWIuY29tL2t4bS1kZXYva3htLWh1Yi9nZW4vZ28va3htL2h1Yi92MTtodWJ2MWIGcHJvdG8z", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
+  fileDesc("ChVreG0vaHViL3YxL3BlZXIucHJvdG8SCmt4bS5odWIudjEiXgoQUmVhZEluYm94UmVxdWVzdBIZCgxhZnRlcl9jdXJzb3IYASABKANIAIgBARINCgVsaW1pdBgCIAEoBRIPCgd3YWl0X21zGAMgASgFQg8KDV9hZnRlcl9jdXJzb3IixAEKCUluYm94SXRlbRIOCgZjdXJzb3IYASABKAMSJgoHbWVzc2FnZRgCIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiQKBXJlcGx5GAMgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASKAoJY2FuY2VsbGVkGAQgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlSAASJgoHZXhwaXJlZBgFIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAQgcKBWV2ZW50Ik8KEVJlYWRJbmJveFJlc3BvbnNlEiUKBmV2ZW50cxgBIAMoCzIVLmt4bS5odWIudjEuSW5ib3hJdGVtEhMKC25leHRfY3Vyc29yGAIgASgDIkgKBVJlcGx5Eg8KB2NvbnRlbnQYASABKAkSLgoKY3JlYXRlZF9hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAimgYKB01lc3NhZ2USCgoCaWQYASABKAkSDwoHcHJvamVjdBgCIAEoCRIbCg1mcm9tX2FnZW50X2lkGAMgASgJUgRmcm9tEhEKCWZyb21fbmFtZRgEIAEoCRIXCgt0b19hZ2VudF9pZBgFIAEoCVICdG8SDwoHdG9fbmFtZRgGIAEoCRIPCgdjb250ZW50GAcgASgJEiYKCGRlbGl2ZXJ5GAggASgOMhQua3htLmh1Yi52MS5EZWxpdmVyeRIMCgRob3BzGAkgASgFEhAKCG1heF9ob3BzGAogASgFEgsKA3NlcRgLIAEoAxIbCg5jb3JyZWxhdGlvbl9pZBgMIAEoCUgAiAEBEhUKCHJlcGx5X3RvGA0gASgJSAGIAQESHAoPaWRlbXBvdGVuY3lfa2V5GA4gASgJSAKIAQESLgoKY3JlYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoMZGVsaXZlcmVkX2F0GBEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgDiAEBEjMKCnJlcGxpZWRfYXQYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSASIAQESNQoMY2FuY2VsbGVkX2F0GBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEgFiAEBEikKBnN0YXR1cxgUIAEoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIlCgVyZXBseRgVIAEoCzIRLmt4bS5odWIudjEuUmVwbHlIBogBARISCgVlcnJvchgWIAEoCUgHiAEBQhEKD19jb3JyZWxhdGlvbl9pZEILCglfcmVwbHlfdG9CEgoQX2lkZW1wb3RlbmN5X2tleUIPCg1fZGVsaXZlcmVkX2F0Qg0KC19yZXBsaWVkX2F0Qg8KDV9jYW5jZWxsZWRfYXRCCAoGX3JlcGx5QggKBl9lcnJvciL7AgoSU2VuZE1lc3NhZ2VSZXF1ZXN0EhMKBnRhcmdldBgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAhImCghkZWxpdmVyeRgDIAEoDjIULmt4bS5odWIudjEuRGVsaXZlcnkSGwoOY29ycmVsYXRpb25faWQYBCABKAlIAIgBARIVCghyZXBseV90bxgFIAEoCUgBiAEBEhEKBGhvcHMYBiABKAVIAogBARIVCghtYXhfaG9wcxgHIAEoBUgDiAEBEhMKBnR0bF9tcxgIIAEoBUgEiAEBEhoKDWFsbG93X29mZmxpbmUYCSABKAhIBYgBARIcCg9pZGVtcG90ZW5jeV9rZXkYCiABKAlIBogBAUIRCg9fY29ycmVsYXRpb25faWRCCwoJX3JlcGx5X3RvQgcKBV9ob3BzQgsKCV9tYXhfaG9wc0IJCgdfdHRsX21zQhAKDl9hbGxvd19vZmZsaW5lQhIKEF9pZGVtcG90ZW5jeV9rZXkiTwoTU2VuZE1lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlEhIKCmlkZW1wb3RlbnQYAiABKAgiLAoRQWNrTWVzc2FnZVJlcXVlc3QSFwoKbWVzc2FnZV9pZBgBIAEoCUID4EECIjoKEkFja01lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlIkQKE1JlcGx5TWVzc2FnZVJlcXVlc3QSFwoKbWVzc2FnZV9pZBgBIAEoCUID4EECEhQKB2NvbnRlbnQYAiABKAlCA+BBAiI8ChRSZXBseU1lc3NhZ2VSZXNwb25zZRIkCgdtZXNzYWdlGAEgASgLMhMua3htLmh1Yi52MS5NZXNzYWdlIi8KFENhbmNlbE1lc3NhZ2VSZXF1ZXN0EhcKCm1lc3NhZ2VfaWQYASABKAlCA+BBAiI9ChVDYW5jZWxNZXNzYWdlUmVzcG9uc2USJAoHbWVzc2FnZRgBIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZSIsChFHZXRNZXNzYWdlUmVxdWVzdBIXCgptZXNzYWdlX2lkGAEgASgJQgPgQQIiOgoSR2V0TWVzc2FnZVJlc3BvbnNlEiQKB21lc3NhZ2UYASABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2UijAEKE0xpc3RNZXNzYWdlc1JlcXVlc3QSIwoDYm94GAEgASgOMhYua3htLmh1Yi52MS5NZXNzYWdlQm94EikKBnN0YXR1cxgCIAMoDjIZLmt4bS5odWIudjEuTWVzc2FnZVN0YXR1cxIRCglwYWdlX3NpemUYAyABKAUSEgoKcGFnZV90b2tlbhgEIAEoCSJWChRMaXN0TWVzc2FnZXNSZXNwb25zZRIlCghtZXNzYWdlcxgBIAMoCzITLmt4bS5odWIudjEuTWVzc2FnZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiOAoQU3Vic2NyaWJlUmVxdWVzdBIWCglhZnRlcl9zZXEYASABKANIAIgBAUIMCgpfYWZ0ZXJfc2VxIjIKDlN1YnNjcmliZVJlYWR5EiAKBWFnZW50GAEgASgLMhEua3htLmh1Yi52MS5BZ2VudCLNAgoRU3Vic2NyaWJlUmVzcG9uc2USDgoGY3Vyc29yGAEgASgDEisKBXJlYWR5GAIgASgLMhoua3htLmh1Yi52MS5TdWJzY3JpYmVSZWFkeUgAEiYKB21lc3NhZ2UYAyABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2VIABIkCgVyZXBseRgEIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEigKCWNhbmNlbGxlZBgFIAEoCzITLmt4bS5odWIudjEuTWVzc2FnZUgAEiYKB2V4cGlyZWQYBiABKAsyEy5reG0uaHViLnYxLk1lc3NhZ2VIABIlCghwcmVzZW5jZRgHIAEoCzIRLmt4bS5odWIudjEuQWdlbnRIABIrCgprZWVwX2FsaXZlGAggASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIAEIHCgVldmVudCqPAQoIRGVsaXZlcnkSGAoUREVMSVZFUllfVU5TUEVDSUZJRUQQABIkChJERUxJVkVSWV9GT0xMT1dfVVAQARoMwvMYCGZvbGxvd1VwEh0KDkRFTElWRVJZX1NURUVSEAIaCcLzGAVzdGVlchIkChJERUxJVkVSWV9ORVhUX1RVUk4QAxoMwvMYCG5leHRUdXJuKqcCCg1NZXNzYWdlU3RhdHVzEh4KGk1FU1NBR0VfU1RBVFVTX1VOU1BFQ0lGSUVEEAASJQoVTUVTU0FHRV9TVEFUVVNfUVVFVUVEEAEaCsLzGAZxdWV1ZWQSKwoYTUVTU0FHRV9TVEFUVVNfREVMSVZFUkVEEAIaDcLzGAlkZWxpdmVyZWQSJwoWTUVTU0FHRV9TVEFUVVNfUkVQTElFRBADGgvC8xgHcmVwbGllZBIrChhNRVNTQUdFX1NUQVRVU19DQU5DRUxMRUQQBBoNwvMYCWNhbmNlbGxlZBInChZNRVNTQUdFX1NUQVRVU19FWFBJUkVEEAUaC8LzGAdleHBpcmVkEiMKFE1FU1NBR0VfU1RBVFVTX0VSUk9SEAYaCcLzGAVlcnJvcipvCgpNZXNzYWdlQm94EhsKF01FU1NBR0VfQk9YX1VOU1BFQ0lGSUVEEAASIAoRTUVTU0FHRV9CT1hfSU5CT1gQARoJwvMYBWluYm94EiIKEk1FU1NBR0VfQk9YX09VVEJPWBACGgrC8xgGb3V0Ym94MpkICgtQZWVyU2VydmljZRKtAQoLU2VuZE1lc3NhZ2USHi5reG0uaHViLnYxLlNlbmRNZXNzYWdlUmVxdWVzdBofLmt4bS5odWIudjEuU2VuZE1lc3NhZ2VSZXNwb25zZSJd0vMYQgoMc2VuZF9tZXNzYWdlMghkZWxpdmVyeTIOY29ycmVsYXRpb25faWQyCHJlcGx5X3RvMgRob3BzMghtYXhfaG9wc4LT5JMCEToBKiIML3YxL21lc3NhZ2VzEogBCgpBY2tNZXNzYWdlEh0ua3htLmh1Yi52MS5BY2tNZXNzYWdlUmVxdWVzdBoeLmt4bS5odWIudjEuQWNrTWVzc2FnZVJlc3BvbnNlIjvS8xgPCgthY2tfbWVzc2FnZSABgtPkkwIiOgEqIh0vdjEvbWVzc2FnZXMve21lc3NhZ2VfaWR9L2FjaxKQAQoMUmVwbHlNZXNzYWdlEh8ua3htLmh1Yi52MS5SZXBseU1lc3NhZ2VSZXF1ZXN0GiAua3htLmh1Yi52MS5SZXBseU1lc3NhZ2VSZXNwb25zZSI90vMYDwoNcmVwbHlfbWVzc2FnZYLT5JMCJDoBKiIfL3YxL21lc3NhZ2VzL3ttZXNzYWdlX2lkfS9yZXBseRKPAQoNQ2FuY2VsTWVzc2FnZRIgLmt4bS5odWIudjEuQ2FuY2VsTWVzc2FnZVJlcXVlc3QaIS5reG0uaHViLnYxLkNhbmNlbE1lc3NhZ2VSZXNwb25zZSI50vMYFAoOY2FuY2VsX21lc3NhZ2UYASABgtPkkwIbKhkvdjEvbWVzc2FnZXMve21lc3NhZ2VfaWR9EoMBCgpHZXRNZXNzYWdlEh0ua3htLmh1Yi52MS5HZXRNZXNzYWdlUmVxdWVzdBoeLmt4bS5odWIudjEuR2V0TWVzc2FnZVJlc3BvbnNlIjbS8xgRCgtnZXRfbWVzc2FnZRABIAGC0+STAhsSGS92MS9tZXNzYWdlcy97bWVzc2FnZV9pZH0SZwoMTGlzdE1lc3NhZ2VzEh8ua3htLmh1Yi52MS5MaXN0TWVzc2FnZXNSZXF1ZXN0GiAua3htLmh1Yi52MS5MaXN0TWVzc2FnZXNSZXNwb25zZSIUgtPkkwIOEgwvdjEvbWVzc2FnZXMSSgoJU3Vic2NyaWJlEhwua3htLmh1Yi52MS5TdWJzY3JpYmVSZXF1ZXN0Gh0ua3htLmh1Yi52MS5TdWJzY3JpYmVSZXNwb25zZTABEm8KCVJlYWRJbmJveBIcLmt4bS5odWIudjEuUmVhZEluYm94UmVxdWVzdBodLmt4bS5odWIudjEuUmVhZEluYm94UmVzcG9uc2UiJdLzGBAKCnJlYWRfaW5ib3gQASABgtPkkwILEgkvdjEvaW5ib3hCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
 
 /**
  * ReadInbox input.
@@ -26,23 +26,24 @@ export const file_kxm_hub_v1_peer: GenFile = /*@__PURE__*/
  */
 export type ReadInboxRequest = Message$1<"kxm.hub.v1.ReadInboxRequest"> & {
   /**
-   * Answer the events after this cursor (a previous answer's next_cursor). Unset: after the
-   * cursor AckMessage advances.
+   * Answer the events after this cursor: a previous answer's next_cursor (`nextCursor` in JSON).
+   * Unset: after the cursor AckMessage advances, starting with the messages to you that you
+   * have not acknowledged.
    *
    * @generated from field: optional int64 after_cursor = 1;
    */
   afterCursor?: bigint | undefined;
 
   /**
-   * Events per answer, 1..100; 0 uses 20.
+   * Events per answer, 1..100; unset or 0 uses 20.
    *
    * @generated from field: int32 limit = 2;
    */
   limit: number;
 
   /**
-   * How long to wait for a first event when there is none, in milliseconds, 0..60000; 0
-   * answers at once.
+   * How long to wait for a first event when there is none, in milliseconds, 0..60000; unset or
+   * 0 answers at once. Keep your client's request timeout above it.
    *
    * @generated from field: int32 wait_ms = 3;
    */
@@ -348,14 +349,14 @@ export const MessageSchema: GenMessage<Message> = /*@__PURE__*/
  */
 export type SendMessageRequest = Message$1<"kxm.hub.v1.SendMessageRequest"> & {
   /**
-   * Recipient agent id or name (case-insensitive), 1..80 chars.
+   * The recipient: an agent of your project, by id or by name (case-insensitive), 1..80 chars.
    *
    * @generated from field: string target = 1;
    */
   target: string;
 
   /**
-   * Message text, 1..32000 chars.
+   * The message text, 1..32000 chars.
    *
    * @generated from field: string content = 2;
    */
@@ -397,21 +398,25 @@ export type SendMessageRequest = Message$1<"kxm.hub.v1.SendMessageRequest"> & {
   maxHops?: number | undefined;
 
   /**
-   * Time to live in milliseconds, 1000..604800000; unset uses the hub default (24 h).
+   * How long the message waits for a reply before it expires, in milliseconds,
+   * 1000..604800000; unset uses the hub's default (24 h).
    *
    * @generated from field: optional int32 ttl_ms = 8;
    */
   ttlMs?: number | undefined;
 
   /**
-   * Queue to a registered but offline recipient instead of refusing; unset is false.
+   * Queue the message for a registered agent that is offline now, to find when it is back.
+   * Unset or false: an offline recipient is TARGET_NOT_FOUND.
    *
    * @generated from field: optional bool allow_offline = 9;
    */
   allowOffline?: boolean | undefined;
 
   /**
-   * Idempotency key, up to 128 chars, scoped to the sender.
+   * A key of the sender's choosing, up to 128 chars, scoped to the sender: sending again with
+   * the same key and the same request answers the first message instead of sending a second;
+   * the same key with a different request is IDEMPOTENCY_CONFLICT.
    *
    * @generated from field: optional string idempotency_key = 10;
    */
@@ -460,7 +465,7 @@ export const SendMessageResponseSchema: GenMessage<SendMessageResponse> = /*@__P
  */
 export type AckMessageRequest = Message$1<"kxm.hub.v1.AckMessageRequest"> & {
   /**
-   * Message id.
+   * The message's id, `msg_` + 32 lowercase hex (a message's `id`).
    *
    * @generated from field: string message_id = 1;
    */
@@ -502,14 +507,14 @@ export const AckMessageResponseSchema: GenMessage<AckMessageResponse> = /*@__PUR
  */
 export type ReplyMessageRequest = Message$1<"kxm.hub.v1.ReplyMessageRequest"> & {
   /**
-   * Message id.
+   * The message's id, `msg_` + 32 lowercase hex (a message's `id`).
    *
    * @generated from field: string message_id = 1;
    */
   messageId: string;
 
   /**
-   * Reply text, trimmed, 1..32000 chars.
+   * The reply text, trimmed, 1..32000 chars.
    *
    * @generated from field: string content = 2;
    */
@@ -551,7 +556,7 @@ export const ReplyMessageResponseSchema: GenMessage<ReplyMessageResponse> = /*@_
  */
 export type CancelMessageRequest = Message$1<"kxm.hub.v1.CancelMessageRequest"> & {
   /**
-   * Message id.
+   * The message's id, `msg_` + 32 lowercase hex (a message's `id`).
    *
    * @generated from field: string message_id = 1;
    */
@@ -593,7 +598,7 @@ export const CancelMessageResponseSchema: GenMessage<CancelMessageResponse> = /*
  */
 export type GetMessageRequest = Message$1<"kxm.hub.v1.GetMessageRequest"> & {
   /**
-   * Message id.
+   * The message's id, `msg_` + 32 lowercase hex (a message's `id`).
    *
    * @generated from field: string message_id = 1;
    */
@@ -967,17 +972,25 @@ export const MessageBoxSchema: GenEnum<MessageBox> = /*@__PURE__*/
  * queued -> delivered (ack) -> replied, or to cancelled (by the sender) or expired (TTL).
  *
  * Authentication (all RPCs): agent (`x-kxm-agent-id`, `x-kxm-agent-key`) plus the project
- * token. Message lookups are global by id: another project's message is MESSAGE_FORBIDDEN.
+ * token. Message lookups are by id within the caller's project: another project's message is
+ * MESSAGE_NOT_FOUND (its existence does not leak); a message of the project that is not the
+ * caller's to read or act on is MESSAGE_FORBIDDEN.
  *
  * @generated from service kxm.hub.v1.PeerService
  */
 export const PeerService: GenService<{
   /**
-   * Sends a message to an agent of the caller's project, by id or case-insensitive name.
-   * Idempotent per (sender, idempotency_key): an identical repeat returns the original with
-   * idempotent = true, a different request with the same key is IDEMPOTENCY_CONFLICT.
-   * Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND,
-   * SELF_TARGET.
+   * Sends a message to another agent of your project, by id or name (case-insensitive). The
+   * message is queued until its recipient acknowledges it (AckMessage), and the recipient may
+   * reply once: GetMessage shows its status and reply, and the reply comes to your inbox
+   * (ReadInbox). An agent that is offline is not found unless allow_offline is set.
+   *
+   * Idempotent per (sender, idempotency_key): set a key when you may retry, and an identical
+   * repeat answers the original message (idempotent = true) instead of sending a second one; a
+   * different request with the same key is IDEMPOTENCY_CONFLICT.
+   *
+   * Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND (no such
+   * agent, or it is offline), SELF_TARGET.
    *
    * @generated from rpc kxm.hub.v1.PeerService.SendMessage
    */
@@ -987,9 +1000,13 @@ export const PeerService: GenService<{
     output: typeof SendMessageResponseSchema;
   },
   /**
-   * Acknowledges a message to the caller (queued -> delivered) and advances the caller's
-   * stream cursor to the message's seq. Idempotent on a delivered message.
-   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE.
+   * Acknowledges a message to you (queued -> delivered): it is delivered, no longer waits for
+   * you, and ReadInbox does not answer it again. Acknowledge a message once you have read it and
+   * taken it on. Advances your stream cursor (where ReadInbox and Subscribe start when given
+   * none) to the message's seq. Idempotent on a delivered message.
+   *
+   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE
+   * (replied, cancelled or expired).
    *
    * @generated from rpc kxm.hub.v1.PeerService.AckMessage
    */
@@ -999,9 +1016,12 @@ export const PeerService: GenService<{
     output: typeof AckMessageResponseSchema;
   },
   /**
-   * Replies to a message to the caller; the sender receives a reply event.
-   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN, DUPLICATE_REPLY, INVALID_MESSAGE_STATE,
-   * PROTOCOL_ERROR (content).
+   * Replies to a message to you, queued or delivered; its sender receives a reply event in its
+   * inbox and sees the reply with GetMessage. A message has one reply, and a replied message is
+   * done.
+   *
+   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), DUPLICATE_REPLY,
+   * INVALID_MESSAGE_STATE (cancelled or expired), PROTOCOL_ERROR (content).
    *
    * @generated from rpc kxm.hub.v1.PeerService.ReplyMessage
    */
@@ -1011,9 +1031,11 @@ export const PeerService: GenService<{
     output: typeof ReplyMessageResponseSchema;
   },
   /**
-   * Cancels a message the caller sent; the recipient receives a cancelled event. Idempotent
-   * on a cancelled message.
-   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE.
+   * Cancels a message you sent that is not replied yet: its recipient receives a cancelled
+   * event and no longer needs to act on it. Idempotent on a cancelled message.
+   *
+   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE
+   * (replied or expired).
    *
    * @generated from rpc kxm.hub.v1.PeerService.CancelMessage
    */
@@ -1023,8 +1045,10 @@ export const PeerService: GenService<{
     output: typeof CancelMessageResponseSchema;
   },
   /**
-   * Reads a message the caller sent or received.
-   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN.
+   * Reads a message you sent or received: its status (queued, delivered, replied, cancelled,
+   * expired) and its reply, once replied.
+   *
+   * Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (neither its sender nor its recipient).
    *
    * @generated from rpc kxm.hub.v1.PeerService.GetMessage
    */
@@ -1058,13 +1082,19 @@ export const PeerService: GenService<{
     output: typeof SubscribeResponseSchema;
   },
   /**
-   * Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
-   * face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
-   * AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
-   * acknowledged meanwhile is left out: an acknowledged message is never answered again. With
-   * `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
-   * instead of answering empty: mail is waited for, not polled. Answers the events and the
-   * cursor to pass next time. Idempotent; changes nothing.
+   * Reads your inbox in one answer: messages to you that you have not acknowledged, replies to
+   * messages you sent, and cancellations and expiries, oldest first, at most `limit`. For
+   * clients that cannot hold a stream (the MCP face's read_inbox, shell scripts); Subscribe
+   * streams the same events.
+   *
+   * Pass the answer's next_cursor as after_cursor next time to read on from there; unset, it
+   * reads after the cursor AckMessage advances, as Subscribe starts. A message to you that was
+   * acknowledged meanwhile is left out: an acknowledged message is never answered again, so
+   * acknowledge a message (AckMessage) once you have taken it on.
+   *
+   * With wait_ms and nothing to answer, it waits up to that long (hub clock) for the first event
+   * instead of answering empty: wait for mail, never poll. Idempotent; changes nothing.
+   *
    * Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
    * retained).
    *

@@ -52,25 +52,46 @@ const (
 
 // LeaseServiceClient is a client for the kxm.hub.v1.LeaseService service.
 type LeaseServiceClient interface {
-	// Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-	// takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
-	// lease is waited for in the resource's queue (see wait_ms).
+	// Takes a fenced lease on a shared resource of your project before you touch it (a branch
+	// push, a PR, a deploy): grants a free lease, extends your own live lease (token kept,
+	// renewed = true), or takes over a lapsed one (token + 1). Not idempotent across holders.
+	//
+	// The answer's lease carries a fencing token: present it with every write to what the lease
+	// protects, so that a write of a holder that lost the lease (it lapsed and another agent took
+	// it over) can be refused there: its token is smaller than the new holder's, as a resource's
+	// token only grows.
+	//
+	// The lease lapses ttl_ms after the grant unless renewed: renew long work (RenewLease) before
+	// it lapses, and release the lease (ReleaseLease) when done. With wait_ms, a lease another
+	// agent holds is waited for in the resource's queue (see wait_ms); without, it is refused at
+	// once with LEASE_HELD.
+	//
 	// Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
 	// or the one just handed to the first waiter; the current lease is attached as a detail).
 	AcquireLease(context.Context, *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error)
-	// Extends the caller's live lease; the token and acquired_at stay.
+	// Extends your live lease before it lapses: it then lapses ttl_ms from now, and its fencing
+	// token and acquired_at stay. Renew long work well before the lease's expires_at. Refused
+	// with LEASE_SUPERSEDED when another agent took the lease over: then stop writing to the
+	// resource. LEASE_EXPIRED: your lease lapsed; acquire it again (AcquireLease) for a new token.
+	//
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
 	// token differ), LEASE_EXPIRED (the caller's lease lapsed; re-acquire).
 	RenewLease(context.Context, *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error)
-	// Releases the caller's lease, even a lapsed one. The resource keeps its token as a floor:
-	// the next grant gets that token + 1.
+	// Releases your lease, even a lapsed one, when your work on the resource is done, so that the
+	// next agent (the first one waiting in its queue) gets it at once. The resource keeps the
+	// token as a floor: the next grant gets that token + 1, and your token is stale from then on.
+	//
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
 	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
-	// Reads who holds a resource. A released resource reads as not found.
+	// Reads who holds a lease of your project, with which fencing token, until when, and who
+	// waits for it. A released lease reads as LEASE_NOT_FOUND; a lapsed one as expired = true.
+	//
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	GetLease(context.Context, *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error)
-	// Lists the leases of a project by resource name, paged.
+	// Lists the live leases of your project by name, paged: what is being worked on, by whom,
+	// with which fencing token, and who waits. Lapsed leases too with include_expired.
+	//
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	ListLeases(context.Context, *connect.Request[v1.ListLeasesRequest]) (*connect.Response[v1.ListLeasesResponse], error)
@@ -174,25 +195,46 @@ func (c *leaseServiceClient) WatchLeases(ctx context.Context, req *connect.Reque
 
 // LeaseServiceHandler is an implementation of the kxm.hub.v1.LeaseService service.
 type LeaseServiceHandler interface {
-	// Grants the lease, extends the caller's own live lease (token kept, renewed = true), or
-	// takes over a lapsed one (token + 1). Not idempotent across holders. With wait_ms, a held
-	// lease is waited for in the resource's queue (see wait_ms).
+	// Takes a fenced lease on a shared resource of your project before you touch it (a branch
+	// push, a PR, a deploy): grants a free lease, extends your own live lease (token kept,
+	// renewed = true), or takes over a lapsed one (token + 1). Not idempotent across holders.
+	//
+	// The answer's lease carries a fencing token: present it with every write to what the lease
+	// protects, so that a write of a holder that lost the lease (it lapsed and another agent took
+	// it over) can be refused there: its token is smaller than the new holder's, as a resource's
+	// token only grows.
+	//
+	// The lease lapses ttl_ms after the grant unless renewed: renew long work (RenewLease) before
+	// it lapses, and release the lease (ReleaseLease) when done. With wait_ms, a lease another
+	// agent holds is waited for in the resource's queue (see wait_ms); without, it is refused at
+	// once with LEASE_HELD.
+	//
 	// Errors: PROTOCOL_ERROR (name, ttl_ms, wait_ms), LEASE_HELD (a live lease of another agent,
 	// or the one just handed to the first waiter; the current lease is attached as a detail).
 	AcquireLease(context.Context, *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error)
-	// Extends the caller's live lease; the token and acquired_at stay.
+	// Extends your live lease before it lapses: it then lapses ttl_ms from now, and its fencing
+	// token and acquired_at stay. Renew long work well before the lease's expires_at. Refused
+	// with LEASE_SUPERSEDED when another agent took the lease over: then stop writing to the
+	// resource. LEASE_EXPIRED: your lease lapsed; acquire it again (AcquireLease) for a new token.
+	//
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED (holder or
 	// token differ), LEASE_EXPIRED (the caller's lease lapsed; re-acquire).
 	RenewLease(context.Context, *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error)
-	// Releases the caller's lease, even a lapsed one. The resource keeps its token as a floor:
-	// the next grant gets that token + 1.
+	// Releases your lease, even a lapsed one, when your work on the resource is done, so that the
+	// next agent (the first one waiting in its queue) gets it at once. The resource keeps the
+	// token as a floor: the next grant gets that token + 1, and your token is stale from then on.
+	//
 	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR, LEASE_NOT_FOUND, LEASE_SUPERSEDED.
 	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
-	// Reads who holds a resource. A released resource reads as not found.
+	// Reads who holds a lease of your project, with which fencing token, until when, and who
+	// waits for it. A released lease reads as LEASE_NOT_FOUND; a lapsed one as expired = true.
+	//
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	GetLease(context.Context, *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error)
-	// Lists the leases of a project by resource name, paged.
+	// Lists the live leases of your project by name, paged: what is being worked on, by whom,
+	// with which fencing token, and who waits. Lapsed leases too with include_expired.
+	//
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: PROTOCOL_ERROR (page_size, page_token, project), INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	ListLeases(context.Context, *connect.Request[v1.ListLeasesRequest]) (*connect.Response[v1.ListLeasesResponse], error)

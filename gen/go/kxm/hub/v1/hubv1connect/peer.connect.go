@@ -56,26 +56,43 @@ const (
 
 // PeerServiceClient is a client for the kxm.hub.v1.PeerService service.
 type PeerServiceClient interface {
-	// Sends a message to an agent of the caller's project, by id or case-insensitive name.
-	// Idempotent per (sender, idempotency_key): an identical repeat returns the original with
-	// idempotent = true, a different request with the same key is IDEMPOTENCY_CONFLICT.
-	// Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND,
-	// SELF_TARGET.
+	// Sends a message to another agent of your project, by id or name (case-insensitive). The
+	// message is queued until its recipient acknowledges it (AckMessage), and the recipient may
+	// reply once: GetMessage shows its status and reply, and the reply comes to your inbox
+	// (ReadInbox). An agent that is offline is not found unless allow_offline is set.
+	//
+	// Idempotent per (sender, idempotency_key): set a key when you may retry, and an identical
+	// repeat answers the original message (idempotent = true) instead of sending a second one; a
+	// different request with the same key is IDEMPOTENCY_CONFLICT.
+	//
+	// Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND (no such
+	// agent, or it is offline), SELF_TARGET.
 	SendMessage(context.Context, *connect.Request[v1.SendMessageRequest]) (*connect.Response[v1.SendMessageResponse], error)
-	// Acknowledges a message to the caller (queued -> delivered) and advances the caller's
-	// stream cursor to the message's seq. Idempotent on a delivered message.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE.
+	// Acknowledges a message to you (queued -> delivered): it is delivered, no longer waits for
+	// you, and ReadInbox does not answer it again. Acknowledge a message once you have read it and
+	// taken it on. Advances your stream cursor (where ReadInbox and Subscribe start when given
+	// none) to the message's seq. Idempotent on a delivered message.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE
+	// (replied, cancelled or expired).
 	AckMessage(context.Context, *connect.Request[v1.AckMessageRequest]) (*connect.Response[v1.AckMessageResponse], error)
-	// Replies to a message to the caller; the sender receives a reply event.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN, DUPLICATE_REPLY, INVALID_MESSAGE_STATE,
-	// PROTOCOL_ERROR (content).
+	// Replies to a message to you, queued or delivered; its sender receives a reply event in its
+	// inbox and sees the reply with GetMessage. A message has one reply, and a replied message is
+	// done.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), DUPLICATE_REPLY,
+	// INVALID_MESSAGE_STATE (cancelled or expired), PROTOCOL_ERROR (content).
 	ReplyMessage(context.Context, *connect.Request[v1.ReplyMessageRequest]) (*connect.Response[v1.ReplyMessageResponse], error)
-	// Cancels a message the caller sent; the recipient receives a cancelled event. Idempotent
-	// on a cancelled message.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE.
+	// Cancels a message you sent that is not replied yet: its recipient receives a cancelled
+	// event and no longer needs to act on it. Idempotent on a cancelled message.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE
+	// (replied or expired).
 	CancelMessage(context.Context, *connect.Request[v1.CancelMessageRequest]) (*connect.Response[v1.CancelMessageResponse], error)
-	// Reads a message the caller sent or received.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN.
+	// Reads a message you sent or received: its status (queued, delivered, replied, cancelled,
+	// expired) and its reply, once replied.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (neither its sender nor its recipient).
 	GetMessage(context.Context, *connect.Request[v1.GetMessageRequest]) (*connect.Response[v1.GetMessageResponse], error)
 	// Lists the caller's inbox or outbox, newest first, optionally filtered by state, paged.
 	// Errors: PROTOCOL_ERROR (page_size, page_token).
@@ -85,13 +102,19 @@ type PeerServiceClient interface {
 	// Opening a stream counts as agent activity. Server streaming; no REST mapping.
 	// Errors: CURSOR_EXPIRED (after_seq older than what the hub retains).
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest]) (*connect.ServerStreamForClient[v1.SubscribeResponse], error)
-	// Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
-	// face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
-	// AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
-	// acknowledged meanwhile is left out: an acknowledged message is never answered again. With
-	// `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
-	// instead of answering empty: mail is waited for, not polled. Answers the events and the
-	// cursor to pass next time. Idempotent; changes nothing.
+	// Reads your inbox in one answer: messages to you that you have not acknowledged, replies to
+	// messages you sent, and cancellations and expiries, oldest first, at most `limit`. For
+	// clients that cannot hold a stream (the MCP face's read_inbox, shell scripts); Subscribe
+	// streams the same events.
+	//
+	// Pass the answer's next_cursor as after_cursor next time to read on from there; unset, it
+	// reads after the cursor AckMessage advances, as Subscribe starts. A message to you that was
+	// acknowledged meanwhile is left out: an acknowledged message is never answered again, so
+	// acknowledge a message (AckMessage) once you have taken it on.
+	//
+	// With wait_ms and nothing to answer, it waits up to that long (hub clock) for the first event
+	// instead of answering empty: wait for mail, never poll. Idempotent; changes nothing.
+	//
 	// Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
 	// retained).
 	ReadInbox(context.Context, *connect.Request[v1.ReadInboxRequest]) (*connect.Response[v1.ReadInboxResponse], error)
@@ -213,26 +236,43 @@ func (c *peerServiceClient) ReadInbox(ctx context.Context, req *connect.Request[
 
 // PeerServiceHandler is an implementation of the kxm.hub.v1.PeerService service.
 type PeerServiceHandler interface {
-	// Sends a message to an agent of the caller's project, by id or case-insensitive name.
-	// Idempotent per (sender, idempotency_key): an identical repeat returns the original with
-	// idempotent = true, a different request with the same key is IDEMPOTENCY_CONFLICT.
-	// Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND,
-	// SELF_TARGET.
+	// Sends a message to another agent of your project, by id or name (case-insensitive). The
+	// message is queued until its recipient acknowledges it (AckMessage), and the recipient may
+	// reply once: GetMessage shows its status and reply, and the reply comes to your inbox
+	// (ReadInbox). An agent that is offline is not found unless allow_offline is set.
+	//
+	// Idempotent per (sender, idempotency_key): set a key when you may retry, and an identical
+	// repeat answers the original message (idempotent = true) instead of sending a second one; a
+	// different request with the same key is IDEMPOTENCY_CONFLICT.
+	//
+	// Errors: PROTOCOL_ERROR, HOP_LIMIT_REACHED, IDEMPOTENCY_CONFLICT, TARGET_NOT_FOUND (no such
+	// agent, or it is offline), SELF_TARGET.
 	SendMessage(context.Context, *connect.Request[v1.SendMessageRequest]) (*connect.Response[v1.SendMessageResponse], error)
-	// Acknowledges a message to the caller (queued -> delivered) and advances the caller's
-	// stream cursor to the message's seq. Idempotent on a delivered message.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE.
+	// Acknowledges a message to you (queued -> delivered): it is delivered, no longer waits for
+	// you, and ReadInbox does not answer it again. Acknowledge a message once you have read it and
+	// taken it on. Advances your stream cursor (where ReadInbox and Subscribe start when given
+	// none) to the message's seq. Idempotent on a delivered message.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), INVALID_MESSAGE_STATE
+	// (replied, cancelled or expired).
 	AckMessage(context.Context, *connect.Request[v1.AckMessageRequest]) (*connect.Response[v1.AckMessageResponse], error)
-	// Replies to a message to the caller; the sender receives a reply event.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN, DUPLICATE_REPLY, INVALID_MESSAGE_STATE,
-	// PROTOCOL_ERROR (content).
+	// Replies to a message to you, queued or delivered; its sender receives a reply event in its
+	// inbox and sees the reply with GetMessage. A message has one reply, and a replied message is
+	// done.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the recipient), DUPLICATE_REPLY,
+	// INVALID_MESSAGE_STATE (cancelled or expired), PROTOCOL_ERROR (content).
 	ReplyMessage(context.Context, *connect.Request[v1.ReplyMessageRequest]) (*connect.Response[v1.ReplyMessageResponse], error)
-	// Cancels a message the caller sent; the recipient receives a cancelled event. Idempotent
-	// on a cancelled message.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE.
+	// Cancels a message you sent that is not replied yet: its recipient receives a cancelled
+	// event and no longer needs to act on it. Idempotent on a cancelled message.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (not the sender), INVALID_MESSAGE_STATE
+	// (replied or expired).
 	CancelMessage(context.Context, *connect.Request[v1.CancelMessageRequest]) (*connect.Response[v1.CancelMessageResponse], error)
-	// Reads a message the caller sent or received.
-	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN.
+	// Reads a message you sent or received: its status (queued, delivered, replied, cancelled,
+	// expired) and its reply, once replied.
+	//
+	// Errors: MESSAGE_NOT_FOUND, MESSAGE_FORBIDDEN (neither its sender nor its recipient).
 	GetMessage(context.Context, *connect.Request[v1.GetMessageRequest]) (*connect.Response[v1.GetMessageResponse], error)
 	// Lists the caller's inbox or outbox, newest first, optionally filtered by state, paged.
 	// Errors: PROTOCOL_ERROR (page_size, page_token).
@@ -242,13 +282,19 @@ type PeerServiceHandler interface {
 	// Opening a stream counts as agent activity. Server streaming; no REST mapping.
 	// Errors: CURSOR_EXPIRED (after_seq older than what the hub retains).
 	Subscribe(context.Context, *connect.Request[v1.SubscribeRequest], *connect.ServerStream[v1.SubscribeResponse]) error
-	// Reads the caller's inbox in one answer, for clients that cannot hold a stream (the MCP
-	// face's read_inbox, shell scripts): the events after `after_cursor` (unset: after the cursor
-	// AckMessage advances, as Subscribe starts), at most `limit`. A message to the caller that was
-	// acknowledged meanwhile is left out: an acknowledged message is never answered again. With
-	// `wait_ms` and nothing to answer, waits up to that long (hub clock) for the first event
-	// instead of answering empty: mail is waited for, not polled. Answers the events and the
-	// cursor to pass next time. Idempotent; changes nothing.
+	// Reads your inbox in one answer: messages to you that you have not acknowledged, replies to
+	// messages you sent, and cancellations and expiries, oldest first, at most `limit`. For
+	// clients that cannot hold a stream (the MCP face's read_inbox, shell scripts); Subscribe
+	// streams the same events.
+	//
+	// Pass the answer's next_cursor as after_cursor next time to read on from there; unset, it
+	// reads after the cursor AckMessage advances, as Subscribe starts. A message to you that was
+	// acknowledged meanwhile is left out: an acknowledged message is never answered again, so
+	// acknowledge a message (AckMessage) once you have taken it on.
+	//
+	// With wait_ms and nothing to answer, it waits up to that long (hub clock) for the first event
+	// instead of answering empty: wait for mail, never poll. Idempotent; changes nothing.
+	//
 	// Errors: PROTOCOL_ERROR (limit, wait_ms, after_cursor), CURSOR_EXPIRED (older than what is
 	// retained).
 	ReadInbox(context.Context, *connect.Request[v1.ReadInboxRequest]) (*connect.Response[v1.ReadInboxResponse], error)

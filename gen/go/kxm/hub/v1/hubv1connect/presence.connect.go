@@ -63,7 +63,11 @@ type PresenceServiceClient interface {
 	// Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
 	// held by an agent that is still marked online, stale included, and takeover is not set).
 	RegisterAgent(context.Context, *connect.Request[v1.RegisterAgentRequest]) (*connect.Response[v1.RegisterAgentResponse], error)
-	// Marks the agent online and renews its presence lease (last_seen_at = now).
+	// Marks the agent online and renews its presence lease (last_seen_at = now), and answers the
+	// agent as others see it. An agent that has nothing else to call sends one at least once per
+	// stale-after interval (default 30 s), or it reads as stale and the next sweep marks it
+	// offline.
+	//
 	// Auth: agent (id from the request, key from the header). Idempotent.
 	// Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
@@ -71,7 +75,10 @@ type PresenceServiceClient interface {
 	// refused (a new RegisterAgent resumes the agent).
 	// Auth: agent (id from the request). Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
 	UnregisterAgent(context.Context, *connect.Request[v1.UnregisterAgentRequest]) (*connect.Response[v1.UnregisterAgentResponse], error)
-	// Lists the agents of a project in registration order.
+	// Lists the agents of your project in registration order, with their presence (online, stale,
+	// offline), host and purpose: who you can message, and who may hold a lease. Offline agents
+	// only with include_offline.
+	//
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
 	ListAgents(context.Context, *connect.Request[v1.ListAgentsRequest]) (*connect.Response[v1.ListAgentsResponse], error)
@@ -188,7 +195,11 @@ type PresenceServiceHandler interface {
 	// Errors: PROTOCOL_ERROR (field validation), INVALID_AUTH, DUPLICATE_AGENT_NAME (the name is
 	// held by an agent that is still marked online, stale included, and takeover is not set).
 	RegisterAgent(context.Context, *connect.Request[v1.RegisterAgentRequest]) (*connect.Response[v1.RegisterAgentResponse], error)
-	// Marks the agent online and renews its presence lease (last_seen_at = now).
+	// Marks the agent online and renews its presence lease (last_seen_at = now), and answers the
+	// agent as others see it. An agent that has nothing else to call sends one at least once per
+	// stale-after interval (default 30 s), or it reads as stale and the next sweep marks it
+	// offline.
+	//
 	// Auth: agent (id from the request, key from the header). Idempotent.
 	// Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
 	Heartbeat(context.Context, *connect.Request[v1.HeartbeatRequest]) (*connect.Response[v1.HeartbeatResponse], error)
@@ -196,7 +207,10 @@ type PresenceServiceHandler interface {
 	// refused (a new RegisterAgent resumes the agent).
 	// Auth: agent (id from the request). Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH.
 	UnregisterAgent(context.Context, *connect.Request[v1.UnregisterAgentRequest]) (*connect.Response[v1.UnregisterAgentResponse], error)
-	// Lists the agents of a project in registration order.
+	// Lists the agents of your project in registration order, with their presence (online, stale,
+	// offline), host and purpose: who you can message, and who may hold a lease. Offline agents
+	// only with include_offline.
+	//
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: INVALID_AGENT_IDENTITY, INVALID_AUTH, PROTOCOL_ERROR (project).
 	ListAgents(context.Context, *connect.Request[v1.ListAgentsRequest]) (*connect.Response[v1.ListAgentsResponse], error)
