@@ -5,15 +5,16 @@ import { BackupError, StoreOpenError } from "./store/store.js";
 
 /**
  * The `kxm-hub` command (bin/kxm-hub.mjs runs this file): `serve` (also what plain `kxm-hub
- * [flags]` does), `backup`, `restore`, `raise-fence` and `ops`. A refusal is one line
- * `kxm-hub: <code>: <message>` on stderr and exit code 1 (`ops` has its own codes), never a stack
- * trace.
+ * [flags]` does), `backup`, `restore`, `raise-fence`, `ops` and `mcp` (a stdio bridge to a hub's
+ * MCP face). A refusal is one line `kxm-hub: <code>: <message>` on stderr and exit code 1 (`ops`
+ * and `mcp` have their own codes), never a stack trace.
  */
 const usage = (serveHelp: string) => `Usage: kxm-hub [serve] [flags]      start the hub (the default command)
        kxm-hub backup --out <file>     copy a store, running or not, with a manifest
        kxm-hub restore --from <file>   restore a backup into a store no hub is using
        kxm-hub raise-fence --database-url <url>   after restoring a PostgreSQL database
        kxm-hub ops leases|release-lease|evict --project <p> ...   an operator's hands on a running hub
+       kxm-hub mcp                     a stdio MCP server relaying to a hub's /mcp (KXM_URL, KXM_PROJECT, KXM_AGENT)
        kxm-hub <command> --help        the command's flags and defaults
        kxm-hub --version, -v           the version (package.json)
 
@@ -23,7 +24,7 @@ type Command = (argv: string[]) => Promise<void>;
 
 /**
  * Each command is loaded when it runs: the hub and its stores take seconds to load, and
- * `--version` or an `ops` call (a plain fetch) should not wait for them.
+ * `--version`, an `ops` call (a plain fetch) or the `mcp` bridge should not wait for them.
  */
 const commands: Record<string, () => Promise<Command>> = {
   serve: async () => (await import("./cli/serve.js")).serveCommand,
@@ -31,6 +32,7 @@ const commands: Record<string, () => Promise<Command>> = {
   restore: async () => (await import("./cli/backup.js")).restoreCommand,
   "raise-fence": async () => (await import("./cli/backup.js")).raiseFenceCommand,
   ops: async () => (await import("./cli/ops.js")).opsCommand,
+  mcp: async () => (await import("./cli/mcp.js")).mcpCommand,
 };
 
 const printUsage = async () => process.stdout.write(`${usage((await import("./cli/serve.js")).serveHelp)}\n`);
