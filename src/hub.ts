@@ -193,6 +193,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   // The MCP face (`/mcp`): tool calls reach the same implementations through the same interceptors.
   const mcp = createMcpFace({
     call: inProcess,
+    authenticate: authenticator.authenticate,
     limiter,
     clock,
     observer,

@@ -43,6 +43,7 @@ const messageLine = (m: Record<string, unknown> | undefined) =>
 
 /** Each tool's answer in one line (presentation: the answer's REST JSON is the structured content). */
 const texts: Record<string, Text> = {
+  register: (o) => `you are ${String(o.agent?.name)} (${String(o.agent?.id)}) in project ${String(o.agent?.project)}${o.resumed ? " (resumed)" : ""}${o.takenOver ? " (taken over)" : ""}`,
   whoami: (o) => `you are ${String(o.agent?.name)} (${String(o.agent?.id)}) in project ${String(o.agent?.project)}`,
   list_agents: (o) => `${(o.agents ?? []).length} agent(s): ${(o.agents ?? []).map((a: Record<string, unknown>) => `${String(a.name)} (${String(a.presence)})`).join(", ")}`,
   send_message: (o) => `sent ${messageLine(o.message)}`,
@@ -138,6 +139,26 @@ export const listed = (t: ToolDef): { name: string; description: string; inputSc
   name: t.name,
   description: t.description,
   inputSchema: inputSchemaOf(t.method.input, t.fields, t.required),
-  outputSchema: outputSchemaOf(t.method.output),
+  outputSchema: withoutSecrets(outputSchemaOf(t.method.output)),
   annotations: t.annotations,
 });
+
+/**
+ * Answer fields a model never sees: the agent key `register` gets back belongs to the session
+ * (the hub keeps it to act as the agent), and a key in a transcript is a key anyone reading it
+ * could use.
+ */
+const secrets = ["agentKey"];
+
+function withoutSecrets(schema: JsonSchema): JsonSchema {
+  const properties = { ...(schema.properties as Record<string, JsonSchema>) };
+  for (const k of secrets) delete properties[k];
+  return { ...schema, properties };
+}
+
+/** An answer's REST JSON as a tool's structured content: its secrets left out. */
+export function presented(json: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...json };
+  for (const k of secrets) delete out[k];
+  return out;
+}

@@ -40,6 +40,8 @@ export async function writeWebResponse(res: Res, response: Response): Promise<vo
     if (!hopByHop.has(name)) head[name] = value;
   });
   res.writeHead(response.status, head);
+  // An event stream's head goes out at once: a client waits for it before it counts the stream open.
+  if (head["content-type"]?.startsWith("text/event-stream")) (res as ServerResponse).flushHeaders?.();
   if (!response.body) {
     res.end();
     return;

@@ -134,7 +134,7 @@ export function createInProcessCaller(
     };
     return interceptors.reduceRight((next, interceptor) => interceptor(next), invoke as Parameters<Interceptor>[0]);
   }
-  const streamChains = new Map([...streamSpecs].map(([path, spec]) => [path, { spec, next: streamChain(spec, "connect") }]));
+  const streamChains = new Map([...streamSpecs].map(([path, spec]) => [path, { spec, connect: streamChain(spec, "connect"), mcp: streamChain(spec, "mcp") }]));
 
   const chains = new Map(
     [...specs].map(([path, spec]) => [path, { spec, rest: chain(spec, "rest"), connect: chain(spec, "connect"), mcp: chain(spec, "mcp") }]),
@@ -163,14 +163,16 @@ export function createInProcessCaller(
   }
 
   /**
-   * Opens the server stream at `path` for the Connect face; resolves once the interceptors let it
-   * through (or rejects with what they throw), with the stream's messages to iterate.
+   * Opens the server stream at `path` for the face `protocolName` names (the Connect face and the
+   * REST face's event streams: "connect"; the MCP face's resource subscriptions: "mcp"); resolves
+   * once the interceptors let it through (or rejects with what they throw), with the stream's
+   * messages to iterate.
    */
-  async function stream(path: string, input: InProcessStreamCall): Promise<InProcessStream> {
+  async function stream(path: string, input: InProcessStreamCall, protocolName: "connect" | "mcp" = "connect"): Promise<InProcessStream> {
     const target = streamChains.get(path);
     if (!target) throw errors.routeNotFound();
     const { method } = target.spec;
-    const res = (await target.next({
+    const res = (await target[protocolName]({
       stream: true,
       service: method.parent,
       method,

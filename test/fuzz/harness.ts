@@ -183,10 +183,12 @@ export interface Checked {
 
 /**
  * One property run: snapshot, the batch (sequentially), /health, snapshot again. The state must
- * be unchanged unless a request that was allowed to succeed did.
+ * be unchanged unless a request that was allowed to succeed did. `prepare` runs before the first
+ * snapshot (on a fresh world too): what the batch needs that valid requests make (an MCP session).
  */
-export async function runBatch<C>(w: World, cases: C[], one: (c: C) => Promise<Checked>): Promise<void> {
+export async function runBatch<C>(w: World, cases: C[], one: (c: C) => Promise<Checked>, prepare?: () => Promise<void>): Promise<void> {
   if (w.dirty) await reseed(w);
+  await prepare?.();
   const before = await snapshot(w);
   const violations: Violation[] = [];
   let accepted = false;

@@ -9,11 +9,12 @@ import { startTestHub, type TestHub } from "../fixtures/hub.js";
 
 type Result = { isError?: boolean; structuredContent?: Record<string, any>; content: { type: string; text?: string }[] }; // eslint-disable-line @typescript-eslint/no-explicit-any
 
-async function agent(t: TestHub, name: string, o: { project?: string; token?: string } = {}) {
-  const headers: Record<string, string> = { "x-kxm-project": o.project ?? "p", "x-kxm-agent": name };
+/** A session as `name` (its X-Kxm-Agent header), or, with name undefined, one that binds itself with `register`. */
+async function agent(t: TestHub, name: string | undefined, o: { project?: string; token?: string } = {}) {
+  const headers: Record<string, string> = { "x-kxm-project": o.project ?? "p", ...(name !== undefined && { "x-kxm-agent": name }) };
   if (o.token) headers.authorization = `Bearer ${o.token}`;
   const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers } });
-  const client = new Client({ name: `test-${name}`, version: "1.0.0" });
+  const client = new Client({ name: `test-${name ?? "unbound"}`, version: "1.0.0" });
   await client.connect(transport);
   const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: args }, { timeout: 90_000 })) as Result;
   return { client, transport, call };
@@ -27,7 +28,7 @@ describe("MCP face (official TypeScript client)", () => {
     const a = await agent(t, "alpha");
     const { tools } = await a.client.listTools();
     expect(tools.map((x) => x.name).sort()).toEqual(
-      ["ack_message", "acquire_lease", "cancel_message", "get_lease", "get_message", "list_agents", "list_leases", "read_inbox", "release_lease", "renew_lease", "reply_message", "send_message", "whoami"].sort(),
+      ["ack_message", "acquire_lease", "cancel_message", "get_lease", "get_message", "list_agents", "list_leases", "read_inbox", "release_lease", "register", "renew_lease", "reply_message", "send_message", "whoami"].sort(),
     );
     const acquire = tools.find((x) => x.name === "acquire_lease")!;
     expect(acquire.inputSchema).toMatchObject({ type: "object", required: ["name"], properties: { name: { type: "string" }, ttl_ms: { type: "integer" }, wait_ms: { type: "integer" } } });
@@ -161,5 +162,40 @@ describe("MCP face (official TypeScript client)", () => {
     expect(await a.call("acquire_lease", { name: "x", ttl_ms: 1 })).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
     await expect(a.call("format_disk")).rejects.toThrow(/unknown tool/);
     await a.transport.terminateSession();
+  });
+
+  it("binds a session opened without X-Kxm-Agent once, with register, and never shows the agent key", async () => {
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" } } });
+    // The token is checked at initialize all the same.
+    const refused = await agent(t, undefined, { token: "nope" }).then(
+      () => undefined,
+      (e: unknown) => e as { data?: { status?: number } },
+    );
+    expect(refused?.data?.status).toBe(401);
+
+    const alpha = await agent(t, "alpha", { token: "tok-p" });
+    const u = await agent(t, undefined, { token: "tok-p" });
+    // Until it registers, the session is no one: tools and resources refuse, and nothing is registered.
+    expect(await u.call("whoami")).toMatchObject({ isError: true, structuredContent: { code: "invalid_agent_identity" } });
+    expect(await u.call("acquire_lease", { name: "repo/main" })).toMatchObject({ isError: true, structuredContent: { code: "invalid_agent_identity" } });
+    await expect(u.client.readResource({ uri: "kxm://leases" })).rejects.toThrow(/register/);
+    expect(((await alpha.call("list_agents")).structuredContent?.agents as { name: string }[]).map((a) => a.name)).toEqual(["alpha"]);
+
+    // A name held by an agent that is online is refused unless taken over; the project is the session's.
+    expect(await u.call("register", { name: "alpha" })).toMatchObject({ isError: true, structuredContent: { code: "duplicate_agent_name" } });
+    expect(await u.call("register", { name: "gamma", project: "q" })).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
+    const registered = await u.call("register", { name: "gamma", purpose: "reviews" });
+    expect(registered.isError).toBeFalsy();
+    expect(registered.structuredContent?.agent).toMatchObject({ name: "gamma", project: "p", purpose: "reviews" });
+    expect(JSON.stringify(registered)).not.toMatch(/agentKey|key_/);
+    expect(JSON.stringify((await u.client.listTools()).tools.find((x) => x.name === "register")?.outputSchema)).not.toContain("agentKey");
+
+    // From now on it acts as gamma, once and for all.
+    expect((await u.call("whoami")).structuredContent?.agent).toMatchObject({ name: "gamma" });
+    expect((await u.call("acquire_lease", { name: "repo/main" })).isError).toBeFalsy();
+    expect(await u.call("register", { name: "delta" })).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
+    expect(await alpha.call("register", { name: "delta" })).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
+    expect((await alpha.call("get_lease", { name: "repo/main" })).structuredContent?.lease).toMatchObject({ holderAgentName: "gamma" });
+    await Promise.all([alpha.transport.terminateSession(), u.transport.terminateSession()]);
   });
 });

@@ -11,6 +11,7 @@ import { docs } from "../../gen/ts/kxm/hub/v1/docs.js";
 
 /** Each tool's input fields, as models and their configurations know them. */
 const inputs: Record<string, string[]> = {
+  register: ["name", "purpose", "model", "host", "takeover"],
   whoami: [],
   list_agents: ["include_offline"],
   send_message: ["target", "content", "ttl_ms", "allow_offline", "idempotency_key"],

@@ -10,11 +10,13 @@ directory for the generated client's tests and sets none of these, so they stay 
 Each agent is one MCP session, opened with the 2025-era handshake (ClientSession.initialize), whose
 headers name the agent (X-Kxm-Project, X-Kxm-Agent, Authorization: Bearer <project token>). The
 headers go on the httpx2 client the transport uses. Tool results are checked on their structured
-content (the REST JSON of the hub's answer), never on their text.
+content (the REST JSON of the hub's answer), never on their text. A session that subscribes to a
+resource (kxm://leases) is told of its changes by notifications/resources/updated on its GET stream.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,7 +26,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -64,11 +66,34 @@ class Exchange:
 
 
 @dataclass
+class Notices:
+    """The notifications/resources/updated a session got (their URIs, in order), and a wake-up for who waits on them."""
+
+    uris: list[str] = field(default_factory=list)
+    news: anyio.Event = field(default_factory=anyio.Event)
+
+    async def handle(self, message: Any) -> None:
+        """The session's message_handler: records each resource update."""
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.uris.append(str(message.params.uri))
+            self.news.set()
+            self.news = anyio.Event()
+
+    async def told(self, uri: str, after: int, timeout_s: float = 30.0) -> None:
+        """Waits until `uri` is among the updates got from index `after` on."""
+        with anyio.fail_after(timeout_s):
+            while uri not in self.uris[after:]:
+                await self.news.wait()
+
+
+@dataclass
 class Agent:
     name: str
     session: ClientSession
     # Every HTTP exchange of the session, in order (the response event hook of its httpx2 client).
     exchanges: list[Exchange] = field(default_factory=list)
+    # The resource updates the session was told of (resources/subscribe).
+    notices: Notices = field(default_factory=Notices)
 
     async def call(self, tool: str, arguments: dict[str, Any] | None = None) -> tuple[bool, dict[str, Any]]:
         """One tool call: (is_error, structured content)."""
@@ -93,20 +118,33 @@ def _recorder(exchanges: list[Exchange]) -> Callable[[httpx2.Response], Awaitabl
 async def open_agent(env: McpEnv, name: str, *, token: str | None = None) -> AsyncIterator[Agent]:
     """An MCP session acting as agent `name`; leaving it ends the session (the transport sends DELETE)."""
     exchanges: list[Exchange] = []
+    notices = Notices()
     headers = {
         "Authorization": f"Bearer {env.token if token is None else token}",
         "X-Kxm-Project": env.project,
         "X-Kxm-Agent": name,
     }
+    # The GET stream carries the notifications; the transport opens it after initialize without
+    # waiting, and its answer's head comes with its first event. So: wait until the GET is sent,
+    # then make a round trip behind it.
+    get_sent = anyio.Event()
+
+    async def on_request(request: httpx2.Request) -> None:
+        if request.method == "GET":
+            get_sent.set()
+
     async with httpx2.AsyncClient(
         headers=headers,
         timeout=httpx2.Timeout(30, read=300),
-        event_hooks={"response": [_recorder(exchanges)]},
+        event_hooks={"request": [on_request], "response": [_recorder(exchanges)]},
     ) as http:
         async with streamable_http_client(env.url, http_client=http) as (read, write):
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, message_handler=notices.handle) as session:
                 await session.initialize()
-                yield Agent(name=name, session=session, exchanges=exchanges)
+                with anyio.fail_after(10):
+                    await get_sent.wait()
+                await session.send_ping()
+                yield Agent(name=name, session=session, exchanges=exchanges, notices=notices)
 
 
 def leaf_errors(exc: BaseException) -> list[BaseException]:
@@ -202,11 +240,25 @@ class TestMcpFace:
 
         anyio.run(main)
 
+    # resources/subscribe is the 2025-era way (these sessions' era); the SDK warns that 2026-07-28 replaced it.
+    @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
     def test_closing_a_session_releases_its_agents_leases_at_once(self, mcp_env: McpEnv) -> None:
         async def main() -> None:
             async with open_agent(mcp_env, "py-delta") as b:
+                # B follows the project's leases: told of A's lease, and of its release, instead of polling.
+                await b.session.subscribe_resource("kxm://leases")
                 async with open_agent(mcp_env, "py-gamma") as a:
+                    told = len(b.notices.uris)
                     held = (await a.ok("acquire_lease", {"name": "deploy/py", "ttl_ms": 300_000}))["lease"]
+                    await b.notices.told("kxm://leases", told)
+                    # The resource holds what list_leases answers.
+                    read = await b.session.read_resource("kxm://leases")
+                    assert isinstance(read, types.ReadResourceResult), read
+                    content = read.contents[0]
+                    assert isinstance(content, types.TextResourceContents), content
+                    assert content.mime_type == "application/json"
+                    assert json.loads(content.text) == await b.ok("list_leases")
+                    told = len(b.notices.uris)
                     is_error, out = await b.call("acquire_lease", {"name": "deploy/py"})
                     assert is_error
                     assert out["code"] == "lease_held", out
@@ -214,6 +266,8 @@ class TestMcpFace:
                 # Leaving the session sent DELETE, and the hub accepted it.
                 deletes = [x for x in a.exchanges if x.method == "DELETE"]
                 assert [x.status for x in deletes] == [200], a.exchanges
+                await b.notices.told("kxm://leases", told)
+                await b.session.unsubscribe_resource("kxm://leases")
 
                 # No wait: the lease is free at once, on the next fencing token.
                 after = (await b.ok("acquire_lease", {"name": "deploy/py"}))["lease"]

@@ -1326,9 +1326,10 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\x1dRUNTIME_PRESENCE_STATE_ONLINE\x10\x01\x1a\n" +
 	"\xc2\xf3\x18\x06online\x12/\n" +
 	"\x1eRUNTIME_PRESENCE_STATE_EXPIRED\x10\x02\x1a\v\xc2\xf3\x18\aexpired\x12/\n" +
-	"\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\v\xc2\xf3\x18\aunknown2\xdb\a\n" +
-	"\x0fPresenceService\x12t\n" +
-	"\rRegisterAgent\x12 .kxm.hub.v1.RegisterAgentRequest\x1a!.kxm.hub.v1.RegisterAgentResponse\"\x1e\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/agents/register\x12\xdc\x02\n" +
+	"\x1eRUNTIME_PRESENCE_STATE_UNKNOWN\x10\x03\x1a\v\xc2\xf3\x18\aunknown2\xb8\f\n" +
+	"\x0fPresenceService\x12\xd0\x05\n" +
+	"\rRegisterAgent\x12 .kxm.hub.v1.RegisterAgentRequest\x1a!.kxm.hub.v1.RegisterAgentResponse\"\xf9\x04\xd2\xf3\x18\xd6\x04\n" +
+	"\bregister:\xc9\x04Names the agent this session acts as, once, when your MCP client cannot set the X-Kxm-Agent header: the hub registers the agent in the session's project (or resumes an offline one of that name), and every other tool then acts as it. Call it first; other tools answer invalid_agent_identity until then, and a session bound by its headers or by an earlier register call refuses it. A name held by an agent that is still online is refused (duplicate_agent_name) unless you set takeover, which is for your own name after a restart: it ends that instance's sessions and releases its leases.\x82\xd3\xe4\x93\x02\x18:\x01*\"\x13/v1/agents/register\x12\xdc\x02\n" +
 	"\tHeartbeat\x12\x1c.kxm.hub.v1.HeartbeatRequest\x1a\x1d.kxm.hub.v1.HeartbeatResponse\"\x91\x02\xd2\xf3\x18\xe2\x01\n" +
 	"\x06whoami \x01*\bagent_id:\xcb\x01Who this session acts as: your agent (id, name, project) on the coordination hub. Calling it also tells the hub you are alive. Your identity comes from the session; no tool lets you act as another agent.\x82\xd3\xe4\x93\x02$:\x01*\"\x1f/v1/agents/{agent_id}/heartbeat\x12y\n" +
 	"\x0fUnregisterAgent\x12\".kxm.hub.v1.UnregisterAgentRequest\x1a#.kxm.hub.v1.UnregisterAgentResponse\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/v1/agents/{agent_id}\x12t\n" +
