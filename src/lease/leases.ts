@@ -7,6 +7,7 @@ import { createWaker } from "../events/wait.js";
 import { newId } from "../ids.js";
 import type { AgentRow, HubStore, LeaseKey, LeaseRow, LeaseWaiter, NamedWaiter, StreamChange } from "../store/store.js";
 import { intInRange, requireString } from "../validate.js";
+import { reportForceRelease } from "./report.js";
 import {
   decideAcquire,
   decideForceRelease,
@@ -250,10 +251,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const name = leaseName(input.name);
       const token = input.fencingToken === undefined ? undefined : fencingToken(input.fencingToken);
       const r = await store.decideLease({ project, name }, (cur, nowMs, waiters) => decideForceRelease(cur, { name, fencingToken: token, nowMs }, waiters));
-      // The handover to a waiter is counted and logged by the waiting call it answers.
-      observer.count("leasesReleased");
-      const l = r.released;
-      observer.log("lease_force_released", { resource: l.resource, project, agentId: l.holderAgentId, fencingToken: l.fencingToken, by: "operator" });
+      reportForceRelease(observer, r.released, "operator");
       return { lease: r.released, ...(r.next && { next: r.next }) };
     },
 

@@ -4,6 +4,7 @@ import { errors } from "../errors.js";
 import { newId, sha256Hex } from "../ids.js";
 import type { Observer } from "../observe.js";
 import type { LeaseView } from "../errors.js";
+import { reportForceRelease } from "../lease/report.js";
 import { decideDropWaiters, decideForceRelease } from "../lease/rules.js";
 import type { AgentRow, ChangeRead, HeldResource, HubStore, RuntimeRow, StreamChange } from "../store/store.js";
 import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
@@ -97,11 +98,6 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     return { ...rest, leaseExpiresAtMs, presence: leaseExpiresAtMs > nowMs ? "online" : "expired" };
   };
 
-  const logForceRelease = (l: LeaseView, by: string) => {
-    observer.count("leasesReleased");
-    observer.log("lease_force_released", { resource: l.resource, project: l.project, agentId: l.holderAgentId, fencingToken: l.fencingToken, by });
-  };
-
   const logFields = (a: AgentRow) => ({
     agentId: a.id,
     name: a.name,
@@ -165,7 +161,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       observer.count("registrations");
       if (takenOver) observer.log("agent_taken_over", { ...logFields(agent), releasedLeases: released.length });
       observer.log(resumed ? "agent_resumed" : "agent_registered", logFields(agent));
-      for (const l of released) logForceRelease(l, takenOver ? "takeover" : "resume");
+      for (const l of released) reportForceRelease(observer, l, takenOver ? "takeover" : "resume");
       return { agent: view(agent, nowMs), agentKey, resumed, takenOver, releasedLeases: released };
     },
 
@@ -184,7 +180,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
         return { write: agent, change: change({ agent: view(agent, nowMs) }), leases, result: { agent, released, nowMs } };
       });
       observer.log("agent_evicted", { ...logFields(agent), releasedLeases: released.length });
-      for (const l of released) logForceRelease(l, "eviction");
+      for (const l of released) reportForceRelease(observer, l, "eviction");
       return { agent: view(agent, nowMs), releasedLeases: released };
     },
 
