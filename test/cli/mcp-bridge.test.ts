@@ -44,7 +44,7 @@ function bridgedClient(env: Record<string, string>) {
   return { client, transport, stderr: () => stderr };
 }
 
-async function bridged(t: TestHub, name: string, o: { token?: string } = {}) {
+async function bridged(t: TestHub, name: string, o: { token?: string; project?: string } = {}) {
   const b = bridgedClient(bridgeEnv(t, name, o));
   await within(b.client.connect(b.transport), `${name} to connect through the bridge`);
   const call = async (tool: string, args: Record<string, unknown> = {}) => (await b.client.callTool({ name: tool, arguments: args }, { timeout: 90_000 })) as Result;
@@ -210,6 +210,58 @@ describe("kxm-hub mcp (stdio bridge)", () => {
       expect(agent!.online).toBeFalsy();
       for (const line of r.lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: "2.0" });
     }
+  });
+
+  it("carries mail and a resource notification through the bridge, keeps projects apart, and a bridge killed outright holds its lease only until its TTL", async () => {
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok-p", q: "tok-q" } } });
+    const a = bridgedClient(bridgeEnv(t, "alpha", { token: "tok-p" }));
+    const told: string[] = [];
+    let tell: () => void = () => undefined;
+    a.client.setNotificationHandler("notifications/resources/updated", (n) => {
+      told.push(n.params.uri);
+      tell();
+    });
+    await within(a.client.connect(a.transport), "alpha to connect through the bridge");
+    const call = async (tool: string, args: Record<string, unknown> = {}) => (await a.client.callTool({ name: tool, arguments: args }, { timeout: 90_000 })) as Result;
+    const b = await direct(t, "beta", { token: "tok-p" });
+    await a.client.subscribeResource({ uri: "kxm://inbox" });
+
+    // beta writes; alpha is told (on the session's event stream, relayed by the bridge), reads,
+    // acknowledges and replies. The event stream opens on its own after initialize: until it has,
+    // a notification has nowhere to go, so beta writes again until one is told (each wait bounded).
+    const sent: string[] = [];
+    for (let i = 0; !told.includes("kxm://inbox"); i++) {
+      if (i === 20) throw new Error("alpha was never told of its mail");
+      const notified = new Promise<void>((resolve) => (tell = resolve));
+      sent.push((await b.call("send_message", { target: "alpha", content: `review ${i}` })).structuredContent!.message.id as string);
+      await Promise.race([notified, new Promise((r) => setTimeout(r, 1_000))]);
+    }
+    const inbox = (await call("read_inbox")).structuredContent!;
+    expect((inbox.events as { message?: { id: string } }[]).map((e) => e.message?.id)).toEqual(sent);
+    for (const id of sent) expect((await call("ack_message", { message_id: id })).isError).toBeFalsy();
+    expect((await call("reply_message", { message_id: sent[0], content: "on it" })).isError).toBeFalsy();
+    expect((await b.call("get_message", { message_id: sent[0] })).structuredContent?.message).toMatchObject({ status: "replied", reply: { content: "on it" } });
+    expect((await call("read_inbox")).structuredContent?.events).toEqual([]);
+
+    // Another project sees nothing of this one through its own bridge.
+    const q = await bridged(t, "quentin", { token: "tok-q", project: "q" });
+    const held = await call("acquire_lease", { name: "repo/main", ttl_ms: 10_000 });
+    expect(held.isError).toBeFalsy();
+    expect(await q.call("get_lease", { name: "repo/main" })).toMatchObject({ isError: true, structuredContent: { code: "lease_not_found" } });
+    expect(((await q.call("list_agents", { include_offline: true })).structuredContent?.agents as { name: string }[]).map((x) => x.name)).toEqual(["quentin"]);
+    expect(await q.call("get_message", { message_id: sent[0] })).toMatchObject({ isError: true, structuredContent: { code: "message_not_found" } });
+    await q.client.close();
+
+    // Killed outright, the bridge ends nothing: the lease stays alpha's until its TTL, then goes to the next agent on a higher token.
+    const gone = new Promise<void>((resolve) => (a.transport.onclose = () => resolve()));
+    process.kill(a.transport.pid!, "SIGKILL");
+    await within(gone, "the bridge to be gone");
+    expect(await b.call("acquire_lease", { name: "repo/main" })).toMatchObject({ isError: true, structuredContent: { code: "lease_held", lease: { holderAgentName: "alpha" } } });
+    t.clock.advance(10_001);
+    const next = await b.call("acquire_lease", { name: "repo/main" });
+    expect(next.structuredContent?.lease).toMatchObject({ holderAgentName: "beta" });
+    expect(tokenOf(next)).toBe(tokenOf(held) + 1);
+    await b.transport.terminateSession();
   });
 
   it("refuses a wrong token with an error the client sees, and one line on stderr", async () => {
