@@ -194,6 +194,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const mcp = createMcpFace({
     call: inProcess,
     authenticate: authenticator.authenticate,
+    corsOrigins: config.corsOrigins,
     limiter,
     clock,
     observer,
@@ -201,6 +202,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     maxSessions: config.mcpMaxSessions,
     idleMs: config.mcpSessionIdleMs,
     version: hubVersion(),
+    shutdownSignal: shutdown.signal,
   });
   const handler = createHttpHandler({
     routes: serviceRoutes,

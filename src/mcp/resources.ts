@@ -41,7 +41,7 @@ interface ResourceDef extends Resource {
 
 const mimeType = "application/json";
 const pathOf = (m: DescMethod) => `/${m.parent.typeName}/${m.name}`;
-const subscribeHint = "Subscribe to it (resources/subscribe) to be told with notifications/resources/updated when it changes, instead of polling; then read it again.";
+const subscribeHint = "Subscribe to it (resources/subscribe, or subscriptions/listen on protocol 2026-07-28) to be told with notifications/resources/updated when it changes, instead of polling; then read it again.";
 
 /** A hub refusal as a JSON-RPC error, with the hub's error body (its `code` among it) as the data. */
 function refusal(e: RestError): ProtocolError {
@@ -122,26 +122,35 @@ interface Subscription {
   done: Promise<void>;
 }
 
+/** What a set of watches tells its era's client, and how its calls are named. */
+export interface WatchOptions {
+  /** Tells the client `uri` changed; one call at a time per resource (a burst is one call). */
+  notify(uri: string): Promise<unknown>;
+  /** The call records' route, before the URI: `mcp resources/subscribe`, `mcp subscriptions/listen`. */
+  route: string;
+  /** A watch whose stream ended on its own (its agent taken over), not by unwatch or close. */
+  ended?(uri: string): void;
+}
+
+/** Resource watches: one hub stream per watched resource, its changes told through `notify`. */
+export interface Watches extends Subscriptions {
+  /** Opens the watch of `uri` (once); resolves once its stream tells every change, or rejects with the hub's refusal. */
+  watch(uri: string): Promise<void>;
+  unwatch(uri: string): Promise<void>;
+}
+
 /**
- * Serves `resources/list`, `resources/read`, `resources/subscribe` and `resources/unsubscribe` on
- * a session's `server`. A read is the resource's unary RPC, made as the session's agent; a
- * subscription is one server stream of the hub (WatchLeases, WatchPresence, PeerService/Subscribe)
- * opened as that agent, which follows the store's change feed (so other replicas' changes count
- * too): each change it reports after its opening frame becomes `notifications/resources/updated`,
- * a burst of them one notification, and never more than one in flight per resource. The session
- * closes its subscriptions (`close`) when it ends, however it ends.
+ * Watches of resources, era-neutral: a watch is one server stream of the hub (WatchLeases,
+ * WatchPresence, PeerService/Subscribe) opened as the caller's agent, which follows the store's
+ * change feed (so other replicas' changes count too): each change it reports after its opening
+ * frame is told through `notify`, a burst of them once, and never more than one in flight per
+ * resource. A 2025-era session's resources/subscribe opens one (told as
+ * notifications/resources/updated on its GET stream); a 2026-07-28 subscriptions/listen opens one
+ * per kxm:// URI it names (told on its own stream). Whoever opened them closes them.
  */
-export function serveResources(server: Server, calls: ResourceCalls): Subscriptions {
+export function resourceWatches(calls: ResourceCalls, o: WatchOptions): Watches {
   const subs = new Map<string, Subscription>();
   let closed = false;
-
-  async function read(uri: string, signal: AbortSignal) {
-    const def = resourceOf(uri);
-    const out = await calls.call(`mcp resources/read ${uri}`, pathOf(def.read), create(def.read.input), signal);
-    if (out.error) throw refusal(out.error);
-    const json = toRestJson(def.read.output, out.message as never);
-    return { contents: [{ uri, mimeType, text: JSON.stringify(json) }] };
-  }
 
   /** Tells the client `uri` changed: one notification for a burst, none while one is being sent (a change meanwhile sends one more after it). */
   function notifier(uri: string, stop: AbortSignal) {
@@ -156,7 +165,7 @@ export function serveResources(server: Server, calls: ResourceCalls): Subscripti
         await new Promise((resolve) => setImmediate(resolve));
         while (dirty && !stop.aborted) {
           dirty = false;
-          await server.sendResourceUpdated({ uri }).catch(() => undefined);
+          await o.notify(uri).catch(() => undefined);
         }
         sending = false;
       })();
@@ -165,10 +174,11 @@ export function serveResources(server: Server, calls: ResourceCalls): Subscripti
 
   /** The subscription's stream, from its opening to its end; a stream that ends on its own (its agent taken over) just drops the subscription. */
   async function run(def: ResourceDef, sub: Subscription, opened: () => void, failed: (e: unknown) => void) {
-    const route = `mcp resources/subscribe ${def.uri}`;
+    const route = `${o.route} ${def.uri}`;
     const changed = notifier(def.uri, sub.stop.signal);
     let frames: AsyncIterator<unknown> | undefined;
     let last: IteratorResult<unknown> | undefined;
+    let wasOpen = false;
     try {
       const request = def.from ? await def.from(calls, route) : create(def.watch.input);
       const out = await calls.stream(route, pathOf(def.watch), request, sub.stop.signal);
@@ -177,6 +187,7 @@ export function serveResources(server: Server, calls: ResourceCalls): Subscripti
       // The opening frame (a snapshot, or the inbox's ready): what the client reads now, not a change.
       last = await frames.next();
       opened();
+      wasOpen = true;
       while (!last.done && !sub.stop.signal.aborted) {
         last = await frames.next();
         if (!last.done && def.changes.has(caseOf(last.value) ?? "")) changed();
@@ -184,20 +195,20 @@ export function serveResources(server: Server, calls: ResourceCalls): Subscripti
     } catch (e) {
       failed(e); // once opened, nothing listens: the stream's own call record tells how it ended
     } finally {
-      if (subs.get(def.uri) === sub) subs.delete(def.uri);
+      const own = subs.get(def.uri) === sub;
+      if (own) subs.delete(def.uri);
+      const stopped = sub.stop.signal.aborted;
       sub.stop.abort();
       if (last && !last.done) await frames?.return?.(undefined).catch(() => undefined);
+      if (wasOpen && own && !stopped) o.ended?.(def.uri);
     }
   }
 
-  async function subscribe(uri: string): Promise<Record<string, never>> {
+  async function watch(uri: string): Promise<void> {
     const def = resourceOf(uri);
-    if (closed) return {};
+    if (closed) return;
     const current = subs.get(uri);
-    if (current) {
-      await current.ready;
-      return {};
-    }
+    if (current) return current.ready;
     let opened!: () => void;
     let failed!: (e: unknown) => void;
     const sub: Subscription = {
@@ -217,10 +228,9 @@ export function serveResources(server: Server, calls: ResourceCalls): Subscripti
       if (e instanceof ProtocolError) throw e;
       throw new ProtocolError(ProtocolErrorCode.InternalError, `could not subscribe to ${uri}: ${e instanceof Error ? e.message : String(e)}`);
     }
-    return {};
   }
 
-  async function unsubscribe(uri: string): Promise<Record<string, never>> {
+  async function unwatch(uri: string): Promise<void> {
     resourceOf(uri);
     const sub = subs.get(uri);
     if (sub) {
@@ -228,16 +238,11 @@ export function serveResources(server: Server, calls: ResourceCalls): Subscripti
       sub.stop.abort();
       await sub.done;
     }
-    return {};
   }
 
-  server.setRequestHandler("resources/list", () => ({ resources: listed }));
-  server.setRequestHandler("resources/templates/list", () => ({ resourceTemplates: [] }));
-  server.setRequestHandler("resources/read", (req, ctx) => read(req.params.uri, ctx.mcpReq.signal));
-  server.setRequestHandler("resources/subscribe", (req) => subscribe(req.params.uri));
-  server.setRequestHandler("resources/unsubscribe", (req) => unsubscribe(req.params.uri));
-
   return {
+    watch,
+    unwatch,
     get size() {
       return subs.size;
     },
@@ -249,4 +254,40 @@ export function serveResources(server: Server, calls: ResourceCalls): Subscripti
       await Promise.all(all.map((s) => s.done));
     },
   };
+}
+
+/** Whether `uri` names one of the resources. */
+export const isResource = (uri: string) => byUri.has(uri);
+
+/**
+ * Serves `resources/list` and `resources/read` on a `server`, and with `subscribe` (the 2025
+ * era's sessions) `resources/subscribe` and `resources/unsubscribe` too. A read is the resource's
+ * unary RPC, made as the caller's agent; a subscription is a watch (resourceWatches) told as
+ * `notifications/resources/updated` on the session's GET stream. The session closes its
+ * subscriptions (`close`) when it ends, however it ends. In the 2026-07-28 era a
+ * subscriptions/listen stream takes the place of resources/subscribe (src/mcp/stateless.ts).
+ */
+export function serveResources(server: Server, calls: ResourceCalls, o: { subscribe: boolean }): Subscriptions {
+  async function read(uri: string, signal: AbortSignal) {
+    const def = resourceOf(uri);
+    const out = await calls.call(`mcp resources/read ${uri}`, pathOf(def.read), create(def.read.input), signal);
+    if (out.error) throw refusal(out.error);
+    const json = toRestJson(def.read.output, out.message as never);
+    return { contents: [{ uri, mimeType, text: JSON.stringify(json) }] };
+  }
+
+  server.setRequestHandler("resources/list", () => ({ resources: listed }));
+  server.setRequestHandler("resources/templates/list", () => ({ resourceTemplates: [] }));
+  server.setRequestHandler("resources/read", (req, ctx) => read(req.params.uri, ctx.mcpReq.signal));
+  if (!o.subscribe) return { size: 0, close: async () => undefined };
+  const watches = resourceWatches(calls, { notify: (uri) => server.sendResourceUpdated({ uri }), route: "mcp resources/subscribe" });
+  server.setRequestHandler("resources/subscribe", async (req) => {
+    await watches.watch(req.params.uri);
+    return {};
+  });
+  server.setRequestHandler("resources/unsubscribe", async (req) => {
+    await watches.unwatch(req.params.uri);
+    return {};
+  });
+  return watches;
 }

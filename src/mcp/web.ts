@@ -62,3 +62,10 @@ export async function writeWebResponse(res: Res, response: Response): Promise<vo
     res.off("close", cancel);
   }
 }
+
+/** A JSON-RPC error answer at the HTTP level (before any session, server or tool). */
+export function rpcError(res: Res, status: number, code: number, message: string, data?: unknown, headers: Record<string, string> = {}, id: unknown = null) {
+  const body = JSON.stringify({ jsonrpc: "2.0", id, error: { code, message, ...(data !== undefined && { data }) } });
+  res.writeHead(status, { "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), ...headers });
+  res.end(body);
+}

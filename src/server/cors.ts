@@ -2,9 +2,14 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { cors as connectCors } from "@connectrpc/connect";
 
-const allowHeaders = [...connectCors.allowedHeaders, "Authorization", "X-Kxm-Agent-Id", "X-Kxm-Agent-Key", "X-Request-Id"].join(", ");
+/** What MCP's Streamable HTTP transport sends and reads (the MCP face at /mcp), and the headers that name its agent. */
+const mcpRequestHeaders = ["Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-ID", "X-Kxm-Project", "X-Kxm-Agent", "X-Kxm-Host", "X-Kxm-Purpose"];
+const mcpResponseHeaders = ["Mcp-Session-Id", "MCP-Protocol-Version", "WWW-Authenticate"];
+
+const allowHeaders = [...connectCors.allowedHeaders, "Authorization", "X-Kxm-Agent-Id", "X-Kxm-Agent-Key", "X-Request-Id", ...mcpRequestHeaders].join(", ");
 const exposeHeaders = [
   ...connectCors.exposedHeaders,
+  ...mcpResponseHeaders,
   "X-Request-Id",
   "X-Ratelimit-Limit",
   "X-Ratelimit-Remaining",
@@ -12,8 +17,11 @@ const exposeHeaders = [
 ].join(", ");
 const allowMethods = [...new Set([...connectCors.allowedMethods, "GET", "POST", "DELETE"])].join(", ");
 
+/** Whether a browser page of `origin` may call the hub (`origins`: the configured list; "*" allows any). */
+export const originAllowed = (origins: readonly string[], origin: string) => origins.includes("*") || origins.includes(origin);
+
 /**
- * CORS for browsers (Connect-Web, REST): `origins` lists allowed origins, "*" allows any.
+ * CORS for browsers (Connect-Web, REST, MCP): `origins` lists allowed origins, "*" allows any.
  * Returns true when it answered the request (a preflight).
  */
 export function createCors(origins: string[]) {

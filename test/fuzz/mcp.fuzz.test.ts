@@ -1,7 +1,9 @@
 // Property: hostile requests at `/mcp` (JSON-RPC garbage and batches, huge and odd ids, unknown
 // methods, wrong protocol versions, missing, foreign and huge Mcp-Session-Id, a missing Accept,
 // wrong content types, oversized bodies, tool calls whose arguments are poisoned one field at a
-// time, initialize with hostile identity headers) on HTTP/1.1 and HTTP/2 get a 4xx or a JSON-RPC
+// time, initialize with hostile identity headers, protocol 2026-07-28 requests without a session
+// whose `_meta` envelope and MCP-Protocol-Version / Mcp-Method / Mcp-Name headers are poisoned one
+// at a time) on HTTP/1.1 and HTTP/2 get a 4xx or a JSON-RPC
 // error (never a 5xx, an internal error, a hang or a crash); a tool's refusal is a result with a
 // code from the README's table; the store is unchanged unless a call that may succeed did.
 import { afterAll, beforeAll, describe } from "vitest";
@@ -13,6 +15,9 @@ import { params, PROJECT_TOKEN, report, runBatch, startWorld, stopWorld, timeout
 import { send, type RawRequest, type RawResponse } from "./raw.js";
 
 const VERSION = "2025-06-18";
+const MODERN = "2026-07-28";
+/** The agent 2026-07-28 requests name (bound before the batch's first snapshot, so a sound request registers nothing). */
+const MODERN_AGENT = "fz-modern";
 const ACCEPT = "application/json, text/event-stream";
 const MAX_BODY = 262_144;
 
@@ -38,8 +43,24 @@ async function rpc(w: World, body: object, session?: string, extra: Record<strin
   return { res, text: await res.text() };
 }
 
-/** Opens the batch's session when the world has none (a fresh world, or the last one was ended). */
+/** The 2026-07-28 envelope a client sends in every request's params. */
+const envelope = () => ({ "io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": { name: "fuzz", version: "0" } });
+
+/** The worlds whose 2026-07-28 agent is bound (its first request registered it). */
+const modernBound = new WeakSet<World["t"]>();
+
+/** Opens the batch's session when the world has none (a fresh world, or the last one was ended), and binds its 2026-07-28 agent. */
 async function prepare(w: World): Promise<void> {
+  if (!modernBound.has(w.t)) {
+    const res = await fetch(`${w.t.baseUrl}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: ACCEPT, authorization: `Bearer ${PROJECT_TOKEN}`, "x-kxm-project": "p", "x-kxm-agent": MODERN_AGENT, "mcp-protocol-version": MODERN, "mcp-method": "tools/list" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: envelope() } }),
+    });
+    const text = await res.text();
+    if (res.status !== 200 || !text.includes('"tools"')) throw new Error(`2026-07-28 tools/list: ${res.status} ${text.slice(0, 300)}`);
+    modernBound.add(w.t);
+  }
   if (sessions.has(w.t)) return;
   const init = await rpc(w, { jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: VERSION, capabilities: {}, clientInfo: { name: "fuzz", version: "0" } } });
   const id = init.res.headers.get("mcp-session-id");
@@ -107,8 +128,29 @@ type ArgPoison =
   | { kind: "not-object"; value: JVal }
   | { kind: "identity"; key: "agent_id" | "project" | "agent_key" | "sender"; value: JVal };
 
+/** What is wrong with a 2026-07-28 request's `_meta` envelope (at most one thing). */
+type MetaPoison =
+  | { kind: "sound" }
+  | { kind: "missing" }
+  | { kind: "not-object"; value: JVal }
+  | { kind: "field"; key: string; value: JVal }
+  | { kind: "dropped"; key: string };
+
+/** What is wrong with a 2026-07-28 request's standard headers (at most one thing). */
+type ModernHeaders = "sound" | "no-version" | "old-version" | "unknown-version" | "no-method" | "wrong-method" | "no-name" | "wrong-name" | "huge";
+
 type Body =
   | { kind: "tool"; tool: string; poison: ArgPoison; id: JVal }
+  | {
+      kind: "modern";
+      /** A tool call (its arguments poisoned as for "tool"), or another method with hostile params. */
+      call: { kind: "tool"; tool: string; poison: ArgPoison } | { kind: "method"; method: string; params: JVal | undefined };
+      meta: MetaPoison;
+      headers: ModernHeaders;
+      /** The agent its X-Kxm-Agent names; null: none (tools then answer that the header is needed). */
+      agent: string | null;
+      id: JVal | undefined;
+    }
   | { kind: "method"; method: string; params: JVal | undefined; id: JVal | undefined }
   | { kind: "batch"; size: number; method: string }
   | { kind: "not-jsonrpc"; value: JVal }
@@ -148,6 +190,11 @@ const methodNames = fc.oneof(
 );
 
 function toolBody(w: World): fc.Arbitrary<Body> {
+  return toolCall(w).chain(({ tool, poison }) => fc.record({ kind: fc.constant("tool" as const), tool: fc.constant(tool), poison: fc.constant(poison), id: ids }));
+}
+
+/** A tool and what is wrong with its arguments (at most one thing). */
+function toolCall(w: World): fc.Arbitrary<{ tool: string; poison: ArgPoison }> {
   return fc.constantFrom(...tools.map((t) => t.name)).chain((tool) => {
     const fields = Object.entries(tools.find((t) => t.name === tool)!.fields);
     const wrong =
@@ -164,13 +211,89 @@ function toolBody(w: World): fc.Arbitrary<Body> {
       fc.record({ kind: fc.constant("not-object" as const), value: fc.constantFrom<JVal>([], [1], "x", 1, null, true) }),
       fc.record({ kind: fc.constant("identity" as const), key: fc.constantFrom("agent_id" as const, "project" as const, "agent_key" as const, "sender" as const), value: fc.constantFrom<JVal>(w.a.id, "p", "other", 1) }),
     );
-    return fc.record({ kind: fc.constant("tool" as const), tool: fc.constant(tool), poison, id: ids });
+    return fc.record({ tool: fc.constant(tool), poison });
   });
+}
+
+const metaKeys = ["io.modelcontextprotocol/protocolVersion", "io.modelcontextprotocol/clientCapabilities", "io.modelcontextprotocol/clientInfo"];
+
+/** A 2026-07-28 request (no session): a sound one most of the time, else one thing wrong in its envelope, headers or identity. */
+function modernBody(w: World): fc.Arbitrary<Body> {
+  const call = fc.oneof(
+    { weight: 3, arbitrary: toolCall(w).map(({ tool, poison }) => ({ kind: "tool" as const, tool, poison })) },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant("method" as const),
+        // subscriptions/listen only with hostile params: a sound one is a stream that stays open.
+        method: fc.oneof(fc.constantFrom("server/discover", "tools/list", "resources/list", "resources/read", "resources/templates/list", "subscriptions/listen", "ping", "initialize", "prompts/list", "logging/setLevel"), methodNames),
+        params: fc.option(nastyValue, { nil: undefined }),
+      }),
+    },
+  );
+  const meta = fc.oneof(
+    { weight: 4, arbitrary: fc.constant<MetaPoison>({ kind: "sound" }) },
+    { weight: 1, arbitrary: fc.constant<MetaPoison>({ kind: "missing" }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("not-object" as const), value: fc.constantFrom<JVal>([], "x", 1, null, true, [{ $obj: [] }]) }) },
+    {
+      weight: 3,
+      arbitrary: fc.record({
+        kind: fc.constant("field" as const),
+        key: fc.oneof(fc.constantFrom(...metaKeys), fc.constantFrom("io.modelcontextprotocol/logLevel", "io.modelcontextprotocol/subscriptionId", "progressToken", "__proto__"), unknownKey),
+        value: fc.oneof(fc.constantFrom<JVal>("2025-06-18", "2099-01-01", "", "2026-07-28", { $big: 50_000 }, { $deep: 200 }), nastyValue),
+      }),
+    },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("dropped" as const), key: fc.constantFrom(...metaKeys) }) },
+  );
+  const headers = fc.oneof(
+    { weight: 6, arbitrary: fc.constant<ModernHeaders>("sound") },
+    { weight: 2, arbitrary: fc.constantFrom<ModernHeaders>("no-version", "old-version", "unknown-version", "no-method", "wrong-method", "no-name", "wrong-name", "huge") },
+  );
+  return fc.record({
+    kind: fc.constant("modern" as const),
+    call,
+    meta,
+    headers,
+    agent: fc.oneof({ weight: 5, arbitrary: fc.constant<string | null>(MODERN_AGENT) }, { weight: 1, arbitrary: fc.constant<string | null>(null) }),
+    // Mostly a plain id (the envelope and headers are what this kind is about); sometimes an odd one, or none (a notification).
+    id: fc.oneof({ weight: 8, arbitrary: fc.nat() as fc.Arbitrary<JVal | undefined> }, { weight: 1, arbitrary: ids }, { weight: 1, arbitrary: fc.constant(undefined) }),
+  });
+}
+
+/** The arguments of a tool call: the valid ones, with its poison. */
+function toolArgs(tool: string, p: ArgPoison, w: World): JVal {
+  const entries = validArgs(tool, w);
+  if (p.kind === "wrong") return { $obj: [...entries.filter(([k]) => k !== p.field), [p.field, p.value]] };
+  if (p.kind === "unknown-key" || p.kind === "identity") return { $obj: [...entries, [p.key, p.value]] };
+  if (p.kind === "not-object") return p.value;
+  return { $obj: entries };
+}
+
+/** The `_meta` envelope with its poison, or undefined when it is missing. */
+function metaOf(m: MetaPoison): JVal | undefined {
+  const sound: [string, JVal][] = [
+    ["io.modelcontextprotocol/protocolVersion", MODERN],
+    ["io.modelcontextprotocol/clientCapabilities", { $obj: [] }],
+    ["io.modelcontextprotocol/clientInfo", { $obj: [["name", "fuzz"], ["version", "0"]] }],
+  ];
+  switch (m.kind) {
+    case "sound":
+      return { $obj: sound };
+    case "missing":
+      return undefined;
+    case "not-object":
+      return m.value;
+    case "field":
+      return { $obj: [...sound.filter(([k]) => k !== m.key), [m.key, m.value]] };
+    case "dropped":
+      return { $obj: sound.filter(([k]) => k !== m.key) };
+  }
 }
 
 function mcpCase(w: World): fc.Arbitrary<McpCase> {
   const body: fc.Arbitrary<Body> = fc.oneof(
     { weight: 6, arbitrary: toolBody(w) },
+    { weight: 5, arbitrary: modernBody(w) },
     { weight: 3, arbitrary: fc.record({ kind: fc.constant("method" as const), method: methodNames, params: fc.option(nastyValue, { nil: undefined }), id: fc.option(ids, { nil: undefined }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("batch" as const), size: fc.constantFrom(0, 1, 2, 100, 101, 1_000), method: fc.constantFrom("tools/list", "ping", "initialize", "nope") }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("not-jsonrpc" as const), value: nastyValue }) },
@@ -202,15 +325,21 @@ function mcpCase(w: World): fc.Arbitrary<McpCase> {
 function bodyBytes(b: Body, w: World): Buffer {
   const obj = (entries: [string, JVal][]): JVal => ({ $obj: entries });
   switch (b.kind) {
-    case "tool": {
-      let args: JVal = obj(validArgs(b.tool, w));
-      const p = b.poison;
-      const entries = validArgs(b.tool, w);
-      if (p.kind === "wrong") args = obj([...entries.filter(([k]) => k !== p.field), [p.field, p.value]]);
-      if (p.kind === "unknown-key") args = obj([...entries, [p.key, p.value]]);
-      if (p.kind === "identity") args = obj([...entries, [p.key, p.value]]);
-      if (p.kind === "not-object") args = p.value;
-      return jsonBytes(obj([["jsonrpc", "2.0"], ["id", b.id], ["method", "tools/call"], ["params", obj([["name", b.tool], ["arguments", args]])]]));
+    case "tool":
+      return jsonBytes(obj([["jsonrpc", "2.0"], ["id", b.id], ["method", "tools/call"], ["params", obj([["name", b.tool], ["arguments", toolArgs(b.tool, b.poison, w)]])]]));
+    case "modern": {
+      const meta = metaOf(b.meta);
+      const withMeta: [string, JVal][] = meta === undefined ? [] : [["_meta", meta]];
+      const entries: [string, JVal][] = [["jsonrpc", "2.0"]];
+      if (b.id !== undefined) entries.push(["id", b.id]);
+      if (b.call.kind === "tool") {
+        entries.push(["method", "tools/call"], ["params", obj([["name", b.call.tool], ["arguments", toolArgs(b.call.tool, b.call.poison, w)], ...withMeta])]);
+      } else {
+        entries.push(["method", b.call.method]);
+        // Hostile params beside the envelope (as the value of `arg`).
+        if (b.call.params !== undefined || meta !== undefined) entries.push(["params", obj([...withMeta, ...(b.call.params === undefined ? [] : [["arg", b.call.params] as [string, JVal]])])]);
+      }
+      return jsonBytes(obj(entries));
     }
     case "method": {
       const entries: [string, JVal][] = [["jsonrpc", "2.0"], ["method", b.method]];
@@ -239,7 +368,7 @@ function materialize(c: McpCase, w: World): RawRequest {
   const own = sessions.get(w.t)!;
   const verb = a.kind === "verb" ? a.verb : "POST";
   // An open GET stream with a valid session is a legitimate server stream that never ends: a GET is sent without one.
-  const session = verb === "GET" ? undefined : a.kind === "session" ? { none: undefined, foreign: "00000000-0000-4000-8000-000000000000", huge: "s".repeat(9_000), garbled: `${own}\u0001` }[a.session] : c.body.kind === "initialize" ? undefined : own;
+  const session = verb === "GET" ? undefined : a.kind === "session" ? { none: undefined, foreign: "00000000-0000-4000-8000-000000000000", huge: "s".repeat(9_000), garbled: `${own}\u0001` }[a.session] : c.body.kind === "initialize" || c.body.kind === "modern" ? undefined : own;
   if (session !== undefined) headers.push(["mcp-session-id", session]);
   const token = a.kind === "token" ? { none: undefined, wrong: "Bearer nope", admin: "Bearer fuzz-admin" }[a.token] : `Bearer ${PROJECT_TOKEN}`;
   if (token) headers.push(["authorization", token]);
@@ -251,14 +380,28 @@ function materialize(c: McpCase, w: World): RawRequest {
     if (c.body.agent !== null) headers.push(["x-kxm-agent", c.body.agent]);
     if (c.body.project !== null) headers.push(["x-kxm-project", c.body.project]);
   }
+  if (c.body.kind === "modern") {
+    const b = c.body;
+    headers.push(["x-kxm-project", "p"]);
+    if (b.agent !== null) headers.push(["x-kxm-agent", b.agent]);
+    const method = b.call.kind === "tool" ? "tools/call" : b.call.method;
+    const name = b.call.kind === "tool" ? b.call.tool : undefined;
+    const h = b.headers;
+    const version = ({ "old-version": VERSION, "unknown-version": "2099-01-01", huge: "9".repeat(2_000) } as Record<string, string>)[h] ?? MODERN;
+    if (h !== "no-version") headers.push(["mcp-protocol-version", version]);
+    if (h !== "no-method") headers.push(["mcp-method", h === "wrong-method" ? "tools/list" : h === "huge" ? method.repeat(50) : method]);
+    if (name !== undefined && h !== "no-name") headers.push(["mcp-name", h === "wrong-name" ? "someone_else" : name]);
+  }
   let body: Buffer | undefined;
   if (verb !== "GET" && verb !== "DELETE" && verb !== "OPTIONS") {
     body = bodyBytes(c.body, w);
     const ct = a.kind === "content-type" ? { "json-utf8": "application/json; charset=utf-8", text: "text/plain", none: undefined }[a.contentType] : "application/json";
     if (ct) headers.push(["content-type", ct]);
   }
-  // HTTP/2 refuses header values with control characters before they leave this client.
-  const h2Safe = headers.filter(([, v]) => c.transport === "h1" || !/[\u0000-\u001f]/.test(v));
+  // HTTP/2 refuses header values with control characters before they leave this client, and
+  // resets a stream whose header value has a character past U+00FF (an Mcp-Method from a hostile
+  // method name), whatever the path: such headers are sent on HTTP/1.1 only.
+  const h2Safe = headers.filter(([, v]) => c.transport === "h1" || !/[\u0000-\u001f\u0100-\uffff]/.test(v));
   return { method: verb, path: "/mcp", headers: h2Safe, body };
 }
 
@@ -296,7 +439,7 @@ function check(c: McpCase, w: World, req: RawRequest, r: RawResponse): Checked {
     if (msgs === undefined) {
       if (r.status >= 400 || r.status === 200) problems.push(`${r.status} body is not JSON-RPC (${r.headers["content-type"] ?? "no content-type"})`);
     }
-    tally(`HTTP ${r.status}`);
+    tally(`${c.body.kind === "modern" ? "2026-07-28 " : ""}HTTP ${r.status}`);
     const capacity = r.status === 503 && JSON.stringify(msgs ?? "").includes("resource_exhausted");
     if (r.status >= 500 && !capacity) problems.push(`answered ${r.status}`);
     for (const m of msgs ?? []) {
@@ -316,21 +459,32 @@ function check(c: McpCase, w: World, req: RawRequest, r: RawResponse): Checked {
         tally(`tool refusal ${String(code)}`);
         if (typeof code !== "string" || !(code in table)) problems.push(`tool refusal with undocumented code ${JSON.stringify(code)}`);
         else if (code === "internal" || code === "unknown") problems.push(`tool refusal ${code}`);
-      } else if (msg.result && c.body.kind === "tool") {
-        tally("tool result");
-        const tool = tools.find((t) => t.name === (c.body as { tool: string }).tool);
+      } else if (msg.result && (c.body.kind === "tool" || (c.body.kind === "modern" && c.body.call.kind === "tool"))) {
+        tally(c.body.kind === "modern" ? "tool result (2026-07-28)" : "tool result");
+        const name = c.body.kind === "tool" ? c.body.tool : (c.body.call as { tool: string }).tool;
+        const tool = tools.find((t) => t.name === name);
         if (!tool?.readOnly) accepted = true;
-      }
+      } else if (msg.result && c.body.kind === "modern") tally("result (2026-07-28)");
     }
     // What may change the store when it succeeds: a session opened (an agent registered or taken
     // over), a session ended (its agent released and unregistered), a write tool's result.
     if (r.status === 200 && (c.body.kind === "initialize" || c.body.kind === "batch")) accepted = true;
+    // A 2026-07-28 request with another token than the one its agent was bound with registers
+    // (takes over) the agent again; the next one with the bound token then registers it back.
+    if (r.status < 300 && c.body.kind === "modern" && c.around.kind === "token") accepted = true;
     if (req.method === "DELETE" && r.status < 300) {
       accepted = true;
       sessions.delete(w.t);
     }
   }
-  const label = c.body.kind === "tool" ? `tool ${c.body.tool} ${c.body.poison.kind}` : c.body.kind === "method" ? `method` : c.body.kind;
+  const label =
+    c.body.kind === "tool"
+      ? `tool ${c.body.tool} ${c.body.poison.kind}`
+      : c.body.kind === "method"
+        ? `method`
+        : c.body.kind === "modern"
+          ? `2026-07-28 ${c.body.call.kind === "tool" ? `tool ${c.body.call.tool} ${c.body.call.poison.kind}` : "method"}; meta ${c.body.meta.kind}; headers ${c.body.headers}${c.body.agent === null ? "; no agent" : ""}`
+          : c.body.kind;
   const violations: Violation[] = problems.map((p) => ({
     signature: `MCP [${label}; ${c.around.kind === "none" ? "sound request" : JSON.stringify(c.around)}] → ${p}`,
     detail: `${describeRequest(c.transport, req)} => ${r.status} ${r.body.subarray(0, 300).toString("utf8")}`,

@@ -85,4 +85,25 @@ describe("MCP face: hostile input", () => {
     expect(refused.text).toContain('"isError":true');
     expect(refused.text).toContain("lease_not_found");
   });
+
+  it("serves a browser only for an allowed origin, and lets it send and read MCP's headers", async () => {
+    await using t = await startTestHub({ config: { corsOrigins: ["https://console.example"] } });
+    const before = await rows(t);
+    // A page the hub does not list (a DNS-rebinding page, say) is refused before anything happens.
+    const evil = await post(t, init(), { origin: "https://evil.example" });
+    expect(evil.status).toBe(403);
+    expect(JSON.parse(evil.text)).toMatchObject({ jsonrpc: "2.0", error: { data: { code: "protocol_error" } } });
+    expect(await rows(t)).toBe(before);
+    // A listed page is served, and its preflight allows the headers the transport sends and reads.
+    const preflight = await fetch(`${t.baseUrl}/mcp`, {
+      method: "OPTIONS",
+      headers: { origin: "https://console.example", "access-control-request-method": "POST", "access-control-request-headers": "mcp-session-id, mcp-protocol-version, x-kxm-agent" },
+    });
+    expect(preflight.status).toBe(204);
+    const allowed = (preflight.headers.get("access-control-allow-headers") ?? "").toLowerCase();
+    for (const h of ["mcp-session-id", "mcp-protocol-version", "x-kxm-project", "x-kxm-agent", "authorization"]) expect(allowed).toContain(h);
+    const ok = await post(t, init(), { origin: "https://console.example" });
+    expect(ok.status).toBe(200);
+    expect(ok.session).toBeTruthy();
+  });
 });

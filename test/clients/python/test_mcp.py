@@ -12,6 +12,8 @@ headers name the agent (X-Kxm-Project, X-Kxm-Agent, Authorization: Bearer <proje
 headers go on the httpx2 client the transport uses. Tool results are checked on their structured
 content (the REST JSON of the hub's answer), never on their text. A session that subscribes to a
 resource (kxm://leases) is told of its changes by notifications/resources/updated on its GET stream.
+The high-level `Client` in its default mode ("auto") negotiates instead: it lands on protocol
+2026-07-28, which has no session, and its agent is named by the same headers on every request.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import ClientSession, types
+from mcp import Client, ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -300,5 +302,40 @@ class TestMcpFace:
             async with open_agent(mcp_env, "py-witness") as w:
                 agents = (await w.ok("list_agents", {"include_offline": True}))["agents"]
                 assert "py-mallory" not in {x["name"] for x in agents}
+
+        anyio.run(main)
+
+    def test_a_negotiating_client_lands_on_2026_07_28_and_acts_as_its_headers_agent(self, mcp_env: McpEnv) -> None:
+        async def main() -> None:
+            def headers(name: str) -> dict[str, str]:
+                return {"Authorization": f"Bearer {mcp_env.token}", "X-Kxm-Project": mcp_env.project, "X-Kxm-Agent": name}
+
+            async with (
+                httpx2.AsyncClient(headers=headers("py-modern-a"), timeout=httpx2.Timeout(30, read=300)) as ha,
+                httpx2.AsyncClient(headers=headers("py-modern-b"), timeout=httpx2.Timeout(30, read=300)) as hb,
+                Client(streamable_http_client(mcp_env.url, http_client=ha)) as a,
+                Client(streamable_http_client(mcp_env.url, http_client=hb)) as b,
+            ):
+                # The default mode probes server/discover: the hub serves the newest version.
+                assert a.protocol_version == "2026-07-28"
+                assert b.protocol_version == "2026-07-28"
+                assert TOOLS <= {t.name for t in (await a.list_tools()).tools}
+
+                async def ok(c: Client, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+                    result = await c.call_tool(tool, arguments or {}, read_timeout_seconds=CALL_TIMEOUT_S)
+                    assert not result.is_error, f"{tool}({arguments}) was refused: {result.structured_content}"
+                    assert result.structured_content is not None
+                    return result.structured_content
+
+                assert (await ok(a, "whoami"))["agent"]["name"] == "py-modern-a"
+                lease = (await ok(a, "acquire_lease", {"name": "modern/py", "ttl_ms": 30_000}))["lease"]
+                held = await b.call_tool("acquire_lease", {"name": "modern/py"})
+                assert held.is_error
+                assert held.structured_content is not None and held.structured_content["code"] == "lease_held"
+                sent = (await ok(a, "send_message", {"target": "py-modern-b", "content": "over to you"}))["message"]
+                inbox = await ok(b, "read_inbox")
+                assert sent["id"] in {e["message"]["id"] for e in inbox["events"] if "message" in e}
+                await ok(b, "ack_message", {"message_id": sent["id"]})
+                await ok(a, "release_lease", {"name": "modern/py", "fencing_token": lease["fencingToken"]})
 
         anyio.run(main)

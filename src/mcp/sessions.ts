@@ -1,0 +1,218 @@
+import { randomUUID } from "node:crypto";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { create } from "@bufbuild/protobuf";
+import { ProtocolErrorCode, WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
+import type { Clock } from "../clock.js";
+import { sha256Hex } from "../ids.js";
+import type { FaceObserver } from "../observe.js";
+import { remoteAddressOf } from "../server/listen.js";
+import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
+import type { Subscriptions } from "./resources.js";
+import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export interface SessionDeps {
+  clock: Clock;
+  observer: FaceObserver;
+  /** Sessions open at once; an initialize past it is refused (503) unless an idle one can go. */
+  maxSessions: number;
+  /** A session unused this long is closed (its agent's leases lapse at their TTL). */
+  idleMs: number;
+  /** Told when a session binds an agent: the agent's 2026-07-28 bindings act with a key that no longer works. */
+  bound(agentId: string): void;
+}
+
+/** One MCP session (2025 era): the agent it acts as, and the credentials every tool call presents. */
+interface Session extends Identity {
+  id: string;
+  transport: WebStandardStreamableHTTPServerTransport;
+  /** SHA-256 of the Authorization header it was opened with: every request must bring the same. */
+  authHash: string;
+  lastUsedMs: number;
+  /** POSTs under way (a tool call that waits): a busy session is never idle. */
+  busy: number;
+  /** Its resource subscriptions: one stream each, ended with the session. */
+  resources: Subscriptions;
+}
+
+/**
+ * The 2025-era leg of `/mcp`: a session per `initialize` (the SDK's
+ * WebStandardStreamableHTTPServerTransport and one Server each), bound to the agent its headers
+ * name (`X-Kxm-Project`, `X-Kxm-Agent`, with the project's token), registered (or taken over from
+ * an earlier session) through RegisterAgent, or bound later by the `register` tool. A
+ * subscription to a resource is one of the hub's server streams, opened as that agent and ended
+ * with the session however it ends. A session ended with DELETE releases its agent's leases and
+ * unregisters it, as the client libraries' close does; a session that is dropped or idles out
+ * holds its leases only until their TTL.
+ */
+export function createSessions(deps: SessionDeps, calls: McpCalls) {
+  const sessions = new Map<string, Session>();
+
+  /**
+   * Binds a session to the agent RegisterAgent answered: its calls carry the agent's id and key
+   * from now on. The agent's earlier sessions act with a key that no longer works: they end
+   * (without releasing: a takeover did, and a resumed agent had nothing).
+   */
+  async function bind(s: Session, r: Registered) {
+    s.agentId = r.agent.id;
+    s.header.set("x-kxm-agent-id", r.agent.id);
+    s.header.set("x-kxm-agent-key", r.agentKey);
+    deps.bound(r.agent.id);
+    await endAgentSessions(r.agent.id, s);
+  }
+
+  /** Closes the sessions that act as `agentId` (but `except`): another session or request took the agent over. */
+  async function endAgentSessions(agentId: string, except?: Session) {
+    for (const other of [...sessions.values()].filter((x) => x !== except && x.agentId === agentId)) {
+      sessions.delete(other.id);
+      await closeSession(other);
+    }
+  }
+
+  /** DELETE: the agent's leases are released and the agent unregistered, as a library's close does. */
+  async function endAgent(s: Session) {
+    if (s.agentId === undefined) return;
+    const leases: { name: string; holderAgentId: string; fencingToken: bigint }[] = [];
+    let pageToken = "";
+    do {
+      const page = await calls.invoke(s, "mcp session end", "/kxm.hub.v1.LeaseService/ListLeases", create(LeaseService.method.listLeases.input, { pageSize: 1_000, pageToken }));
+      const m = page.message as unknown as { leases: typeof leases; nextPageToken: string } | undefined;
+      leases.push(...(m?.leases ?? []).filter((l) => l.holderAgentId === s.agentId));
+      pageToken = m?.nextPageToken ?? "";
+    } while (pageToken !== "");
+    for (const l of leases) {
+      await calls.invoke(s, "mcp session end", "/kxm.hub.v1.LeaseService/ReleaseLease", create(LeaseService.method.releaseLease.input, { name: l.name, fencingToken: l.fencingToken }));
+    }
+    await calls.invoke(s, "mcp session end", "/kxm.hub.v1.PresenceService/UnregisterAgent", create(PresenceService.method.unregisterAgent.input, { agentId: s.agentId! }));
+  }
+
+  /** Closes a session without DELETE (idle, taken over, hub shutdown); resolves once its subscriptions' streams have ended. */
+  async function closeSession(s: Session) {
+    await s.transport.close().catch(() => undefined);
+    await s.resources.close();
+  }
+
+  /** Closes the sessions unused for `idleMs`; their agents' leases lapse at their TTL. */
+  async function expireIdle(): Promise<number> {
+    const cutoff = deps.clock.now() - deps.idleMs;
+    const idle = [...sessions.values()].filter((s) => s.busy === 0 && s.lastUsedMs <= cutoff);
+    for (const s of idle) {
+      sessions.delete(s.id);
+      await closeSession(s);
+    }
+    return idle.length;
+  }
+
+  /**
+   * `initialize` without a session: bind the agent its headers name (X-Kxm-Agent), or, without
+   * that header, check the token against the project (RegisterAgent's rule) and open a session
+   * that `register` binds later; then open the session.
+   */
+  async function open(req: Req, res: Res, body: unknown, signal: AbortSignal) {
+    if (sessions.size >= deps.maxSessions) await expireIdle();
+    if (sessions.size >= deps.maxSessions) return rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP sessions open on this hub: try again later", { code: "resource_exhausted" });
+    // What the transport would refuse is refused before the agent is registered: a refusal changes nothing.
+    const accepts = String(req.headers.accept ?? "");
+    if (!accepts.includes("application/json") || !accepts.includes("text/event-stream")) {
+      return rpcError(res, 406, ProtocolErrorCode.InvalidRequest, "Not Acceptable: the client must accept both application/json and text/event-stream");
+    }
+    if (!String(req.headers["content-type"] ?? "").toLowerCase().startsWith("application/json")) {
+      return rpcError(res, 415, ProtocolErrorCode.InvalidRequest, "Unsupported Media Type: the body must be application/json");
+    }
+    const project = headerOf(req, "x-kxm-project");
+    const name = headerOf(req, "x-kxm-agent");
+    if (!project) {
+      return rpcError(res, 400, ProtocolErrorCode.InvalidRequest, "an MCP session acts as one agent of a project: set the X-Kxm-Project header, and X-Kxm-Agent (or call the register tool), with Authorization: Bearer <project token>", { code: "protocol_error" });
+    }
+    const remote = remoteAddressOf(req);
+    const header = new Headers();
+    const authorization = req.headers.authorization;
+    if (typeof authorization === "string") header.set("authorization", authorization);
+    // A client that starts again gets its name back at once: the earlier session's agent is taken over.
+    const checked = name
+      ? await calls.register({ header, remote }, "mcp initialize", project, name, headerOf(req, "x-kxm-host"), headerOf(req, "x-kxm-purpose"))
+      : await calls.mayRegister({ header, remote }, "initialize", project);
+    if (checked.error) return refuseHttp(res, checked.error);
+    const s: Session = {
+      era: "legacy",
+      id: "",
+      transport: undefined as never,
+      authHash: sha256Hex(String(authorization ?? "")),
+      project,
+      header,
+      remote,
+      lastUsedMs: deps.clock.now(),
+      busy: 0,
+      resources: undefined as never,
+      touch: () => void (s.lastUsedMs = deps.clock.now()),
+      bind: (r) => bind(s, r),
+    };
+    if (name) await bind(s, (checked as { message?: unknown }).message as Registered);
+    s.transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        s.id = id;
+        sessions.set(id, s);
+      },
+      onsessionclosed: async () => {
+        sessions.delete(s.id);
+        await s.resources.close();
+        await endAgent(s).catch((e: unknown) => deps.observer.log("mcp_session_end_failed", { agentId: s.agentId, error: String(e) }));
+      },
+    });
+    s.transport.onclose = () => {
+      sessions.delete(s.id);
+      void s.resources.close();
+    };
+    const { server, resources } = calls.serverFor(s);
+    s.resources = resources;
+    await server.connect(s.transport);
+    await writeWebResponse(res, await s.transport.handleRequest(webRequestOf(req, signal), { parsedBody: body }));
+  }
+
+  /** The session a request names, when its Authorization is the one it was opened with (a leaked session id alone is not enough). */
+  function find(req: Req): Session | undefined {
+    const id = req.headers["mcp-session-id"];
+    const s = typeof id === "string" ? sessions.get(id) : undefined;
+    return s && s.authHash === sha256Hex(String(req.headers.authorization ?? "")) ? s : undefined;
+  }
+
+  /** A request within session `s`. */
+  async function serve(s: Session, req: Req, res: Res, body: unknown, signal: AbortSignal) {
+    s.lastUsedMs = deps.clock.now();
+    // A POST under way (a tool call that waits) keeps the session; an open GET stream alone does not.
+    const counted = req.method === "POST";
+    if (counted) s.busy++;
+    try {
+      return await writeWebResponse(res, await s.transport.handleRequest(webRequestOf(req, signal), { parsedBody: body }));
+    } finally {
+      if (counted) {
+        s.busy--;
+        s.lastUsedMs = deps.clock.now();
+      }
+    }
+  }
+
+  return {
+    open,
+    find,
+    serve,
+    expireIdle,
+    endAgentSessions,
+    /** Closes every session (hub shutdown); their agents' leases lapse at their TTL. */
+    async close() {
+      for (const s of [...sessions.values()]) await closeSession(s);
+      sessions.clear();
+    },
+    get size() {
+      return sessions.size;
+    },
+  };
+}
+
+export type Sessions = ReturnType<typeof createSessions>;

@@ -1,0 +1,360 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { createMcpHandler, ProtocolError, ProtocolErrorCode, type ServerEvent, type ServerEventBus } from "@modelcontextprotocol/server";
+import type { Clock } from "../clock.js";
+import { errors } from "../errors.js";
+import { sha256Hex } from "../ids.js";
+import type { FaceObserver } from "../observe.js";
+import { requestIdOfRequest } from "../server/interceptors/errors.js";
+import { remoteAddressOf } from "../server/listen.js";
+import { restErrorFromHub, type RestError } from "../transcode/rest-errors.js";
+import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
+import { isResource, resourceWatches, type Watches } from "./resources.js";
+import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+export interface StatelessDeps {
+  clock: Clock;
+  observer: FaceObserver;
+  /** Bindings kept at once (least recently used goes first); past it with all busy, a request that needs a new one is refused (503). */
+  maxBindings: number;
+  /** A binding unused this long is forgotten (the next request registers again; leases lapse at their TTL). */
+  idleMs: number;
+  /** Aborted when the hub shuts down: a listen stream whose watch ends then is ended by `close`, gracefully. */
+  shutdownSignal?: AbortSignal;
+  /** Told when a request's headers registered (took over) an agent: its 2025-era sessions act with a key that no longer works. */
+  registered(agentId: string): Promise<void>;
+}
+
+/**
+ * What a request's headers resolved to: (project, sha256(Authorization), X-Kxm-Agent) → the agent
+ * RegisterAgent answered, with the headers every call as it carries. A binding without an agent
+ * (no X-Kxm-Agent) only records that the token may act in the project.
+ */
+interface Binding {
+  key: string;
+  project: string;
+  header: Headers;
+  agentId?: string;
+  lastUsedMs: number;
+  /** Requests under way (a tool call that waits, an open listen stream): a busy binding is never idle. */
+  busy: number;
+}
+
+/** A `subscriptions/listen` stream's watches (opened as its binding) and the SDK's listener they tell. */
+interface Listener {
+  watches: Watches;
+  attach(sink: (e: ServerEvent) => void): void;
+  attached: boolean;
+  close(): Promise<void>;
+}
+
+/** One request as the SDK's calls back (the factory, the bus, onerror) see it: set around handler.fetch. */
+interface Scope {
+  req: Req;
+  body: unknown;
+  ac: AbortController;
+  /** The binding the factory resolved; busy until the answer is written. */
+  binding?: Binding;
+  /** The listen stream's watches, opened by the factory before the SDK acknowledges. */
+  listener?: Listener;
+  /** What the factory refused (its answer replaces the SDK's). */
+  refused?: (res: Res) => void;
+  /** The last error the SDK reported for the request (logged when it answers 5xx). */
+  error?: Error;
+}
+
+/** Thrown by the factory to refuse: the SDK answers it 500, and the face answers `Scope.refused` instead. */
+class Refused extends Error {}
+
+/**
+ * The bus `subscriptions/listen` streams subscribe to, scoped: a stream gets the changes its own
+ * watches see (opened as its binding's agent, so one project's changes never wake another
+ * project's listener, nor one agent's inbox another's), found through the request it opened on
+ * (the SDK subscribes synchronously while serving it). An unscoped publish (the handler's
+ * `notify`) reaches every stream only for list changes, which are the same for everyone; a
+ * resource update is never broadcast.
+ */
+function createScopedBus(scope: AsyncLocalStorage<Scope>): ServerEventBus {
+  const everyone = new Set<(e: ServerEvent) => void>();
+  return {
+    publish(event) {
+      if (event.kind === "resource_updated") return;
+      for (const l of everyone) {
+        try {
+          l(event);
+        } catch {
+          // one stream's failure is its own
+        }
+      }
+    },
+    subscribe(listener) {
+      const own = scope.getStore()?.listener;
+      everyone.add(listener);
+      own?.attach(listener);
+      let live = true;
+      return () => {
+        if (!live) return;
+        live = false;
+        everyone.delete(listener);
+        void own?.close();
+      };
+    },
+  };
+}
+
+/** The distinct kxm:// resources a listen request names (others are acknowledged by the SDK but never change). */
+function listenedUris(body: unknown): string[] {
+  const uris = (body as { params?: { notifications?: { resourceSubscriptions?: unknown } } } | undefined)?.params?.notifications?.resourceSubscriptions;
+  return Array.isArray(uris) ? [...new Set(uris.filter((u): u is string => typeof u === "string" && isResource(u)))] : [];
+}
+
+const isListen = (body: unknown) => (body as { method?: unknown } | undefined)?.method === "subscriptions/listen";
+const idOf = (body: unknown) => {
+  const id = (body as { id?: unknown } | undefined)?.id;
+  return typeof id === "string" || typeof id === "number" ? id : null;
+};
+
+/**
+ * The 2026-07-28 leg of `/mcp` (stateless: no initialize, no session, no DELETE): the SDK's
+ * createMcpHandler, strict (`legacy: 'reject'`: the face routes 2025-era traffic to its sessions),
+ * with a Server per request from the same code as a session's (calls.ts). Identity comes from the
+ * headers of every request (Authorization, X-Kxm-Project, X-Kxm-Agent; X-Kxm-Host and
+ * X-Kxm-Purpose when registering), resolved through a small LRU of bindings; a miss registers the
+ * agent as a session's initialize does (with takeover). That happens in the server factory, which
+ * the SDK calls only once the request passed its own checks, so a request it refuses registers
+ * nothing; the hub's refusal (401 with a Bearer challenge, …) then replaces the SDK's answer.
+ * Resources are read per request; `subscriptions/listen` on kxm:// URIs opens
+ * one hub stream per URI as the binding's agent, for as long as the listen stream is open.
+ */
+export function createStateless(deps: StatelessDeps, calls: McpCalls) {
+  /** Least recently used first. */
+  const bindings = new Map<string, Binding>();
+  const pending = new Map<string, Promise<{ binding?: Binding; error?: RestError; full?: true }>>();
+  const scope = new AsyncLocalStorage<Scope>();
+  const bus = createScopedBus(scope);
+  let closed = false;
+
+  /**
+   * The factory runs once the SDK has validated the request (era, envelope, headers), so a request
+   * it refuses never registers anything. It resolves the request's headers to a binding, opens a
+   * listen request's watches, and builds the Server that acts as the binding's agent.
+   */
+  const handler = createMcpHandler(
+    async () => {
+      const at = scope.getStore();
+      if (!at) throw new Error("an MCP request outside the face's scope");
+      return (await prepare(at)).server;
+    },
+    {
+      legacy: "reject",
+      bus,
+      // Always a stream: a tool call that waits (acquire_lease, read_inbox) keeps traffic on it.
+      responseMode: "sse",
+      maxSubscriptions: deps.maxBindings,
+      onerror: (e) => {
+        const at = scope.getStore();
+        if (at) at.error = e;
+      },
+    },
+  );
+
+  const keyOf = (project: string, authorization: string | undefined, name: string) => `${project}\n${sha256Hex(authorization ?? "")}\n${name}`;
+
+  /** Forgets `b` (when it is still the binding of its key): the next request with its headers registers again. */
+  function forget(b: Binding) {
+    if (bindings.get(b.key) === b) bindings.delete(b.key);
+  }
+
+  /** Forgets the bindings of `agentId` (but `except`): another session or request took the agent over, rotating its key. */
+  function forgetAgent(agentId: string, except?: Binding) {
+    for (const b of [...bindings.values()]) if (b !== except && b.agentId === agentId) bindings.delete(b.key);
+  }
+
+  /** Forgets the bindings unused for `idleMs`. */
+  function expireIdle(): number {
+    const cutoff = deps.clock.now() - deps.idleMs;
+    const idle = [...bindings.values()].filter((b) => b.busy === 0 && b.lastUsedMs <= cutoff);
+    for (const b of idle) bindings.delete(b.key);
+    return idle.length;
+  }
+
+  /** Room for one more binding: the least recently used idle one goes; false when every one is busy. */
+  function makeRoom(): boolean {
+    if (bindings.size < deps.maxBindings) return true;
+    expireIdle();
+    for (const b of bindings.values()) {
+      if (bindings.size < deps.maxBindings) break;
+      if (b.busy === 0) bindings.delete(b.key);
+    }
+    return bindings.size < deps.maxBindings;
+  }
+
+  /** The binding of a request's headers: held, or made (registering its agent, or checking its token). */
+  async function resolve(req: Req, project: string, name: string | undefined) {
+    const authorization = typeof req.headers.authorization === "string" ? req.headers.authorization : undefined;
+    const key = keyOf(project, authorization, name ?? "");
+    const held = bindings.get(key);
+    if (held) {
+      bindings.delete(key);
+      bindings.set(key, held);
+      return { binding: held };
+    }
+    const already = pending.get(key);
+    if (already) return already;
+    const made = (async () => {
+      if (!makeRoom()) return { full: true as const };
+      const header = new Headers();
+      if (authorization !== undefined) header.set("authorization", authorization);
+      const caller = { header, remote: remoteAddressOf(req) };
+      const checked = name
+        ? await calls.register(caller, "mcp request", project, name, headerOf(req, "x-kxm-host"), headerOf(req, "x-kxm-purpose"))
+        : await calls.mayRegister(caller, "request", project);
+      if (checked.error) return { error: checked.error };
+      const binding: Binding = { key, project, header, lastUsedMs: deps.clock.now(), busy: 0 };
+      if (name) {
+        const r = (checked as { message?: unknown }).message as Registered;
+        binding.agentId = r.agent.id;
+        header.set("x-kxm-agent-id", r.agent.id);
+        header.set("x-kxm-agent-key", r.agentKey);
+        forgetAgent(r.agent.id);
+        await deps.registered(r.agent.id);
+      }
+      if (!makeRoom()) return { full: true as const };
+      bindings.set(key, binding);
+      return { binding };
+    })().finally(() => pending.delete(key));
+    pending.set(key, made);
+    return made;
+  }
+
+  /** Whether a request's headers name a binding held now (its requests count as a session's do). */
+  function holds(req: Req): boolean {
+    const project = headerOf(req, "x-kxm-project");
+    if (!project) return false;
+    const authorization = typeof req.headers.authorization === "string" ? req.headers.authorization : undefined;
+    return bindings.has(keyOf(project, authorization, headerOf(req, "x-kxm-agent") ?? ""));
+  }
+
+  /** Opens the watches a listen request names, as `identity`, before the SDK acknowledges it (so every change after the acknowledgement is told). */
+  async function listen(identity: Identity, uris: string[], ac: AbortController): Promise<Listener> {
+    let sink: ((e: ServerEvent) => void) | undefined;
+    const missed = new Set<string>();
+    const watches = resourceWatches(calls.resourceCalls(identity), {
+      route: "mcp subscriptions/listen",
+      notify: async (uri) => {
+        if (sink) sink({ kind: "resource_updated", uri });
+        else missed.add(uri);
+      },
+      // Its stream ended on its own (the agent taken over): so does the listen stream; the client listens again.
+      ended: () => {
+        if (!deps.shutdownSignal?.aborted) ac.abort();
+      },
+    });
+    const listener: Listener = {
+      watches,
+      attached: false,
+      attach(s) {
+        sink = s;
+        listener.attached = true;
+        for (const uri of missed) s({ kind: "resource_updated", uri });
+        missed.clear();
+      },
+      close: () => watches.close(),
+    };
+    try {
+      for (const uri of uris) await watches.watch(uri);
+    } catch (e) {
+      await watches.close();
+      throw e;
+    }
+    return listener;
+  }
+
+  /** Refuses the request with the factory's answer instead of the SDK's. */
+  function refuse(at: Scope, answer: (res: Res) => void): never {
+    at.refused = answer;
+    throw new Refused("refused before serving");
+  }
+
+  /** The request's identity (its binding), its listen watches, and its Server. */
+  async function prepare(at: Scope) {
+    const id = idOf(at.body);
+    const project = headerOf(at.req, "x-kxm-project");
+    if (!project) {
+      refuse(at, (res) =>
+        rpcError(res, 400, ProtocolErrorCode.InvalidRequest, "every request acts as one agent of a project: set the X-Kxm-Project header, and X-Kxm-Agent, with Authorization: Bearer <project token>", { code: "protocol_error" }, {}, id),
+      );
+    }
+    const resolved = await resolve(at.req, project, headerOf(at.req, "x-kxm-agent"));
+    if (resolved.full) refuse(at, (res) => rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP clients on this hub: try again later", { code: "resource_exhausted" }, {}, id));
+    if (resolved.error) refuse(at, (res) => refuseHttp(res, resolved.error!));
+    const b = resolved.binding!;
+    b.busy++;
+    b.lastUsedMs = deps.clock.now();
+    at.binding = b;
+    const identity: Identity = {
+      era: "modern",
+      project: b.project,
+      remote: remoteAddressOf(at.req),
+      header: b.header,
+      ...(b.agentId !== undefined && { agentId: b.agentId }),
+      touch: () => void (b.lastUsedMs = deps.clock.now()),
+      // A call refused because the agent's key no longer works (another client took the name over): the next request registers again.
+      stale: () => forget(b),
+    };
+    const uris = isListen(at.body) ? listenedUris(at.body) : [];
+    if (uris.length > 0) {
+      try {
+        at.listener = await listen(identity, uris, at.ac);
+      } catch (e) {
+        const refusal = e instanceof ProtocolError ? e : new ProtocolError(ProtocolErrorCode.InvalidRequest, String(e));
+        refuse(at, (res) => rpcError(res, 200, refusal.code, refusal.message, refusal.data, {}, id));
+      }
+    }
+    return calls.serverFor(identity);
+  }
+
+  /** Answers one 2026-07-28 request (the face classified it, read its body and charged the limiter). */
+  async function handle(req: Req, res: Res, body: unknown, ac: AbortController): Promise<void> {
+    if (closed) return refuseHttp(res, restErrorFromHub(errors.hubShuttingDown(), requestIdOfRequest(req)));
+    const at: Scope = { req, body, ac };
+    try {
+      const response = await scope.run(at, () => handler.fetch(webRequestOf(req, ac.signal), { parsedBody: body }));
+      if (at.refused) {
+        await response.body?.cancel().catch(() => undefined);
+        return at.refused(res);
+      }
+      if (response.status >= 500 && response.status !== 503) {
+        deps.observer.log("internal_error", { face: "mcp", era: "2026-07-28", status: response.status, error: at.error ? (at.error.stack ?? at.error.message) : "the SDK answered 5xx" });
+      }
+      await writeWebResponse(res, response);
+    } finally {
+      if (at.listener && !at.listener.attached) await at.listener.close();
+      if (at.binding) {
+        at.binding.busy--;
+        at.binding.lastUsedMs = deps.clock.now();
+      }
+    }
+  }
+
+  return {
+    handle,
+    holds,
+    forgetAgent: (agentId: string) => forgetAgent(agentId),
+    expireIdle,
+    /** Ends the listen streams (gracefully) and the exchanges under way; later requests are refused hub_shutting_down. */
+    close: () => {
+      closed = true;
+      return handler.close();
+    },
+    get size() {
+      return bindings.size;
+    },
+  };
+}
+
+export type Stateless = ReturnType<typeof createStateless>;
