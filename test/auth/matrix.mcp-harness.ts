@@ -1,4 +1,5 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { listeningFetch, notifications } from "../fixtures/mcp.js";
 import { accepts, ADMIN, PROJECTS, TARGET, type AuthEnv, type Json, type Seed } from "./matrix.cases.js";
 import { changes, cut, fingerprint, type MatrixHub } from "./matrix.seed.js";
 
@@ -321,55 +322,14 @@ export interface StepAnswer {
 
 /** Opens a session with the official client; a refusal is the HTTP status and the error's `data.code`. */
 export async function openSession(baseUrl: string, c: McpClass): Promise<{ session?: OpenSession; got: StepAnswer }> {
-  let listened!: () => void;
-  let deaf!: (e: Error) => void;
-  const listening = new Promise<void>((resolve, reject) => {
-    listened = resolve;
-    deaf = reject;
-  });
-  listening.catch(() => undefined);
-  const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), {
-    requestInit: { headers: sessionHeaders(c) },
-    // The GET that carries notifications is sent once the session is initialized; the stream is
-    // open once its response (the event stream's head) is in.
-    fetch: async (url, init) => {
-      if (init?.method !== "GET") return fetch(url, init);
-      try {
-        const res = await fetch(url, init);
-        if (res.ok) listened();
-        else deaf(new Error(`the notification stream (GET) answered ${res.status}`));
-        return res;
-      } catch (e) {
-        deaf(e instanceof Error ? e : new Error(String(e)));
-        throw e;
-      }
-    },
-  });
+  const stream = listeningFetch();
+  const listening = stream.listening;
+  // The GET that carries notifications is sent once the session is initialized; the stream is
+  // open once its response (the event stream's head) is in.
+  const transport = new StreamableHTTPClientTransport(new URL(`${baseUrl}/mcp`), { requestInit: { headers: sessionHeaders(c) }, fetch: stream.fetch });
   const client = new Client({ name: "kxm-matrix", version: "1.0.0" });
-  const seen: string[] = [];
-  let wake: (() => void)[] = [];
-  client.setNotificationHandler("notifications/resources/updated", (n) => {
-    seen.push(n.params.uri);
-    for (const w of [...wake]) w();
-  });
-  const notified = (uri: string, from: number, ms = 10_000) =>
-    new Promise<void>((resolve, reject) => {
-      const check = () => {
-        if (!seen.slice(from).includes(uri)) return;
-        done();
-        resolve();
-      };
-      const timer = setTimeout(() => {
-        done();
-        reject(new Error(`no notification for ${uri} in ${ms} ms; got ${JSON.stringify(seen.slice(from))}`));
-      }, ms);
-      const done = () => {
-        clearTimeout(timer);
-        wake = wake.filter((w) => w !== check);
-      };
-      wake.push(check);
-      check();
-    });
+  const { seen, notified: told } = notifications(client);
+  const notified = (uri: string, from: number, ms = 10_000) => told(uri, from, ms);
   try {
     await client.connect(transport);
   } catch (e) {

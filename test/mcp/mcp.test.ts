@@ -1,26 +1,15 @@
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { mcpAgent, tokenOf, type McpAgentOptions, type ToolResult } from "../fixtures/mcp.js";
 
 /**
  * The MCP face through the official TypeScript SDK's client over Streamable HTTP: each client is
  * one agent, named by its session's headers; the tools are the hub's RPCs as that agent.
  */
 
-type Result = { isError?: boolean; structuredContent?: Record<string, any>; content: { type: string; text?: string }[] }; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Result = ToolResult;
 
-/** A session as `name` (its X-Kxm-Agent header), or, with name undefined, one that binds itself with `register`. */
-async function agent(t: TestHub, name: string | undefined, o: { project?: string; token?: string } = {}) {
-  const headers: Record<string, string> = { "x-kxm-project": o.project ?? "p", ...(name !== undefined && { "x-kxm-agent": name }) };
-  if (o.token) headers.authorization = `Bearer ${o.token}`;
-  const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers } });
-  const client = new Client({ name: `test-${name ?? "unbound"}`, version: "1.0.0" });
-  await client.connect(transport);
-  const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: args }, { timeout: 90_000 })) as Result;
-  return { client, transport, call };
-}
-
-const tokenOf = (r: Result) => r.structuredContent?.lease?.fencingToken as number;
+const agent = (t: TestHub, name: string | undefined, o: McpAgentOptions = {}) => mcpAgent(t, name, o);
 
 describe("MCP face (official TypeScript client)", () => {
   it("lists the tools with their schemas and annotations", async () => {

@@ -1,6 +1,7 @@
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { mcpAgent, tokenOf, type ToolResult } from "../fixtures/mcp.js";
 
 /**
  * The MCP face in protocol 2026-07-28 (stateless: no initialize, no session) through the official
@@ -8,50 +9,13 @@ import { startTestHub, type TestHub } from "../fixtures/hub.js";
  * request; the tools are the hub's RPCs as that agent, as in a 2025-era session.
  */
 
-type Result = { isError?: boolean; structuredContent?: Record<string, any>; content: { type: string; text?: string }[] }; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Result = ToolResult;
 
 /** A 2026-07-28 client as `name` (its X-Kxm-Agent header), or with name undefined, one that names no agent. */
 async function agent(t: TestHub, name: string | undefined, o: { project?: string; token?: string } = {}) {
-  const headers: Record<string, string> = { "x-kxm-project": o.project ?? "p", ...(name !== undefined && { "x-kxm-agent": name }) };
-  if (o.token) headers.authorization = `Bearer ${o.token}`;
-  const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), { requestInit: { headers } });
-  const client = new Client({ name: `test-${name ?? "nobody"}`, version: "1.0.0" }, { versionNegotiation: { mode: { pin: "2026-07-28" } } });
-  await client.connect(transport);
-  expect(client.getProtocolEra()).toBe("modern");
-  /** Every resources/updated notification the client got, in order. */
-  const seen: string[] = [];
-  let checks: (() => void)[] = [];
-  client.setNotificationHandler("notifications/resources/updated", (n) => {
-    seen.push(n.params.uri);
-    for (const check of [...checks]) check();
-  });
-  const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: args }, { timeout: 90_000 })) as Result;
-  return {
-    client,
-    transport,
-    call,
-    seen,
-    /** Resolves at the next notification for `uri` (from now on). */
-    updated(uri: string): Promise<void> {
-      const from = seen.length;
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          if (!seen.slice(from).includes(uri)) return;
-          done();
-          resolve();
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`${String(name)}: no notification for ${uri}; got ${JSON.stringify(seen.slice(from))}`));
-        }, 30_000);
-        const done = () => {
-          clearTimeout(timer);
-          checks = checks.filter((c) => c !== check);
-        };
-        checks.push(check);
-      });
-    },
-  };
+  const a = await mcpAgent(t, name, { ...o, era: "modern" });
+  expect(a.client.getProtocolEra()).toBe("modern");
+  return a;
 }
 
 /** The hub's open-streams gauge, by kind (subscribe, watch_presence, watch_leases). */
@@ -62,7 +26,6 @@ async function openStreams(t: TestHub): Promise<Record<string, number>> {
   return out;
 }
 
-const tokenOf = (r: Result) => r.structuredContent?.lease?.fencingToken as number;
 
 describe("MCP face, protocol 2026-07-28 (official TypeScript client pinned to it)", () => {
   it("lists the tools, opens no session, and lands a negotiating client on 2026-07-28", async () => {

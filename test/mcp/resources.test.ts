@@ -1,6 +1,6 @@
-import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { mcpAgent, tokenOf, type McpAgent, type ToolResult } from "../fixtures/mcp.js";
 
 /**
  * The MCP face's resources (kxm://inbox, kxm://agents, kxm://leases) through the official
@@ -10,70 +10,19 @@ import { startTestHub, type TestHub } from "../fixtures/hub.js";
  * one did not come is shown by the order of those that did.
  */
 
-type Result = { isError?: boolean; structuredContent?: Record<string, any> }; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Result = ToolResult;
 
 const uris = ["kxm://inbox", "kxm://agents", "kxm://leases"] as const;
-type Uri = (typeof uris)[number];
 
-async function agent(t: TestHub, name: string, o: { project?: string; token?: string } = {}) {
-  const headers: Record<string, string> = { "x-kxm-project": o.project ?? "p", "x-kxm-agent": name };
-  if (o.token) headers.authorization = `Bearer ${o.token}`;
-  // The session's GET stream carries the notifications: the client opens it after initialize,
-  // without waiting. Its answer's head comes with its first event, so what is awaited is that the
-  // GET was sent, and then a round trip behind it.
-  let listening!: () => void;
-  const sent = new Promise<void>((resolve) => (listening = resolve));
-  const transport = new StreamableHTTPClientTransport(new URL(`${t.baseUrl}/mcp`), {
-    requestInit: { headers },
-    fetch: (url, init) => {
-      if (init?.method === "GET") listening();
-      return fetch(url, init);
-    },
-  });
-  const client = new Client({ name: `test-${name}`, version: "1.0.0" });
-  /** Every resources/updated notification the session got, in order. */
-  const seen: string[] = [];
-  let checks: (() => void)[] = [];
-  client.setNotificationHandler("notifications/resources/updated", (n) => {
-    seen.push(n.params.uri);
-    for (const check of [...checks]) check();
-  });
-  await client.connect(transport);
-  await sent;
-  await client.ping();
-  const call = async (tool: string, args: Record<string, unknown> = {}) => (await client.callTool({ name: tool, arguments: args }, { timeout: 90_000 })) as Result;
-  return {
-    client,
-    transport,
-    call,
-    seen,
-    /** Resolves at the next notification for `uri` (from now on). */
-    updated(uri: Uri): Promise<void> {
-      const from = seen.length;
-      return new Promise((resolve, reject) => {
-        const check = () => {
-          if (!seen.slice(from).includes(uri)) return;
-          done();
-          resolve();
-        };
-        const timer = setTimeout(() => {
-          done();
-          reject(new Error(`${name}: no notification for ${uri}; got ${JSON.stringify(seen.slice(from))}`));
-        }, 30_000);
-        const done = () => {
-          clearTimeout(timer);
-          checks = checks.filter((c) => c !== check);
-        };
-        checks.push(check);
-      });
-    },
-    async read(uri: string) {
-      const { contents } = await client.readResource({ uri }, { cacheMode: "bypass" });
-      expect(contents).toHaveLength(1);
-      expect(contents[0]).toMatchObject({ uri, mimeType: "application/json" });
-      return JSON.parse((contents[0] as { text: string }).text) as Record<string, unknown>;
-    },
-  };
+/** A session whose notification stream is open before anything else happens. */
+const agent = (t: TestHub, name: string, o: { project?: string; token?: string } = {}) => mcpAgent(t, name, { ...o, listen: true });
+
+/** A resource as the session reads it: its one JSON content. */
+async function read(a: McpAgent, uri: string) {
+  const { contents } = await a.client.readResource({ uri }, { cacheMode: "bypass" });
+  expect(contents).toHaveLength(1);
+  expect(contents[0]).toMatchObject({ uri, mimeType: "application/json" });
+  return JSON.parse((contents[0] as { text: string }).text) as Record<string, unknown>;
 }
 
 /** The hub's open-streams gauge, by kind (subscribe, watch_presence, watch_leases). */
@@ -84,7 +33,6 @@ async function openStreams(t: TestHub): Promise<Record<string, number>> {
   return out;
 }
 
-const tokenOf = (r: Result) => r.structuredContent?.lease?.fencingToken as number;
 
 describe("MCP resources (official TypeScript client)", () => {
   it("lists the three resources and advertises subscriptions", async () => {
@@ -111,13 +59,13 @@ describe("MCP resources (official TypeScript client)", () => {
     }
     await b.call("send_message", { target: "alpha", content: "your turn next" });
 
-    const inbox = await a.read("kxm://inbox");
+    const inbox = await read(a, "kxm://inbox");
     expect(inbox).toEqual((await a.call("read_inbox")).structuredContent);
     expect((inbox.events as { message?: { content: string } }[]).map((e) => e.message?.content)).toEqual(["your turn next"]);
-    const agents = await a.read("kxm://agents");
+    const agents = await read(a, "kxm://agents");
     expect(agents).toEqual((await a.call("list_agents")).structuredContent);
     expect((agents.agents as { name: string }[]).map((x) => x.name).sort()).toEqual(["alpha", "beta"]);
-    const leases = await a.read("kxm://leases");
+    const leases = await read(a, "kxm://leases");
     expect(leases).toEqual((await a.call("list_leases")).structuredContent);
     expect(leases.leases).toMatchObject([{ name: "repo/main", holderAgentName: "beta", waiters: [expect.objectContaining({ agentName: "alpha" })] }]);
 
@@ -165,7 +113,7 @@ describe("MCP resources (official TypeScript client)", () => {
     const replied = a.updated("kxm://inbox");
     await c.call("reply_message", { message_id: sent.id, content: "done" });
     await replied;
-    const inbox = await a.read("kxm://inbox");
+    const inbox = await read(a, "kxm://inbox");
     expect((inbox.events as { reply?: { reply?: { content: string } } }[]).some((e) => e.reply?.reply?.content === "done")).toBe(true);
 
     await Promise.all([a.transport.terminateSession(), b.transport.terminateSession(), c.transport.terminateSession()]);
