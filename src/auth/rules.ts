@@ -43,6 +43,7 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.LeaseService/RenewLease": agent,
   "kxm.hub.v1.LeaseService/ReleaseLease": agent,
   "kxm.hub.v1.LeaseService/GetLease": reader,
+  "kxm.hub.v1.LeaseService/CheckFence": reader,
   "kxm.hub.v1.LeaseService/ListLeases": reader,
   "kxm.hub.v1.LeaseService/WatchLeases": watcher,
   "kxm.hub.v1.PeerService/SendMessage": agent,

@@ -10,6 +10,7 @@ import { intInRange, requireString } from "../validate.js";
 import { reportForceRelease } from "./report.js";
 import {
   decideAcquire,
+  decideFence,
   decideForceRelease,
   queueOf,
   decideLeaving,
@@ -19,6 +20,7 @@ import {
   displayResource,
   heldLease,
   isLapsed,
+  type FenceVerdict,
   type LeaseAnswer,
   type LeaseHolder,
   type LeaseOutcome,
@@ -264,6 +266,19 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       if (!lease) throw errors.leaseNotFound(name);
       const nowMs = clock.now();
       return { lease: { ...lease, waiters: queueOf(waiters, nowMs) }, expired: isLapsed(lease, nowMs) };
+    },
+
+    /**
+     * Whether `fencingToken` is the live holder's current token for the lease `name` of the
+     * caller's project (decideFence): what a resource the lease protects asks before it accepts a
+     * write. A read: one store read, nothing written or logged. Throws lease_token_required,
+     * protocol_error.
+     */
+    async checkFence(caller: { project: string }, input: { name: string; fencingToken?: bigint | number }): Promise<FenceVerdict> {
+      const name = leaseName(input.name);
+      const token = fencingToken(input.fencingToken);
+      const row = await store.getLease({ project: caller.project, name });
+      return decideFence(row, token, clock.now());
     },
 
     /** Leases of the caller's project by name; the page token is the last name of the page. */

@@ -297,3 +297,30 @@ export function decideDropWaiters(current: LeaseRow | undefined, req: { agentId:
   if (!held || isLapsed(held, req.nowMs)) return { queue, result: undefined };
   return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: undefined };
 }
+
+/** What a fencing token is for a lease: `current` is the only one a resource may accept. */
+export type FenceReason = "current" | "superseded" | "expired" | "released" | "unknown";
+
+export interface FenceVerdict {
+  valid: boolean;
+  reason: FenceReason;
+  /** The lease as it stands, when the answer concerns one a holder has (not for released, unknown). */
+  lease?: LeaseView;
+}
+
+/**
+ * Whether `fencingToken` is the live holder's current token, from the resource's row at `nowMs`.
+ * The row's token is the highest ever granted for the resource (a released row keeps it as the
+ * floor, a restore raises it), so: no row, or a token above it, was never issued (unknown); one
+ * below it was followed by a later grant (superseded, with the lease if someone holds it); the
+ * row's own token is current while its holder has it and it has not lapsed, expired once it
+ * lapsed, released once the holder was cleared. Decides only; reads and writes nothing.
+ */
+export function decideFence(current: LeaseRow | undefined, fencingToken: number, nowMs: number): FenceVerdict {
+  if (!current || fencingToken > current.fencingToken) return { valid: false, reason: "unknown" };
+  const held = heldLease(current);
+  if (fencingToken < current.fencingToken) return { valid: false, reason: "superseded", ...(held && { lease: held }) };
+  if (!held) return { valid: false, reason: "released" };
+  if (isLapsed(held, nowMs)) return { valid: false, reason: "expired", lease: held };
+  return { valid: true, reason: "current", lease: held };
+}

@@ -1,9 +1,18 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import type { Leases } from "../lease/leases.js";
-import type { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import type { FenceReason as DomainFenceReason } from "../lease/rules.js";
+import { FenceReason, type LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { agentOf, readProjectOf } from "./caller.js";
 import { leaseToProto } from "./convert.js";
 import type { WatchHandlers } from "./watch-handlers.js";
+
+const fenceReason: Record<DomainFenceReason, FenceReason> = {
+  current: FenceReason.CURRENT,
+  superseded: FenceReason.SUPERSEDED,
+  expired: FenceReason.EXPIRED,
+  released: FenceReason.RELEASED,
+  unknown: FenceReason.UNKNOWN,
+};
 
 /** LeaseService over the lease domain: read the caller, call one domain function, map back. */
 export function leaseHandlers(leases: Leases, watches: WatchHandlers): ServiceImpl<typeof LeaseService> {
@@ -24,6 +33,10 @@ export function leaseHandlers(leases: Leases, watches: WatchHandlers): ServiceIm
     async getLease(req, ctx) {
       const r = await leases.get(readProjectOf(ctx), req);
       return { lease: leaseToProto(r.lease), expired: r.expired };
+    },
+    async checkFence(req, ctx) {
+      const r = await leases.checkFence(readProjectOf(ctx), req);
+      return { valid: r.valid, reason: fenceReason[r.reason], lease: r.lease && leaseToProto(r.lease) };
     },
     async listLeases(req, ctx) {
       const r = await leases.list(readProjectOf(ctx), req);

@@ -226,6 +226,18 @@ const num = (v: unknown) => Number(v ?? 0);
 /** A stream of alpha must show the changes made in alpha while it is open (see probeAlpha). */
 const seesProbe = (what: string) => (a: As, frames: Json) =>
   projectOf(a) !== TARGET || JSON.stringify(frames).includes(what) ? [] : [`alpha's stream missed the live change ${what}`];
+/**
+ * CheckFence never refuses a caller it authenticated: alpha's token (and alpha/repo's own `main`,
+ * token 1) is current, with that project's lease; any other project knows neither (unknown).
+ */
+const fenceCheck = (checked: (c: Ctx) => { name: string; token: number }) => (a: As, p: Json, c: Ctx) => {
+  const { name, token } = checked(c);
+  const reason = String(p.reason ?? "").toLowerCase().replace(/^fence_reason_/, "");
+  const current = projectOf(a) === TARGET || (projectOf(a) === "alpha/repo" && name === "main");
+  const want = current ? { valid: true, reason: "current", token } : { valid: false, reason: "unknown", token: undefined };
+  const got = { valid: p.valid === true, reason, token: p.lease ? num(p.lease.fencingToken) : undefined };
+  return [...leaseOf(a, p), ...(JSON.stringify(got) === JSON.stringify(want) ? [] : [`fence ${JSON.stringify(got)}, want ${JSON.stringify(want)}`])];
+};
 const outcomeName = (v: unknown) => String(v ?? "").toLowerCase().replace(/^sync_outcome_/, "");
 const alphaEvent = (c: Ctx) => {
   const p = c.s.projects.alpha!;
@@ -270,6 +282,22 @@ export const methodRows: MethodRow[] = [
     // An agent reads its own project whatever it names, and only alpha has a lease `repo/main`.
     expect: (a) => (a.kind === "agent" && a.project !== TARGET ? "lease_not_found" : "ok"),
     check: leaseOf,
+  },
+  {
+    rpc: "kxm.hub.v1.LeaseService/CheckFence",
+    rule: reader,
+    request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken }),
+    expect: ok,
+    check: fenceCheck((c) => ({ name: c.leaseName, token: c.leaseToken })),
+  },
+  {
+    rpc: "kxm.hub.v1.LeaseService/CheckFence",
+    variant: "naming alpha (operator read)",
+    rule: reader,
+    request: () => ({ project: "alpha", name: "repo/main", fencingToken: 2 }),
+    // An agent checks its own project whatever it names, and only alpha has a lease `repo/main`.
+    expect: ok,
+    check: fenceCheck(() => ({ name: "repo/main", token: 2 })),
   },
   { rpc: "kxm.hub.v1.LeaseService/ListLeases", rule: reader, request: () => ({ includeExpired: true }), expect: ok, check: (a, p) => sameProject("lease", p.leases, a) },
   {

@@ -3,10 +3,10 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import type { Interceptor } from "@connectrpc/connect";
+import { createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
-import { connect, HubError, type Session } from "../../clients/ts/src/index.js";
+import { checkFence, connect, HubError, LeaseService, type Session } from "../../clients/ts/src/index.js";
 import { serveCli } from "../fixtures/cli.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
@@ -111,6 +111,20 @@ describe("TypeScript library: leases", () => {
     t.clock.advance(10_000);
     await new Promise<void>((resolve) => s.lost.addEventListener("abort", () => resolve(), { once: true }));
     expect((s.lost.reason as HubError).code).toBe("invalid_agent_identity");
+  });
+
+  it("checks a fencing token for a guarded resource, as the agent and with a client of no agent", async () => {
+    await using t = await startTestHub();
+    const s = await open(t, "writer");
+    const held = await s.acquire("deploy/prod", { ttlMs: 6_000 });
+    expect(await s.checkFence("deploy/prod", held.token)).toEqual({ valid: true, reason: "current", lease: expect.objectContaining({ fencingToken: held.token, holderAgentName: "writer" }) });
+    // A resource is not an agent: a plain client naming the project (a loopback hub without tokens).
+    const resource = createClient(LeaseService, createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1" }));
+    expect(await checkFence(resource, "deploy/prod", held.token + 1n, { project: "p" })).toEqual({ valid: false, reason: "unknown" });
+    await held.release();
+    expect(await checkFence(resource, "deploy/prod", held.token, { project: "p" })).toEqual({ valid: false, reason: "released" });
+    await expect(s.checkFence("deploy/prod", 0)).rejects.toMatchObject({ name: "HubError", code: "protocol_error" });
+    await s.close();
   });
 
   it("refuses with a typed lease_held that carries the holder's lease", async () => {

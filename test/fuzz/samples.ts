@@ -18,6 +18,7 @@ const samples: Record<string, Sample> = {
   RenewLease: () => ({ name: "db", fencingToken: 1, ttlMs: 60_000 }),
   ReleaseLease: () => ({ name: "db", fencingToken: 1 }),
   GetLease: () => ({ name: "db" }),
+  CheckFence: () => ({ name: "db", fencingToken: 1 }),
   ListLeases: () => ({ includeExpired: true, pageSize: 10 }),
   WatchLeases: () => ({ project: "p" }),
   SendMessage: (w) => ({ target: w.b.id, content: "fuzz", delivery: "followUp", ttlMs: 60_000, allowOffline: true }),

@@ -28,6 +28,7 @@ describe("buildRestRoutes", () => {
       "POST /v1/leases/{name}/renew RenewLease body=*",
       "POST /v1/leases/{name}/release ReleaseLease body=*",
       "GET /v1/leases/{name} GetLease body=",
+      "POST /v1/leases/{name}/check CheckFence body=*",
       "GET /v1/leases ListLeases body=",
       "GET /v1/watch/leases WatchLeases body= (events)",
       "POST /v1/agents/register RegisterAgent body=*",

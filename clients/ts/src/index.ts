@@ -5,6 +5,7 @@
  */
 export { connect, Session, type SessionOptions } from "./session.js";
 export { HeldLease, type AcquireOptions } from "./lease.js";
+export { checkFence, type FenceCheck } from "./fence.js";
 export { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
 export { awaitReply } from "./reply.js";
 export { RunFactSync, type RunFact, type RunFactSyncOptions, type PushOutcome } from "./sync.js";

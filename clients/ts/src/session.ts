@@ -3,6 +3,7 @@ import { createClient, type Client, type Interceptor, type Transport } from "@co
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { monotonicClock, type Clock } from "./clock.js";
 import { HubError } from "./errors.js";
+import { checkFence, type FenceCheck } from "./fence.js";
 import { LeaseService, PeerService, PresenceService, type Agent, type Message } from "./generated.js";
 import { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
 import { HeldLease, type AcquireOptions } from "./lease.js";
@@ -145,6 +146,14 @@ export class Session {
     } finally {
       await held.release().catch(() => undefined);
     }
+  }
+
+  /**
+   * Whether `fencingToken` is the live holder's current token for lease `name` of the agent's
+   * project (see checkFence): what a resource this agent guards asks before accepting a write.
+   */
+  checkFence(name: string, fencingToken: bigint | number, o: { signal?: AbortSignal } = {}): Promise<FenceCheck> {
+    return checkFence(this.leases, name, fencingToken, o);
   }
 
   /** The agent's inbox (see inboxEvents): resumes across dropped connections and hub restarts. */

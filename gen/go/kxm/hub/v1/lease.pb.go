@@ -23,6 +23,78 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// What a fencing token is for a lease, at the hub's clock.
+type FenceReason int32
+
+const (
+	// Never sent.
+	FenceReason_FENCE_REASON_UNSPECIFIED FenceReason = 0
+	// The current token of a live lease (its holder has neither released it nor let it lapse):
+	// the only valid answer; accept the write.
+	FenceReason_FENCE_REASON_CURRENT FenceReason = 1
+	// A later grant exists (a takeover after a lapse, or a grant after a release): the token is
+	// stale for good. Refuse the write.
+	FenceReason_FENCE_REASON_SUPERSEDED FenceReason = 2
+	// The current token, but its lease lapsed (expires_at <= now) without a renewal: refuse the
+	// write. The token cannot be renewed any more; the next grant (to anyone, the holder too)
+	// takes a new one.
+	FenceReason_FENCE_REASON_EXPIRED FenceReason = 3
+	// The current token, but the lease was released (by its holder, an operator or an eviction,
+	// or purged 7 days after it lapsed): no one holds it. Refuse the write; the next grant takes
+	// a new token.
+	FenceReason_FENCE_REASON_RELEASED FenceReason = 4
+	// No lease of that name was ever granted in the caller's project, or the token is above the
+	// lease's current one: the hub never issued it. Refuse the write.
+	FenceReason_FENCE_REASON_UNKNOWN FenceReason = 5
+)
+
+// Enum value maps for FenceReason.
+var (
+	FenceReason_name = map[int32]string{
+		0: "FENCE_REASON_UNSPECIFIED",
+		1: "FENCE_REASON_CURRENT",
+		2: "FENCE_REASON_SUPERSEDED",
+		3: "FENCE_REASON_EXPIRED",
+		4: "FENCE_REASON_RELEASED",
+		5: "FENCE_REASON_UNKNOWN",
+	}
+	FenceReason_value = map[string]int32{
+		"FENCE_REASON_UNSPECIFIED": 0,
+		"FENCE_REASON_CURRENT":     1,
+		"FENCE_REASON_SUPERSEDED":  2,
+		"FENCE_REASON_EXPIRED":     3,
+		"FENCE_REASON_RELEASED":    4,
+		"FENCE_REASON_UNKNOWN":     5,
+	}
+)
+
+func (x FenceReason) Enum() *FenceReason {
+	p := new(FenceReason)
+	*p = x
+	return p
+}
+
+func (x FenceReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FenceReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_kxm_hub_v1_lease_proto_enumTypes[0].Descriptor()
+}
+
+func (FenceReason) Type() protoreflect.EnumType {
+	return &file_kxm_hub_v1_lease_proto_enumTypes[0]
+}
+
+func (x FenceReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FenceReason.Descriptor instead.
+func (FenceReason) EnumDescriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{0}
+}
+
 // What happened to a lease.
 type LeaseEventKind int32
 
@@ -78,11 +150,11 @@ func (x LeaseEventKind) String() string {
 }
 
 func (LeaseEventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_kxm_hub_v1_lease_proto_enumTypes[0].Descriptor()
+	return file_kxm_hub_v1_lease_proto_enumTypes[1].Descriptor()
 }
 
 func (LeaseEventKind) Type() protoreflect.EnumType {
-	return &file_kxm_hub_v1_lease_proto_enumTypes[0]
+	return &file_kxm_hub_v1_lease_proto_enumTypes[1]
 }
 
 func (x LeaseEventKind) Number() protoreflect.EnumNumber {
@@ -91,7 +163,7 @@ func (x LeaseEventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LeaseEventKind.Descriptor instead.
 func (LeaseEventKind) EnumDescriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{0}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{1}
 }
 
 // A lease record. Also attached as an error detail to lease refusals.
@@ -117,7 +189,7 @@ type Lease struct {
 	// The calls waiting for this lease in its queue (AcquireLease with wait_ms), first in line
 	// first; a waiter whose wait ran out is left out. Filled by GetLease, ListLeases, WatchLeases
 	// and the answers of AcquireLease and RenewLease (a holder sees who waits for it); empty in
-	// ReleaseLease's answer and in the lease attached to a refusal.
+	// ReleaseLease's and CheckFence's answers and in the lease attached to a refusal.
 	Waiters       []*LeaseWaiter `protobuf:"bytes,9,rep,name=waiters,proto3" json:"waiters,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -772,6 +844,140 @@ func (x *GetLeaseResponse) GetExpired() bool {
 	return false
 }
 
+// CheckFence input.
+type CheckFenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease's name in your project, e.g. `repo/main`: 1..200 chars, trimmed; may contain `/`
+	// (REST: percent-encoded as %2F).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The fencing token the writer presents (`fencingToken` in JSON), 1..2^53-1. Unset:
+	// LEASE_TOKEN_REQUIRED.
+	FencingToken *int64 `protobuf:"varint,2,opt,name=fencing_token,json=fencingToken,proto3,oneof" json:"fencing_token,omitempty"`
+	// The project of the lease, for a caller without an agent identity (the project's own token,
+	// or the admin token). Empty: the calling agent's own project. An agent always checks its own
+	// project.
+	Project       string `protobuf:"bytes,3,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckFenceRequest) Reset() {
+	*x = CheckFenceRequest{}
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckFenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckFenceRequest) ProtoMessage() {}
+
+func (x *CheckFenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckFenceRequest.ProtoReflect.Descriptor instead.
+func (*CheckFenceRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CheckFenceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CheckFenceRequest) GetFencingToken() int64 {
+	if x != nil && x.FencingToken != nil {
+		return *x.FencingToken
+	}
+	return 0
+}
+
+func (x *CheckFenceRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+// CheckFence result.
+type CheckFenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True only when `reason` is CURRENT: the token is the live holder's current token, and the
+	// write carrying it may be accepted. False for every other reason.
+	Valid bool `protobuf:"varint,1,opt,name=valid,proto3" json:"valid,omitempty"`
+	// Why the token is or is not valid.
+	Reason FenceReason `protobuf:"varint,2,opt,name=reason,proto3,enum=kxm.hub.v1.FenceReason" json:"reason,omitempty"`
+	// The lease as it stands (its waiters left empty): set for CURRENT and EXPIRED, and for
+	// SUPERSEDED while a holder has the lease (live or lapsed); unset for RELEASED and UNKNOWN.
+	Lease         *Lease `protobuf:"bytes,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckFenceResponse) Reset() {
+	*x = CheckFenceResponse{}
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckFenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckFenceResponse) ProtoMessage() {}
+
+func (x *CheckFenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckFenceResponse.ProtoReflect.Descriptor instead.
+func (*CheckFenceResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CheckFenceResponse) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *CheckFenceResponse) GetReason() FenceReason {
+	if x != nil {
+		return x.Reason
+	}
+	return FenceReason_FENCE_REASON_UNSPECIFIED
+}
+
+func (x *CheckFenceResponse) GetLease() *Lease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 // ListLeases input.
 type ListLeasesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -791,7 +997,7 @@ type ListLeasesRequest struct {
 
 func (x *ListLeasesRequest) Reset() {
 	*x = ListLeasesRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +1009,7 @@ func (x *ListLeasesRequest) String() string {
 func (*ListLeasesRequest) ProtoMessage() {}
 
 func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[10]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +1022,7 @@ func (x *ListLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesRequest.ProtoReflect.Descriptor instead.
 func (*ListLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{10}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListLeasesRequest) GetIncludeExpired() bool {
@@ -860,7 +1066,7 @@ type ListLeasesResponse struct {
 
 func (x *ListLeasesResponse) Reset() {
 	*x = ListLeasesResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1078,7 @@ func (x *ListLeasesResponse) String() string {
 func (*ListLeasesResponse) ProtoMessage() {}
 
 func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[11]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1091,7 @@ func (x *ListLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLeasesResponse.ProtoReflect.Descriptor instead.
 func (*ListLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{11}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListLeasesResponse) GetLeases() []*Lease {
@@ -918,7 +1124,7 @@ type WatchLeasesRequest struct {
 
 func (x *WatchLeasesRequest) Reset() {
 	*x = WatchLeasesRequest{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -930,7 +1136,7 @@ func (x *WatchLeasesRequest) String() string {
 func (*WatchLeasesRequest) ProtoMessage() {}
 
 func (x *WatchLeasesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[12]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -943,7 +1149,7 @@ func (x *WatchLeasesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeasesRequest.ProtoReflect.Descriptor instead.
 func (*WatchLeasesRequest) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{12}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchLeasesRequest) GetProject() string {
@@ -973,7 +1179,7 @@ type LeaseEvent struct {
 
 func (x *LeaseEvent) Reset() {
 	*x = LeaseEvent{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1191,7 @@ func (x *LeaseEvent) String() string {
 func (*LeaseEvent) ProtoMessage() {}
 
 func (x *LeaseEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[13]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1204,7 @@ func (x *LeaseEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseEvent.ProtoReflect.Descriptor instead.
 func (*LeaseEvent) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{13}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeaseEvent) GetKind() LeaseEventKind {
@@ -1028,7 +1234,7 @@ type LeaseSnapshot struct {
 
 func (x *LeaseSnapshot) Reset() {
 	*x = LeaseSnapshot{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1246,7 @@ func (x *LeaseSnapshot) String() string {
 func (*LeaseSnapshot) ProtoMessage() {}
 
 func (x *LeaseSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[14]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1259,7 @@ func (x *LeaseSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseSnapshot.ProtoReflect.Descriptor instead.
 func (*LeaseSnapshot) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{14}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LeaseSnapshot) GetLeases() []*Lease {
@@ -1089,7 +1295,7 @@ type WatchLeasesResponse struct {
 
 func (x *WatchLeasesResponse) Reset() {
 	*x = WatchLeasesResponse{}
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1307,7 @@ func (x *WatchLeasesResponse) String() string {
 func (*WatchLeasesResponse) ProtoMessage() {}
 
 func (x *WatchLeasesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kxm_hub_v1_lease_proto_msgTypes[15]
+	mi := &file_kxm_hub_v1_lease_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1320,7 @@ func (x *WatchLeasesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchLeasesResponse.ProtoReflect.Descriptor instead.
 func (*WatchLeasesResponse) Descriptor() ([]byte, []int) {
-	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{15}
+	return file_kxm_hub_v1_lease_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchLeasesResponse) GetCursor() int64 {
@@ -1240,7 +1446,16 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\aproject\x18\x02 \x01(\tR\aproject\"U\n" +
 	"\x10GetLeaseResponse\x12'\n" +
 	"\x05lease\x18\x01 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\x12\x18\n" +
-	"\aexpired\x18\x02 \x01(\bR\aexpired\"\x92\x01\n" +
+	"\aexpired\x18\x02 \x01(\bR\aexpired\"\x87\x01\n" +
+	"\x11CheckFenceRequest\x12\x17\n" +
+	"\x04name\x18\x01 \x01(\tB\x03\xe0A\x02R\x04name\x12-\n" +
+	"\rfencing_token\x18\x02 \x01(\x03B\x03\xe0A\x02H\x00R\ffencingToken\x88\x01\x01\x12\x18\n" +
+	"\aproject\x18\x03 \x01(\tR\aprojectB\x10\n" +
+	"\x0e_fencing_token\"\x84\x01\n" +
+	"\x12CheckFenceResponse\x12\x14\n" +
+	"\x05valid\x18\x01 \x01(\bR\x05valid\x12/\n" +
+	"\x06reason\x18\x02 \x01(\x0e2\x17.kxm.hub.v1.FenceReasonR\x06reason\x12'\n" +
+	"\x05lease\x18\x03 \x01(\v2\x11.kxm.hub.v1.LeaseR\x05lease\"\x92\x01\n" +
 	"\x11ListLeasesRequest\x12'\n" +
 	"\x0finclude_expired\x18\x01 \x01(\bR\x0eincludeExpired\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -1267,7 +1482,15 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\x06change\x18\x03 \x01(\v2\x16.kxm.hub.v1.LeaseEventH\x00R\x06change\x126\n" +
 	"\n" +
 	"keep_alive\x18\x04 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\a\n" +
-	"\x05event*\xd3\x02\n" +
+	"\x05event*\xf6\x01\n" +
+	"\vFenceReason\x12\x1c\n" +
+	"\x18FENCE_REASON_UNSPECIFIED\x10\x00\x12%\n" +
+	"\x14FENCE_REASON_CURRENT\x10\x01\x1a\v\xc2\xf3\x18\acurrent\x12+\n" +
+	"\x17FENCE_REASON_SUPERSEDED\x10\x02\x1a\x0e\xc2\xf3\x18\n" +
+	"superseded\x12%\n" +
+	"\x14FENCE_REASON_EXPIRED\x10\x03\x1a\v\xc2\xf3\x18\aexpired\x12'\n" +
+	"\x15FENCE_REASON_RELEASED\x10\x04\x1a\f\xc2\xf3\x18\breleased\x12%\n" +
+	"\x14FENCE_REASON_UNKNOWN\x10\x05\x1a\v\xc2\xf3\x18\aunknown*\xd3\x02\n" +
 	"\x0eLeaseEventKind\x12 \n" +
 	"\x1cLEASE_EVENT_KIND_UNSPECIFIED\x10\x00\x12)\n" +
 	"\x18LEASE_EVENT_KIND_GRANTED\x10\x01\x1a\v\xc2\xf3\x18\agranted\x12)\n" +
@@ -1275,7 +1498,7 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\x19LEASE_EVENT_KIND_RELEASED\x10\x03\x1a\f\xc2\xf3\x18\breleased\x12.\n" +
 	"\x1bLEASE_EVENT_KIND_TAKEN_OVER\x10\x04\x1a\r\xc2\xf3\x18\ttakenOver\x124\n" +
 	"\x1eLEASE_EVENT_KIND_QUEUE_CHANGED\x10\x05\x1a\x10\xc2\xf3\x18\fqueueChanged\x126\n" +
-	"\x1fLEASE_EVENT_KIND_FORCE_RELEASED\x10\x06\x1a\x11\xc2\xf3\x18\rforceReleased2\x88\x06\n" +
+	"\x1fLEASE_EVENT_KIND_FORCE_RELEASED\x10\x06\x1a\x11\xc2\xf3\x18\rforceReleased2\xf9\x06\n" +
 	"\fLeaseService\x12\x8a\x01\n" +
 	"\fAcquireLease\x12\x1f.kxm.hub.v1.AcquireLeaseRequest\x1a .kxm.hub.v1.AcquireLeaseResponse\"7\xd2\xf3\x18\x0f\n" +
 	"\racquire_lease\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/acquire\x12\x82\x01\n" +
@@ -1285,7 +1508,9 @@ const file_kxm_hub_v1_lease_proto_rawDesc = "" +
 	"\fReleaseLease\x12\x1f.kxm.hub.v1.ReleaseLeaseRequest\x1a .kxm.hub.v1.ReleaseLeaseResponse\";\xd2\xf3\x18\x13\n" +
 	"\rrelease_lease\x18\x01 \x01\x82\xd3\xe4\x93\x02\x1e:\x01*\"\x19/v1/leases/{name}/release\x12s\n" +
 	"\bGetLease\x12\x1b.kxm.hub.v1.GetLeaseRequest\x1a\x1c.kxm.hub.v1.GetLeaseResponse\",\xd2\xf3\x18\x0f\n" +
-	"\tget_lease\x10\x01 \x01\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/leases/{name}\x12t\n" +
+	"\tget_lease\x10\x01 \x01\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/leases/{name}\x12o\n" +
+	"\n" +
+	"CheckFence\x12\x1d.kxm.hub.v1.CheckFenceRequest\x1a\x1e.kxm.hub.v1.CheckFenceResponse\"\"\x82\xd3\xe4\x93\x02\x1c:\x01*\"\x17/v1/leases/{name}/check\x12t\n" +
 	"\n" +
 	"ListLeases\x12\x1d.kxm.hub.v1.ListLeasesRequest\x1a\x1e.kxm.hub.v1.ListLeasesResponse\"'\xd2\xf3\x18\x11\n" +
 	"\vlist_leases\x10\x01 \x01\x82\xd3\xe4\x93\x02\f\x12\n" +
@@ -1304,64 +1529,71 @@ func file_kxm_hub_v1_lease_proto_rawDescGZIP() []byte {
 	return file_kxm_hub_v1_lease_proto_rawDescData
 }
 
-var file_kxm_hub_v1_lease_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kxm_hub_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_kxm_hub_v1_lease_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_kxm_hub_v1_lease_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_kxm_hub_v1_lease_proto_goTypes = []any{
-	(LeaseEventKind)(0),           // 0: kxm.hub.v1.LeaseEventKind
-	(*Lease)(nil),                 // 1: kxm.hub.v1.Lease
-	(*LeaseWaiter)(nil),           // 2: kxm.hub.v1.LeaseWaiter
-	(*AcquireLeaseRequest)(nil),   // 3: kxm.hub.v1.AcquireLeaseRequest
-	(*AcquireLeaseResponse)(nil),  // 4: kxm.hub.v1.AcquireLeaseResponse
-	(*RenewLeaseRequest)(nil),     // 5: kxm.hub.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),    // 6: kxm.hub.v1.RenewLeaseResponse
-	(*ReleaseLeaseRequest)(nil),   // 7: kxm.hub.v1.ReleaseLeaseRequest
-	(*ReleaseLeaseResponse)(nil),  // 8: kxm.hub.v1.ReleaseLeaseResponse
-	(*GetLeaseRequest)(nil),       // 9: kxm.hub.v1.GetLeaseRequest
-	(*GetLeaseResponse)(nil),      // 10: kxm.hub.v1.GetLeaseResponse
-	(*ListLeasesRequest)(nil),     // 11: kxm.hub.v1.ListLeasesRequest
-	(*ListLeasesResponse)(nil),    // 12: kxm.hub.v1.ListLeasesResponse
-	(*WatchLeasesRequest)(nil),    // 13: kxm.hub.v1.WatchLeasesRequest
-	(*LeaseEvent)(nil),            // 14: kxm.hub.v1.LeaseEvent
-	(*LeaseSnapshot)(nil),         // 15: kxm.hub.v1.LeaseSnapshot
-	(*WatchLeasesResponse)(nil),   // 16: kxm.hub.v1.WatchLeasesResponse
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*KeepAlive)(nil),             // 18: kxm.hub.v1.KeepAlive
+	(FenceReason)(0),              // 0: kxm.hub.v1.FenceReason
+	(LeaseEventKind)(0),           // 1: kxm.hub.v1.LeaseEventKind
+	(*Lease)(nil),                 // 2: kxm.hub.v1.Lease
+	(*LeaseWaiter)(nil),           // 3: kxm.hub.v1.LeaseWaiter
+	(*AcquireLeaseRequest)(nil),   // 4: kxm.hub.v1.AcquireLeaseRequest
+	(*AcquireLeaseResponse)(nil),  // 5: kxm.hub.v1.AcquireLeaseResponse
+	(*RenewLeaseRequest)(nil),     // 6: kxm.hub.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),    // 7: kxm.hub.v1.RenewLeaseResponse
+	(*ReleaseLeaseRequest)(nil),   // 8: kxm.hub.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),  // 9: kxm.hub.v1.ReleaseLeaseResponse
+	(*GetLeaseRequest)(nil),       // 10: kxm.hub.v1.GetLeaseRequest
+	(*GetLeaseResponse)(nil),      // 11: kxm.hub.v1.GetLeaseResponse
+	(*CheckFenceRequest)(nil),     // 12: kxm.hub.v1.CheckFenceRequest
+	(*CheckFenceResponse)(nil),    // 13: kxm.hub.v1.CheckFenceResponse
+	(*ListLeasesRequest)(nil),     // 14: kxm.hub.v1.ListLeasesRequest
+	(*ListLeasesResponse)(nil),    // 15: kxm.hub.v1.ListLeasesResponse
+	(*WatchLeasesRequest)(nil),    // 16: kxm.hub.v1.WatchLeasesRequest
+	(*LeaseEvent)(nil),            // 17: kxm.hub.v1.LeaseEvent
+	(*LeaseSnapshot)(nil),         // 18: kxm.hub.v1.LeaseSnapshot
+	(*WatchLeasesResponse)(nil),   // 19: kxm.hub.v1.WatchLeasesResponse
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*KeepAlive)(nil),             // 21: kxm.hub.v1.KeepAlive
 }
 var file_kxm_hub_v1_lease_proto_depIdxs = []int32{
-	17, // 0: kxm.hub.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
-	17, // 1: kxm.hub.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 2: kxm.hub.v1.Lease.waiters:type_name -> kxm.hub.v1.LeaseWaiter
-	17, // 3: kxm.hub.v1.LeaseWaiter.since:type_name -> google.protobuf.Timestamp
-	17, // 4: kxm.hub.v1.LeaseWaiter.wait_until:type_name -> google.protobuf.Timestamp
-	1,  // 5: kxm.hub.v1.AcquireLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 6: kxm.hub.v1.RenewLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 7: kxm.hub.v1.ReleaseLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 8: kxm.hub.v1.GetLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 9: kxm.hub.v1.ListLeasesResponse.leases:type_name -> kxm.hub.v1.Lease
-	0,  // 10: kxm.hub.v1.LeaseEvent.kind:type_name -> kxm.hub.v1.LeaseEventKind
-	1,  // 11: kxm.hub.v1.LeaseEvent.lease:type_name -> kxm.hub.v1.Lease
-	1,  // 12: kxm.hub.v1.LeaseSnapshot.leases:type_name -> kxm.hub.v1.Lease
-	17, // 13: kxm.hub.v1.LeaseSnapshot.at:type_name -> google.protobuf.Timestamp
-	15, // 14: kxm.hub.v1.WatchLeasesResponse.snapshot:type_name -> kxm.hub.v1.LeaseSnapshot
-	14, // 15: kxm.hub.v1.WatchLeasesResponse.change:type_name -> kxm.hub.v1.LeaseEvent
-	18, // 16: kxm.hub.v1.WatchLeasesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	3,  // 17: kxm.hub.v1.LeaseService.AcquireLease:input_type -> kxm.hub.v1.AcquireLeaseRequest
-	5,  // 18: kxm.hub.v1.LeaseService.RenewLease:input_type -> kxm.hub.v1.RenewLeaseRequest
-	7,  // 19: kxm.hub.v1.LeaseService.ReleaseLease:input_type -> kxm.hub.v1.ReleaseLeaseRequest
-	9,  // 20: kxm.hub.v1.LeaseService.GetLease:input_type -> kxm.hub.v1.GetLeaseRequest
-	11, // 21: kxm.hub.v1.LeaseService.ListLeases:input_type -> kxm.hub.v1.ListLeasesRequest
-	13, // 22: kxm.hub.v1.LeaseService.WatchLeases:input_type -> kxm.hub.v1.WatchLeasesRequest
-	4,  // 23: kxm.hub.v1.LeaseService.AcquireLease:output_type -> kxm.hub.v1.AcquireLeaseResponse
-	6,  // 24: kxm.hub.v1.LeaseService.RenewLease:output_type -> kxm.hub.v1.RenewLeaseResponse
-	8,  // 25: kxm.hub.v1.LeaseService.ReleaseLease:output_type -> kxm.hub.v1.ReleaseLeaseResponse
-	10, // 26: kxm.hub.v1.LeaseService.GetLease:output_type -> kxm.hub.v1.GetLeaseResponse
-	12, // 27: kxm.hub.v1.LeaseService.ListLeases:output_type -> kxm.hub.v1.ListLeasesResponse
-	16, // 28: kxm.hub.v1.LeaseService.WatchLeases:output_type -> kxm.hub.v1.WatchLeasesResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	20, // 0: kxm.hub.v1.Lease.acquired_at:type_name -> google.protobuf.Timestamp
+	20, // 1: kxm.hub.v1.Lease.expires_at:type_name -> google.protobuf.Timestamp
+	3,  // 2: kxm.hub.v1.Lease.waiters:type_name -> kxm.hub.v1.LeaseWaiter
+	20, // 3: kxm.hub.v1.LeaseWaiter.since:type_name -> google.protobuf.Timestamp
+	20, // 4: kxm.hub.v1.LeaseWaiter.wait_until:type_name -> google.protobuf.Timestamp
+	2,  // 5: kxm.hub.v1.AcquireLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	2,  // 6: kxm.hub.v1.RenewLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	2,  // 7: kxm.hub.v1.ReleaseLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	2,  // 8: kxm.hub.v1.GetLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	0,  // 9: kxm.hub.v1.CheckFenceResponse.reason:type_name -> kxm.hub.v1.FenceReason
+	2,  // 10: kxm.hub.v1.CheckFenceResponse.lease:type_name -> kxm.hub.v1.Lease
+	2,  // 11: kxm.hub.v1.ListLeasesResponse.leases:type_name -> kxm.hub.v1.Lease
+	1,  // 12: kxm.hub.v1.LeaseEvent.kind:type_name -> kxm.hub.v1.LeaseEventKind
+	2,  // 13: kxm.hub.v1.LeaseEvent.lease:type_name -> kxm.hub.v1.Lease
+	2,  // 14: kxm.hub.v1.LeaseSnapshot.leases:type_name -> kxm.hub.v1.Lease
+	20, // 15: kxm.hub.v1.LeaseSnapshot.at:type_name -> google.protobuf.Timestamp
+	18, // 16: kxm.hub.v1.WatchLeasesResponse.snapshot:type_name -> kxm.hub.v1.LeaseSnapshot
+	17, // 17: kxm.hub.v1.WatchLeasesResponse.change:type_name -> kxm.hub.v1.LeaseEvent
+	21, // 18: kxm.hub.v1.WatchLeasesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	4,  // 19: kxm.hub.v1.LeaseService.AcquireLease:input_type -> kxm.hub.v1.AcquireLeaseRequest
+	6,  // 20: kxm.hub.v1.LeaseService.RenewLease:input_type -> kxm.hub.v1.RenewLeaseRequest
+	8,  // 21: kxm.hub.v1.LeaseService.ReleaseLease:input_type -> kxm.hub.v1.ReleaseLeaseRequest
+	10, // 22: kxm.hub.v1.LeaseService.GetLease:input_type -> kxm.hub.v1.GetLeaseRequest
+	12, // 23: kxm.hub.v1.LeaseService.CheckFence:input_type -> kxm.hub.v1.CheckFenceRequest
+	14, // 24: kxm.hub.v1.LeaseService.ListLeases:input_type -> kxm.hub.v1.ListLeasesRequest
+	16, // 25: kxm.hub.v1.LeaseService.WatchLeases:input_type -> kxm.hub.v1.WatchLeasesRequest
+	5,  // 26: kxm.hub.v1.LeaseService.AcquireLease:output_type -> kxm.hub.v1.AcquireLeaseResponse
+	7,  // 27: kxm.hub.v1.LeaseService.RenewLease:output_type -> kxm.hub.v1.RenewLeaseResponse
+	9,  // 28: kxm.hub.v1.LeaseService.ReleaseLease:output_type -> kxm.hub.v1.ReleaseLeaseResponse
+	11, // 29: kxm.hub.v1.LeaseService.GetLease:output_type -> kxm.hub.v1.GetLeaseResponse
+	13, // 30: kxm.hub.v1.LeaseService.CheckFence:output_type -> kxm.hub.v1.CheckFenceResponse
+	15, // 31: kxm.hub.v1.LeaseService.ListLeases:output_type -> kxm.hub.v1.ListLeasesResponse
+	19, // 32: kxm.hub.v1.LeaseService.WatchLeases:output_type -> kxm.hub.v1.WatchLeasesResponse
+	26, // [26:33] is the sub-list for method output_type
+	19, // [19:26] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_lease_proto_init() }
@@ -1374,8 +1606,9 @@ func file_kxm_hub_v1_lease_proto_init() {
 	file_kxm_hub_v1_lease_proto_msgTypes[2].OneofWrappers = []any{}
 	file_kxm_hub_v1_lease_proto_msgTypes[4].OneofWrappers = []any{}
 	file_kxm_hub_v1_lease_proto_msgTypes[6].OneofWrappers = []any{}
-	file_kxm_hub_v1_lease_proto_msgTypes[12].OneofWrappers = []any{}
-	file_kxm_hub_v1_lease_proto_msgTypes[15].OneofWrappers = []any{
+	file_kxm_hub_v1_lease_proto_msgTypes[10].OneofWrappers = []any{}
+	file_kxm_hub_v1_lease_proto_msgTypes[14].OneofWrappers = []any{}
+	file_kxm_hub_v1_lease_proto_msgTypes[17].OneofWrappers = []any{
 		(*WatchLeasesResponse_Snapshot)(nil),
 		(*WatchLeasesResponse_Change)(nil),
 		(*WatchLeasesResponse_KeepAlive)(nil),
@@ -1385,8 +1618,8 @@ func file_kxm_hub_v1_lease_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_lease_proto_rawDesc), len(file_kxm_hub_v1_lease_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   16,
+			NumEnums:      2,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .lease_pb2 import AcquireLeaseRequest, AcquireLeaseResponse, GetLeaseRequest, GetLeaseResponse, ListLeasesRequest, ListLeasesResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, RenewLeaseRequest, RenewLeaseResponse, WatchLeasesRequest, WatchLeasesResponse
+from .lease_pb2 import AcquireLeaseRequest, AcquireLeaseResponse, CheckFenceRequest, CheckFenceResponse, GetLeaseRequest, GetLeaseResponse, ListLeasesRequest, ListLeasesResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, RenewLeaseRequest, RenewLeaseResponse, WatchLeasesRequest, WatchLeasesResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -97,6 +97,23 @@ class LeaseService(Protocol):
 
         Auth: agent (its own project), or a project/admin token naming `project`.
         Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def check_fence(self, request: CheckFenceRequest, ctx: RequestContext[CheckFenceRequest, CheckFenceResponse], /) -> CheckFenceResponse:
+        """
+        Answers whether a fencing token is the live holder's current token for a lease of your
+        project: what a resource the lease protects (a git remote, a deploy endpoint) asks before it
+        accepts a write that carries the token. Accept the write only when `valid` is true (reason
+        CURRENT); every other reason says why the writer must be refused. A read: it changes nothing,
+        is safe to repeat, and the answer holds at the hub's clock when it was given (a lease can
+        lapse right after). Callable with the project token alone (a resource is not an agent), or
+        as an agent of the project. Never tells anything about another project: a name unknown in
+        the caller's project answers UNKNOWN.
+
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR (name, fencing_token, project), INVALID_AUTH,
+        INVALID_AGENT_IDENTITY.
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -177,6 +194,17 @@ class LeaseServiceASGIApplication(ConnectASGIApplication[LeaseService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.get_lease,
+                ),
+                "/kxm.hub.v1.LeaseService/CheckFence": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CheckFence",
+                        service_name="kxm.hub.v1.LeaseService",
+                        input=CheckFenceRequest,
+                        output=CheckFenceResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.check_fence,
                 ),
                 "/kxm.hub.v1.LeaseService/ListLeases": Endpoint.unary(
                     method=MethodInfo(
@@ -368,6 +396,40 @@ class LeaseServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def check_fence(
+        self,
+        request: CheckFenceRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CheckFenceResponse:
+        """
+        Answers whether a fencing token is the live holder's current token for a lease of your
+        project: what a resource the lease protects (a git remote, a deploy endpoint) asks before it
+        accepts a write that carries the token. Accept the write only when `valid` is true (reason
+        CURRENT); every other reason says why the writer must be refused. A read: it changes nothing,
+        is safe to repeat, and the answer holds at the hub's clock when it was given (a lease can
+        lapse right after). Callable with the project token alone (a resource is not an agent), or
+        as an agent of the project. Never tells anything about another project: a name unknown in
+        the caller's project answers UNKNOWN.
+
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR (name, fencing_token, project), INVALID_AUTH,
+        INVALID_AGENT_IDENTITY.
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CheckFence",
+                service_name="kxm.hub.v1.LeaseService",
+                input=CheckFenceRequest,
+                output=CheckFenceResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
     async def list_leases(
         self,
         request: ListLeasesRequest,
@@ -486,6 +548,23 @@ class LeaseServiceSync(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    def check_fence(self, request: CheckFenceRequest, ctx: RequestContext[CheckFenceRequest, CheckFenceResponse], /) -> CheckFenceResponse:
+        """
+        Answers whether a fencing token is the live holder's current token for a lease of your
+        project: what a resource the lease protects (a git remote, a deploy endpoint) asks before it
+        accepts a write that carries the token. Accept the write only when `valid` is true (reason
+        CURRENT); every other reason says why the writer must be refused. A read: it changes nothing,
+        is safe to repeat, and the answer holds at the hub's clock when it was given (a lease can
+        lapse right after). Callable with the project token alone (a resource is not an agent), or
+        as an agent of the project. Never tells anything about another project: a name unknown in
+        the caller's project answers UNKNOWN.
+
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR (name, fencing_token, project), INVALID_AUTH,
+        INVALID_AGENT_IDENTITY.
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
     def list_leases(self, request: ListLeasesRequest, ctx: RequestContext[ListLeasesRequest, ListLeasesResponse], /) -> ListLeasesResponse:
         """
         Lists the live leases of your project by name, paged: what is being worked on, by whom,
@@ -561,6 +640,17 @@ class LeaseServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.get_lease,
+                ),
+                "/kxm.hub.v1.LeaseService/CheckFence": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CheckFence",
+                        service_name="kxm.hub.v1.LeaseService",
+                        input=CheckFenceRequest,
+                        output=CheckFenceResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.check_fence,
                 ),
                 "/kxm.hub.v1.LeaseService/ListLeases": EndpointSync.unary(
                     method=MethodInfo(
@@ -746,6 +836,40 @@ class LeaseServiceClientSync(ConnectClientSync):
                 service_name="kxm.hub.v1.LeaseService",
                 input=GetLeaseRequest,
                 output=GetLeaseResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def check_fence(
+        self,
+        request: CheckFenceRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CheckFenceResponse:
+        """
+        Answers whether a fencing token is the live holder's current token for a lease of your
+        project: what a resource the lease protects (a git remote, a deploy endpoint) asks before it
+        accepts a write that carries the token. Accept the write only when `valid` is true (reason
+        CURRENT); every other reason says why the writer must be refused. A read: it changes nothing,
+        is safe to repeat, and the answer holds at the hub's clock when it was given (a lease can
+        lapse right after). Callable with the project token alone (a resource is not an agent), or
+        as an agent of the project. Never tells anything about another project: a name unknown in
+        the caller's project answers UNKNOWN.
+
+        Auth: agent (its own project), or a project/admin token naming `project`.
+        Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR (name, fencing_token, project), INVALID_AUTH,
+        INVALID_AGENT_IDENTITY.
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CheckFence",
+                service_name="kxm.hub.v1.LeaseService",
+                input=CheckFenceRequest,
+                output=CheckFenceResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -14,6 +14,15 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class FenceReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FENCE_REASON_UNSPECIFIED: _ClassVar[FenceReason]
+    FENCE_REASON_CURRENT: _ClassVar[FenceReason]
+    FENCE_REASON_SUPERSEDED: _ClassVar[FenceReason]
+    FENCE_REASON_EXPIRED: _ClassVar[FenceReason]
+    FENCE_REASON_RELEASED: _ClassVar[FenceReason]
+    FENCE_REASON_UNKNOWN: _ClassVar[FenceReason]
+
 class LeaseEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     LEASE_EVENT_KIND_UNSPECIFIED: _ClassVar[LeaseEventKind]
@@ -23,6 +32,12 @@ class LeaseEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     LEASE_EVENT_KIND_TAKEN_OVER: _ClassVar[LeaseEventKind]
     LEASE_EVENT_KIND_QUEUE_CHANGED: _ClassVar[LeaseEventKind]
     LEASE_EVENT_KIND_FORCE_RELEASED: _ClassVar[LeaseEventKind]
+FENCE_REASON_UNSPECIFIED: FenceReason
+FENCE_REASON_CURRENT: FenceReason
+FENCE_REASON_SUPERSEDED: FenceReason
+FENCE_REASON_EXPIRED: FenceReason
+FENCE_REASON_RELEASED: FenceReason
+FENCE_REASON_UNKNOWN: FenceReason
 LEASE_EVENT_KIND_UNSPECIFIED: LeaseEventKind
 LEASE_EVENT_KIND_GRANTED: LeaseEventKind
 LEASE_EVENT_KIND_RENEWED: LeaseEventKind
@@ -134,6 +149,26 @@ class GetLeaseResponse(_message.Message):
     lease: Lease
     expired: bool
     def __init__(self, lease: _Optional[_Union[Lease, _Mapping]] = ..., expired: _Optional[bool] = ...) -> None: ...
+
+class CheckFenceRequest(_message.Message):
+    __slots__ = ("name", "fencing_token", "project")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FENCING_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    fencing_token: int
+    project: str
+    def __init__(self, name: _Optional[str] = ..., fencing_token: _Optional[int] = ..., project: _Optional[str] = ...) -> None: ...
+
+class CheckFenceResponse(_message.Message):
+    __slots__ = ("valid", "reason", "lease")
+    VALID_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    LEASE_FIELD_NUMBER: _ClassVar[int]
+    valid: bool
+    reason: FenceReason
+    lease: Lease
+    def __init__(self, valid: _Optional[bool] = ..., reason: _Optional[_Union[FenceReason, str]] = ..., lease: _Optional[_Union[Lease, _Mapping]] = ...) -> None: ...
 
 class ListLeasesRequest(_message.Message):
     __slots__ = ("include_expired", "page_size", "page_token", "project")

@@ -17,7 +17,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/lease.proto.
  */
 export const file_kxm_hub_v1_lease: GenFile = /*@__PURE__*/
-  fileDesc("ChZreG0vaHViL3YxL2xlYXNlLnByb3RvEgpreG0uaHViLnYxIo4CCgVMZWFzZRIQCghyZXNvdXJjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBG5hbWUYAyABKAkSFwoPaG9sZGVyX2FnZW50X2lkGAQgASgJEhkKEWhvbGRlcl9hZ2VudF9uYW1lGAUgASgJEhUKDWZlbmNpbmdfdG9rZW4YBiABKAMSLwoLYWNxdWlyZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3dhaXRlcnMYCSADKAsyFy5reG0uaHViLnYxLkxlYXNlV2FpdGVyIo4BCgtMZWFzZVdhaXRlchIQCghhZ2VudF9pZBgBIAEoCRISCgphZ2VudF9uYW1lGAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp3YWl0X3VudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJqChNBY3F1aXJlTGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhITCgZ0dGxfbXMYAiABKAVIAIgBARIUCgd3YWl0X21zGAMgASgFSAGIAQFCCQoHX3R0bF9tc0IKCghfd2FpdF9tcyJcChRBY3F1aXJlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHcmVuZXdlZBgCIAEoCBIRCgl3YWl0ZWRfbXMYAyABKAUieQoRUmVuZXdMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBEhMKBnR0bF9tcxgDIAEoBUgBiAEBQhAKDl9mZW5jaW5nX3Rva2VuQgkKB190dGxfbXMiRwoSUmVuZXdMZWFzZVJlc3BvbnNlEiAKBWxlYXNlGAEgASgLMhEua3htLmh1Yi52MS5MZWFzZRIPCgdyZW5ld2VkGAIgASgIIlsKE1JlbGVhc2VMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBQhAKDl9mZW5jaW5nX3Rva2VuIkoKFFJlbGVhc2VMZWFzZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSI1Cg9HZXRMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEg8KB3Byb2plY3QYAiABKAkiRQoQR2V0TGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHZXhwaXJlZBgCIAEoCCJkChFMaXN0TGVhc2VzUmVxdWVzdBIXCg9pbmNsdWRlX2V4cGlyZWQYASABKAgSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkSDwoHcHJvamVjdBgEIAEoCSJQChJMaXN0TGVhc2VzUmVzcG9uc2USIQoGbGVhc2VzGAEgAygLMhEua3htLmh1Yi52MS5MZWFzZRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiUQoSV2F0Y2hMZWFzZXNSZXF1ZXN0Eg8KB3Byb2plY3QYASABKAkSGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJYCgpMZWFzZUV2ZW50EigKBGtpbmQYASABKA4yGi5reG0uaHViLnYxLkxlYXNlRXZlbnRLaW5kEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSJaCg1MZWFzZVNuYXBzaG90EiEKBmxlYXNlcxgBIAMoCzIRLmt4bS5odWIudjEuTGVhc2USJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIrQBChNXYXRjaExlYXNlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxItCghzbmFwc2hvdBgCIAEoCzIZLmt4bS5odWIudjEuTGVhc2VTbmFwc2hvdEgAEigKBmNoYW5nZRgDIAEoCzIWLmt4bS5odWIudjEuTGVhc2VFdmVudEgAEisKCmtlZXBfYWxpdmUYBCABKAsyFS5reG0uaHViLnYxLktlZXBBbGl2ZUgAQgcKBWV2ZW50KtMCCg5MZWFzZUV2ZW50S2luZBIgChxMRUFTRV9FVkVOVF9LSU5EX1VOU1BFQ0lGSUVEEAASKQoYTEVBU0VfRVZFTlRfS0lORF9HUkFOVEVEEAEaC8LzGAdncmFudGVkEikKGExFQVNFX0VWRU5UX0tJTkRfUkVORVdFRBACGgvC8xgHcmVuZXdlZBIrChlMRUFTRV9FVkVOVF9LSU5EX1JFTEVBU0VEEAMaDMLzGAhyZWxlYXNlZBIuChtMRUFTRV9FVkVOVF9LSU5EX1RBS0VOX09WRVIQBBoNwvMYCXRha2VuT3ZlchI0Ch5MRUFTRV9FVkVOVF9LSU5EX1FVRVVFX0NIQU5HRUQQBRoQwvMYDHF1ZXVlQ2hhbmdlZBI2Ch9MRUFTRV9FVkVOVF9LSU5EX0ZPUkNFX1JFTEVBU0VEEAYaEcLzGA1mb3JjZVJlbGVhc2VkMogGCgxMZWFzZVNlcnZpY2USigEKDEFjcXVpcmVMZWFzZRIfLmt4bS5odWIudjEuQWNxdWlyZUxlYXNlUmVxdWVzdBogLmt4bS5odWIudjEuQWNxdWlyZUxlYXNlUmVzcG9uc2UiN9LzGA8KDWFjcXVpcmVfbGVhc2WC0+STAh46ASoiGS92MS9sZWFzZXMve25hbWV9L2FjcXVpcmUSggEKClJlbmV3TGVhc2USHS5reG0uaHViLnYxLlJlbmV3TGVhc2VSZXF1ZXN0Gh4ua3htLmh1Yi52MS5SZW5ld0xlYXNlUmVzcG9uc2UiNdLzGA8KC3JlbmV3X2xlYXNlIAGC0+STAhw6ASoiFy92MS9sZWFzZXMve25hbWV9L3JlbmV3Eo4BCgxSZWxlYXNlTGVhc2USHy5reG0uaHViLnYxLlJlbGVhc2VMZWFzZVJlcXVlc3QaIC5reG0uaHViLnYxLlJlbGVhc2VMZWFzZVJlc3BvbnNlIjvS8xgTCg1yZWxlYXNlX2xlYXNlGAEgAYLT5JMCHjoBKiIZL3YxL2xlYXNlcy97bmFtZX0vcmVsZWFzZRJzCghHZXRMZWFzZRIbLmt4bS5odWIudjEuR2V0TGVhc2VSZXF1ZXN0Ghwua3htLmh1Yi52MS5HZXRMZWFzZVJlc3BvbnNlIizS8xgPCglnZXRfbGVhc2UQASABgtPkkwITEhEvdjEvbGVhc2VzL3tuYW1lfRJ0CgpMaXN0TGVhc2VzEh0ua3htLmh1Yi52MS5MaXN0TGVhc2VzUmVxdWVzdBoeLmt4bS5odWIudjEuTGlzdExlYXNlc1Jlc3BvbnNlIifS8xgRCgtsaXN0X2xlYXNlcxABIAGC0+STAgwSCi92MS9sZWFzZXMSagoLV2F0Y2hMZWFzZXMSHi5reG0uaHViLnYxLldhdGNoTGVhc2VzUmVxdWVzdBofLmt4bS5odWIudjEuV2F0Y2hMZWFzZXNSZXNwb25zZSIYgtPkkwISEhAvdjEvd2F0Y2gvbGVhc2VzMAFCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
+  fileDesc("ChZreG0vaHViL3YxL2xlYXNlLnByb3RvEgpreG0uaHViLnYxIo4CCgVMZWFzZRIQCghyZXNvdXJjZRgBIAEoCRIPCgdwcm9qZWN0GAIgASgJEgwKBG5hbWUYAyABKAkSFwoPaG9sZGVyX2FnZW50X2lkGAQgASgJEhkKEWhvbGRlcl9hZ2VudF9uYW1lGAUgASgJEhUKDWZlbmNpbmdfdG9rZW4YBiABKAMSLwoLYWNxdWlyZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEigKB3dhaXRlcnMYCSADKAsyFy5reG0uaHViLnYxLkxlYXNlV2FpdGVyIo4BCgtMZWFzZVdhaXRlchIQCghhZ2VudF9pZBgBIAEoCRISCgphZ2VudF9uYW1lGAIgASgJEikKBXNpbmNlGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp3YWl0X3VudGlsGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJqChNBY3F1aXJlTGVhc2VSZXF1ZXN0EhEKBG5hbWUYASABKAlCA+BBAhITCgZ0dGxfbXMYAiABKAVIAIgBARIUCgd3YWl0X21zGAMgASgFSAGIAQFCCQoHX3R0bF9tc0IKCghfd2FpdF9tcyJcChRBY3F1aXJlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHcmVuZXdlZBgCIAEoCBIRCgl3YWl0ZWRfbXMYAyABKAUieQoRUmVuZXdMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBEhMKBnR0bF9tcxgDIAEoBUgBiAEBQhAKDl9mZW5jaW5nX3Rva2VuQgkKB190dGxfbXMiRwoSUmVuZXdMZWFzZVJlc3BvbnNlEiAKBWxlYXNlGAEgASgLMhEua3htLmh1Yi52MS5MZWFzZRIPCgdyZW5ld2VkGAIgASgIIlsKE1JlbGVhc2VMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEh8KDWZlbmNpbmdfdG9rZW4YAiABKANCA+BBAkgAiAEBQhAKDl9mZW5jaW5nX3Rva2VuIkoKFFJlbGVhc2VMZWFzZVJlc3BvbnNlEhAKCHJlbGVhc2VkGAEgASgIEiAKBWxlYXNlGAIgASgLMhEua3htLmh1Yi52MS5MZWFzZSI1Cg9HZXRMZWFzZVJlcXVlc3QSEQoEbmFtZRgBIAEoCUID4EECEg8KB3Byb2plY3QYAiABKAkiRQoQR2V0TGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USDwoHZXhwaXJlZBgCIAEoCCJqChFDaGVja0ZlbmNlUmVxdWVzdBIRCgRuYW1lGAEgASgJQgPgQQISHwoNZmVuY2luZ190b2tlbhgCIAEoA0ID4EECSACIAQESDwoHcHJvamVjdBgDIAEoCUIQCg5fZmVuY2luZ190b2tlbiJuChJDaGVja0ZlbmNlUmVzcG9uc2USDQoFdmFsaWQYASABKAgSJwoGcmVhc29uGAIgASgOMhcua3htLmh1Yi52MS5GZW5jZVJlYXNvbhIgCgVsZWFzZRgDIAEoCzIRLmt4bS5odWIudjEuTGVhc2UiZAoRTGlzdExlYXNlc1JlcXVlc3QSFwoPaW5jbHVkZV9leHBpcmVkGAEgASgIEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJEg8KB3Byb2plY3QYBCABKAkiUAoSTGlzdExlYXNlc1Jlc3BvbnNlEiEKBmxlYXNlcxgBIAMoCzIRLmt4bS5odWIudjEuTGVhc2USFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIlEKEldhdGNoTGVhc2VzUmVxdWVzdBIPCgdwcm9qZWN0GAEgASgJEhkKDGFmdGVyX2N1cnNvchgCIAEoA0gAiAEBQg8KDV9hZnRlcl9jdXJzb3IiWAoKTGVhc2VFdmVudBIoCgRraW5kGAEgASgOMhoua3htLmh1Yi52MS5MZWFzZUV2ZW50S2luZBIgCgVsZWFzZRgCIAEoCzIRLmt4bS5odWIudjEuTGVhc2UiWgoNTGVhc2VTbmFwc2hvdBIhCgZsZWFzZXMYASADKAsyES5reG0uaHViLnYxLkxlYXNlEiYKAmF0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCK0AQoTV2F0Y2hMZWFzZXNSZXNwb25zZRIOCgZjdXJzb3IYASABKAMSLQoIc25hcHNob3QYAiABKAsyGS5reG0uaHViLnYxLkxlYXNlU25hcHNob3RIABIoCgZjaGFuZ2UYAyABKAsyFi5reG0uaHViLnYxLkxlYXNlRXZlbnRIABIrCgprZWVwX2FsaXZlGAQgASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIAEIHCgVldmVudCr2AQoLRmVuY2VSZWFzb24SHAoYRkVOQ0VfUkVBU09OX1VOU1BFQ0lGSUVEEAASJQoURkVOQ0VfUkVBU09OX0NVUlJFTlQQARoLwvMYB2N1cnJlbnQSKwoXRkVOQ0VfUkVBU09OX1NVUEVSU0VERUQQAhoOwvMYCnN1cGVyc2VkZWQSJQoURkVOQ0VfUkVBU09OX0VYUElSRUQQAxoLwvMYB2V4cGlyZWQSJwoVRkVOQ0VfUkVBU09OX1JFTEVBU0VEEAQaDMLzGAhyZWxlYXNlZBIlChRGRU5DRV9SRUFTT05fVU5LTk9XThAFGgvC8xgHdW5rbm93birTAgoOTGVhc2VFdmVudEtpbmQSIAocTEVBU0VfRVZFTlRfS0lORF9VTlNQRUNJRklFRBAAEikKGExFQVNFX0VWRU5UX0tJTkRfR1JBTlRFRBABGgvC8xgHZ3JhbnRlZBIpChhMRUFTRV9FVkVOVF9LSU5EX1JFTkVXRUQQAhoLwvMYB3JlbmV3ZWQSKwoZTEVBU0VfRVZFTlRfS0lORF9SRUxFQVNFRBADGgzC8xgIcmVsZWFzZWQSLgobTEVBU0VfRVZFTlRfS0lORF9UQUtFTl9PVkVSEAQaDcLzGAl0YWtlbk92ZXISNAoeTEVBU0VfRVZFTlRfS0lORF9RVUVVRV9DSEFOR0VEEAUaEMLzGAxxdWV1ZUNoYW5nZWQSNgofTEVBU0VfRVZFTlRfS0lORF9GT1JDRV9SRUxFQVNFRBAGGhHC8xgNZm9yY2VSZWxlYXNlZDL5BgoMTGVhc2VTZXJ2aWNlEooBCgxBY3F1aXJlTGVhc2USHy5reG0uaHViLnYxLkFjcXVpcmVMZWFzZVJlcXVlc3QaIC5reG0uaHViLnYxLkFjcXVpcmVMZWFzZVJlc3BvbnNlIjfS8xgPCg1hY3F1aXJlX2xlYXNlgtPkkwIeOgEqIhkvdjEvbGVhc2VzL3tuYW1lfS9hY3F1aXJlEoIBCgpSZW5ld0xlYXNlEh0ua3htLmh1Yi52MS5SZW5ld0xlYXNlUmVxdWVzdBoeLmt4bS5odWIudjEuUmVuZXdMZWFzZVJlc3BvbnNlIjXS8xgPCgtyZW5ld19sZWFzZSABgtPkkwIcOgEqIhcvdjEvbGVhc2VzL3tuYW1lfS9yZW5ldxKOAQoMUmVsZWFzZUxlYXNlEh8ua3htLmh1Yi52MS5SZWxlYXNlTGVhc2VSZXF1ZXN0GiAua3htLmh1Yi52MS5SZWxlYXNlTGVhc2VSZXNwb25zZSI70vMYEwoNcmVsZWFzZV9sZWFzZRgBIAGC0+STAh46ASoiGS92MS9sZWFzZXMve25hbWV9L3JlbGVhc2UScwoIR2V0TGVhc2USGy5reG0uaHViLnYxLkdldExlYXNlUmVxdWVzdBocLmt4bS5odWIudjEuR2V0TGVhc2VSZXNwb25zZSIs0vMYDwoJZ2V0X2xlYXNlEAEgAYLT5JMCExIRL3YxL2xlYXNlcy97bmFtZX0SbwoKQ2hlY2tGZW5jZRIdLmt4bS5odWIudjEuQ2hlY2tGZW5jZVJlcXVlc3QaHi5reG0uaHViLnYxLkNoZWNrRmVuY2VSZXNwb25zZSIigtPkkwIcOgEqIhcvdjEvbGVhc2VzL3tuYW1lfS9jaGVjaxJ0CgpMaXN0TGVhc2VzEh0ua3htLmh1Yi52MS5MaXN0TGVhc2VzUmVxdWVzdBoeLmt4bS5odWIudjEuTGlzdExlYXNlc1Jlc3BvbnNlIifS8xgRCgtsaXN0X2xlYXNlcxABIAGC0+STAgwSCi92MS9sZWFzZXMSagoLV2F0Y2hMZWFzZXMSHi5reG0uaHViLnYxLldhdGNoTGVhc2VzUmVxdWVzdBofLmt4bS5odWIudjEuV2F0Y2hMZWFzZXNSZXNwb25zZSIYgtPkkwISEhAvdjEvd2F0Y2gvbGVhc2VzMAFCNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_options, file_kxm_hub_v1_presence]);
 
 /**
  * A lease record. Also attached as an error detail to lease refusals.
@@ -86,7 +86,7 @@ export type Lease = Message<"kxm.hub.v1.Lease"> & {
    * The calls waiting for this lease in its queue (AcquireLease with wait_ms), first in line
    * first; a waiter whose wait ran out is left out. Filled by GetLease, ListLeases, WatchLeases
    * and the answers of AcquireLease and RenewLease (a holder sees who waits for it); empty in
-   * ReleaseLease's answer and in the lease attached to a refusal.
+   * ReleaseLease's and CheckFence's answers and in the lease attached to a refusal.
    *
    * @generated from field: repeated kxm.hub.v1.LeaseWaiter waiters = 9;
    */
@@ -404,6 +404,82 @@ export const GetLeaseResponseSchema: GenMessage<GetLeaseResponse> = /*@__PURE__*
   messageDesc(file_kxm_hub_v1_lease, 9);
 
 /**
+ * CheckFence input.
+ *
+ * @generated from message kxm.hub.v1.CheckFenceRequest
+ */
+export type CheckFenceRequest = Message<"kxm.hub.v1.CheckFenceRequest"> & {
+  /**
+   * The lease's name in your project, e.g. `repo/main`: 1..200 chars, trimmed; may contain `/`
+   * (REST: percent-encoded as %2F).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The fencing token the writer presents (`fencingToken` in JSON), 1..2^53-1. Unset:
+   * LEASE_TOKEN_REQUIRED.
+   *
+   * @generated from field: optional int64 fencing_token = 2;
+   */
+  fencingToken?: bigint | undefined;
+
+  /**
+   * The project of the lease, for a caller without an agent identity (the project's own token,
+   * or the admin token). Empty: the calling agent's own project. An agent always checks its own
+   * project.
+   *
+   * @generated from field: string project = 3;
+   */
+  project: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.CheckFenceRequest.
+ * Use `create(CheckFenceRequestSchema)` to create a new message.
+ */
+export const CheckFenceRequestSchema: GenMessage<CheckFenceRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_lease, 10);
+
+/**
+ * CheckFence result.
+ *
+ * @generated from message kxm.hub.v1.CheckFenceResponse
+ */
+export type CheckFenceResponse = Message<"kxm.hub.v1.CheckFenceResponse"> & {
+  /**
+   * True only when `reason` is CURRENT: the token is the live holder's current token, and the
+   * write carrying it may be accepted. False for every other reason.
+   *
+   * @generated from field: bool valid = 1;
+   */
+  valid: boolean;
+
+  /**
+   * Why the token is or is not valid.
+   *
+   * @generated from field: kxm.hub.v1.FenceReason reason = 2;
+   */
+  reason: FenceReason;
+
+  /**
+   * The lease as it stands (its waiters left empty): set for CURRENT and EXPIRED, and for
+   * SUPERSEDED while a holder has the lease (live or lapsed); unset for RELEASED and UNKNOWN.
+   *
+   * @generated from field: kxm.hub.v1.Lease lease = 3;
+   */
+  lease?: Lease | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.CheckFenceResponse.
+ * Use `create(CheckFenceResponseSchema)` to create a new message.
+ */
+export const CheckFenceResponseSchema: GenMessage<CheckFenceResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_lease, 11);
+
+/**
  * ListLeases input.
  *
  * @generated from message kxm.hub.v1.ListLeasesRequest
@@ -445,7 +521,7 @@ export type ListLeasesRequest = Message<"kxm.hub.v1.ListLeasesRequest"> & {
  * Use `create(ListLeasesRequestSchema)` to create a new message.
  */
 export const ListLeasesRequestSchema: GenMessage<ListLeasesRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 10);
+  messageDesc(file_kxm_hub_v1_lease, 12);
 
 /**
  * ListLeases result.
@@ -473,7 +549,7 @@ export type ListLeasesResponse = Message<"kxm.hub.v1.ListLeasesResponse"> & {
  * Use `create(ListLeasesResponseSchema)` to create a new message.
  */
 export const ListLeasesResponseSchema: GenMessage<ListLeasesResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 11);
+  messageDesc(file_kxm_hub_v1_lease, 13);
 
 /**
  * WatchLeases input.
@@ -504,7 +580,7 @@ export type WatchLeasesRequest = Message<"kxm.hub.v1.WatchLeasesRequest"> & {
  * Use `create(WatchLeasesRequestSchema)` to create a new message.
  */
 export const WatchLeasesRequestSchema: GenMessage<WatchLeasesRequest> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 12);
+  messageDesc(file_kxm_hub_v1_lease, 14);
 
 /**
  * One lease change.
@@ -532,7 +608,7 @@ export type LeaseEvent = Message<"kxm.hub.v1.LeaseEvent"> & {
  * Use `create(LeaseEventSchema)` to create a new message.
  */
 export const LeaseEventSchema: GenMessage<LeaseEvent> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 13);
+  messageDesc(file_kxm_hub_v1_lease, 15);
 
 /**
  * The live leases of a project.
@@ -560,7 +636,7 @@ export type LeaseSnapshot = Message<"kxm.hub.v1.LeaseSnapshot"> & {
  * Use `create(LeaseSnapshotSchema)` to create a new message.
  */
 export const LeaseSnapshotSchema: GenMessage<LeaseSnapshot> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 14);
+  messageDesc(file_kxm_hub_v1_lease, 16);
 
 /**
  * One WatchLeases frame.
@@ -612,7 +688,69 @@ export type WatchLeasesResponse = Message<"kxm.hub.v1.WatchLeasesResponse"> & {
  * Use `create(WatchLeasesResponseSchema)` to create a new message.
  */
 export const WatchLeasesResponseSchema: GenMessage<WatchLeasesResponse> = /*@__PURE__*/
-  messageDesc(file_kxm_hub_v1_lease, 15);
+  messageDesc(file_kxm_hub_v1_lease, 17);
+
+/**
+ * What a fencing token is for a lease, at the hub's clock.
+ *
+ * @generated from enum kxm.hub.v1.FenceReason
+ */
+export enum FenceReason {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: FENCE_REASON_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The current token of a live lease (its holder has neither released it nor let it lapse):
+   * the only valid answer; accept the write.
+   *
+   * @generated from enum value: FENCE_REASON_CURRENT = 1;
+   */
+  CURRENT = 1,
+
+  /**
+   * A later grant exists (a takeover after a lapse, or a grant after a release): the token is
+   * stale for good. Refuse the write.
+   *
+   * @generated from enum value: FENCE_REASON_SUPERSEDED = 2;
+   */
+  SUPERSEDED = 2,
+
+  /**
+   * The current token, but its lease lapsed (expires_at <= now) without a renewal: refuse the
+   * write. The token cannot be renewed any more; the next grant (to anyone, the holder too)
+   * takes a new one.
+   *
+   * @generated from enum value: FENCE_REASON_EXPIRED = 3;
+   */
+  EXPIRED = 3,
+
+  /**
+   * The current token, but the lease was released (by its holder, an operator or an eviction,
+   * or purged 7 days after it lapsed): no one holds it. Refuse the write; the next grant takes
+   * a new token.
+   *
+   * @generated from enum value: FENCE_REASON_RELEASED = 4;
+   */
+  RELEASED = 4,
+
+  /**
+   * No lease of that name was ever granted in the caller's project, or the token is above the
+   * lease's current one: the hub never issued it. Refuse the write.
+   *
+   * @generated from enum value: FENCE_REASON_UNKNOWN = 5;
+   */
+  UNKNOWN = 5,
+}
+
+/**
+ * Describes the enum kxm.hub.v1.FenceReason.
+ */
+export const FenceReasonSchema: GenEnum<FenceReason> = /*@__PURE__*/
+  enumDesc(file_kxm_hub_v1_lease, 0);
 
 /**
  * What happened to a lease.
@@ -676,7 +814,7 @@ export enum LeaseEventKind {
  * Describes the enum kxm.hub.v1.LeaseEventKind.
  */
 export const LeaseEventKindSchema: GenEnum<LeaseEventKind> = /*@__PURE__*/
-  enumDesc(file_kxm_hub_v1_lease, 0);
+  enumDesc(file_kxm_hub_v1_lease, 1);
 
 /**
  * LeaseService: fenced leases over project-scoped resources. The resource key is
@@ -758,6 +896,27 @@ export const LeaseService: GenService<{
     methodKind: "unary";
     input: typeof GetLeaseRequestSchema;
     output: typeof GetLeaseResponseSchema;
+  },
+  /**
+   * Answers whether a fencing token is the live holder's current token for a lease of your
+   * project: what a resource the lease protects (a git remote, a deploy endpoint) asks before it
+   * accepts a write that carries the token. Accept the write only when `valid` is true (reason
+   * CURRENT); every other reason says why the writer must be refused. A read: it changes nothing,
+   * is safe to repeat, and the answer holds at the hub's clock when it was given (a lease can
+   * lapse right after). Callable with the project token alone (a resource is not an agent), or
+   * as an agent of the project. Never tells anything about another project: a name unknown in
+   * the caller's project answers UNKNOWN.
+   *
+   * Auth: agent (its own project), or a project/admin token naming `project`.
+   * Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR (name, fencing_token, project), INVALID_AUTH,
+   * INVALID_AGENT_IDENTITY.
+   *
+   * @generated from rpc kxm.hub.v1.LeaseService.CheckFence
+   */
+  checkFence: {
+    methodKind: "unary";
+    input: typeof CheckFenceRequestSchema;
+    output: typeof CheckFenceResponseSchema;
   },
   /**
    * Lists the live leases of your project by name, paged: what is being worked on, by whom,

@@ -43,6 +43,8 @@ const (
 	LeaseServiceReleaseLeaseProcedure = "/kxm.hub.v1.LeaseService/ReleaseLease"
 	// LeaseServiceGetLeaseProcedure is the fully-qualified name of the LeaseService's GetLease RPC.
 	LeaseServiceGetLeaseProcedure = "/kxm.hub.v1.LeaseService/GetLease"
+	// LeaseServiceCheckFenceProcedure is the fully-qualified name of the LeaseService's CheckFence RPC.
+	LeaseServiceCheckFenceProcedure = "/kxm.hub.v1.LeaseService/CheckFence"
 	// LeaseServiceListLeasesProcedure is the fully-qualified name of the LeaseService's ListLeases RPC.
 	LeaseServiceListLeasesProcedure = "/kxm.hub.v1.LeaseService/ListLeases"
 	// LeaseServiceWatchLeasesProcedure is the fully-qualified name of the LeaseService's WatchLeases
@@ -89,6 +91,19 @@ type LeaseServiceClient interface {
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	GetLease(context.Context, *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error)
+	// Answers whether a fencing token is the live holder's current token for a lease of your
+	// project: what a resource the lease protects (a git remote, a deploy endpoint) asks before it
+	// accepts a write that carries the token. Accept the write only when `valid` is true (reason
+	// CURRENT); every other reason says why the writer must be refused. A read: it changes nothing,
+	// is safe to repeat, and the answer holds at the hub's clock when it was given (a lease can
+	// lapse right after). Callable with the project token alone (a resource is not an agent), or
+	// as an agent of the project. Never tells anything about another project: a name unknown in
+	// the caller's project answers UNKNOWN.
+	//
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR (name, fencing_token, project), INVALID_AUTH,
+	// INVALID_AGENT_IDENTITY.
+	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
 	// Lists the live leases of your project by name, paged: what is being worked on, by whom,
 	// with which fencing token, and who waits. Lapsed leases too with include_expired.
 	//
@@ -138,6 +153,12 @@ func NewLeaseServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(leaseServiceMethods.ByName("GetLease")),
 			connect.WithClientOptions(opts...),
 		),
+		checkFence: connect.NewClient[v1.CheckFenceRequest, v1.CheckFenceResponse](
+			httpClient,
+			baseURL+LeaseServiceCheckFenceProcedure,
+			connect.WithSchema(leaseServiceMethods.ByName("CheckFence")),
+			connect.WithClientOptions(opts...),
+		),
 		listLeases: connect.NewClient[v1.ListLeasesRequest, v1.ListLeasesResponse](
 			httpClient,
 			baseURL+LeaseServiceListLeasesProcedure,
@@ -159,6 +180,7 @@ type leaseServiceClient struct {
 	renewLease   *connect.Client[v1.RenewLeaseRequest, v1.RenewLeaseResponse]
 	releaseLease *connect.Client[v1.ReleaseLeaseRequest, v1.ReleaseLeaseResponse]
 	getLease     *connect.Client[v1.GetLeaseRequest, v1.GetLeaseResponse]
+	checkFence   *connect.Client[v1.CheckFenceRequest, v1.CheckFenceResponse]
 	listLeases   *connect.Client[v1.ListLeasesRequest, v1.ListLeasesResponse]
 	watchLeases  *connect.Client[v1.WatchLeasesRequest, v1.WatchLeasesResponse]
 }
@@ -181,6 +203,11 @@ func (c *leaseServiceClient) ReleaseLease(ctx context.Context, req *connect.Requ
 // GetLease calls kxm.hub.v1.LeaseService.GetLease.
 func (c *leaseServiceClient) GetLease(ctx context.Context, req *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error) {
 	return c.getLease.CallUnary(ctx, req)
+}
+
+// CheckFence calls kxm.hub.v1.LeaseService.CheckFence.
+func (c *leaseServiceClient) CheckFence(ctx context.Context, req *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error) {
+	return c.checkFence.CallUnary(ctx, req)
 }
 
 // ListLeases calls kxm.hub.v1.LeaseService.ListLeases.
@@ -232,6 +259,19 @@ type LeaseServiceHandler interface {
 	// Auth: agent (its own project), or a project/admin token naming `project`.
 	// Errors: PROTOCOL_ERROR, LEASE_NOT_FOUND, INVALID_AUTH, INVALID_AGENT_IDENTITY.
 	GetLease(context.Context, *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error)
+	// Answers whether a fencing token is the live holder's current token for a lease of your
+	// project: what a resource the lease protects (a git remote, a deploy endpoint) asks before it
+	// accepts a write that carries the token. Accept the write only when `valid` is true (reason
+	// CURRENT); every other reason says why the writer must be refused. A read: it changes nothing,
+	// is safe to repeat, and the answer holds at the hub's clock when it was given (a lease can
+	// lapse right after). Callable with the project token alone (a resource is not an agent), or
+	// as an agent of the project. Never tells anything about another project: a name unknown in
+	// the caller's project answers UNKNOWN.
+	//
+	// Auth: agent (its own project), or a project/admin token naming `project`.
+	// Errors: LEASE_TOKEN_REQUIRED, PROTOCOL_ERROR (name, fencing_token, project), INVALID_AUTH,
+	// INVALID_AGENT_IDENTITY.
+	CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error)
 	// Lists the live leases of your project by name, paged: what is being worked on, by whom,
 	// with which fencing token, and who waits. Lapsed leases too with include_expired.
 	//
@@ -277,6 +317,12 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(leaseServiceMethods.ByName("GetLease")),
 		connect.WithHandlerOptions(opts...),
 	)
+	leaseServiceCheckFenceHandler := connect.NewUnaryHandler(
+		LeaseServiceCheckFenceProcedure,
+		svc.CheckFence,
+		connect.WithSchema(leaseServiceMethods.ByName("CheckFence")),
+		connect.WithHandlerOptions(opts...),
+	)
 	leaseServiceListLeasesHandler := connect.NewUnaryHandler(
 		LeaseServiceListLeasesProcedure,
 		svc.ListLeases,
@@ -299,6 +345,8 @@ func NewLeaseServiceHandler(svc LeaseServiceHandler, opts ...connect.HandlerOpti
 			leaseServiceReleaseLeaseHandler.ServeHTTP(w, r)
 		case LeaseServiceGetLeaseProcedure:
 			leaseServiceGetLeaseHandler.ServeHTTP(w, r)
+		case LeaseServiceCheckFenceProcedure:
+			leaseServiceCheckFenceHandler.ServeHTTP(w, r)
 		case LeaseServiceListLeasesProcedure:
 			leaseServiceListLeasesHandler.ServeHTTP(w, r)
 		case LeaseServiceWatchLeasesProcedure:
@@ -326,6 +374,10 @@ func (UnimplementedLeaseServiceHandler) ReleaseLease(context.Context, *connect.R
 
 func (UnimplementedLeaseServiceHandler) GetLease(context.Context, *connect.Request[v1.GetLeaseRequest]) (*connect.Response[v1.GetLeaseResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.LeaseService.GetLease is not implemented"))
+}
+
+func (UnimplementedLeaseServiceHandler) CheckFence(context.Context, *connect.Request[v1.CheckFenceRequest]) (*connect.Response[v1.CheckFenceResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.LeaseService.CheckFence is not implemented"))
 }
 
 func (UnimplementedLeaseServiceHandler) ListLeases(context.Context, *connect.Request[v1.ListLeasesRequest]) (*connect.Response[v1.ListLeasesResponse], error) {
