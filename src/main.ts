@@ -5,9 +5,11 @@ import { BackupError, StoreOpenError } from "./store/store.js";
 
 /**
  * The `kxm-hub` command (bin/kxm-hub.mjs runs this file): `serve` (also what plain `kxm-hub
- * [flags]` does), `backup`, `restore`, `raise-fence`, `ops` and `mcp` (a stdio bridge to a hub's
- * MCP face). A refusal is one line `kxm-hub: <code>: <message>` on stderr and exit code 1 (`ops`
- * and `mcp` have their own codes), never a stack trace.
+ * [flags]` does), `backup`, `restore`, `raise-fence`, `ops`, `mcp` (a stdio bridge to a hub's
+ * MCP face), and the agent commands `agents`, `send`, `inbox`, `reply` and `lease` (`lease run`
+ * holds a lease while a command runs). A refusal is one line `kxm-hub: <code>: <message>` on
+ * stderr and exit code 1 (`ops`, `mcp` and the agent commands have their own codes), never a
+ * stack trace.
  */
 const usage = (serveHelp: string) => `Usage: kxm-hub [serve] [flags]      start the hub (the default command)
        kxm-hub backup --out <file>     copy a store, running or not, with a manifest
@@ -15,6 +17,11 @@ const usage = (serveHelp: string) => `Usage: kxm-hub [serve] [flags]      start 
        kxm-hub raise-fence --database-url <url>   after restoring a PostgreSQL database
        kxm-hub ops leases|release-lease|evict --project <p> ...   an operator's hands on a running hub
        kxm-hub mcp                     a stdio MCP server relaying to a hub's /mcp (KXM_URL, KXM_PROJECT, KXM_AGENT)
+       kxm-hub lease run <name> -- <command> [args...]   hold a lease while a command runs
+       kxm-hub lease acquire|renew|release|get|list|check <name> ...   a lease from a shell
+       kxm-hub agents [--all]          the project's agents
+       kxm-hub send <target> <text>    message an agent; kxm-hub reply <message-id> <text> answers one
+       kxm-hub inbox [--follow] [--ack]   the agent's pending mail (agent commands: KXM_URL, KXM_PROJECT, KXM_AGENT)
        kxm-hub <command> --help        the command's flags and defaults
        kxm-hub --version, -v           the version (package.json)
 
@@ -33,6 +40,11 @@ const commands: Record<string, () => Promise<Command>> = {
   "raise-fence": async () => (await import("./cli/backup.js")).raiseFenceCommand,
   ops: async () => (await import("./cli/ops.js")).opsCommand,
   mcp: async () => (await import("./cli/mcp.js")).mcpCommand,
+  lease: async () => (await import("./cli/lease.js")).leaseCommand,
+  agents: async () => (await import("./cli/agent.js")).agentsCommand,
+  send: async () => (await import("./cli/agent.js")).sendCommand,
+  inbox: async () => (await import("./cli/agent.js")).inboxCommand,
+  reply: async () => (await import("./cli/agent.js")).replyCommand,
 };
 
 const printUsage = async () => process.stdout.write(`${usage((await import("./cli/serve.js")).serveHelp)}\n`);

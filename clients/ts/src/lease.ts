@@ -26,6 +26,7 @@ export class HeldLease {
   readonly #lost = new AbortController();
   readonly #stop = new AbortController();
   readonly #done: Promise<void>;
+  #validUntilMs: number;
 
   constructor(
     private readonly leases: Client<typeof LeaseService>,
@@ -36,7 +37,8 @@ export class HeldLease {
     grantedNoEarlierThanMs: number,
   ) {
     this.#lease = lease;
-    this.#done = this.keep(grantedNoEarlierThanMs + ttlMs);
+    this.#validUntilMs = grantedNoEarlierThanMs + ttlMs;
+    this.#done = this.keep();
   }
 
   get name(): string {
@@ -56,6 +58,14 @@ export class HeldLease {
   /** Aborts when the lease is lost; `reason` is the HubError that says why. */
   get lost(): AbortSignal {
     return this.#lost.signal;
+  }
+
+  /**
+   * The latest the lease can still be valid on the hub, on the session's clock: the send time of
+   * the last confirmed grant or renewal plus the TTL. Past it, another holder may exist.
+   */
+  get validUntilMs(): number {
+    return this.#validUntilMs;
   }
 
   /** Throws the loss, if the lease is lost: call it before an irreversible step. */
@@ -83,11 +93,11 @@ export class HeldLease {
   }
 
   /** Renews every ttl/3; retries a failed renewal until the lease may be lapsing, then gives it up. */
-  private async keep(validUntilMs: number): Promise<void> {
+  private async keep(): Promise<void> {
     const margin = this.ttlMs / 5;
     let nextRenewAt = this.clock.now() + this.ttlMs / 3;
     while (!this.#stop.signal.aborted && !this.#lost.signal.aborted) {
-      const lostAt = validUntilMs - margin;
+      const lostAt = this.#validUntilMs - margin;
       await this.clock.sleep(Math.min(nextRenewAt, lostAt) - this.clock.now(), this.#stop.signal);
       if (this.#stop.signal.aborted) return;
       if (this.clock.now() >= lostAt) {
@@ -101,7 +111,7 @@ export class HeldLease {
           { signal: this.#stop.signal, timeoutMs: Math.max(1, Math.floor(lostAt - sentAt)) },
         );
         if (r.lease) this.#lease = r.lease;
-        validUntilMs = sentAt + this.ttlMs;
+        this.#validUntilMs = sentAt + this.ttlMs;
         nextRenewAt = sentAt + this.ttlMs / 3;
       } catch (e) {
         if (this.#stop.signal.aborted) return;

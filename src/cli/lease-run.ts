@@ -1,0 +1,246 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import os from "node:os";
+import { HubError, type HeldLease, type Session } from "../../clients/ts/src/index.js";
+import { flagHelp, type FlagDoc } from "../config.js";
+import { CommandError, exitCodes, usageError } from "./command-error.js";
+import { agentFlagOptions, agentFlags, agentTarget, bounded, closeSession, durationMs, openSession, parseFlags, refusalOf, write } from "./agent-target.js";
+
+/**
+ * `kxm-hub lease run NAME -- COMMAND ARGS...`: holds a lease for as long as a command runs. The
+ * agent registers, waits for the lease, starts the command in a process group of its own with the
+ * fencing token in its environment, keeps the lease renewed (the client library's keeper) and
+ * releases it when the command ends. When the lease is lost the command's group is terminated,
+ * then killed after a grace, so it stops before another holder can exist.
+ */
+
+/** lease run's own exit codes; any other code is the command's (128 + n: killed by signal n). */
+export const leaseRunExitCodes = {
+  refused: exitCodes.refused,
+  usage: exitCodes.usage,
+  unreachable: exitCodes.unreachable,
+  /** The lease was not had within --wait: nothing ran (EX_TEMPFAIL). */
+  leaseHeld: 75,
+  /** The lease was lost while the command ran; the command was terminated. */
+  leaseLost: 76,
+  /** COMMAND could not be started: not executable (126), not found (127), as a shell says. */
+  notExecutable: 126,
+  notFound: 127,
+} as const;
+
+const defaultTtlMs = 30_000;
+const defaultWaitMs = 600_000;
+
+const runFlags = {
+  ttl: { value: "duration", meaning: "the lease's time to live on the hub, 5s..10m; renewed every third of it", default: "30s" },
+  wait: { value: "duration", meaning: "how long to wait for a lease another agent holds, 0..10m (0: do not wait)", default: "10m" },
+  grace: {
+    value: "duration",
+    meaning: "after the lease is lost, how long the command has between SIGTERM and SIGKILL",
+    default: "min(5s, ttl/10): SIGTERM comes a fifth of the TTL before the lease can lapse, so the command ends inside it",
+  },
+  ...agentFlags,
+} satisfies Record<string, FlagDoc>;
+
+export const leaseRunHelp = `Usage: kxm-hub lease run <name> [--ttl <duration>] [--wait <duration>] [--grace <duration>] -- <command> [args...]
+
+Holds lease <name> while <command> runs. Registers the agent (KXM_AGENT; resumes it if offline),
+waits for the lease, then starts <command> in a process group of its own, stdio inherited, with
+KXM_FENCING_TOKEN, KXM_LEASE_NAME and KXM_LEASE_RESOURCE added to its environment. The lease is
+renewed every third of its TTL; SIGINT, SIGTERM and SIGHUP are passed on to the command's group.
+When the command ends the lease is released at once, the agent unregisters, and lease run exits
+with the command's exit code (128 + n if a signal n killed it).
+
+If the lease is lost (taken by an operator or another holder after it lapsed: lease_superseded,
+lease_expired, lease_not_found; or renewals not confirmed a fifth of the TTL before it can lapse:
+lease_unconfirmed, also when this process was stopped or the hub answers too slowly), the
+command's group gets SIGTERM, then SIGKILL after --grace, and lease run exits ${leaseRunExitCodes.leaseLost}.
+Durations: 30s, 5m, 1500ms, 1h, or a bare number of milliseconds.
+
+This is how a lease is held across a command. \`kxm-hub lease acquire\` holds one only until its
+TTL runs out, with nothing renewing it.
+
+${flagHelp(runFlags)}
+  --help, -h
+      this text
+
+Exit codes: the command's own (128 + n: killed by signal n; also a signal n while waiting for the
+lease, when nothing ran); otherwise
+  ${leaseRunExitCodes.usage}    usage error
+  ${leaseRunExitCodes.refused}    refused by the hub before the command started (kxm-hub: <code>: ... on stderr)
+  ${leaseRunExitCodes.unreachable}    hub unreachable
+  ${leaseRunExitCodes.leaseHeld}   lease_held: not had within --wait; nothing ran
+  ${leaseRunExitCodes.leaseLost}   lease_lost: the lease was lost and the command terminated (the reason on stderr)
+  ${leaseRunExitCodes.notExecutable}  <command> not executable; ${leaseRunExitCodes.notFound} <command> not found`;
+
+const forwarded = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+
+const signalCode = (signal: NodeJS.Signals) => 128 + (os.constants.signals[signal] ?? 0);
+
+/** Sends `signal` to the command's whole process group; a group already gone is not an error. */
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {
+    // ESRCH: nothing left in the group.
+  }
+}
+
+interface RunOptions {
+  name: string;
+  ttlMs: number;
+  waitMs: number;
+  graceMs: number;
+  command: string;
+  args: string[];
+}
+
+/** Waits for the lease; a signal meanwhile gives it up. Throws lease_held (exit 75) or the hub's refusal. */
+async function acquire(session: Session, o: RunOptions, origin: string): Promise<HeldLease> {
+  const giveUp = new AbortController();
+  const onSignal = (signal: NodeJS.Signals) => giveUp.abort(signal);
+  for (const s of forwarded) process.on(s, onSignal);
+  try {
+    return await session.acquire(o.name, { ttlMs: o.ttlMs, waitMs: o.waitMs, signal: giveUp.signal });
+  } catch (e) {
+    if (giveUp.signal.aborted) {
+      const signal = giveUp.signal.reason as NodeJS.Signals;
+      throw new CommandError("interrupted", `${signal} while waiting for lease ${o.name}; nothing ran`, signalCode(signal));
+    }
+    const err = HubError.from(e);
+    if (err.code === "lease_held") {
+      const holder = err.lease ? ` held by ${err.lease.holderAgentName} (token ${err.lease.fencingToken})` : "";
+      throw new CommandError("lease_held", `lease ${o.name}${holder} was not had within --wait ${o.waitMs} ms; nothing ran`, leaseRunExitCodes.leaseHeld);
+    }
+    throw refusalOf(e, origin);
+  } finally {
+    for (const s of forwarded) process.off(s, onSignal);
+  }
+}
+
+/**
+ * Runs the command under the held lease. Resolves with lease run's exit code once the command
+ * has ended; rejects with lease_lost (exit 76) when the lease was lost while it ran.
+ */
+function supervise(held: HeldLease, o: RunOptions): Promise<number> {
+  const child = spawn(o.command, o.args, {
+    detached: true,
+    stdio: "inherit",
+    env: {
+      ...process.env,
+      KXM_FENCING_TOKEN: String(held.token),
+      KXM_LEASE_NAME: held.name,
+      KXM_LEASE_RESOURCE: held.lease.resource,
+    },
+  });
+  return new Promise((resolve, reject) => {
+    let loss: HubError | undefined;
+    let killTimer: NodeJS.Timeout | undefined;
+    const onSignal = (signal: NodeJS.Signals) => signalGroup(child, signal);
+    for (const s of forwarded) process.on(s, onSignal);
+
+    // The local deadline, on the monotonic clock the keeper counts with: a fifth of the TTL before
+    // the lease can lapse, counted from the last confirmed renewal's send time. A stopped process
+    // (SIGSTOP) or a hub answering slowly cannot push it back: this timer fires late after a stop,
+    // and acts at once, before any answer comes.
+    const checkEveryMs = Math.min(250, o.ttlMs / 20);
+    const watchdog = setInterval(() => {
+      if (performance.now() >= held.validUntilMs - o.ttlMs / 5) {
+        lose(new HubError("lease_unconfirmed", `lease ${o.name} was not confirmed in time: it may lapse on the hub`, {}, held.lease, true));
+      }
+    }, checkEveryMs);
+
+    function lose(reason: HubError) {
+      if (loss || child.exitCode !== null || child.signalCode !== null) return;
+      loss = reason;
+      signalGroup(child, "SIGTERM");
+      killTimer = setTimeout(() => signalGroup(child, "SIGKILL"), o.graceMs);
+    }
+    const onLost = () => lose(held.lost.reason as HubError);
+    held.lost.addEventListener("abort", onLost, { once: true });
+
+    const done = () => {
+      clearInterval(watchdog);
+      clearTimeout(killTimer);
+      held.lost.removeEventListener("abort", onLost);
+      for (const s of forwarded) process.off(s, onSignal);
+    };
+
+    child.once("error", (e: NodeJS.ErrnoException) => {
+      done();
+      const notFound = e.code === "ENOENT";
+      reject(
+        new CommandError(
+          notFound ? "command_not_found" : "command_not_executable",
+          `cannot start ${JSON.stringify(o.command)}: ${e.message}`,
+          notFound ? leaseRunExitCodes.notFound : leaseRunExitCodes.notExecutable,
+        ),
+      );
+    });
+    child.once("exit", (code, signal) => {
+      done();
+      if (loss) {
+        // Nothing in the group may go on writing with a lost lease: whatever the leader left is killed.
+        signalGroup(child, "SIGKILL");
+        const how = signal ? `killed by ${signal}` : `exited ${code}`;
+        reject(
+          new CommandError(
+            "lease_lost",
+            `${loss.code}: lease ${o.name} (token ${held.token}) was lost (${loss.message}); the command was sent SIGTERM and ${how}`,
+            leaseRunExitCodes.leaseLost,
+          ),
+        );
+        return;
+      }
+      resolve(signal ? signalCode(signal) : (code ?? 1));
+    });
+  });
+}
+
+/** Splits `lease run`'s own arguments from the command after `--`. */
+function splitAtDashes(argv: string[]): [string[], string[]] {
+  const at = argv.indexOf("--");
+  return at < 0 ? [argv, []] : [argv.slice(0, at), argv.slice(at + 1)];
+}
+
+/**
+ * `kxm-hub lease run`: see leaseRunHelp. Exits with the command's code; throws CommandError for
+ * everything else (usage_error 2, a refusal 1, hub_unreachable 3, lease_held 75, lease_lost 76).
+ */
+export async function leaseRunCommand(argv: string[]): Promise<void> {
+  const [own, commandLine] = splitAtDashes(argv);
+  const { values, positionals } = parseFlags(own, {
+    ...agentFlagOptions,
+    ttl: { type: "string" },
+    wait: { type: "string" },
+    grace: { type: "string" },
+  });
+  if (values.help) return write(`${leaseRunHelp}\n`);
+  if (positionals.length !== 1) throw usageError(`expected one <name> before --, got ${positionals.length}; see kxm-hub lease run --help`);
+  if (commandLine.length === 0) throw usageError("a command is required after --; see kxm-hub lease run --help");
+  const target = agentTarget(values, true);
+  const ttlMs = values.ttl === undefined ? defaultTtlMs : durationMs("ttl", values.ttl as string, 5_000, 600_000);
+  const o: RunOptions = {
+    name: positionals[0]!,
+    ttlMs,
+    waitMs: values.wait === undefined ? defaultWaitMs : durationMs("wait", values.wait as string, 0, 600_000),
+    graceMs: values.grace === undefined ? Math.min(5_000, ttlMs / 10) : durationMs("grace", values.grace as string, 0, 600_000),
+    command: commandLine[0]!,
+    args: commandLine.slice(1),
+  };
+
+  const session = await openSession(target, `lease run ${o.name}`);
+  let exitCode: number;
+  try {
+    const held = await acquire(session, o, target.url.origin);
+    try {
+      exitCode = await supervise(held, o);
+    } finally {
+      // Released at once (a lost lease is not), whatever became of the command.
+      await bounded(held.release());
+    }
+  } finally {
+    await closeSession(session);
+  }
+  await write("");
+  process.exit(exitCode);
+}

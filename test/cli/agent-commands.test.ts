@@ -1,0 +1,124 @@
+import net from "node:net";
+import { describe, expect, it } from "vitest";
+import { runCli, type CliResult } from "../fixtures/cli.js";
+import { jsonOf, startTestHub, type TestHub } from "../fixtures/hub.js";
+
+/**
+ * The agent commands (issue 22, item 3) run as the command against a real hub: `agents`, `send`,
+ * `inbox`, `reply` and the one-shot `lease` subcommands, configured by KXM_ variables, each
+ * one-shot command registering (or resuming) its agent and unregistering it at its end.
+ * Exit codes: 0 done, 1 refused by the hub, 2 usage, 3 unreachable, 4 a fence token not valid.
+ */
+
+const PROJECT = "org/repo";
+const LEASE = "repo/main";
+
+const as = (t: TestHub, agent: string | undefined, args: string[]) =>
+  runCli(args, { env: { KXM_URL: t.baseUrl, KXM_PROJECT: PROJECT, ...(agent !== undefined && { KXM_AGENT: agent }) } });
+
+/** The one stderr line of a refusal: `kxm-hub: <code>: <message>`. */
+function expectFailure(r: CliResult, exitCode: number, code: string): void {
+  expect(r.code, r.stderr).toBe(exitCode);
+  const lines = r.stderr.trimEnd().split("\n");
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatch(new RegExp(`^kxm-hub: ${code}: \\S`));
+}
+
+function ok(r: CliResult): string {
+  expect(r.code, r.stderr).toBe(0);
+  return r.stdout;
+}
+
+describe("kxm-hub agent commands", () => {
+  it("agents lists the project's agents; --all adds offline ones; --json is the hub's answer", async () => {
+    await using t = await startTestHub();
+    const alpha = await t.register("alpha", PROJECT);
+    ok(await as(t, "beta", ["inbox"])); // beta registers, then goes offline
+    const text = ok(await as(t, undefined, ["agents"]));
+    expect(text.split("\n")[0]).toMatch(/^NAME\s+PRESENCE\s+HOST\s+PURPOSE\s+ID$/);
+    expect(text).toMatch(new RegExp(`^alpha\\s+online\\s+.*${alpha.id}$`, "m"));
+    expect(text).not.toContain("beta");
+    const all = JSON.parse(ok(await as(t, undefined, ["agents", "--all", "--json"]))) as { agents: { name: string; online: boolean }[] };
+    expect(all.agents.map((a) => [a.name, a.online])).toEqual([
+      ["alpha", true],
+      ["beta", false],
+    ]);
+  });
+
+  it("send, inbox --ack, reply: a round trip between two agent names", async () => {
+    await using t = await startTestHub();
+    expect(ok(await as(t, "beta", ["inbox"]))).toBe("no pending mail\n");
+
+    const sent = JSON.parse(ok(await as(t, "alpha", ["send", "beta", "please review", "--json"]))) as { id: string; status: string };
+    expect(sent).toMatchObject({ status: "MESSAGE_STATUS_QUEUED" });
+
+    const events = ok(await as(t, "beta", ["inbox", "--ack", "--json"]))
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { kind: string; message: { id: string; fromName: string; content: string } });
+    expect(events).toMatchObject([{ kind: "message", message: { id: sent.id, fromName: "alpha", content: "please review" } }]);
+    // Acknowledged: not listed again.
+    expect(ok(await as(t, "beta", ["inbox"]))).toBe("no pending mail\n");
+
+    expect(ok(await as(t, "beta", ["reply", sent.id, "looks good"]))).toBe(`replied to ${sent.id} from alpha\n`);
+    const mail = ok(await as(t, "alpha", ["inbox"]));
+    expect(mail).toMatch(new RegExp(`^\\d+  reply  ${sent.id}  reply from beta to "please review": looks good$`, "m"));
+
+    // A second reply is the hub's refusal, as one line with exit 1.
+    expectFailure(await as(t, "beta", ["reply", sent.id, "again"]), 1, "duplicate_reply");
+  });
+
+  it("lease acquire prints the token; get and list show it; release frees it (--json parsed)", async () => {
+    await using t = await startTestHub();
+    expect(ok(await as(t, "alpha", ["lease", "acquire", LEASE, "--ttl", "1m"]))).toBe("1\n");
+
+    const got = JSON.parse(ok(await as(t, undefined, ["lease", "get", LEASE, "--json"]))) as { lease: { holderAgentName: string; fencingToken: number }; expired: boolean };
+    expect(got).toMatchObject({ lease: { holderAgentName: "alpha", fencingToken: 1 }, expired: false });
+    const listed = JSON.parse(ok(await as(t, undefined, ["lease", "list", "--json"]))) as { leases: { name: string; fencingToken: number }[] };
+    expect(listed.leases).toMatchObject([{ name: LEASE, fencingToken: 1 }]);
+
+    // Held by alpha while it is offline: another agent is refused, alpha's next command renews it.
+    expectFailure(await as(t, "beta", ["lease", "acquire", LEASE]), 1, "lease_held");
+    const renewed = JSON.parse(ok(await as(t, "alpha", ["lease", "renew", LEASE, "--json"]))) as { lease: { fencingToken: string }; renewed: boolean };
+    expect(renewed).toMatchObject({ lease: { fencingToken: "1" }, renewed: true });
+
+    const released = JSON.parse(ok(await as(t, "alpha", ["lease", "release", LEASE, "--json"]))) as { released: boolean };
+    expect(released.released).toBe(true);
+    expect(JSON.parse(ok(await as(t, undefined, ["lease", "list", "--json"])))).toEqual({ leases: [] });
+    expectFailure(await as(t, "alpha", ["lease", "release", LEASE]), 1, "lease_not_found");
+    // The fence never restarts: the next grant is token 2.
+    expect(ok(await as(t, "beta", ["lease", "acquire", LEASE]))).toBe("2\n");
+  });
+
+  it("lease check exits 0 for the current token and 4 with fence_rejected for a stale one", async () => {
+    await using t = await startTestHub();
+    // CheckFence is new; skip quietly on a hub that does not serve it yet.
+    const probe = await t.rest(`/v1/leases/${encodeURIComponent(LEASE)}/check`, { json: { fencingToken: 1, project: PROJECT } });
+    if (probe.status === 404 && (await jsonOf(probe)).code !== "lease_not_found") return;
+    expect(ok(await as(t, "alpha", ["lease", "acquire", LEASE]))).toBe("1\n");
+    expect(ok(await as(t, undefined, ["lease", "check", LEASE, "1"]))).toContain("valid");
+    const stale = await as(t, undefined, ["lease", "check", LEASE, "2", "--json"]);
+    expectFailure(stale, 4, "fence_rejected");
+    expect(JSON.parse(stale.stdout)).toMatchObject({ valid: false, reason: "unknown" });
+  });
+
+  it("refuses a bad command line (exit 2) and an unreachable hub (exit 3), one stderr line each", async () => {
+    await using t = await startTestHub();
+    expectFailure(await as(t, "alpha", ["send", "beta"]), 2, "usage_error");
+    expectFailure(await as(t, undefined, ["send", "beta", "hi"]), 2, "usage_error");
+    expectFailure(await as(t, "alpha", ["lease", "acquire", LEASE, "--ttl", "soon"]), 2, "usage_error");
+    const closed = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as net.AddressInfo;
+        server.close(() => resolve(port));
+      });
+    });
+    const env = { KXM_URL: `http://127.0.0.1:${closed}`, KXM_PROJECT: PROJECT, KXM_AGENT: "alpha" };
+    expectFailure(await runCli(["send", "beta", "hi"], { env }), 3, "hub_unreachable");
+    expectFailure(await runCli(["agents"], { env }), 3, "hub_unreachable");
+    // --help on each command, with its exit codes.
+    for (const args of [["agents"], ["send"], ["inbox"], ["reply"], ["lease", "acquire"], ["lease", "run"]]) {
+      expect(ok(await as(t, undefined, [...args, "--help"]))).toMatch(/Exit codes/);
+    }
+  });
+});
