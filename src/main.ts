@@ -7,9 +7,10 @@ import { BackupError, StoreOpenError } from "./store/store.js";
  * The `kxm-hub` command (bin/kxm-hub.mjs runs this file): `serve` (also what plain `kxm-hub
  * [flags]` does), `backup`, `restore`, `raise-fence`, `ops`, `mcp` (a stdio bridge to a hub's
  * MCP face), and the agent commands `agents`, `send`, `inbox`, `reply` and `lease` (`lease run`
- * holds a lease while a command runs). A refusal is one line `kxm-hub: <code>: <message>` on
- * stderr and exit code 1 (`ops`, `mcp` and the agent commands have their own codes), never a
- * stack trace.
+ * holds a lease while a command runs), and `guard git`, a pre-receive hook that lets only a
+ * lease's current fencing token push to the refs it protects. A refusal is one line
+ * `kxm-hub: <code>: <message>` on stderr and exit code 1 (`ops`, `mcp` and the agent commands have
+ * their own codes), never a stack trace.
  */
 const usage = (serveHelp: string) => `Usage: kxm-hub [serve] [flags]      start the hub (the default command)
        kxm-hub backup --out <file>     copy a store, running or not, with a manifest
@@ -19,6 +20,7 @@ const usage = (serveHelp: string) => `Usage: kxm-hub [serve] [flags]      start 
        kxm-hub mcp                     a stdio MCP server relaying to a hub's /mcp (KXM_URL, KXM_PROJECT, KXM_AGENT)
        kxm-hub lease run <name> -- <command> [args...]   hold a lease while a command runs
        kxm-hub lease acquire|renew|release|get|list|check <name> ...   a lease from a shell
+       kxm-hub guard git [--install <repo> ...]   a pre-receive hook: pushes to protected refs need a current fencing token
        kxm-hub agents [--all]          the project's agents
        kxm-hub send <target> <text>    message an agent; kxm-hub reply <message-id> <text> answers one
        kxm-hub inbox [--follow] [--ack]   the agent's pending mail (agent commands: KXM_URL, KXM_PROJECT, KXM_AGENT)
@@ -41,6 +43,7 @@ const commands: Record<string, () => Promise<Command>> = {
   ops: async () => (await import("./cli/ops.js")).opsCommand,
   mcp: async () => (await import("./cli/mcp.js")).mcpCommand,
   lease: async () => (await import("./cli/lease.js")).leaseCommand,
+  guard: async () => (await import("./cli/guard-git.js")).guardCommand,
   agents: async () => (await import("./cli/agent.js")).agentsCommand,
   send: async () => (await import("./cli/agent.js")).sendCommand,
   inbox: async () => (await import("./cli/agent.js")).inboxCommand,

@@ -1,0 +1,54 @@
+import { spawnSync } from "node:child_process";
+import path from "node:path";
+import { CommandError, exitCodes } from "./command-error.js";
+
+/** What `kxm-hub guard git` asks of git itself: where the repository is, and its config. */
+
+/** Runs git; answers its status and stdout. Throws CommandError when git cannot be started. */
+export function git(args: string[], cwd?: string): { status: number; stdout: string; stderr: string } {
+  const r = spawnSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  if (r.error) throw new CommandError("git_unavailable", `cannot run git: ${r.error.message}`, exitCodes.refused);
+  return { status: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** The absolute git directory of the repository at `dir` (the current one, GIT_DIR, by default). */
+export function gitDirOf(dir?: string): string {
+  const r = git(["rev-parse", "--absolute-git-dir"], dir);
+  if (r.status !== 0) {
+    throw new CommandError("not_a_git_repository", `${dir ?? process.cwd()} is not a git repository: ${r.stderr.trim()}`, exitCodes.refused);
+  }
+  return r.stdout.trim();
+}
+
+/** Every value of `key` in the repository's config (its own, the user's, the system's), in order. */
+export function configValues(gitDir: string, key: string): string[] {
+  const r = git(["--git-dir", gitDir, "config", "-z", "--get-all", key]);
+  // 1: the key is not set.
+  if (r.status === 1) return [];
+  if (r.status !== 0) throw new CommandError("guard_misconfigured", `git config --get-all ${key} failed: ${r.stderr.trim()}`, exitCodes.refused);
+  return r.stdout.split("\0").slice(0, -1);
+}
+
+/** The last value of `key`, or undefined when it is unset or blank. */
+export function configValue(gitDir: string, key: string): string | undefined {
+  const v = configValues(gitDir, key).at(-1)?.trim();
+  return v === "" ? undefined : v;
+}
+
+/** Sets `key` in the repository's own config to `values`, replacing what it had; none unsets it. */
+export function setConfig(gitDir: string, key: string, values: string[]): void {
+  const unset = git(["--git-dir", gitDir, "config", "--local", "--unset-all", key]);
+  // 5: the key was not set.
+  if (unset.status !== 0 && unset.status !== 5) throw new CommandError("guard_install_failed", `git config --unset-all ${key}: ${unset.stderr.trim()}`, exitCodes.refused);
+  for (const v of values) {
+    const r = git(["--git-dir", gitDir, "config", "--local", "--add", key, v]);
+    if (r.status !== 0) throw new CommandError("guard_install_failed", `git config --add ${key}: ${r.stderr.trim()}`, exitCodes.refused);
+  }
+}
+
+/** The repository's hooks directory (core.hooksPath when set), absolute. */
+export function hooksDirOf(gitDir: string): string {
+  const r = git(["--git-dir", gitDir, "rev-parse", "--git-path", "hooks"], gitDir);
+  if (r.status !== 0) throw new CommandError("guard_install_failed", `cannot find the hooks directory: ${r.stderr.trim()}`, exitCodes.refused);
+  return path.resolve(gitDir, r.stdout.trim());
+}

@@ -1,0 +1,226 @@
+import { CommandError, exitCodes, usageError } from "./command-error.js";
+import { write } from "./agent-target.js";
+import { acceptedToken, RecordError, recordFileName, withFenceRecord, type FenceRecord } from "./guard-git-record.js";
+import { configValue, configValues, gitDirOf } from "./guard-git-repo.js";
+import { leaseFor, parseRule, RuleError, type ProtectRule } from "./guard-git-rules.js";
+import { callHub, segment, type HubTarget } from "./hub-client.js";
+
+/**
+ * `kxm-hub guard git`: a git `pre-receive` hook that refuses a push to a protected ref unless it
+ * carries the push option `kxm-fence=<token>`, the hub says that token is the current one of the
+ * ref's lease (CheckFence), and it is no lower than the highest token this repository accepted for
+ * that lease (guard-git-record.ts). Fails closed: an unreachable hub, a refused credential, a
+ * missing or broken configuration, a record it cannot read all refuse the push.
+ */
+
+export const guardGitExitCodes = {
+  /** The push is refused (every reason on stderr, one line each). */
+  refused: exitCodes.refused,
+  usage: exitCodes.usage,
+} as const;
+
+export const fenceOption = "kxm-fence";
+
+export const guardGitHelp = `Usage: kxm-hub guard git                 (as a repository's pre-receive hook)
+       kxm-hub guard git --install <repo> --url <url> [--token <token>] --project <project> --protect <rule> [--protect <rule>...]
+
+A pre-receive hook for a repository (bare or not): a push that updates or deletes a protected ref
+must carry the push option ${fenceOption}=<token>, the fencing token of the ref's lease:
+
+    git push -o ${fenceOption}=$KXM_FENCING_TOKEN origin HEAD:main     (inside kxm-hub lease run)
+
+The push is accepted only when the hub says the token is the lease's current one (CheckFence:
+valid, reason current) and it is at least the highest token this repository has accepted for that
+lease, which it keeps in <GIT_DIR>/${recordFileName} (under a lock file; it only grows), so a hub
+restored from an older backup cannot let an older writer in. One token per push: a push whose
+protected refs map to different leases needs one push per lease. Refs no rule protects pass
+untouched, and a push of only those never calls the hub.
+
+Configuration (git config in the repository; --install writes it):
+  kxm.url        the hub's base URL (required once a protected ref is pushed)
+  kxm.token      the project's token, sent as Authorization: Bearer (unset: none)
+  kxm.project    the project the leases belong to (required once a protected ref is pushed)
+  kxm.protect    multi-valued, <ref pattern>=<lease pattern>, tried in order, the first match wins:
+                 refs/heads/main=repo/main   one ref, one lease
+                 refs/heads/*=repo/*         refs/heads/main -> lease repo/main, refs/heads/a/b -> repo/a/b
+                 refs/tags/*=releases        every tag under one lease
+                 A ref pattern is a full ref name with at most one *, matching one or more
+                 characters, / included (as in a refspec); a * in the lease pattern is replaced by
+                 what it matched. No kxm.protect at all, or one that does not parse, refuses every
+                 push: remove the hook to stop guarding.
+  receive.advertisePushOptions true   (needed for git push -o)
+
+Every refusal is one line on stderr, shown by git as remote: kxm-hub: <code>: <message>:
+  fence_refused        a protected ref without a valid ${fenceOption} option, with a token the hub does not
+                       say is current (superseded, expired, released, unknown), below the recorded one, or
+                       that could not be checked (hub_unreachable, invalid_auth, ... in the message)
+  guard_misconfigured  kxm.url, kxm.project or kxm.protect missing or wrong
+  fence_record_busy, fence_record_unreadable   the record's lock or file (the message names it)
+A hub restored from a backup must hand out tokens above the recorded ones (kxm-hub restore and
+kxm-hub raise-fence raise every fence by --bump-fence); raise them rather than edit ${recordFileName}.
+
+--install <repo> writes <repo>'s hooks/pre-receive (running this node and this checkout's
+bin/kxm-hub.mjs; a hook not written by --install is left alone and the install refused), sets
+receive.advertisePushOptions and the kxm.* keys (--protect replaces every kxm.protect).
+--url, --token and --project default to KXM_URL, KXM_TOKEN and KXM_PROJECT.
+
+Exit codes: 0 the push may go on (installed); ${guardGitExitCodes.refused} refused; ${guardGitExitCodes.usage} usage error.`;
+
+interface RefUpdate {
+  oldSha: string;
+  newSha: string;
+  ref: string;
+}
+
+/** The pushed updates, from the hook's stdin: `<old-sha> <new-sha> <refname>` per line. */
+function parseUpdates(text: string): RefUpdate[] {
+  return text
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => {
+      const [oldSha, newSha, ref] = line.trim().split(" ");
+      if (!oldSha || !newSha || !ref) throw new CommandError("guard_misconfigured", `unexpected line on stdin ${JSON.stringify(line)}: run kxm-hub guard git as a pre-receive hook`, guardGitExitCodes.refused);
+      return { oldSha, newSha, ref };
+    });
+}
+
+async function readStdin(): Promise<string> {
+  let text = "";
+  for await (const chunk of process.stdin) text += (chunk as Buffer).toString();
+  return text;
+}
+
+/** The values of the push option `kxm-fence`, from GIT_PUSH_OPTION_COUNT and GIT_PUSH_OPTION_<n>. */
+function fenceOptions(env: NodeJS.ProcessEnv): string[] {
+  const count = Number(env.GIT_PUSH_OPTION_COUNT ?? 0);
+  const values: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const option = env[`GIT_PUSH_OPTION_${i}`] ?? "";
+    if (option.startsWith(`${fenceOption}=`)) values.push(option.slice(fenceOption.length + 1));
+  }
+  return values;
+}
+
+function rulesOf(gitDir: string): ProtectRule[] {
+  const raw = configValues(gitDir, "kxm.protect");
+  if (raw.length === 0) throw new CommandError("guard_misconfigured", `no kxm.protect rule in ${gitDir}: every push is refused until one is set (or the hook removed)`, guardGitExitCodes.refused);
+  try {
+    return raw.map(parseRule);
+  } catch (e) {
+    if (e instanceof RuleError) throw new CommandError("guard_misconfigured", `kxm.protect ${e.message}`, guardGitExitCodes.refused);
+    throw e;
+  }
+}
+
+function hubOf(gitDir: string): { target: HubTarget; project: string } {
+  const url = configValue(gitDir, "kxm.url");
+  const project = configValue(gitDir, "kxm.project");
+  const missing = [url === undefined && "kxm.url", project === undefined && "kxm.project"].filter(Boolean);
+  if (missing.length > 0) throw new CommandError("guard_misconfigured", `${missing.join(" and ")} not set in ${gitDir}: protected refs cannot be checked`, guardGitExitCodes.refused);
+  let parsed: URL;
+  try {
+    parsed = new URL(url!);
+  } catch {
+    throw new CommandError("guard_misconfigured", `kxm.url ${JSON.stringify(url)} is not a URL such as http://127.0.0.1:7331`, guardGitExitCodes.refused);
+  }
+  return { target: { url: parsed, token: configValue(gitDir, "kxm.token") }, project: project! };
+}
+
+interface FenceAnswer {
+  valid: boolean;
+  reason: string;
+  lease?: { holderAgentName?: string; fencingToken?: number };
+}
+
+/** Why `token` may not write under `lease`, or undefined when it may. Never throws: a failed check is a reason. */
+async function refusalFor(hub: { target: HubTarget; project: string }, lease: string, token: number, record: FenceRecord): Promise<string | undefined> {
+  let answer: FenceAnswer;
+  try {
+    answer = (await callHub(hub.target, "POST", `/v1/leases/${segment(lease)}/check`, { fencingToken: token, project: hub.project })) as FenceAnswer;
+  } catch (e) {
+    if (!(e instanceof CommandError)) throw e;
+    return `lease ${lease} could not be checked (${e.code}: ${e.message}); nothing unfenced is let through`;
+  }
+  if (!answer.valid || answer.reason !== "current") {
+    const holder = answer.lease?.holderAgentName ? `; ${answer.lease.holderAgentName} holds it with token ${answer.lease.fencingToken}` : "";
+    return `token ${token} of lease ${lease} is ${answer.reason}, not current${holder}`;
+  }
+  const accepted = acceptedToken(record, hub.project, lease);
+  if (token < accepted) return `token ${token} of lease ${lease} is below token ${accepted}, which this repository already accepted (a hub restored from an older backup?)`;
+  return undefined;
+}
+
+const refusalLine = (code: string, message: string) => `kxm-hub: ${code}: ${message}\n`;
+
+/**
+ * The hook: answers the refusal lines for the push on stdin, none when it may go on. Records the
+ * accepted token only when every ref passes.
+ */
+async function guard(updates: RefUpdate[], env: NodeJS.ProcessEnv): Promise<string[]> {
+  if (updates.length === 0) return [];
+  const gitDir = gitDirOf();
+  const rules = rulesOf(gitDir);
+  const guarded = updates.flatMap((u) => {
+    const match = leaseFor(rules, u.ref);
+    return match ? [{ ...u, lease: match.lease }] : [];
+  });
+  if (guarded.length === 0) return [];
+
+  const options = fenceOptions(env);
+  if (options.length === 0) {
+    return guarded.map((u) =>
+      refusalLine("fence_refused", `${u.ref} needs the push option ${fenceOption}=<token> of lease ${u.lease} (git push -o ${fenceOption}=$KXM_FENCING_TOKEN)`),
+    );
+  }
+  const raw = options[0]!;
+  if (options.some((o) => o !== raw)) return [refusalLine("fence_refused", `more than one ${fenceOption} push option (${options.join(", ")}): give one token per push`)];
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < 1) {
+    return [refusalLine("fence_refused", `push option ${fenceOption}=${raw} is not a fencing token (an integer 1..${Number.MAX_SAFE_INTEGER})`)];
+  }
+  const token = Number(raw);
+  const hub = hubOf(gitDir);
+
+  return withFenceRecord(gitDir, async (record) => {
+    const byLease = new Map<string, string | undefined>();
+    for (const lease of new Set(guarded.map((u) => u.lease))) byLease.set(lease, await refusalFor(hub, lease, token, record));
+    const lines = guarded.flatMap((u) => {
+      const why = byLease.get(u.lease);
+      return why === undefined ? [] : [refusalLine("fence_refused", `${u.ref}: ${why}`)];
+    });
+    if (lines.length > 0) return { result: lines };
+    const next: FenceRecord = { version: 1, projects: { ...record.projects, [hub.project]: { ...record.projects[hub.project] } } };
+    for (const u of guarded) {
+      if (acceptedToken(next, hub.project, u.lease) < token) next.projects[hub.project]![u.lease] = { fencingToken: token, ref: u.ref };
+    }
+    return { result: [], next };
+  });
+}
+
+/** Writes the refusal lines and exits 1; returns (exit 0) when there are none. */
+async function runHook(): Promise<void> {
+  let lines: string[];
+  try {
+    lines = await guard(parseUpdates(await readStdin()), process.env);
+  } catch (e) {
+    if (e instanceof RecordError) lines = [refusalLine(e.code, e.message)];
+    else if (e instanceof CommandError) lines = [refusalLine(e.code, e.message)];
+    else throw e;
+  }
+  if (lines.length === 0) return;
+  await new Promise<void>((resolve) => process.stderr.write(lines.join(""), () => resolve()));
+  process.exit(guardGitExitCodes.refused);
+}
+
+/** `kxm-hub guard <kind>`: see guardGitHelp. */
+export async function guardCommand(argv: string[]): Promise<void> {
+  const [kind, ...rest] = argv;
+  if (kind === undefined || kind === "--help" || kind === "-h" || kind === "help") {
+    await write(`${guardGitHelp}\n`);
+    if (kind === undefined) throw usageError("a kind is required: git");
+    return;
+  }
+  if (kind !== "git") throw usageError(`unknown guard ${JSON.stringify(kind)}; only git is guarded (kxm-hub guard git --help)`);
+  if (rest.length === 0) return runHook();
+  if (rest.includes("--help") || rest.includes("-h")) return write(`${guardGitHelp}\n`);
+  return (await import("./guard-git-install.js")).guardGitInstall(rest);
+}
