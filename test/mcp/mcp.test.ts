@@ -109,6 +109,24 @@ describe("MCP face (official TypeScript client)", () => {
     await b.transport.terminateSession();
   });
 
+  it("holds a vanished session's lease until its TTL and no longer: no hidden renewal, no hidden release", async () => {
+    await using t = await startTestHub();
+    const a = await agent(t, "alpha");
+    const b = await agent(t, "beta");
+    const held = await a.call("acquire_lease", { name: "deploy", ttl_ms: 10_000 });
+    expect(held.isError).toBeFalsy();
+    // The client goes without DELETE (a crash, a closed laptop): its session releases nothing.
+    await a.client.close();
+    expect(await b.call("acquire_lease", { name: "deploy" })).toMatchObject({ isError: true, structuredContent: { code: "lease_held", lease: { holderAgentName: "alpha" } } });
+    t.clock.advance(9_999);
+    expect(await b.call("acquire_lease", { name: "deploy" })).toMatchObject({ isError: true, structuredContent: { code: "lease_held" } });
+    t.clock.advance(2);
+    const next = await b.call("acquire_lease", { name: "deploy" });
+    expect(next.structuredContent?.lease).toMatchObject({ holderAgentName: "beta" });
+    expect(tokenOf(next)).toBe(tokenOf(held) + 1);
+    await b.transport.terminateSession();
+  });
+
   it("closes a session left idle, never one with a call under way", async () => {
     await using t = await startTestHub({ config: { mcpSessionIdleMs: 10_000 } });
     const a = await agent(t, "alpha");
