@@ -1,12 +1,22 @@
+/**
+ * A managed project token a call was authenticated with (auth/tokens.ts): the streams the call
+ * opens end when it is revoked or expires.
+ */
+export interface TokenGrant {
+  id: string;
+  project: string;
+  expiresAtMs?: number;
+}
+
 /** Who is calling, as authentication established it. Handlers read it from the context. */
 export type Caller =
   /**
    * `keyHash`: the stored hash of the key the call presented (never the key): a stream ends once
    * the agent's key is no longer that one (unregistered, evicted, taken over).
    */
-  | { kind: "agent"; agentId: string; agentName: string; project: string; keyHash?: string }
+  | { kind: "agent"; agentId: string; agentName: string; project: string; keyHash?: string; token?: TokenGrant }
   /** A project token (or the admin token standing in for a project without its own). */
-  | { kind: "project"; project: string }
+  | { kind: "project"; project: string; token?: TokenGrant }
   | { kind: "admin" }
   /** Nobody in particular: only for methods whose rule is "public". */
   | { kind: "public" };

@@ -59,6 +59,23 @@ export interface HubConfig {
   streamMaxLag: number;
   /** Worker threads that check and hash pushed sync events; 0 does it on the hub's thread. */
   syncThreads: number;
+  /**
+   * PEM certificate (the leaf first, then any intermediates) the port serves TLS with; undefined
+   * serves plaintext. Needs tlsKey.
+   */
+  tlsCert: string | undefined;
+  /** PEM private key of tlsCert (not encrypted). */
+  tlsKey: string | undefined;
+  /**
+   * PEM bundle of the CAs that sign client certificates: when set, every connection must present
+   * one (mutual TLS). It admits a host to the port; the bearer token still names the project.
+   */
+  tlsClientCa: string | undefined;
+  /**
+   * How often the TLS files are polled for a change (a new certificate is served to new
+   * connections without a restart). Not a flag: tests shorten it.
+   */
+  tlsReloadIntervalMs: number;
 }
 
 /**
@@ -102,6 +119,10 @@ export const defaultConfig: HubConfig = {
   streamKeepAliveMs: 15_000,
   streamMaxLag: 1_024,
   syncThreads: defaultSyncThreads(),
+  tlsCert: undefined,
+  tlsKey: undefined,
+  tlsClientCa: undefined,
+  tlsReloadIntervalMs: 1_000,
 };
 
 /** One thread per core beyond the hub's own, at most 4 (a push of 100 events keeps one busy for ~2 ms). */
@@ -317,6 +338,24 @@ const flags = {
     meaning: "worker threads that check and hash pushed sync events, 0..16 (0: the hub's own thread)",
     default: `cores - 1, at most 4 (${defaultConfig.syncThreads} here)`,
   },
+  "tls-cert": {
+    env: "KXM_TLS_CERT",
+    value: "file",
+    meaning: "PEM certificate chain: the port speaks TLS (https://, HTTP/2 by ALPN) and no plaintext; needs KXM_TLS_KEY; reloaded when the file changes",
+    default: "none (plaintext)",
+  },
+  "tls-key": {
+    env: "KXM_TLS_KEY",
+    value: "file",
+    meaning: "PEM private key of KXM_TLS_CERT",
+    default: "none",
+  },
+  "tls-client-ca": {
+    env: "KXM_TLS_CLIENT_CA",
+    value: "file",
+    meaning: "PEM CA bundle: every client must present a certificate it signed (mutual TLS); the bearer token still names the project",
+    default: "none (no client certificates)",
+  },
 } as const satisfies Record<string, FlagDoc>;
 
 /** Help lines for a flag table: `--flag <value>  ENV`, then its meaning and default. */
@@ -424,8 +463,28 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   if (maxLag) c.streamMaxLag = int("KXM_STREAM_MAX_LAG", maxLag, 1);
   const syncThreads = get("sync-threads");
   if (syncThreads) c.syncThreads = int("KXM_SYNC_THREADS", syncThreads, 0, 16);
+  c.tlsCert = get("tls-cert")?.trim();
+  c.tlsKey = get("tls-key")?.trim();
+  c.tlsClientCa = get("tls-client-ca")?.trim();
   c.cleanupIntervalMs = Math.max(250, Math.floor(c.staleAfterMs / 3));
   return validateConfig(c);
+}
+
+/**
+ * TLS needs both halves of the pair, and client certificates need TLS. The files themselves are
+ * read and checked where the hub builds its TLS context (server/tls.ts).
+ */
+function checkTlsSettings(c: HubConfig): void {
+  if (c.tlsCert !== undefined && c.tlsKey === undefined) {
+    throw new ConfigError("invalid_config", `KXM_TLS_CERT (${c.tlsCert}) needs KXM_TLS_KEY, its private key`);
+  }
+  if (c.tlsKey !== undefined && c.tlsCert === undefined) {
+    throw new ConfigError("invalid_config", `KXM_TLS_KEY (${c.tlsKey}) needs KXM_TLS_CERT, its certificate`);
+  }
+  if (c.tlsClientCa !== undefined && c.tlsCert === undefined) {
+    throw new ConfigError("invalid_config", `KXM_TLS_CLIENT_CA (${c.tlsClientCa}) needs KXM_TLS_CERT and KXM_TLS_KEY: client certificates are asked for in a TLS handshake`);
+  }
+  if (!(c.tlsReloadIntervalMs >= 10)) throw new ConfigError("invalid_config", "tlsReloadIntervalMs must be >= 10");
 }
 
 /** The construction-time checks of the reference hub; throws ConfigError. */
@@ -447,6 +506,7 @@ export function validateConfig(c: HubConfig): HubConfig {
     );
   }
   checkProjectTokenNames(c.projectTokens);
+  checkTlsSettings(c);
   if (c.shutdownGraceMs < 0) throw new ConfigError("invalid_config", "shutdownGraceMs must be >= 0");
   if (c.rateLimit && (c.rateLimit.windowMs < 100 || c.rateLimit.maxRequests < 1)) {
     throw new ConfigError("invalid_config", "rate limit needs windowMs >= 100 and maxRequests >= 1");

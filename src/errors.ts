@@ -58,6 +58,9 @@ export const errorTable = {
   subscriber_too_slow: { connect: "resource_exhausted", rest: 429 },
   hub_shutting_down: { connect: "unavailable", rest: 503 },
   store_unavailable: { connect: "unavailable", rest: 503 },
+  token_scope_insufficient: { connect: "permission_denied", rest: 403 },
+  token_not_found: { connect: "not_found", rest: 404 },
+  token_limit_reached: { connect: "failed_precondition", rest: 409 },
 } as const satisfies Record<string, Row>;
 
 export type HubCode = keyof typeof errorTable;
@@ -178,6 +181,16 @@ export const errors = {
   leaseNotFound: (name: string) =>
     new HubError("lease_not_found", `no lease is held on ${name}`, { metadata: { name } }),
   leaseTokenRequired: () => new HubError("lease_token_required", "fencingToken is required"),
+  tokenScopeInsufficient: (scope: string, needed: string) =>
+    new HubError("token_scope_insufficient", `this token's scope (${scope}) does not allow the call; it needs ${needed}`, {
+      metadata: { scope, neededScope: needed },
+    }),
+  tokenNotFound: (tokenId: string) =>
+    new HubError("token_not_found", `no such token in the project: ${tokenId}`, { metadata: { tokenId } }),
+  tokenLimitReached: (project: string, max: number) =>
+    new HubError("token_limit_reached", `project ${project} already has ${max} live tokens; revoke one first`, {
+      metadata: { maxLiveTokens: String(max) },
+    }),
   targetNotFound: (target: string) =>
     new HubError("target_not_found", `online target not found: ${target}`, { metadata: { target } }),
   selfTarget: () => new HubError("self_target", "an agent cannot message itself"),

@@ -28,6 +28,7 @@ import { createObserveInterceptor } from "./server/interceptors/observe.js";
 import { createInProcessCaller } from "./server/in-process.js";
 import { createShutdownSignal } from "./server/shutdown-signal.js";
 import { createDualServer } from "./server/listen.js";
+import { loadTlsMaterial, secureContextOptions, tlsFilesOf, tlsServerOptions, watchTlsFiles } from "./server/tls.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
 import { defaultPageDir, loadOperatorPage } from "./server/operator-page.js";
@@ -41,6 +42,9 @@ import { createRestFace } from "./transcode/rest-face.js";
 import { createMcpFace } from "./mcp/face.js";
 import { createInboxReader } from "./peer/inbox-read.js";
 import { hubVersion } from "./cli/version.js";
+import { createProjectTokens } from "./auth/project-tokens.js";
+import { endedTokenOf } from "./auth/tokens.js";
+import { createAudit, createRefusalMonitor } from "./auth/audit.js";
 
 export interface HubOverrides {
   clock?: Clock;
@@ -66,6 +70,9 @@ export interface ExtraService {
  */
 export async function createHub(config: HubConfig, overrides: HubOverrides = {}) {
   validateConfig(config);
+  // Read and checked before anything is created: a bad file refuses the start (invalid_config).
+  const tlsFiles = tlsFilesOf(config);
+  const tlsMaterial = tlsFiles && loadTlsMaterial(tlsFiles);
   const hostClock = overrides.clock ?? systemClock;
   const store: HubStore =
     overrides.store ??
@@ -88,6 +95,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   /** Every change of every project, for the live project list. */
   const projectsBus = createBus<StreamChange>(() => "*");
   const inboxBus = createBus<InboxNotice>((n) => n.agentId);
+  /** Managed project tokens revoked or expired, by id: the streams opened with them end. */
+  const endedTokens = createBus<string>((id) => id);
   // Hubs sharing a database hear of the inbox events the others commit (PostgreSQL).
   const stopInboxTail = store.tailInbox?.((agentId, seq) => inboxBus.publish({ agentId, seq }));
   // Presence, lease, message and run changes are stored by the decisions that make them; the
@@ -96,7 +105,12 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     if (c.stream === "leases") leaseBus.publish(leaseChangeOf(c));
     else if (c.stream === "presence") presenceBus.publish(presenceChangeOf(c));
     else if (c.stream === "messages") messageBus.publish(messageWatchChangeOf(c));
-    else runBus.publish(runWatchChangeOf(c));
+    else if (c.stream === "runs") runBus.publish(runWatchChangeOf(c));
+    else {
+      const tokenId = endedTokenOf(c.body);
+      if (tokenId) endedTokens.publish(tokenId);
+      return; // no project view changes with its tokens
+    }
     projectsBus.publish(c);
   });
   /** Aborted by close(): ends every open stream and waiting acquire so shutdown does not wait on them. */
@@ -150,7 +164,12 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     adminToken: config.authToken,
     projectTokens: config.projectTokens,
     loopback: isLoopback(config.host),
+    clock,
   });
+  const projectTokens = createProjectTokens({ tokens: store.tokens, clock, observer });
+  const audit = createAudit({ store: store.tokens, clock, observer });
+  /** Bursts of refused authentication from one address become audit alerts. */
+  const refusals = createRefusalMonitor({ audit, clock });
   const extras = overrides.extraServices ?? [];
   const extraRules = Object.fromEntries(
     extras.flatMap((x) => x.service.methods.map((m) => [`${x.service.typeName}/${m.name}`, x.auth] as const)),
@@ -159,7 +178,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     createObserveInterceptor(observer),
     createErrorInterceptor(observer, config.maxBodyBytes),
     createLimitsInterceptor(config.maxBodyBytes),
-    createAuthInterceptor({ authenticator, limiter, clock, extraRules }),
+    createAuthInterceptor({ authenticator, limiter, clock, extraRules, endedTokens, refusals }),
   ];
   /**
    * Connect's cap on every request message it reads, after decompression and without a declared
@@ -171,8 +190,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     threads: config.syncThreads,
     onError: (e) => observer.log("internal_error", { error: `sync prepare thread failed, hashing on the hub's thread: ${String(e)}` }),
   });
-  const sync = createSync({ store, clock, observer, prepare });
-  const hubRoutes = routes({ presence, leases, messages, openInbox, readInbox, watches, sync, operator });
+  const sync = createSync({ store, clock, observer, prepare, audit });
+  const hubRoutes = routes({ presence, leases, messages, openInbox, readInbox, watches, sync, operator, tokens: projectTokens, audit });
   const serviceRoutes = (router: ConnectRouter) => {
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);
@@ -218,7 +237,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     mcp: mcp.handle,
     rest,
   });
-  const dual = createDualServer(handler, rest.rawRefusal);
+  const dual = createDualServer(handler, rest.rawRefusal, tlsMaterial && { tls: tlsServerOptions(tlsMaterial) });
+  /** Stops polling the TLS files for a new certificate (set while listening). */
+  let stopTlsWatch: (() => void) | undefined;
   if (!page) observer.log("operator_page_missing", { dir: defaultPageDir, fix: "npm run build:ui" });
   const sweeper = createSweeper({
     presence,
@@ -231,6 +252,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     intervalMs: config.cleanupIntervalMs,
     agentRetentionMs: config.agentRetentionMs,
     expireIdleSessions: mcp.expireIdle,
+    noteExpiredTokens: projectTokens.noteExpired,
+    purgeAudit: audit.purge,
+    pruneRefusals: refusals.prune,
   });
 
   // A restart makes everybody offline until they call again. Not with replicas: the others still
@@ -249,7 +273,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     /** Runs one sweep now (tests call this instead of waiting for the timer). */
     sweepNow: sweeper.runNow,
 
-    /** Listens on the configured host and port; resolves with the base URL. */
+    /** Listens on the configured host and port; resolves with the base URL (`https://` with TLS). */
     async listen(): Promise<{ url: string; port: number }> {
       await new Promise<void>((resolve, reject) => {
         dual.server.once("error", reject);
@@ -259,9 +283,19 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
         });
       });
       sweeper.start();
+      if (tlsFiles && tlsMaterial && !stopTlsWatch) {
+        const tlsServer = dual.tlsServer!;
+        stopTlsWatch = watchTlsFiles({
+          files: tlsFiles,
+          current: tlsMaterial,
+          intervalMs: config.tlsReloadIntervalMs,
+          apply: (m) => tlsServer.setSecureContext(secureContextOptions(m)),
+          observer,
+        });
+      }
       const { port } = dual.server.address() as AddressInfo;
       const host = config.host.includes(":") ? `[${config.host}]` : config.host;
-      return { url: `http://${host}:${port}`, port };
+      return { url: `${tlsMaterial ? "https" : "http"}://${host}:${port}`, port };
     },
 
     /**
@@ -272,6 +306,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
       closing ??= (async () => {
         const startedAtMs = performance.now();
         await sweeper.stop();
+        stopTlsWatch?.();
         // Streams end with `unavailable` and new calls are refused, on every connection.
         shutdown.abort(toConnectError(errors.hubShuttingDown()));
         await mcp.close();

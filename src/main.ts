@@ -17,6 +17,7 @@ const usage = (serveHelp: string) => `Usage: kxm-hub [serve] [flags]      start 
        kxm-hub restore --from <file>   restore a backup into a store no hub is using
        kxm-hub raise-fence --database-url <url>   after restoring a PostgreSQL database
        kxm-hub ops leases|release-lease|evict --project <p> ...   an operator's hands on a running hub
+       kxm-hub ops tokens|create-token|revoke-token --project <p> ...   project tokens; kxm-hub ops audit: the audit trail
        kxm-hub mcp                     a stdio MCP server relaying to a hub's /mcp (KXM_URL, KXM_PROJECT, KXM_AGENT)
        kxm-hub lease run <name> -- <command> [args...]   hold a lease while a command runs
        kxm-hub lease acquire|renew|release|get|list|check <name> ...   a lease from a shell

@@ -1,10 +1,13 @@
-import type { Caller } from "../caller.js";
+import type { Caller, TokenGrant } from "../caller.js";
+import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import { secretEquals, secretMatchesHash } from "../ids.js";
 import type { Presence } from "../presence/presence.js";
 import type { AgentRow, HubStore } from "../store/store.js";
+import type { ProjectTokenRow, TokenScope } from "../store/token-store.js";
 import { projectName } from "../validate.js";
-import type { AuthRule } from "./rules.js";
+import { neededScope, type AuthRule } from "./rules.js";
+import { scopeAllows, tokenIdOfSecret, tokenState } from "./tokens.js";
 
 /** What a request presents. */
 export interface Credentials {
@@ -21,6 +24,8 @@ export interface AuthenticatorDeps {
   projectTokens: Record<string, string>;
   /** True when the hub listens on loopback only (then an unset admin token trusts callers). */
   loopback: boolean;
+  /** Managed token expiry is read on it. */
+  clock: Clock;
 }
 
 const bearer = (authorization: string | null) =>
@@ -32,17 +37,50 @@ const bearer = (authorization: string | null) =>
  * @NOTE README §3.1: nothing is written until both the agent key and the project token are
  * good; only then is the agent's activity recorded.
  */
-export function createAuthenticator({ store, presence, adminToken, projectTokens, loopback }: AuthenticatorDeps) {
+export function createAuthenticator({ store, presence, adminToken, projectTokens, loopback, clock }: AuthenticatorDeps) {
+  /** Projects known to have had a managed token: a fact that never becomes false. */
+  const withTokens = new Set<string>();
+
+  async function hasOwnTokens(project: string): Promise<boolean> {
+    if (withTokens.has(project)) return true;
+    // What is committed says no: nothing durable says yes. A yes refuses, so it must be durable.
+    const has = (await store.tokens.projectHasTokens(project, false)) && (await store.tokens.projectHasTokens(project, true));
+    if (has) withTokens.add(project);
+    return has;
+  }
+
+  /** The managed token `secret` names, when it is live and the secret is its own. */
+  async function managedToken(id: string, secret: string): Promise<ProjectTokenRow | undefined> {
+    const good = (t: ProjectTokenRow | undefined): t is ProjectTokenRow =>
+      t !== undefined && tokenState(t, clock.now()) === "live" && secretMatchesHash(secret, t.hash);
+    const peeked = await store.tokens.peekToken(id);
+    if (good(peeked)) return peeked;
+    // A refusal is an answer: it comes only from the durable row.
+    const durable = await store.tokens.getToken(id);
+    return good(durable) ? durable : undefined;
+  }
+
   /**
-   * The project's own token, else the admin token; neither configured means open. Only the
-   * table's own entries count: a project called `constructor` or `__proto__` is a project like
-   * any other, not a member of Object.prototype.
+   * The project's own token (KXM_PROJECT_TOKENS, or a managed one whose scope allows `need`),
+   * else, for a project that never had one, the admin token; none of them configured means
+   * open. Only the table's own entries count: a project called `constructor` or `__proto__` is
+   * a project like any other, not a member of Object.prototype. Returns the managed token used.
    */
-  function checkProjectToken(project: string, creds: Credentials): void {
+  async function checkProjectToken(project: string, creds: Credentials, need: TokenScope): Promise<TokenGrant | undefined> {
+    const presented = bearer(creds.authorization);
     const own = Object.hasOwn(projectTokens, project) ? projectTokens[project] : undefined;
-    const expected = own || adminToken;
-    if (expected === undefined) return;
-    if (!secretEquals(bearer(creds.authorization), expected)) throw errors.invalidAuth();
+    if (own && secretEquals(presented, own)) return undefined;
+    const id = presented === null ? undefined : tokenIdOfSecret(presented);
+    if (id !== undefined) {
+      const t = await managedToken(id, presented!);
+      if (!t || t.project !== project) throw errors.invalidAuth();
+      if (!scopeAllows(t.scope, need)) throw errors.tokenScopeInsufficient(t.scope, need);
+      return { id: t.id, project: t.project, ...(t.expiresAtMs !== undefined && { expiresAtMs: t.expiresAtMs }) };
+    }
+    if (own || (await hasOwnTokens(project))) throw errors.invalidAuth();
+    if (adminToken === undefined) return undefined;
+    if (!secretEquals(presented, adminToken)) throw errors.invalidAuth();
+    return undefined;
   }
 
   /** True when the bearer is the admin token, or no admin token exists on a loopback hub. */
@@ -62,9 +100,9 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       agent = await store.getAgent(id);
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
-    checkProjectToken(agent.project, creds);
+    const token = await checkProjectToken(agent.project, creds, "agent");
     await presence.recordActivity(agent.id, agent);
-    return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash };
+    return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash, ...(token && { token }) };
   }
 
   return {
@@ -73,33 +111,32 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
      * heartbeat/unregister).
      */
     async authenticate(rule: AuthRule, creds: Credentials, field: (name: string) => unknown): Promise<Caller> {
+      const need = neededScope(rule);
+      const projectCaller = async (project: string): Promise<Caller> => {
+        const token = await checkProjectToken(project, creds, need);
+        return { kind: "project", project, ...(token && { token }) };
+      };
       switch (rule.kind) {
         case "agent":
           return agentCaller(rule.idField ? String(field(rule.idField) ?? "") : creds.agentId, creds);
-        case "project": {
-          const project = projectName("project", field(rule.projectField) as string | undefined);
-          checkProjectToken(project, creds);
-          return { kind: "project", project };
-        }
+        case "project":
+          return projectCaller(projectName("project", field(rule.projectField) as string | undefined));
         case "agentOrProject": {
           if (creds.agentId !== null) return agentCaller(creds.agentId, creds);
           const project = projectName("project", field(rule.projectField) as string | undefined);
           if (isAdmin(creds) && adminToken !== undefined) return { kind: "project", project };
-          checkProjectToken(project, creds);
-          return { kind: "project", project };
+          return projectCaller(project);
         }
         case "agentOrOperator": {
           const named = field(rule.projectField);
           if (creds.agentId !== null || named === undefined || named === "") return agentCaller(creds.agentId, creds);
           const project = projectName("project", named as string);
           // @NOTE spec §5.3: operators read a named project without an agent identity.
-          if (!isAdmin(creds)) checkProjectToken(project, creds);
-          return { kind: "project", project };
+          return isAdmin(creds) ? { kind: "project", project } : projectCaller(project);
         }
         case "operator": {
           const project = projectName("project", field(rule.projectField) as string | undefined);
-          if (!isAdmin(creds)) checkProjectToken(project, creds);
-          return { kind: "project", project };
+          return isAdmin(creds) ? { kind: "project", project } : projectCaller(project);
         }
         case "public":
           return { kind: "public" };

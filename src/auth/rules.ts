@@ -1,8 +1,13 @@
+import type { TokenScope } from "../store/token-store.js";
+
 /**
  * How each RPC authenticates, keyed by `<service type name>/<method name>`. One table, read by
- * the RPC interceptor for both faces (REST calls run through the same interceptor).
+ * the RPC interceptor for both faces (REST calls run through the same interceptor). `scope` is
+ * what a managed project token must allow to make the call as an operator (neededScope); an
+ * agent's own calls always need `agent`.
  */
-export type AuthRule =
+export type AuthRule = (
+
   /** Agent key + project token; the agent id comes from the header, or from `idField`. */
   | { kind: "agent"; idField?: string }
   /** Project token for the project named in `projectField`. */
@@ -23,7 +28,17 @@ export type AuthRule =
   /** Admin token; a hub without one trusts loopback callers, else refuses (admin_auth_not_configured). */
   | { kind: "adminConfigured" }
   /** No credentials (discovery services such as server reflection). */
-  | { kind: "public" };
+  | { kind: "public" }
+) & { scope?: TokenScope };
+
+/**
+ * The scope a managed token needs for a call under `rule`: the rule's own, else `read` for the
+ * reads and watches an operator makes without an agent, `agent` for the rest.
+ */
+export function neededScope(rule: AuthRule): TokenScope {
+  if (rule.scope) return rule.scope;
+  return rule.kind === "agentOrProject" || rule.kind === "agentOrOperator" ? "read" : "agent";
+}
 
 const agent: AuthRule = { kind: "agent" };
 const agentPath: AuthRule = { kind: "agent", idField: "agentId" };
@@ -31,6 +46,8 @@ const project: AuthRule = { kind: "project", projectField: "project" };
 const watcher: AuthRule = { kind: "agentOrProject", projectField: "project" };
 const reader: AuthRule = { kind: "agentOrOperator", projectField: "project" };
 const operator: AuthRule = { kind: "operator", projectField: "project" };
+const operatorRead: AuthRule = { kind: "operator", projectField: "project", scope: "read" };
+const admin: AuthRule = { kind: "adminConfigured" };
 
 export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.PresenceService/RegisterAgent": project,
@@ -43,7 +60,7 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.LeaseService/RenewLease": agent,
   "kxm.hub.v1.LeaseService/ReleaseLease": agent,
   "kxm.hub.v1.LeaseService/GetLease": reader,
-  "kxm.hub.v1.LeaseService/CheckFence": reader,
+  "kxm.hub.v1.LeaseService/CheckFence": { ...reader, scope: "check" },
   "kxm.hub.v1.LeaseService/ListLeases": reader,
   "kxm.hub.v1.LeaseService/WatchLeases": watcher,
   "kxm.hub.v1.PeerService/SendMessage": agent,
@@ -56,13 +73,17 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.PeerService/ReadInbox": agent,
   "kxm.hub.v1.SyncService/PushEvents": project,
   "kxm.hub.v1.SyncService/GetCursor": project,
-  "kxm.hub.v1.OpsService/GetSnapshot": { kind: "adminConfigured" },
-  "kxm.hub.v1.OpsService/ListProjects": { kind: "adminConfigured" },
-  "kxm.hub.v1.OpsService/WatchProjects": { kind: "adminConfigured" },
-  "kxm.hub.v1.OpsService/WatchOpenMessages": operator,
-  "kxm.hub.v1.OpsService/WatchRuns": operator,
-  "kxm.hub.v1.OpsService/WatchProject": operator,
+  "kxm.hub.v1.OpsService/GetSnapshot": admin,
+  "kxm.hub.v1.OpsService/ListProjects": admin,
+  "kxm.hub.v1.OpsService/WatchProjects": admin,
+  "kxm.hub.v1.OpsService/WatchOpenMessages": operatorRead,
+  "kxm.hub.v1.OpsService/WatchRuns": operatorRead,
+  "kxm.hub.v1.OpsService/WatchProject": operatorRead,
   "kxm.hub.v1.OpsService/ForceReleaseLease": operator,
   "kxm.hub.v1.OpsService/EvictAgent": operator,
+  "kxm.hub.v1.OpsService/CreateProjectToken": admin,
+  "kxm.hub.v1.OpsService/ListProjectTokens": admin,
+  "kxm.hub.v1.OpsService/RevokeProjectToken": admin,
+  "kxm.hub.v1.OpsService/ListAuditEvents": admin,
   "grpc.reflection.v1.ServerReflection/ServerReflectionInfo": { kind: "public" },
 };

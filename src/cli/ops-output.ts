@@ -60,3 +60,68 @@ export function evictedText(answer: { agent: AgentJson; releasedLeases?: LeaseJs
   const then = leases.length === 0 ? "it held no leases" : `released ${leases.length === 1 ? "1 lease" : `${leases.length} leases`}: ${leases.join(", ")}`;
   return `${first}\n${then}\n`;
 }
+
+export interface TokenJson {
+  tokenId: string;
+  project: string;
+  scope: string;
+  label?: string;
+  createdAt?: string;
+  expiresAt?: string;
+  revokedAt?: string;
+  state: string;
+}
+
+export interface AuditJson {
+  seq: string | number;
+  at?: string;
+  project?: string;
+  kind: string;
+  detail?: Record<string, string>;
+}
+
+/** Rows as aligned columns under a header. */
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return `${rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n")}\n`;
+}
+
+/** One row per token: id, scope, state, expiry, label. Never a secret (the hub sends none). */
+export function tokensText(project: string, tokens: TokenJson[]): string {
+  if (tokens.length === 0) return `no tokens in project ${project}\n`;
+  return table([
+    ["TOKEN", "SCOPE", "STATE", "CREATED", "EXPIRES", "LABEL"],
+    ...tokens.map((t) => [t.tokenId, t.scope, t.state, t.createdAt ?? "-", t.expiresAt ?? "never", t.label ?? ""]),
+  ]);
+}
+
+/** The new token and its secret, the one time it is shown. */
+export function createdTokenText(answer: { token: TokenJson; secret: string }): string {
+  const t = answer.token;
+  return (
+    `created ${t.tokenId} in ${t.project}: scope ${t.scope}, expires ${t.expiresAt ?? "never"}\n` +
+    `secret (shown this once; the hub keeps only its hash):\n${answer.secret}\n`
+  );
+}
+
+export function revokedTokenText(answer: { token: TokenJson }): string {
+  const t = answer.token;
+  return `revoked ${t.tokenId} in ${t.project} at ${t.revokedAt ?? "-"}: refused from now on, and the streams opened with it end\n`;
+}
+
+/** One line per audit entry, newest first: time, kind, project, facts. */
+export function auditText(events: AuditJson[]): string {
+  if (events.length === 0) return "the audit trail is empty\n";
+  return table([
+    ["SEQ", "AT", "KIND", "PROJECT", "DETAIL"],
+    ...events.map((e) => [
+      String(e.seq),
+      e.at ?? "-",
+      e.kind,
+      e.project || "-",
+      Object.entries(e.detail ?? {})
+        .map(([k, v]) => `${k}=${v}`)
+        .join(" "),
+    ]),
+  ]);
+}

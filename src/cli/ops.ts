@@ -2,7 +2,19 @@ import { parseArgs } from "node:util";
 import { flagHelp, isArgumentError, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { callHub, callTimeoutMs, segment, type HubTarget } from "./hub-client.js";
-import { evictedText, leasesText, releasedText, type AgentJson, type LeaseJson } from "./ops-output.js";
+import {
+  auditText,
+  createdTokenText,
+  evictedText,
+  leasesText,
+  releasedText,
+  revokedTokenText,
+  tokensText,
+  type AgentJson,
+  type AuditJson,
+  type LeaseJson,
+  type TokenJson,
+} from "./ops-output.js";
 
 /**
  * `kxm-hub ops`: the operator's hands on a running hub (issue 20), through its REST face, so they
@@ -39,9 +51,22 @@ const trailer = `  --json
 Exit codes: 0 done; 1 refused by the hub (\`kxm-hub: <code>: <message>\` on stderr); 2 usage error;
 3 hub unreachable (no answer within ${callTimeoutMs / 1000} s, or not a kxm hub at --url).`;
 
+const tokenFlags = {
+  scope: { value: "agent|read|check", meaning: "what the token may do: everything, operator reads and CheckFence, or CheckFence only", default: "agent" },
+  label: { value: "text", meaning: "for people: what or who the token is for", default: "none" },
+  ttl: { value: "ms", meaning: "the token stops working this long after its creation (1000..315360000000)", default: "never" },
+} satisfies Record<string, FlagDoc>;
+
+const optionalProject = {
+  ...commonFlags,
+  project: { value: "project", meaning: "only this project's entries", default: "every entry" },
+} satisfies Record<string, FlagDoc>;
+
 interface Subcommand {
   usage: string;
   what: string;
+  /** The subcommand runs without --project (then `project` is ""). */
+  projectOptional?: boolean;
   /** The name of the one positional argument, if the subcommand takes one. */
   positional?: string;
   flags: Record<string, FlagDoc>;
@@ -101,6 +126,54 @@ const subcommands: Record<string, Subcommand> = {
       return { json: answer, text: evictedText(answer) };
     },
   },
+  tokens: {
+    usage: "kxm-hub ops tokens --project <project> [--json]",
+    what: "Lists the project's managed tokens, live, expired and revoked, newest first; never their secrets. Admin only.",
+    flags: commonFlags,
+    async run(target, project) {
+      const answer = (await callHub(target, "GET", `/v1/ops/projects/${segment(project)}/tokens`)) as { tokens?: TokenJson[] };
+      return { json: answer, text: tokensText(project, answer.tokens ?? []) };
+    },
+  },
+  "create-token": {
+    usage: "kxm-hub ops create-token --project <project> [--scope agent|read|check] [--label <text>] [--ttl <ms>] [--json]",
+    what:
+      "Creates a project token and prints its secret, the one time it is shown (the hub keeps only its hash).\n" +
+      "A project may hold several: rotate by creating the new one, moving the callers, revoking the old. Admin only.",
+    flags: { ...commonFlags, ...tokenFlags },
+    async run(target, project, _arg, flags) {
+      const scope = flags.scope ?? "agent";
+      if (!["agent", "read", "check"].includes(scope)) throw usageError("--scope must be agent, read or check");
+      const ttl = flags.ttl;
+      if (ttl !== undefined && !/^\d{1,15}$/.test(ttl)) throw usageError("--ttl must be a number of milliseconds");
+      const body = { scope, ...(flags.label !== undefined && { label: flags.label }), ...(ttl !== undefined && { ttlMs: Number(ttl) }) };
+      const answer = (await callHub(target, "POST", `/v1/ops/projects/${segment(project)}/tokens`, body)) as { token: TokenJson; secret: string };
+      return { json: answer, text: createdTokenText(answer) };
+    },
+  },
+  "revoke-token": {
+    usage: "kxm-hub ops revoke-token --project <project> <token-id> [--json]",
+    what: "Revokes a project token: refused at once on every face and replica, and the streams opened with it end. Admin only.",
+    positional: "token-id",
+    flags: commonFlags,
+    async run(target, project, tokenId) {
+      const answer = (await callHub(target, "DELETE", `/v1/ops/projects/${segment(project)}/tokens/${segment(tokenId!)}`)) as { token: TokenJson };
+      return { json: answer, text: revokedTokenText(answer) };
+    },
+  },
+  audit: {
+    usage: "kxm-hub ops audit [--project <project>] [--json]",
+    what:
+      "Prints the audit trail, newest first (up to 1,000 entries): tokens created, revoked and expired, restores\n" +
+      "and fence raises, security alerts. Admin only.",
+    projectOptional: true,
+    flags: optionalProject,
+    async run(target, project) {
+      const query = new URLSearchParams({ pageSize: "1000", ...(project && { project }) });
+      const answer = (await callHub(target, "GET", `/v1/ops/audit?${query}`)) as { events?: AuditJson[] };
+      return { json: answer, text: auditText(answer.events ?? []) };
+    },
+  },
 };
 
 const helpOf = (s: Subcommand) => `Usage: ${s.usage}\n\n${s.what}\n\n${flagHelp(s.flags)}\n${trailer}`;
@@ -139,7 +212,7 @@ export async function opsCommand(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     await write(`${opsHelp}\n`);
-    if (name === undefined) throw usageError("a subcommand is required: leases, release-lease or evict");
+    if (name === undefined) throw usageError(`a subcommand is required: ${Object.keys(subcommands).join(", ")}`);
     return;
   }
   const sub = subcommands[name];
@@ -172,8 +245,8 @@ export async function opsCommand(argv: string[]): Promise<void> {
     throw usageError(sub.positional ? `expected one <${sub.positional}>, got ${positionals.length}; usage: ${sub.usage}` : `unexpected argument ${JSON.stringify(positionals[0])}`);
   }
   // The project is taken as written (names may hold spaces at no end, `/`): the hub judges it.
-  const project = values.project as string | undefined;
-  if (project === undefined || project === "") throw usageError(`--project is required; usage: ${sub.usage}`);
+  const project = (values.project as string | undefined) ?? "";
+  if (project === "" && !sub.projectOptional) throw usageError(`--project is required; usage: ${sub.usage}`);
   // A token a header cannot carry would fail inside fetch, and look like an unreachable hub.
   if (flags.token !== undefined && /[^\x20-\x7e]/.test(flags.token)) throw usageError("--token (KXM_TOKEN) must be printable ASCII");
   const target: HubTarget = { url: hubUrl(flags.url ?? defaultHubUrl), token: flags.token };

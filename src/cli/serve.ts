@@ -1,5 +1,5 @@
 import net from "node:net";
-import { ConfigError, configHelp, loadConfig, redactedDatabaseUrl, type HubConfig } from "../config.js";
+import { ConfigError, configHelp, isLoopback, loadConfig, redactedDatabaseUrl, type HubConfig } from "../config.js";
 import { createHub, type Hub } from "../hub.js";
 import { prepareLogFile } from "../ops/log-destination.js";
 
@@ -82,8 +82,17 @@ export async function serveCommand(argv: string[]): Promise<void> {
   process.on("SIGINT", () => stop("SIGINT"));
   process.on("SIGTERM", () => stop("SIGTERM"));
   if (!config.authToken) process.stderr.write("warning: no KXM_AUTH_TOKEN; loopback callers are trusted as admin\n");
+  // Tokens and agent keys beyond this host would cross the network readable by anyone on the path.
+  const plaintextBeyondLoopback = !config.tlsCert && !isLoopback(config.host);
+  if (plaintextBeyondLoopback) {
+    process.stderr.write(`warning: ${config.host} is beyond loopback and the port speaks plaintext; tokens cross the network readable (set KXM_TLS_CERT and KXM_TLS_KEY)\n`);
+  }
   // A database URL is shown without its password.
   const storage = config.databaseUrl ? redactedDatabaseUrl(config.databaseUrl) : config.dataPath;
-  process.stdout.write(`kxm hub listening at ${url}; storage=${storage}; auth=${config.authToken ? "token" : "none"}\n`);
-  hub.observer.log("hub_started", { url, storage });
+  const tls = !config.tlsCert ? "off" : config.tlsClientCa ? "mutual" : "on";
+  // The URL says https; `tls=` is added only when on, so the plaintext line stays as it was.
+  const tlsPart = tls === "off" ? "" : `; tls=${tls}`;
+  process.stdout.write(`kxm hub listening at ${url}; storage=${storage}; auth=${config.authToken ? "token" : "none"}${tlsPart}\n`);
+  hub.observer.log("hub_started", { url, storage, tls });
+  if (plaintextBeyondLoopback) hub.observer.log("plaintext_beyond_loopback", { host: config.host, fix: "KXM_TLS_CERT and KXM_TLS_KEY" });
 }

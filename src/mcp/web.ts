@@ -19,7 +19,8 @@ export function webRequestOf(req: Req, signal: AbortSignal): Request {
     headers.set(name, Array.isArray(value) ? value.join(", ") : value);
   }
   const authority = req.headers.host ?? req.headers[":authority"];
-  return new Request(`http://${typeof authority === "string" && authority !== "" ? authority : "hub.internal"}${req.url ?? "/"}`, {
+  const scheme = (req.socket as { encrypted?: boolean } | undefined)?.encrypted ? "https" : "http";
+  return new Request(`${scheme}://${typeof authority === "string" && authority !== "" ? authority : "hub.internal"}${req.url ?? "/"}`, {
     method: req.method ?? "GET",
     headers,
     signal,

@@ -19,14 +19,22 @@ export interface SweepDeps {
   agentRetentionMs: number;
   /** Closes the MCP sessions idle past their limit. */
   expireIdleSessions?: () => Promise<number>;
+  /** Notes the managed project tokens past their expiry (audit entry; their streams end). */
+  noteExpiredTokens?: () => Promise<number>;
+  /** Deletes the audit entries beyond their retention. */
+  purgeAudit?: () => Promise<number>;
+  /** Forgets the refused-authentication windows that ended. */
+  pruneRefusals?: (nowMs: number) => void;
 }
 
 /**
  * The periodic sweep, in the reference's order: stale agents, message expiry, retention purge
  * (messages, then leases, then watch changes), then the offline agents past their retention
- * (after the messages naming them were purged), rate buckets. `runNow` is what tests call instead of waiting.
+ * (after the messages naming them were purged), idle MCP sessions, expired project tokens, the
+ * audit trail's retention, rate buckets. `runNow` is what tests call instead of waiting.
  */
-export function createSweeper({ presence, leases, messages, purgeChanges, limiter, clock, observer, intervalMs, agentRetentionMs, expireIdleSessions }: SweepDeps) {
+export function createSweeper(deps: SweepDeps) {
+  const { presence, leases, messages, purgeChanges, limiter, clock, observer, intervalMs, agentRetentionMs } = deps;
   let timer: NodeJS.Timeout | undefined;
   let running: Promise<void> | undefined;
 
@@ -37,8 +45,11 @@ export function createSweeper({ presence, leases, messages, purgeChanges, limite
     await leases.purge();
     await purgeChanges();
     await presence.forgetOffline(agentRetentionMs);
-    await expireIdleSessions?.();
+    await deps.expireIdleSessions?.();
+    await deps.noteExpiredTokens?.();
+    await deps.purgeAudit?.();
     limiter.prune(clock.now());
+    deps.pruneRefusals?.(clock.now());
   }
 
   return {

@@ -2,6 +2,7 @@ import http from "node:http";
 import http2 from "node:http2";
 import net from "node:net";
 import type { Duplex } from "node:stream";
+import tls from "node:tls";
 
 type Handler = (
   req: http.IncomingMessage | http2.Http2ServerRequest,
@@ -9,17 +10,16 @@ type Handler = (
 ) => void;
 
 const h2Preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+/** The first byte of every TLS connection: a handshake record (the ClientHello). */
+const tlsHandshakeRecord = 0x16;
+/** A connection that has sent nothing this long is closed (its first bytes decide where it goes). */
+const firstBytesTimeoutMs = 10_000;
 
 /** The remote address of a request, over HTTP/1.1 or HTTP/2. */
 export function remoteAddressOf(req: { socket: unknown }): string {
   return (req.socket as { remoteAddress?: string } | undefined)?.remoteAddress ?? "unknown";
 }
 
-/**
- * One plaintext port for HTTP/1.1 and HTTP/2 (h2c with prior knowledge): Node's `allowHTTP1`
- * only works with TLS, so each new connection is routed by its first bytes — the HTTP/2
- * client preface goes to the HTTP/2 server, anything else to the HTTP/1.1 server.
- */
 /** A refusal written on a bare socket, when Node's HTTP parser refused before any request. */
 export type RawRefusal = (status: number, code: "protocol_error" | "route_not_found", message: string) => string;
 
@@ -55,7 +55,27 @@ function answerBareRefusals(h1: http.Server, refusal: RawRefusal) {
   });
 }
 
-export function createDualServer(handler: Handler, refusal: RawRefusal) {
+export interface DualServerOptions {
+  /**
+   * Options of a tls.Server (certificate, key, ALPN, client CA): the port then speaks TLS only,
+   * and `tlsServer.setSecureContext` swaps its certificate for new connections.
+   */
+  tls?: tls.TlsOptions;
+  /** A connection that sends nothing is closed after this long (default 10 s). */
+  firstBytesTimeoutMs?: number;
+}
+
+/**
+ * One port for HTTP/1.1 and HTTP/2, each new connection routed by its first bytes. Plaintext
+ * (h2c with prior knowledge; Node's `allowHTTP1` only works with TLS): the HTTP/2 client preface
+ * goes to the HTTP/2 server, anything else to the HTTP/1.1 server. With `tls`: a TLS handshake
+ * goes to a tls.Server, and once secure, ALPN `h2` to the HTTP/2 server, anything else to the
+ * HTTP/1.1 one; plaintext is answered 400 (`protocol_error`) and closed, never served.
+ * Connections that send nothing, and handshakes that do not finish, are closed after a while,
+ * so idle sockets cannot pile up.
+ */
+export function createDualServer(handler: Handler, refusal: RawRefusal, options: DualServerOptions = {}) {
+  const firstBytesMs = options.firstBytesTimeoutMs ?? firstBytesTimeoutMs;
   let draining = false;
   /** HTTP/1.1 answers under way: once draining, each closes its connection when it is done. */
   const inFlight = new Set<http.ServerResponse>();
@@ -82,8 +102,37 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
     s.once("close", () => sessions.delete(s));
   });
   const sockets = new Set<net.Socket>();
-  /** Connections that have not sent their first bytes yet (not routed to h1 or h2). */
+  /** Connections that have not sent their first bytes yet (not routed), or were refused. */
   const unrouted = new Set<net.Socket>();
+  /** Connections in their TLS handshake, by peer address (what their TLS socket shares with them). */
+  const handshaking = new Map<string, net.Socket>();
+  const tlsServer = options.tls ? tls.createServer(options.tls) : undefined;
+  tlsServer?.on("secureConnection", (s: tls.TLSSocket) => {
+    handshaking.delete(peerOf(s));
+    if (draining) return void s.destroy();
+    if (s.alpnProtocol === "h2") h2.emit("connection", s);
+    else h1.emit("connection", s);
+  });
+  // A failed or timed-out handshake: the client has its alert; nothing to answer.
+  tlsServer?.on("tlsClientError", (_e: Error, s: tls.TLSSocket) => s.destroy());
+
+  /** Hands a TLS connection to the tls.Server, its sniffed bytes first. */
+  const toTls = (socket: net.Socket, seen: Buffer) => {
+    socket.pause();
+    socket.unshift(seen);
+    const peer = peerOf(socket);
+    handshaking.set(peer, socket);
+    socket.once("close", () => {
+      if (handshaking.get(peer) === socket) handshaking.delete(peer);
+    });
+    tlsServer!.emit("connection", socket);
+  };
+  /** Plaintext on a TLS port: one 400 with the REST error body, the rest of what it sends discarded. */
+  const refusePlaintext = (socket: net.Socket) => {
+    socket.end(refusal(400, "protocol_error", "this port speaks TLS; use https://"));
+    socket.resume();
+  };
+
   // noDelay: with Nagle on, an h2 response could wait ~40 ms for the client's delayed ACK.
   const server = net.createServer({ noDelay: true }, (socket) => {
     sockets.add(socket);
@@ -92,14 +141,31 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
       sockets.delete(socket);
       unrouted.delete(socket);
     });
+    const silent = () => socket.destroy();
+    socket.setTimeout(firstBytesMs);
+    socket.once("timeout", silent);
+    /** From here the connection is HTTP/1.1's, HTTP/2's or TLS's: they time it out their way. */
+    const routed = () => {
+      socket.off("data", onData);
+      unrouted.delete(socket);
+      socket.setTimeout(0);
+      socket.off("timeout", silent);
+    };
     let seen = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       seen = Buffer.concat([seen, chunk]);
+      if (tlsServer) {
+        if (seen[0] !== tlsHandshakeRecord) {
+          socket.off("data", onData);
+          return refusePlaintext(socket); // still unrouted: closed by the timeout or on drain
+        }
+        routed();
+        return toTls(socket, seen);
+      }
       const n = Math.min(seen.length, h2Preface.length);
       const looksH2 = seen.subarray(0, n).equals(h2Preface.subarray(0, n));
       if (looksH2 && seen.length < h2Preface.length) return; // wait for the whole preface
-      socket.off("data", onData);
-      unrouted.delete(socket);
+      routed();
       // The sniffed bytes go back into the socket's buffer. HTTP/2 then reads the socket
       // natively (no JavaScript stream in between); it takes in what is buffered first.
       socket.pause();
@@ -116,10 +182,13 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
   });
   return {
     server,
+    /** The TLS front of the port (undefined: plaintext); `setSecureContext` serves a new certificate. */
+    tlsServer,
     /**
      * Stops taking new calls on every connection while the calls under way finish: no new
      * connections; idle HTTP/1.1 connections closed and busy ones closed after their answer
-     * (`connection: close`); every HTTP/2 session sent GOAWAY, so clients open no new streams.
+     * (`connection: close`); every HTTP/2 session sent GOAWAY, so clients open no new streams;
+     * connections not serving yet (no first bytes, a TLS handshake under way) closed.
      * The server's "close" event follows once the last connection is gone.
      */
     closeGracefully() {
@@ -130,6 +199,7 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
       for (const res of inFlight) closeWhenDone(res);
       for (const s of sessions) s.close();
       for (const s of unrouted) s.destroy();
+      for (const s of handshaking.values()) s.destroy();
     },
     /** Ends every remaining connection. */
     closeAll() {
@@ -138,4 +208,9 @@ export function createDualServer(handler: Handler, refusal: RawRefusal) {
       for (const s of sockets) s.destroy();
     },
   };
+}
+
+/** A connection's peer address and port: a TLS socket and the TCP socket it wraps share them. */
+function peerOf(s: net.Socket): string {
+  return `${s.remoteAddress}|${s.remotePort}`;
 }

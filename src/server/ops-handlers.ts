@@ -8,13 +8,25 @@ import type { WatchHandlers } from "./watch-handlers.js";
 import type { Leases } from "../lease/leases.js";
 import type { Presence } from "../presence/presence.js";
 import { operatorProjectOf } from "./caller.js";
+import type { ProjectTokens } from "../auth/project-tokens.js";
+import { securityHandlers } from "./security-handlers.js";
+import type { Audit } from "../auth/audit.js";
 
 /**
  * OpsService: the operator snapshot, the list of projects, their live forms (watch-handlers.ts),
- * and the operator's hands (force-release a lease, evict an agent).
+ * the operator's hands (force-release a lease, evict an agent) and the project tokens
+ * and the audit trail (security-handlers.ts).
  */
-export function opsHandlers(operator: OperatorView, watches: WatchHandlers, leases: Leases, presence: Presence): ServiceImpl<typeof OpsService> {
+export function opsHandlers(
+  operator: OperatorView,
+  watches: WatchHandlers,
+  leases: Leases,
+  presence: Presence,
+  tokens: ProjectTokens,
+  audit: Audit,
+): ServiceImpl<typeof OpsService> {
   return {
+    ...securityHandlers(tokens, audit),
     async forceReleaseLease(req, ctx) {
       const r = await leases.forceRelease(operatorProjectOf(ctx, req.project), req);
       return { lease: leaseToProto(r.lease), next: r.next && leaseToProto(r.next) };

@@ -19,6 +19,8 @@ import { presenceHandlers } from "./presence-handlers.js";
 import { reflectionHandlers } from "./reflection.js";
 import { syncHandlers } from "./sync-handlers.js";
 import type { WatchHandlers } from "./watch-handlers.js";
+import type { ProjectTokens } from "../auth/project-tokens.js";
+import type { Audit } from "../auth/audit.js";
 
 export interface Domains {
   presence: Presence;
@@ -29,6 +31,8 @@ export interface Domains {
   watches: WatchHandlers;
   sync: Sync;
   operator: OperatorView;
+  tokens: ProjectTokens;
+  audit: Audit;
 }
 
 /** The services this hub serves. The REST face derives its routes from the same list. */
@@ -40,7 +44,7 @@ export function routes(d: Domains) {
     router.service(LeaseService, leaseHandlers(d.leases, d.watches));
     router.service(PeerService, peerHandlers(d.messages, d.openInbox, d.readInbox));
     router.service(SyncService, syncHandlers(d.sync));
-    router.service(OpsService, opsHandlers(d.operator, d.watches, d.leases, d.presence));
+    router.service(OpsService, opsHandlers(d.operator, d.watches, d.leases, d.presence, d.tokens, d.audit));
     router.service(ServerReflection, reflectionHandlers(servedServices));
   };
 }

@@ -1,3 +1,4 @@
+import type { AuditRow, ProjectTokenRow, TokenScope } from "./token-store.js";
 import type { AgentRow, ChangeOf, InboxEventKind, LeaseRow, LeaseWaiter, MessageDecision, MessageRow, RuntimeRow, SyncRunView } from "./store.js";
 
 /**
@@ -231,3 +232,58 @@ export const waiterFromDb = (r: WaiterDb): LeaseWaiter => ({
   deadlineMs: r.deadline_ms,
   sinceMs: Number(r.since_ms),
 });
+
+export interface TokenDb {
+  id: string;
+  project: string;
+  scope: string;
+  label: string;
+  hash: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  /** 0/1 on SQLite, a boolean on PostgreSQL. */
+  expiry_noted: number | boolean;
+}
+
+export interface AuditDb {
+  seq: number;
+  at_ms: number;
+  project: string;
+  kind: string;
+  detail: string;
+}
+
+export const tokenFromDb = (r: TokenDb): ProjectTokenRow => ({
+  id: r.id,
+  project: r.project,
+  scope: r.scope as TokenScope,
+  label: r.label,
+  hash: r.hash,
+  createdAtMs: r.created_at,
+  ...(r.expires_at !== null && { expiresAtMs: r.expires_at }),
+  ...(r.revoked_at !== null && { revokedAtMs: r.revoked_at }),
+  expiryNoted: Boolean(r.expiry_noted),
+});
+
+export const auditFromDb = (r: AuditDb): AuditRow => ({
+  seq: Number(r.seq),
+  atMs: Number(r.at_ms),
+  project: r.project,
+  kind: r.kind as AuditRow["kind"],
+  detail: JSON.parse(r.detail) as Record<string, unknown>,
+});
+
+/** A token row's columns (expiry_noted as 0/1; PostgreSQL takes it as a boolean). */
+export const tokenToDb = (t: ProjectTokenRow) => ({
+  id: t.id,
+  project: t.project,
+  scope: t.scope,
+  label: t.label,
+  hash: t.hash,
+  created_at: t.createdAtMs,
+  expires_at: t.expiresAtMs ?? null,
+  revoked_at: t.revokedAtMs ?? null,
+  expiry_noted: t.expiryNoted ? 1 : 0,
+});
+

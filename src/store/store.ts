@@ -8,6 +8,8 @@
  * Nothing outside `store/` may assume SQLite.
  */
 
+import type { TokenStore } from "./token-store.js";
+
 export interface AgentRow {
   id: string;
   project: string;
@@ -194,8 +196,12 @@ export interface SyncChanges {
   conflict(event: SyncEventRow, outcome: Extract<IngestOutcome, { outcome: "conflict" }>): ChangeRecord;
 }
 
-/** Which watchable history of a project a change belongs to (WatchPresence, WatchLeases, WatchOpenMessages, WatchRuns). */
-export type ChangeStream = "presence" | "leases" | "messages" | "runs";
+/**
+ * Which watchable history of a project a change belongs to (WatchPresence, WatchLeases,
+ * WatchOpenMessages, WatchRuns), or `tokens`: the project's tokens revoked or expired, which the
+ * streams opened with them follow (no RPC watches it).
+ */
+export type ChangeStream = "presence" | "leases" | "messages" | "runs" | "tokens";
 
 /**
  * One stored change of a project's presence or leases. Each (project, stream) numbers its
@@ -336,6 +342,8 @@ export interface HubStore {
   /** Commits what is queued, then closes. */
   close(): Promise<void>;
   commitStats(): Readonly<CommitStats>;
+  /** Project tokens and the audit trail (token-store.ts). */
+  readonly tokens: TokenStore;
 
   getAgent(id: string): Promise<AgentRow | undefined>;
   /**

@@ -1,3 +1,4 @@
+import type { Audit } from "../auth/audit.js";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
@@ -79,10 +80,17 @@ export interface SyncDeps {
   observer: Observer;
   /** Where events are checked and hashed (prepare-pool.ts); default: on the calling thread. */
   prepare?: PreparePool;
+  /** Where security alerts are kept besides the log (the audit trail). */
+  audit?: Audit;
 }
 
 /** Run facts: validated and hashed first, then stored in one transaction per batch. */
-export function createSync({ store, clock, observer, prepare = createPreparePool({ threads: 0 }) }: SyncDeps) {
+export function createSync({ store, clock, observer, prepare = createPreparePool({ threads: 0 }), audit }: SyncDeps) {
+  /** A security alert: in the log at once, and in the audit trail. */
+  const alert = (project: string, fields: Record<string, unknown>) => {
+    observer.log("security_alert", { ...fields, project });
+    audit?.alert({ kind: "sync_conflict", project, detail: fields });
+  };
   return {
     /**
      * Stores a batch for `project`, pushed by `runtimeId`. `events` are the events' JSON forms.
@@ -111,9 +119,8 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
         }
         const e = event as JsonObject & { payload: JsonObject };
         if (e.homeRuntimeId !== runtimeId) {
-          observer.log("security_alert", {
+          alert(project, {
             alert: "sync_runtime_mismatch",
-            project,
             runtimeId,
             ...identity,
             homeRuntimeId: e.homeRuntimeId,
@@ -151,10 +158,9 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
         }
         result.outcome = "conflict";
         result.code = `sync_${o.reason}`;
-        observer.log("security_alert", {
+        alert(project, {
           alert: "sync_sequence_conflict",
           reason: o.reason,
-          project,
           runtimeId,
           projectId: row.projectId,
           runId: row.runId,

@@ -7,4 +7,5 @@ export const restSuccessStatus: Record<string, (res: Record<string, unknown>, he
   UnregisterAgent: () => 204,
   ReportRuntimePresence: (_res, headers) => (headers.get("x-kxm-created") === "1" ? 201 : 200),
   SendMessage: (res) => (res.idempotent ? 200 : 202),
+  CreateProjectToken: () => 201,
 };

@@ -162,7 +162,7 @@ describe.concurrent("help", () => {
     ["rate-limit-max", "KXM_RATE_LIMIT_MAX"],
     ["rate-limit-window-ms", "KXM_RATE_LIMIT_WINDOW_MS"], ["cors-origins", "KXM_CORS_ORIGINS"],
     ["sqlite-synchronous", "KXM_SQLITE_SYNCHRONOUS"], ["stream-keepalive-ms", "KXM_STREAM_KEEPALIVE_MS"],
-    ["stream-max-lag", "KXM_STREAM_MAX_LAG"], ["sync-threads", "KXM_SYNC_THREADS"],
+    ["stream-max-lag", "KXM_STREAM_MAX_LAG"], ["sync-threads", "KXM_SYNC_THREADS"], ["tls-cert", "KXM_TLS_CERT"], ["tls-key", "KXM_TLS_KEY"], ["tls-client-ca", "KXM_TLS_CLIENT_CA"],
   ];
   const expected: Record<string, [string, string | undefined][]> = {
     serve: serveFlags.map(([f, e]) => [f!, e]),

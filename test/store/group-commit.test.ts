@@ -223,7 +223,7 @@ describe("group commit", () => {
     const store = open({ walSync: held.factory });
     const clock = new FakeClock();
     const presence = createPresence({ store, clock, observer: silentObserver, staleAfterMs: 90_000 });
-    const auth = createAuthenticator({ store, presence, adminToken: undefined, projectTokens: {}, loopback: true });
+    const auth = createAuthenticator({ store, presence, adminToken: undefined, projectTokens: {}, loopback: true, clock });
     const reg = watch(presence.register({ name: "a", project: "p" }));
     await turn();
     held.release();

@@ -54,6 +54,10 @@ describe("buildRestRoutes", () => {
       "GET /v1/watch/project WatchProject body= (events)",
       "POST /v1/ops/projects/{project}/leases/{name}/release ForceReleaseLease body=*",
       "DELETE /v1/ops/projects/{project}/agents/{agent_id} EvictAgent body=",
+      "POST /v1/ops/projects/{project}/tokens CreateProjectToken body=*",
+      "GET /v1/ops/projects/{project}/tokens ListProjectTokens body=",
+      "DELETE /v1/ops/projects/{project}/tokens/{token_id} RevokeProjectToken body=",
+      "GET /v1/ops/audit ListAuditEvents body=",
     ]);
     expect(routes.every((r) => ALL.includes(r.service))).toBe(true);
   });

@@ -4,9 +4,15 @@ import { rateKey, type RateLimiter, type RateVerdict } from "../../auth/rate-lim
 import { authRules, type AuthRule } from "../../auth/rules.js";
 import type { Caller } from "../../caller.js";
 import type { Clock } from "../../clock.js";
-import { errors } from "../../errors.js";
+import { errors, HubError, type HubCode } from "../../errors.js";
+import type { RefusalMonitor } from "../../auth/audit.js";
+
+/** The refusals that say a caller failed to prove who it is. */
+const authRefusals = new Set<HubCode>(["invalid_auth", "invalid_agent_identity", "token_scope_insufficient"]);
 import { sha256Hex } from "../../ids.js";
 import { kCaller, kRemoteAddress, kResponseHeaders } from "../context.js";
+import type { Bus } from "../../events/bus.js";
+import { framesWhileTokenLives } from "../token-guard.js";
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
@@ -14,6 +20,10 @@ export interface AuthInterceptorDeps {
   extraRules?: Record<string, AuthRule>;
   limiter: RateLimiter;
   clock: Clock;
+  /** Ids of managed tokens revoked or expired: the streams opened with them end. */
+  endedTokens: Bus<string>;
+  /** Told of every refused authentication, by remote address (bursts become audit alerts). */
+  refusals?: RefusalMonitor;
 }
 
 /** `x-ratelimit-*` (and `retry-after` when refused) for a counted request. */
@@ -28,9 +38,10 @@ export function rateHeaders(v: RateVerdict | undefined, into: Headers): Headers 
 /**
  * Authenticates every call by the method's rule (auth/rules.ts), puts the caller in the
  * context (kCaller), then charges the request budget of the authenticated identity; a request
- * that fails authentication is charged to its remote address.
+ * that fails authentication is charged to its remote address. A server stream opened with a
+ * managed project token ends with invalid_auth when the token is revoked or expires.
  */
-export function createAuthInterceptor({ authenticator, limiter, clock, extraRules }: AuthInterceptorDeps): Interceptor {
+export function createAuthInterceptor({ authenticator, limiter, clock, extraRules, endedTokens, refusals }: AuthInterceptorDeps): Interceptor {
   return (next) => async (req) => {
     const key = `${req.service.typeName}/${req.method.name}`;
     const rule = authRules[key] ?? extraRules?.[key];
@@ -62,6 +73,7 @@ export function createAuthInterceptor({ authenticator, limiter, clock, extraRule
     try {
       caller = await authenticator.authenticate(rule, creds, (f) => message?.[f]);
     } catch (e) {
+      if (e instanceof HubError && authRefusals.has(e.code)) refusals?.refused(remote ?? "unknown", e.code);
       const verdict = limiter.take(rateKey(undefined, remote), clock.now());
       rateHeaders(verdict, extraHeaders);
       if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
@@ -77,6 +89,10 @@ export function createAuthInterceptor({ authenticator, limiter, clock, extraRule
     rateHeaders(verdict, extraHeaders);
     if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
     req.contextValues.set(kCaller, caller);
-    return next(req);
+    const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
+    if (!token || !req.stream) return next(req);
+    const res = await next(req);
+    if (!res.stream) return res;
+    return { ...res, message: framesWhileTokenLives(res.message, token, { endedTokens, clock }) };
   };
 }

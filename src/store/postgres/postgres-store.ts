@@ -31,6 +31,8 @@ import { runTransaction, storeError, type PgAccess, type PgRecordChange, type Pg
 import { migrate } from "./schema.js";
 import { createPostgresMessages } from "./messages.js";
 import { createPostgresSync, runsOfProject } from "./sync.js";
+import { createPostgresTokens } from "./tokens.js";
+import type { TokenStore } from "../token-store.js";
 import { agentColumns } from "./rows.js";
 import {
   agentFromDb,
@@ -107,6 +109,7 @@ export class PostgresStore implements HubStore {
   private readonly running = new Set<Promise<unknown>>();
   private readonly messages;
   private readonly sync;
+  readonly tokens: TokenStore;
   private readonly changeListeners = new ChangeListeners();
   /** Marks the changes this store writes, so its tail skips them (they were handed over at commit). */
   private readonly origin = randomUUID();
@@ -126,6 +129,7 @@ export class PostgresStore implements HubStore {
     };
     this.messages = createPostgresMessages(access);
     this.sync = createPostgresSync(access);
+    this.tokens = createPostgresTokens(access);
     this.tail = createTail(access.rows, tailIntervalMs);
   }
 
@@ -695,7 +699,8 @@ export class PostgresStore implements HubStore {
    * After the database was restored with PostgreSQL's own tools (README "Backup and restore"),
    * in ONE transaction: every resource's fence floor and the fence base go up by `margin`, every
    * lease is released, and every watch stream's numbers go up by `margin` with its stored changes
-   * dropped, exactly as SQLite's restore does (store/sqlite/backup.ts, bumpFence).
+   * dropped, exactly as SQLite's restore does (store/sqlite/backup.ts, bumpFence); the same
+   * transaction adds the `fence_raised` entry of the audit trail.
    */
   raiseFence(margin: number): Promise<{ resources: number; leasesReleased: number; highestTokenBefore: number; fenceBase: number }> {
     return this.tx(async (tx) => {
@@ -717,7 +722,12 @@ export class PostgresStore implements HubStore {
       await tx.query("UPDATE watch_heads SET head = head + $1", [margin]);
       await tx.query("DELETE FROM watch_changes");
       await tx.query("DELETE FROM lease_waiters");
-      return { resources: bumped.rowCount ?? 0, leasesReleased: held, highestTokenBefore: highest, fenceBase: base + margin };
+      const summary = { resources: bumped.rowCount ?? 0, leasesReleased: held, highestTokenBefore: highest, fenceBase: base + margin };
+      await tx.query("INSERT INTO audit_events (at_ms, project, kind, detail) VALUES ($1, '', 'fence_raised', $2)", [
+        await this.decisionTime(tx),
+        JSON.stringify({ margin, ...summary }),
+      ]);
+      return summary;
     });
   }
 }

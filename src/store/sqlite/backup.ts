@@ -131,8 +131,13 @@ export function readFences(db: Database.Database): { fences: FenceEntry[]; fence
  * Watch changes go the same way: every stream's numbers (and the base new streams start from)
  * go up by `margin` and the stored changes are dropped, so a watcher's cursor from before the
  * restore, or from after the backup, is cursor_expired and never taken for a restored change.
+ * The same transaction adds the `restore` entry of the audit trail, with `detail` (never a secret).
  */
-export function bumpFence(db: Database.Database, margin: number): { resources: number; leasesReleased: number } {
+export function bumpFence(
+  db: Database.Database,
+  margin: number,
+  detail: Record<string, unknown> = {},
+): { resources: number; leasesReleased: number } {
   return db
     .transaction(() => {
       const held = db.prepare<[], { n: number }>("SELECT count(*) AS n FROM leases WHERE holder_agent_id IS NOT NULL").get()!.n;
@@ -143,9 +148,33 @@ export function bumpFence(db: Database.Database, margin: number): { resources: n
       db.prepare("UPDATE watch_heads SET head = head + ?").run(margin);
       db.prepare("DELETE FROM watch_changes").run();
       db.prepare("DELETE FROM lease_waiters").run();
-      return { resources: bumped.changes, leasesReleased: held };
+      const summary = { resources: bumped.changes, leasesReleased: held };
+      db.prepare("INSERT INTO audit_events (at_ms, project, kind, detail) VALUES (?, '', 'restore', ?)").run(
+        Date.now(),
+        JSON.stringify({ ...detail, margin, ...summary }),
+      );
+      return summary;
     })
     .immediate();
+}
+
+/**
+ * The project tokens the file at `dataPath` holds as revoked, when it is a store with any: a
+ * restore keeps them revoked, since a backup taken before a revocation must not bring a revoked
+ * secret back. A file that is no such store (missing, another layout) has none.
+ */
+function revokedTokensOf(dataPath: string): { id: string; revoked_at: number }[] {
+  if (!fs.existsSync(dataPath)) return [];
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(dataPath, { readonly: true, fileMustExist: true });
+    const has = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'project_tokens'").get();
+    return has ? (db.prepare("SELECT id, revoked_at FROM project_tokens WHERE revoked_at IS NOT NULL").all() as { id: string; revoked_at: number }[]) : [];
+  } catch {
+    return [];
+  } finally {
+    db?.close();
+  }
 }
 
 const errnoOf = (e: unknown) => (e as { code?: string }).code ?? "";
@@ -302,8 +331,8 @@ export function readManifest(from: string): BackupManifest {
  * manifest and hash (`backup_corrupt`) and the schema (`runtime_schema_newer`), takes the data
  * file's process lock (`runtime_store_locked` while a hub holds it), prepares a copy beside the
  * target (migrated to this release's schema, fence bumped by `margin`, leases released), removes
- * the target's stale `-wal`/`-shm`, and renames the copy into place. The target is untouched
- * until that rename.
+ * the target's stale `-wal`/`-shm`, and renames the copy into place. Until that rename the
+ * target is only read: the project tokens it holds as revoked stay revoked in the copy.
  */
 export function restoreFrom(options: { from: string; dataPath: string; margin: number }): RestoreSummary {
   const { from, dataPath, margin } = options;
@@ -326,6 +355,7 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
   }
   const lock = lockStore(dataPath);
   const tmp = `${dataPath}.restore-${process.pid}`;
+  const revokedTokens = revokedTokensOf(dataPath);
   try {
     fs.copyFileSync(from, tmp);
     if (sha256Of(tmp) !== manifest.sha256) throw new BackupError("backup_corrupt", `${from} changed while it was copied`);
@@ -340,7 +370,13 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
       if (highest + margin > Number.MAX_SAFE_INTEGER) {
         throw new RangeError(`token ${highest} + margin ${margin} would exceed ${Number.MAX_SAFE_INTEGER}`);
       }
-      const bumped = bumpFence(db, margin);
+      // Revocations made after the backup stay: the copy is not live until the rename below.
+      const revoke = db.prepare("UPDATE project_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
+      let keptRevoked = 0;
+      db.transaction(() => {
+        for (const t of revokedTokens) keptRevoked += revoke.run(t.revoked_at, t.id).changes;
+      })();
+      const bumped = bumpFence(db, margin, { backup: path.basename(from), highestTokenBefore: highest, keptRevoked });
       summary = {
         schemaVersion: version,
         resources: bumped.resources,

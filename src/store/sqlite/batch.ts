@@ -21,6 +21,11 @@ export interface StoreAccess {
   changeTx<T>(fn: (record: RecordChange) => T): Promise<T>;
   /** A read, once every commit made so far is durable. */
   read<T>(fn: () => T): Promise<T>;
+  /**
+   * A read of what is committed, durable or not yet (for a success only: a refusal read here is
+   * confirmed with `read`).
+   */
+  peek<T>(fn: () => T): Promise<T>;
   /** The time of a decision (the store's clock). */
   now(): number;
 }

@@ -50,6 +50,8 @@ const expectedShape: Record<string, string[]> = {
   watch_heads: ["project", "stream", "head"],
   watch_changes: ["project", "stream", "seq", "at_ms", "body"],
   lease_waiters: ["project", "name", "seq", "id", "agent_id", "agent_name", "ttl_ms", "deadline_ms", "since_ms"],
+  project_tokens: ["id", "project", "scope", "label", "hash", "created_at", "expires_at", "revoked_at", "expiry_noted"],
+  audit_events: ["seq", "at_ms", "project", "kind", "detail"],
 };
 
 /**

@@ -27,6 +27,8 @@ import { GroupCommit } from "../group-commit.js";
 import { Checkpointer } from "./checkpointer.js";
 import { fdatasyncWal, sqliteBatches, type RecordChange, type StoreAccess, type WalSync, type Work } from "./batch.js";
 import { createSqliteMessages } from "./messages.js";
+import { createSqliteTokens } from "./tokens.js";
+import type { TokenStore } from "../token-store.js";
 import { createSqliteSync } from "./sync.js";
 import type { StoreLock } from "./lock.js";
 import { openDatabase } from "./open.js";
@@ -70,6 +72,7 @@ export class SqliteStore implements HubStore {
   private readonly q;
   private readonly messages;
   private readonly sync;
+  readonly tokens: TokenStore;
   private readonly clock: StoreClock;
   private readonly changeListeners = new ChangeListeners();
 
@@ -216,10 +219,12 @@ export class SqliteStore implements HubStore {
       tx: (fn) => this.tx(fn),
       changeTx: (fn) => this.changeTx(fn),
       read: (fn) => this.read(fn),
+      peek: (fn) => (this.commits.failed !== undefined ? Promise.reject(this.commits.failed) : Promise.resolve(fn())),
       now: () => this.clock.now(),
     };
     this.messages = createSqliteMessages(db, access);
     this.sync = createSqliteSync(db, access);
+    this.tokens = createSqliteTokens(db, access);
   }
 
   decideSend: HubStore["decideSend"] = (query, decide) => this.messages.decideSend(query, decide);

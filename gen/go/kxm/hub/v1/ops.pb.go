@@ -80,6 +80,196 @@ func (OpenMessageChangeKind) EnumDescriptor() ([]byte, []int) {
 	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{0}
 }
 
+// What a project token may do. Each scope allows what the ones below it allow.
+type TokenScope int32
+
+const (
+	// Not set: CreateProjectToken takes it as TOKEN_SCOPE_AGENT.
+	TokenScope_TOKEN_SCOPE_UNSPECIFIED TokenScope = 0
+	// Everything a project token does: register agents and act as them (with their keys), push run
+	// facts, and the operator's reads and hands on the project.
+	TokenScope_TOKEN_SCOPE_AGENT TokenScope = 1
+	// The operator's reads and watches of the project (agents, leases, open messages, runs) and
+	// CheckFence; nothing that changes state.
+	TokenScope_TOKEN_SCOPE_READ TokenScope = 2
+	// CheckFence only: for a guard in front of a resource (a git hook, a deploy endpoint).
+	TokenScope_TOKEN_SCOPE_CHECK TokenScope = 3
+)
+
+// Enum value maps for TokenScope.
+var (
+	TokenScope_name = map[int32]string{
+		0: "TOKEN_SCOPE_UNSPECIFIED",
+		1: "TOKEN_SCOPE_AGENT",
+		2: "TOKEN_SCOPE_READ",
+		3: "TOKEN_SCOPE_CHECK",
+	}
+	TokenScope_value = map[string]int32{
+		"TOKEN_SCOPE_UNSPECIFIED": 0,
+		"TOKEN_SCOPE_AGENT":       1,
+		"TOKEN_SCOPE_READ":        2,
+		"TOKEN_SCOPE_CHECK":       3,
+	}
+)
+
+func (x TokenScope) Enum() *TokenScope {
+	p := new(TokenScope)
+	*p = x
+	return p
+}
+
+func (x TokenScope) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TokenScope) Descriptor() protoreflect.EnumDescriptor {
+	return file_kxm_hub_v1_ops_proto_enumTypes[1].Descriptor()
+}
+
+func (TokenScope) Type() protoreflect.EnumType {
+	return &file_kxm_hub_v1_ops_proto_enumTypes[1]
+}
+
+func (x TokenScope) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TokenScope.Descriptor instead.
+func (TokenScope) EnumDescriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{1}
+}
+
+// Where a project token stands.
+type TokenState int32
+
+const (
+	// Never sent.
+	TokenState_TOKEN_STATE_UNSPECIFIED TokenState = 0
+	// Accepted.
+	TokenState_TOKEN_STATE_LIVE TokenState = 1
+	// Past its expiry: refused.
+	TokenState_TOKEN_STATE_EXPIRED TokenState = 2
+	// Revoked: refused.
+	TokenState_TOKEN_STATE_REVOKED TokenState = 3
+)
+
+// Enum value maps for TokenState.
+var (
+	TokenState_name = map[int32]string{
+		0: "TOKEN_STATE_UNSPECIFIED",
+		1: "TOKEN_STATE_LIVE",
+		2: "TOKEN_STATE_EXPIRED",
+		3: "TOKEN_STATE_REVOKED",
+	}
+	TokenState_value = map[string]int32{
+		"TOKEN_STATE_UNSPECIFIED": 0,
+		"TOKEN_STATE_LIVE":        1,
+		"TOKEN_STATE_EXPIRED":     2,
+		"TOKEN_STATE_REVOKED":     3,
+	}
+)
+
+func (x TokenState) Enum() *TokenState {
+	p := new(TokenState)
+	*p = x
+	return p
+}
+
+func (x TokenState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TokenState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kxm_hub_v1_ops_proto_enumTypes[2].Descriptor()
+}
+
+func (TokenState) Type() protoreflect.EnumType {
+	return &file_kxm_hub_v1_ops_proto_enumTypes[2]
+}
+
+func (x TokenState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TokenState.Descriptor instead.
+func (TokenState) EnumDescriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{2}
+}
+
+// What an audit entry records.
+type AuditKind int32
+
+const (
+	// Never sent.
+	AuditKind_AUDIT_KIND_UNSPECIFIED AuditKind = 0
+	// A project token was created (CreateProjectToken).
+	AuditKind_AUDIT_KIND_TOKEN_CREATED AuditKind = 1
+	// A project token was revoked (RevokeProjectToken).
+	AuditKind_AUDIT_KIND_TOKEN_REVOKED AuditKind = 2
+	// A project token reached its expiry (noted by the hub's sweep).
+	AuditKind_AUDIT_KIND_TOKEN_EXPIRED AuditKind = 3
+	// The SQLite file was restored from a backup (`kxm-hub restore`); its fence was raised.
+	AuditKind_AUDIT_KIND_RESTORE AuditKind = 4
+	// The fence of a PostgreSQL database was raised after a restore (`kxm-hub raise-fence`).
+	AuditKind_AUDIT_KIND_FENCE_RAISED AuditKind = 5
+	// A security alert: a pushed run fact conflicted with a stored one, or came from a runtime
+	// that is not its run's home.
+	AuditKind_AUDIT_KIND_SYNC_CONFLICT AuditKind = 6
+	// A security alert: one remote address had many requests refused authentication in a minute.
+	AuditKind_AUDIT_KIND_AUTH_REFUSALS AuditKind = 7
+)
+
+// Enum value maps for AuditKind.
+var (
+	AuditKind_name = map[int32]string{
+		0: "AUDIT_KIND_UNSPECIFIED",
+		1: "AUDIT_KIND_TOKEN_CREATED",
+		2: "AUDIT_KIND_TOKEN_REVOKED",
+		3: "AUDIT_KIND_TOKEN_EXPIRED",
+		4: "AUDIT_KIND_RESTORE",
+		5: "AUDIT_KIND_FENCE_RAISED",
+		6: "AUDIT_KIND_SYNC_CONFLICT",
+		7: "AUDIT_KIND_AUTH_REFUSALS",
+	}
+	AuditKind_value = map[string]int32{
+		"AUDIT_KIND_UNSPECIFIED":   0,
+		"AUDIT_KIND_TOKEN_CREATED": 1,
+		"AUDIT_KIND_TOKEN_REVOKED": 2,
+		"AUDIT_KIND_TOKEN_EXPIRED": 3,
+		"AUDIT_KIND_RESTORE":       4,
+		"AUDIT_KIND_FENCE_RAISED":  5,
+		"AUDIT_KIND_SYNC_CONFLICT": 6,
+		"AUDIT_KIND_AUTH_REFUSALS": 7,
+	}
+)
+
+func (x AuditKind) Enum() *AuditKind {
+	p := new(AuditKind)
+	*p = x
+	return p
+}
+
+func (x AuditKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AuditKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_kxm_hub_v1_ops_proto_enumTypes[3].Descriptor()
+}
+
+func (AuditKind) Type() protoreflect.EnumType {
+	return &file_kxm_hub_v1_ops_proto_enumTypes[3]
+}
+
+func (x AuditKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AuditKind.Descriptor instead.
+func (AuditKind) EnumDescriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{3}
+}
+
 // ForceReleaseLease input.
 type ForceReleaseLeaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1988,6 +2178,640 @@ func (x *GetSnapshotResponse) GetLeases() []*Lease {
 	return nil
 }
 
+// A project token as the hub keeps it: never its secret.
+type ProjectToken struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token's id, `pt_` and 16 hex digits; the secret starts with `kxmpt_` and this id without
+	// its `pt_`, so a secret found somewhere names its token.
+	TokenId string `protobuf:"bytes,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	// The project it is for.
+	Project string `protobuf:"bytes,2,opt,name=project,proto3" json:"project,omitempty"`
+	// What it may do.
+	Scope TokenScope `protobuf:"varint,3,opt,name=scope,proto3,enum=kxm.hub.v1.TokenScope" json:"scope,omitempty"`
+	// What the operator wrote at creation, for people ("ci", "guard on git.example").
+	Label string `protobuf:"bytes,4,opt,name=label,proto3" json:"label,omitempty"`
+	// Hub clock at creation.
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// When it stops working; unset: never.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// When it was revoked; unset: not revoked.
+	RevokedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=revoked_at,json=revokedAt,proto3" json:"revoked_at,omitempty"`
+	// Where it stands now (hub clock).
+	State         TokenState `protobuf:"varint,8,opt,name=state,proto3,enum=kxm.hub.v1.TokenState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProjectToken) Reset() {
+	*x = ProjectToken{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProjectToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProjectToken) ProtoMessage() {}
+
+func (x *ProjectToken) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProjectToken.ProtoReflect.Descriptor instead.
+func (*ProjectToken) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ProjectToken) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+func (x *ProjectToken) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ProjectToken) GetScope() TokenScope {
+	if x != nil {
+		return x.Scope
+	}
+	return TokenScope_TOKEN_SCOPE_UNSPECIFIED
+}
+
+func (x *ProjectToken) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *ProjectToken) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *ProjectToken) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *ProjectToken) GetRevokedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RevokedAt
+	}
+	return nil
+}
+
+func (x *ProjectToken) GetState() TokenState {
+	if x != nil {
+		return x.State
+	}
+	return TokenState_TOKEN_STATE_UNSPECIFIED
+}
+
+// CreateProjectToken input.
+type CreateProjectTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// What the token may do; unset: TOKEN_SCOPE_AGENT.
+	Scope TokenScope `protobuf:"varint,2,opt,name=scope,proto3,enum=kxm.hub.v1.TokenScope" json:"scope,omitempty"`
+	// For people, 0..200 chars, trimmed.
+	Label string `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	// The token stops working this long after its creation, 1,000..315,360,000,000 ms (ten
+	// years). Unset: it works until it is revoked.
+	TtlMs         *int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3,oneof" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectTokenRequest) Reset() {
+	*x = CreateProjectTokenRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectTokenRequest) ProtoMessage() {}
+
+func (x *CreateProjectTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectTokenRequest.ProtoReflect.Descriptor instead.
+func (*CreateProjectTokenRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CreateProjectTokenRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *CreateProjectTokenRequest) GetScope() TokenScope {
+	if x != nil {
+		return x.Scope
+	}
+	return TokenScope_TOKEN_SCOPE_UNSPECIFIED
+}
+
+func (x *CreateProjectTokenRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *CreateProjectTokenRequest) GetTtlMs() int64 {
+	if x != nil && x.TtlMs != nil {
+		return *x.TtlMs
+	}
+	return 0
+}
+
+// CreateProjectToken result.
+type CreateProjectTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token.
+	Token *ProjectToken `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	// The bearer secret: `Authorization: Bearer <secret>`. Shown this once; the hub keeps only its
+	// SHA-256 hash.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateProjectTokenResponse) Reset() {
+	*x = CreateProjectTokenResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateProjectTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateProjectTokenResponse) ProtoMessage() {}
+
+func (x *CreateProjectTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateProjectTokenResponse.ProtoReflect.Descriptor instead.
+func (*CreateProjectTokenResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateProjectTokenResponse) GetToken() *ProjectToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *CreateProjectTokenResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+// ListProjectTokens input.
+type ListProjectTokensRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project       string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectTokensRequest) Reset() {
+	*x = ListProjectTokensRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectTokensRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectTokensRequest) ProtoMessage() {}
+
+func (x *ListProjectTokensRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectTokensRequest.ProtoReflect.Descriptor instead.
+func (*ListProjectTokensRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListProjectTokensRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+// ListProjectTokens result.
+type ListProjectTokensResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The project's tokens, newest first (at most 1,000).
+	Tokens        []*ProjectToken `protobuf:"bytes,1,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListProjectTokensResponse) Reset() {
+	*x = ListProjectTokensResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListProjectTokensResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListProjectTokensResponse) ProtoMessage() {}
+
+func (x *ListProjectTokensResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListProjectTokensResponse.ProtoReflect.Descriptor instead.
+func (*ListProjectTokensResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListProjectTokensResponse) GetTokens() []*ProjectToken {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+// RevokeProjectToken input.
+type RevokeProjectTokenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Hub project, 1..128 chars.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// The token's id (`pt_...`).
+	TokenId       string `protobuf:"bytes,2,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeProjectTokenRequest) Reset() {
+	*x = RevokeProjectTokenRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeProjectTokenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeProjectTokenRequest) ProtoMessage() {}
+
+func (x *RevokeProjectTokenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeProjectTokenRequest.ProtoReflect.Descriptor instead.
+func (*RevokeProjectTokenRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RevokeProjectTokenRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *RevokeProjectTokenRequest) GetTokenId() string {
+	if x != nil {
+		return x.TokenId
+	}
+	return ""
+}
+
+// RevokeProjectToken result.
+type RevokeProjectTokenResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The token after the revocation.
+	Token         *ProjectToken `protobuf:"bytes,1,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeProjectTokenResponse) Reset() {
+	*x = RevokeProjectTokenResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeProjectTokenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeProjectTokenResponse) ProtoMessage() {}
+
+func (x *RevokeProjectTokenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeProjectTokenResponse.ProtoReflect.Descriptor instead.
+func (*RevokeProjectTokenResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RevokeProjectTokenResponse) GetToken() *ProjectToken {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+// One entry of the audit trail.
+type AuditEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its number: entries are numbered in the order they were stored.
+	Seq int64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Hub clock when it was stored.
+	At *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	// The project it concerns; empty for the hub as a whole.
+	Project string `protobuf:"bytes,3,opt,name=project,proto3" json:"project,omitempty"`
+	// What happened.
+	Kind AuditKind `protobuf:"varint,4,opt,name=kind,proto3,enum=kxm.hub.v1.AuditKind" json:"kind,omitempty"`
+	// The facts, by name (`tokenId`, `scope`, `margin`, `remoteAddress`, ...); never a secret.
+	Detail        map[string]string `protobuf:"bytes,5,rep,name=detail,proto3" json:"detail,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditEvent) Reset() {
+	*x = AuditEvent{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditEvent) ProtoMessage() {}
+
+func (x *AuditEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
+func (*AuditEvent) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *AuditEvent) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AuditEvent) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *AuditEvent) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *AuditEvent) GetKind() AuditKind {
+	if x != nil {
+		return x.Kind
+	}
+	return AuditKind_AUDIT_KIND_UNSPECIFIED
+}
+
+func (x *AuditEvent) GetDetail() map[string]string {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+// ListAuditEvents input.
+type ListAuditEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this project's entries, 1..128 chars; empty: every entry.
+	Project string `protobuf:"bytes,1,opt,name=project,proto3" json:"project,omitempty"`
+	// Entries per page, 1..1,000; unset: 100.
+	PageSize *int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3,oneof" json:"page_size,omitempty"`
+	// A previous answer's `next_page_token`: the entries older than that page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsRequest) Reset() {
+	*x = ListAuditEventsRequest{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsRequest) ProtoMessage() {}
+
+func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListAuditEventsRequest) GetProject() string {
+	if x != nil {
+		return x.Project
+	}
+	return ""
+}
+
+func (x *ListAuditEventsRequest) GetPageSize() int32 {
+	if x != nil && x.PageSize != nil {
+		return *x.PageSize
+	}
+	return 0
+}
+
+func (x *ListAuditEventsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListAuditEvents result.
+type ListAuditEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Events []*AuditEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// Pass as `page_token` for the older entries; empty when there are none.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditEventsResponse) Reset() {
+	*x = ListAuditEventsResponse{}
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditEventsResponse) ProtoMessage() {}
+
+func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_ops_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_ops_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListAuditEventsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 var File_kxm_hub_v1_ops_proto protoreflect.FileDescriptor
 
 const file_kxm_hub_v1_ops_proto_rawDesc = "" +
@@ -2144,12 +2968,83 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\ropen_messages\x18\x04 \x03(\v2\x17.kxm.hub.v1.OpenMessageR\fopenMessages\x12,\n" +
 	"\x12open_message_total\x18\x05 \x01(\x05R\x10openMessageTotal\x12<\n" +
 	"\rhome_runtimes\x18\x06 \x03(\v2\x17.kxm.hub.v1.HomeRuntimeR\fhomeRuntimes\x12)\n" +
-	"\x06leases\x18\a \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases*\xd4\x01\n" +
+	"\x06leases\x18\a \x03(\v2\x11.kxm.hub.v1.LeaseR\x06leases\"\xe6\x02\n" +
+	"\fProjectToken\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\tR\atokenId\x12\x18\n" +
+	"\aproject\x18\x02 \x01(\tR\aproject\x12,\n" +
+	"\x05scope\x18\x03 \x01(\x0e2\x16.kxm.hub.v1.TokenScopeR\x05scope\x12\x14\n" +
+	"\x05label\x18\x04 \x01(\tR\x05label\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x129\n" +
+	"\n" +
+	"revoked_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trevokedAt\x12,\n" +
+	"\x05state\x18\b \x01(\x0e2\x16.kxm.hub.v1.TokenStateR\x05state\"\xa5\x01\n" +
+	"\x19CreateProjectTokenRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12,\n" +
+	"\x05scope\x18\x02 \x01(\x0e2\x16.kxm.hub.v1.TokenScopeR\x05scope\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12\x1a\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03H\x00R\x05ttlMs\x88\x01\x01B\t\n" +
+	"\a_ttl_ms\"d\n" +
+	"\x1aCreateProjectTokenResponse\x12.\n" +
+	"\x05token\x18\x01 \x01(\v2\x18.kxm.hub.v1.ProjectTokenR\x05token\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"9\n" +
+	"\x18ListProjectTokensRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\"M\n" +
+	"\x19ListProjectTokensResponse\x120\n" +
+	"\x06tokens\x18\x01 \x03(\v2\x18.kxm.hub.v1.ProjectTokenR\x06tokens\"Z\n" +
+	"\x19RevokeProjectTokenRequest\x12\x1d\n" +
+	"\aproject\x18\x01 \x01(\tB\x03\xe0A\x02R\aproject\x12\x1e\n" +
+	"\btoken_id\x18\x02 \x01(\tB\x03\xe0A\x02R\atokenId\"L\n" +
+	"\x1aRevokeProjectTokenResponse\x12.\n" +
+	"\x05token\x18\x01 \x01(\v2\x18.kxm.hub.v1.ProjectTokenR\x05token\"\x86\x02\n" +
+	"\n" +
+	"AuditEvent\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
+	"\aproject\x18\x03 \x01(\tR\aproject\x12)\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x15.kxm.hub.v1.AuditKindR\x04kind\x12:\n" +
+	"\x06detail\x18\x05 \x03(\v2\".kxm.hub.v1.AuditEvent.DetailEntryR\x06detail\x1a9\n" +
+	"\vDetailEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x81\x01\n" +
+	"\x16ListAuditEventsRequest\x12\x18\n" +
+	"\aproject\x18\x01 \x01(\tR\aproject\x12 \n" +
+	"\tpage_size\x18\x02 \x01(\x05H\x00R\bpageSize\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageTokenB\f\n" +
+	"\n" +
+	"_page_size\"q\n" +
+	"\x17ListAuditEventsResponse\x12.\n" +
+	"\x06events\x18\x01 \x03(\v2\x16.kxm.hub.v1.AuditEventR\x06events\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken*\xd4\x01\n" +
 	"\x15OpenMessageChangeKind\x12(\n" +
 	"$OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED\x10\x00\x12+\n" +
 	"\x1dOPEN_MESSAGE_CHANGE_KIND_SENT\x10\x01\x1a\b\xc2\xf3\x18\x04sent\x125\n" +
 	"\"OPEN_MESSAGE_CHANGE_KIND_DELIVERED\x10\x02\x1a\r\xc2\xf3\x18\tdelivered\x12-\n" +
-	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05ended2\xcf\a\n" +
+	"\x1eOPEN_MESSAGE_CHANGE_KIND_ENDED\x10\x03\x1a\t\xc2\xf3\x18\x05ended*\x8d\x01\n" +
+	"\n" +
+	"TokenScope\x12\x1b\n" +
+	"\x17TOKEN_SCOPE_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x11TOKEN_SCOPE_AGENT\x10\x01\x1a\t\xc2\xf3\x18\x05agent\x12\x1e\n" +
+	"\x10TOKEN_SCOPE_READ\x10\x02\x1a\b\xc2\xf3\x18\x04read\x12 \n" +
+	"\x11TOKEN_SCOPE_CHECK\x10\x03\x1a\t\xc2\xf3\x18\x05check*\x95\x01\n" +
+	"\n" +
+	"TokenState\x12\x1b\n" +
+	"\x17TOKEN_STATE_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x10TOKEN_STATE_LIVE\x10\x01\x1a\b\xc2\xf3\x18\x04live\x12$\n" +
+	"\x13TOKEN_STATE_EXPIRED\x10\x02\x1a\v\xc2\xf3\x18\aexpired\x12$\n" +
+	"\x13TOKEN_STATE_REVOKED\x10\x03\x1a\v\xc2\xf3\x18\arevoked*\xf0\x02\n" +
+	"\tAuditKind\x12\x1a\n" +
+	"\x16AUDIT_KIND_UNSPECIFIED\x10\x00\x12/\n" +
+	"\x18AUDIT_KIND_TOKEN_CREATED\x10\x01\x1a\x11\xc2\xf3\x18\rtoken_created\x12/\n" +
+	"\x18AUDIT_KIND_TOKEN_REVOKED\x10\x02\x1a\x11\xc2\xf3\x18\rtoken_revoked\x12/\n" +
+	"\x18AUDIT_KIND_TOKEN_EXPIRED\x10\x03\x1a\x11\xc2\xf3\x18\rtoken_expired\x12#\n" +
+	"\x12AUDIT_KIND_RESTORE\x10\x04\x1a\v\xc2\xf3\x18\arestore\x12-\n" +
+	"\x17AUDIT_KIND_FENCE_RAISED\x10\x05\x1a\x10\xc2\xf3\x18\ffence_raised\x12/\n" +
+	"\x18AUDIT_KIND_SYNC_CONFLICT\x10\x06\x1a\x11\xc2\xf3\x18\rsync_conflict\x12/\n" +
+	"\x18AUDIT_KIND_AUTH_REFUSALS\x10\a\x1a\x11\xc2\xf3\x18\rauth_refusals2\x80\f\n" +
 	"\n" +
 	"OpsService\x12h\n" +
 	"\vGetSnapshot\x12\x1e.kxm.hub.v1.GetSnapshotRequest\x1a\x1f.kxm.hub.v1.GetSnapshotResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/snapshot\x12k\n" +
@@ -2160,7 +3055,11 @@ const file_kxm_hub_v1_ops_proto_rawDesc = "" +
 	"\fWatchProject\x12\x1f.kxm.hub.v1.WatchProjectRequest\x1a .kxm.hub.v1.WatchProjectResponse\"\x19\x82\xd3\xe4\x93\x02\x13\x12\x11/v1/watch/project0\x01\x12\x9d\x01\n" +
 	"\x11ForceReleaseLease\x12$.kxm.hub.v1.ForceReleaseLeaseRequest\x1a%.kxm.hub.v1.ForceReleaseLeaseResponse\";\x82\xd3\xe4\x93\x025:\x01*\"0/v1/ops/projects/{project}/leases/{name}/release\x12\x81\x01\n" +
 	"\n" +
-	"EvictAgent\x12\x1d.kxm.hub.v1.EvictAgentRequest\x1a\x1e.kxm.hub.v1.EvictAgentResponse\"4\x82\xd3\xe4\x93\x02.*,/v1/ops/projects/{project}/agents/{agent_id}B4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
+	"EvictAgent\x12\x1d.kxm.hub.v1.EvictAgentRequest\x1a\x1e.kxm.hub.v1.EvictAgentResponse\"4\x82\xd3\xe4\x93\x02.*,/v1/ops/projects/{project}/agents/{agent_id}\x12\x91\x01\n" +
+	"\x12CreateProjectToken\x12%.kxm.hub.v1.CreateProjectTokenRequest\x1a&.kxm.hub.v1.CreateProjectTokenResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/ops/projects/{project}/tokens\x12\x8b\x01\n" +
+	"\x11ListProjectTokens\x12$.kxm.hub.v1.ListProjectTokensRequest\x1a%.kxm.hub.v1.ListProjectTokensResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/ops/projects/{project}/tokens\x12\x99\x01\n" +
+	"\x12RevokeProjectToken\x12%.kxm.hub.v1.RevokeProjectTokenRequest\x1a&.kxm.hub.v1.RevokeProjectTokenResponse\"4\x82\xd3\xe4\x93\x02.*,/v1/ops/projects/{project}/tokens/{token_id}\x12q\n" +
+	"\x0fListAuditEvents\x12\".kxm.hub.v1.ListAuditEventsRequest\x1a#.kxm.hub.v1.ListAuditEventsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/ops/auditB4Z2github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1;hubv1b\x06proto3"
 
 var (
 	file_kxm_hub_v1_ops_proto_rawDescOnce sync.Once
@@ -2174,108 +3073,143 @@ func file_kxm_hub_v1_ops_proto_rawDescGZIP() []byte {
 	return file_kxm_hub_v1_ops_proto_rawDescData
 }
 
-var file_kxm_hub_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_kxm_hub_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_kxm_hub_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_kxm_hub_v1_ops_proto_goTypes = []any{
-	(OpenMessageChangeKind)(0),        // 0: kxm.hub.v1.OpenMessageChangeKind
-	(*ForceReleaseLeaseRequest)(nil),  // 1: kxm.hub.v1.ForceReleaseLeaseRequest
-	(*ForceReleaseLeaseResponse)(nil), // 2: kxm.hub.v1.ForceReleaseLeaseResponse
-	(*EvictAgentRequest)(nil),         // 3: kxm.hub.v1.EvictAgentRequest
-	(*EvictAgentResponse)(nil),        // 4: kxm.hub.v1.EvictAgentResponse
-	(*WatchProjectRequest)(nil),       // 5: kxm.hub.v1.WatchProjectRequest
-	(*WatchProjectResponse)(nil),      // 6: kxm.hub.v1.WatchProjectResponse
-	(*WatchProjectsRequest)(nil),      // 7: kxm.hub.v1.WatchProjectsRequest
-	(*WatchProjectsResponse)(nil),     // 8: kxm.hub.v1.WatchProjectsResponse
-	(*WatchOpenMessagesRequest)(nil),  // 9: kxm.hub.v1.WatchOpenMessagesRequest
-	(*OpenMessagesSnapshot)(nil),      // 10: kxm.hub.v1.OpenMessagesSnapshot
-	(*OpenMessageChange)(nil),         // 11: kxm.hub.v1.OpenMessageChange
-	(*WatchOpenMessagesResponse)(nil), // 12: kxm.hub.v1.WatchOpenMessagesResponse
-	(*WatchRunsRequest)(nil),          // 13: kxm.hub.v1.WatchRunsRequest
-	(*RunsSnapshot)(nil),              // 14: kxm.hub.v1.RunsSnapshot
-	(*RunChange)(nil),                 // 15: kxm.hub.v1.RunChange
-	(*SyncAlert)(nil),                 // 16: kxm.hub.v1.SyncAlert
-	(*WatchRunsResponse)(nil),         // 17: kxm.hub.v1.WatchRunsResponse
-	(*ListProjectsRequest)(nil),       // 18: kxm.hub.v1.ListProjectsRequest
-	(*ProjectSummary)(nil),            // 19: kxm.hub.v1.ProjectSummary
-	(*ListProjectsResponse)(nil),      // 20: kxm.hub.v1.ListProjectsResponse
-	(*GetSnapshotRequest)(nil),        // 21: kxm.hub.v1.GetSnapshotRequest
-	(*OpenMessage)(nil),               // 22: kxm.hub.v1.OpenMessage
-	(*HomeRuntimeRun)(nil),            // 23: kxm.hub.v1.HomeRuntimeRun
-	(*HomeRuntime)(nil),               // 24: kxm.hub.v1.HomeRuntime
-	(*GetSnapshotResponse)(nil),       // 25: kxm.hub.v1.GetSnapshotResponse
-	(*Lease)(nil),                     // 26: kxm.hub.v1.Lease
-	(*Agent)(nil),                     // 27: kxm.hub.v1.Agent
-	(*WatchPresenceResponse)(nil),     // 28: kxm.hub.v1.WatchPresenceResponse
-	(*WatchLeasesResponse)(nil),       // 29: kxm.hub.v1.WatchLeasesResponse
-	(*KeepAlive)(nil),                 // 30: kxm.hub.v1.KeepAlive
-	(*timestamppb.Timestamp)(nil),     // 31: google.protobuf.Timestamp
-	(MessageStatus)(0),                // 32: kxm.hub.v1.MessageStatus
-	(Delivery)(0),                     // 33: kxm.hub.v1.Delivery
-	(RuntimePresenceState)(0),         // 34: kxm.hub.v1.RuntimePresenceState
+	(OpenMessageChangeKind)(0),         // 0: kxm.hub.v1.OpenMessageChangeKind
+	(TokenScope)(0),                    // 1: kxm.hub.v1.TokenScope
+	(TokenState)(0),                    // 2: kxm.hub.v1.TokenState
+	(AuditKind)(0),                     // 3: kxm.hub.v1.AuditKind
+	(*ForceReleaseLeaseRequest)(nil),   // 4: kxm.hub.v1.ForceReleaseLeaseRequest
+	(*ForceReleaseLeaseResponse)(nil),  // 5: kxm.hub.v1.ForceReleaseLeaseResponse
+	(*EvictAgentRequest)(nil),          // 6: kxm.hub.v1.EvictAgentRequest
+	(*EvictAgentResponse)(nil),         // 7: kxm.hub.v1.EvictAgentResponse
+	(*WatchProjectRequest)(nil),        // 8: kxm.hub.v1.WatchProjectRequest
+	(*WatchProjectResponse)(nil),       // 9: kxm.hub.v1.WatchProjectResponse
+	(*WatchProjectsRequest)(nil),       // 10: kxm.hub.v1.WatchProjectsRequest
+	(*WatchProjectsResponse)(nil),      // 11: kxm.hub.v1.WatchProjectsResponse
+	(*WatchOpenMessagesRequest)(nil),   // 12: kxm.hub.v1.WatchOpenMessagesRequest
+	(*OpenMessagesSnapshot)(nil),       // 13: kxm.hub.v1.OpenMessagesSnapshot
+	(*OpenMessageChange)(nil),          // 14: kxm.hub.v1.OpenMessageChange
+	(*WatchOpenMessagesResponse)(nil),  // 15: kxm.hub.v1.WatchOpenMessagesResponse
+	(*WatchRunsRequest)(nil),           // 16: kxm.hub.v1.WatchRunsRequest
+	(*RunsSnapshot)(nil),               // 17: kxm.hub.v1.RunsSnapshot
+	(*RunChange)(nil),                  // 18: kxm.hub.v1.RunChange
+	(*SyncAlert)(nil),                  // 19: kxm.hub.v1.SyncAlert
+	(*WatchRunsResponse)(nil),          // 20: kxm.hub.v1.WatchRunsResponse
+	(*ListProjectsRequest)(nil),        // 21: kxm.hub.v1.ListProjectsRequest
+	(*ProjectSummary)(nil),             // 22: kxm.hub.v1.ProjectSummary
+	(*ListProjectsResponse)(nil),       // 23: kxm.hub.v1.ListProjectsResponse
+	(*GetSnapshotRequest)(nil),         // 24: kxm.hub.v1.GetSnapshotRequest
+	(*OpenMessage)(nil),                // 25: kxm.hub.v1.OpenMessage
+	(*HomeRuntimeRun)(nil),             // 26: kxm.hub.v1.HomeRuntimeRun
+	(*HomeRuntime)(nil),                // 27: kxm.hub.v1.HomeRuntime
+	(*GetSnapshotResponse)(nil),        // 28: kxm.hub.v1.GetSnapshotResponse
+	(*ProjectToken)(nil),               // 29: kxm.hub.v1.ProjectToken
+	(*CreateProjectTokenRequest)(nil),  // 30: kxm.hub.v1.CreateProjectTokenRequest
+	(*CreateProjectTokenResponse)(nil), // 31: kxm.hub.v1.CreateProjectTokenResponse
+	(*ListProjectTokensRequest)(nil),   // 32: kxm.hub.v1.ListProjectTokensRequest
+	(*ListProjectTokensResponse)(nil),  // 33: kxm.hub.v1.ListProjectTokensResponse
+	(*RevokeProjectTokenRequest)(nil),  // 34: kxm.hub.v1.RevokeProjectTokenRequest
+	(*RevokeProjectTokenResponse)(nil), // 35: kxm.hub.v1.RevokeProjectTokenResponse
+	(*AuditEvent)(nil),                 // 36: kxm.hub.v1.AuditEvent
+	(*ListAuditEventsRequest)(nil),     // 37: kxm.hub.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),    // 38: kxm.hub.v1.ListAuditEventsResponse
+	nil,                                // 39: kxm.hub.v1.AuditEvent.DetailEntry
+	(*Lease)(nil),                      // 40: kxm.hub.v1.Lease
+	(*Agent)(nil),                      // 41: kxm.hub.v1.Agent
+	(*WatchPresenceResponse)(nil),      // 42: kxm.hub.v1.WatchPresenceResponse
+	(*WatchLeasesResponse)(nil),        // 43: kxm.hub.v1.WatchLeasesResponse
+	(*KeepAlive)(nil),                  // 44: kxm.hub.v1.KeepAlive
+	(*timestamppb.Timestamp)(nil),      // 45: google.protobuf.Timestamp
+	(MessageStatus)(0),                 // 46: kxm.hub.v1.MessageStatus
+	(Delivery)(0),                      // 47: kxm.hub.v1.Delivery
+	(RuntimePresenceState)(0),          // 48: kxm.hub.v1.RuntimePresenceState
 }
 var file_kxm_hub_v1_ops_proto_depIdxs = []int32{
-	26, // 0: kxm.hub.v1.ForceReleaseLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
-	26, // 1: kxm.hub.v1.ForceReleaseLeaseResponse.next:type_name -> kxm.hub.v1.Lease
-	27, // 2: kxm.hub.v1.EvictAgentResponse.agent:type_name -> kxm.hub.v1.Agent
-	26, // 3: kxm.hub.v1.EvictAgentResponse.released_leases:type_name -> kxm.hub.v1.Lease
-	28, // 4: kxm.hub.v1.WatchProjectResponse.presence:type_name -> kxm.hub.v1.WatchPresenceResponse
-	29, // 5: kxm.hub.v1.WatchProjectResponse.leases:type_name -> kxm.hub.v1.WatchLeasesResponse
-	12, // 6: kxm.hub.v1.WatchProjectResponse.messages:type_name -> kxm.hub.v1.WatchOpenMessagesResponse
-	17, // 7: kxm.hub.v1.WatchProjectResponse.runs:type_name -> kxm.hub.v1.WatchRunsResponse
-	20, // 8: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
-	30, // 9: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	22, // 10: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
-	31, // 11: kxm.hub.v1.OpenMessagesSnapshot.at:type_name -> google.protobuf.Timestamp
+	40, // 0: kxm.hub.v1.ForceReleaseLeaseResponse.lease:type_name -> kxm.hub.v1.Lease
+	40, // 1: kxm.hub.v1.ForceReleaseLeaseResponse.next:type_name -> kxm.hub.v1.Lease
+	41, // 2: kxm.hub.v1.EvictAgentResponse.agent:type_name -> kxm.hub.v1.Agent
+	40, // 3: kxm.hub.v1.EvictAgentResponse.released_leases:type_name -> kxm.hub.v1.Lease
+	42, // 4: kxm.hub.v1.WatchProjectResponse.presence:type_name -> kxm.hub.v1.WatchPresenceResponse
+	43, // 5: kxm.hub.v1.WatchProjectResponse.leases:type_name -> kxm.hub.v1.WatchLeasesResponse
+	15, // 6: kxm.hub.v1.WatchProjectResponse.messages:type_name -> kxm.hub.v1.WatchOpenMessagesResponse
+	20, // 7: kxm.hub.v1.WatchProjectResponse.runs:type_name -> kxm.hub.v1.WatchRunsResponse
+	23, // 8: kxm.hub.v1.WatchProjectsResponse.projects:type_name -> kxm.hub.v1.ListProjectsResponse
+	44, // 9: kxm.hub.v1.WatchProjectsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	25, // 10: kxm.hub.v1.OpenMessagesSnapshot.messages:type_name -> kxm.hub.v1.OpenMessage
+	45, // 11: kxm.hub.v1.OpenMessagesSnapshot.at:type_name -> google.protobuf.Timestamp
 	0,  // 12: kxm.hub.v1.OpenMessageChange.kind:type_name -> kxm.hub.v1.OpenMessageChangeKind
-	22, // 13: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
-	10, // 14: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
-	11, // 15: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
-	30, // 16: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	24, // 17: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	31, // 18: kxm.hub.v1.RunsSnapshot.at:type_name -> google.protobuf.Timestamp
-	23, // 19: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
-	31, // 20: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
-	14, // 21: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
-	15, // 22: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
-	30, // 23: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	16, // 24: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
-	19, // 25: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
-	32, // 26: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
-	33, // 27: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
-	31, // 28: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
-	31, // 29: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
-	31, // 30: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
-	31, // 31: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
-	31, // 32: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
-	31, // 33: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
-	34, // 34: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
-	23, // 35: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
-	31, // 36: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
-	27, // 37: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
-	22, // 38: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
-	24, // 39: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
-	26, // 40: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
-	21, // 41: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
-	18, // 42: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
-	7,  // 43: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
-	9,  // 44: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
-	13, // 45: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
-	5,  // 46: kxm.hub.v1.OpsService.WatchProject:input_type -> kxm.hub.v1.WatchProjectRequest
-	1,  // 47: kxm.hub.v1.OpsService.ForceReleaseLease:input_type -> kxm.hub.v1.ForceReleaseLeaseRequest
-	3,  // 48: kxm.hub.v1.OpsService.EvictAgent:input_type -> kxm.hub.v1.EvictAgentRequest
-	25, // 49: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
-	20, // 50: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
-	8,  // 51: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
-	12, // 52: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
-	17, // 53: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
-	6,  // 54: kxm.hub.v1.OpsService.WatchProject:output_type -> kxm.hub.v1.WatchProjectResponse
-	2,  // 55: kxm.hub.v1.OpsService.ForceReleaseLease:output_type -> kxm.hub.v1.ForceReleaseLeaseResponse
-	4,  // 56: kxm.hub.v1.OpsService.EvictAgent:output_type -> kxm.hub.v1.EvictAgentResponse
-	49, // [49:57] is the sub-list for method output_type
-	41, // [41:49] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	25, // 13: kxm.hub.v1.OpenMessageChange.message:type_name -> kxm.hub.v1.OpenMessage
+	13, // 14: kxm.hub.v1.WatchOpenMessagesResponse.snapshot:type_name -> kxm.hub.v1.OpenMessagesSnapshot
+	14, // 15: kxm.hub.v1.WatchOpenMessagesResponse.change:type_name -> kxm.hub.v1.OpenMessageChange
+	44, // 16: kxm.hub.v1.WatchOpenMessagesResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	27, // 17: kxm.hub.v1.RunsSnapshot.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	45, // 18: kxm.hub.v1.RunsSnapshot.at:type_name -> google.protobuf.Timestamp
+	26, // 19: kxm.hub.v1.RunChange.run:type_name -> kxm.hub.v1.HomeRuntimeRun
+	45, // 20: kxm.hub.v1.SyncAlert.at:type_name -> google.protobuf.Timestamp
+	17, // 21: kxm.hub.v1.WatchRunsResponse.snapshot:type_name -> kxm.hub.v1.RunsSnapshot
+	18, // 22: kxm.hub.v1.WatchRunsResponse.change:type_name -> kxm.hub.v1.RunChange
+	44, // 23: kxm.hub.v1.WatchRunsResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
+	19, // 24: kxm.hub.v1.WatchRunsResponse.alert:type_name -> kxm.hub.v1.SyncAlert
+	22, // 25: kxm.hub.v1.ListProjectsResponse.projects:type_name -> kxm.hub.v1.ProjectSummary
+	46, // 26: kxm.hub.v1.OpenMessage.status:type_name -> kxm.hub.v1.MessageStatus
+	47, // 27: kxm.hub.v1.OpenMessage.delivery:type_name -> kxm.hub.v1.Delivery
+	45, // 28: kxm.hub.v1.OpenMessage.created_at:type_name -> google.protobuf.Timestamp
+	45, // 29: kxm.hub.v1.OpenMessage.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 30: kxm.hub.v1.OpenMessage.delivered_at:type_name -> google.protobuf.Timestamp
+	45, // 31: kxm.hub.v1.OpenMessage.ended_at:type_name -> google.protobuf.Timestamp
+	45, // 32: kxm.hub.v1.HomeRuntime.heartbeat_at:type_name -> google.protobuf.Timestamp
+	45, // 33: kxm.hub.v1.HomeRuntime.lease_expires_at:type_name -> google.protobuf.Timestamp
+	48, // 34: kxm.hub.v1.HomeRuntime.presence:type_name -> kxm.hub.v1.RuntimePresenceState
+	26, // 35: kxm.hub.v1.HomeRuntime.runs:type_name -> kxm.hub.v1.HomeRuntimeRun
+	45, // 36: kxm.hub.v1.GetSnapshotResponse.fetched_at:type_name -> google.protobuf.Timestamp
+	41, // 37: kxm.hub.v1.GetSnapshotResponse.agents:type_name -> kxm.hub.v1.Agent
+	25, // 38: kxm.hub.v1.GetSnapshotResponse.open_messages:type_name -> kxm.hub.v1.OpenMessage
+	27, // 39: kxm.hub.v1.GetSnapshotResponse.home_runtimes:type_name -> kxm.hub.v1.HomeRuntime
+	40, // 40: kxm.hub.v1.GetSnapshotResponse.leases:type_name -> kxm.hub.v1.Lease
+	1,  // 41: kxm.hub.v1.ProjectToken.scope:type_name -> kxm.hub.v1.TokenScope
+	45, // 42: kxm.hub.v1.ProjectToken.created_at:type_name -> google.protobuf.Timestamp
+	45, // 43: kxm.hub.v1.ProjectToken.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 44: kxm.hub.v1.ProjectToken.revoked_at:type_name -> google.protobuf.Timestamp
+	2,  // 45: kxm.hub.v1.ProjectToken.state:type_name -> kxm.hub.v1.TokenState
+	1,  // 46: kxm.hub.v1.CreateProjectTokenRequest.scope:type_name -> kxm.hub.v1.TokenScope
+	29, // 47: kxm.hub.v1.CreateProjectTokenResponse.token:type_name -> kxm.hub.v1.ProjectToken
+	29, // 48: kxm.hub.v1.ListProjectTokensResponse.tokens:type_name -> kxm.hub.v1.ProjectToken
+	29, // 49: kxm.hub.v1.RevokeProjectTokenResponse.token:type_name -> kxm.hub.v1.ProjectToken
+	45, // 50: kxm.hub.v1.AuditEvent.at:type_name -> google.protobuf.Timestamp
+	3,  // 51: kxm.hub.v1.AuditEvent.kind:type_name -> kxm.hub.v1.AuditKind
+	39, // 52: kxm.hub.v1.AuditEvent.detail:type_name -> kxm.hub.v1.AuditEvent.DetailEntry
+	36, // 53: kxm.hub.v1.ListAuditEventsResponse.events:type_name -> kxm.hub.v1.AuditEvent
+	24, // 54: kxm.hub.v1.OpsService.GetSnapshot:input_type -> kxm.hub.v1.GetSnapshotRequest
+	21, // 55: kxm.hub.v1.OpsService.ListProjects:input_type -> kxm.hub.v1.ListProjectsRequest
+	10, // 56: kxm.hub.v1.OpsService.WatchProjects:input_type -> kxm.hub.v1.WatchProjectsRequest
+	12, // 57: kxm.hub.v1.OpsService.WatchOpenMessages:input_type -> kxm.hub.v1.WatchOpenMessagesRequest
+	16, // 58: kxm.hub.v1.OpsService.WatchRuns:input_type -> kxm.hub.v1.WatchRunsRequest
+	8,  // 59: kxm.hub.v1.OpsService.WatchProject:input_type -> kxm.hub.v1.WatchProjectRequest
+	4,  // 60: kxm.hub.v1.OpsService.ForceReleaseLease:input_type -> kxm.hub.v1.ForceReleaseLeaseRequest
+	6,  // 61: kxm.hub.v1.OpsService.EvictAgent:input_type -> kxm.hub.v1.EvictAgentRequest
+	30, // 62: kxm.hub.v1.OpsService.CreateProjectToken:input_type -> kxm.hub.v1.CreateProjectTokenRequest
+	32, // 63: kxm.hub.v1.OpsService.ListProjectTokens:input_type -> kxm.hub.v1.ListProjectTokensRequest
+	34, // 64: kxm.hub.v1.OpsService.RevokeProjectToken:input_type -> kxm.hub.v1.RevokeProjectTokenRequest
+	37, // 65: kxm.hub.v1.OpsService.ListAuditEvents:input_type -> kxm.hub.v1.ListAuditEventsRequest
+	28, // 66: kxm.hub.v1.OpsService.GetSnapshot:output_type -> kxm.hub.v1.GetSnapshotResponse
+	23, // 67: kxm.hub.v1.OpsService.ListProjects:output_type -> kxm.hub.v1.ListProjectsResponse
+	11, // 68: kxm.hub.v1.OpsService.WatchProjects:output_type -> kxm.hub.v1.WatchProjectsResponse
+	15, // 69: kxm.hub.v1.OpsService.WatchOpenMessages:output_type -> kxm.hub.v1.WatchOpenMessagesResponse
+	20, // 70: kxm.hub.v1.OpsService.WatchRuns:output_type -> kxm.hub.v1.WatchRunsResponse
+	9,  // 71: kxm.hub.v1.OpsService.WatchProject:output_type -> kxm.hub.v1.WatchProjectResponse
+	5,  // 72: kxm.hub.v1.OpsService.ForceReleaseLease:output_type -> kxm.hub.v1.ForceReleaseLeaseResponse
+	7,  // 73: kxm.hub.v1.OpsService.EvictAgent:output_type -> kxm.hub.v1.EvictAgentResponse
+	31, // 74: kxm.hub.v1.OpsService.CreateProjectToken:output_type -> kxm.hub.v1.CreateProjectTokenResponse
+	33, // 75: kxm.hub.v1.OpsService.ListProjectTokens:output_type -> kxm.hub.v1.ListProjectTokensResponse
+	35, // 76: kxm.hub.v1.OpsService.RevokeProjectToken:output_type -> kxm.hub.v1.RevokeProjectTokenResponse
+	38, // 77: kxm.hub.v1.OpsService.ListAuditEvents:output_type -> kxm.hub.v1.ListAuditEventsResponse
+	66, // [66:78] is the sub-list for method output_type
+	54, // [54:66] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_ops_proto_init() }
@@ -2315,13 +3249,15 @@ func file_kxm_hub_v1_ops_proto_init() {
 	file_kxm_hub_v1_ops_proto_msgTypes[21].OneofWrappers = []any{}
 	file_kxm_hub_v1_ops_proto_msgTypes[22].OneofWrappers = []any{}
 	file_kxm_hub_v1_ops_proto_msgTypes[23].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[26].OneofWrappers = []any{}
+	file_kxm_hub_v1_ops_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_ops_proto_rawDesc), len(file_kxm_hub_v1_ops_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   25,
+			NumEnums:      4,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -21,7 +21,7 @@ from connectrpc.protocol import ProtocolType
 from connectrpc.server import ConnectASGIApplication, ConnectWSGIApplication, DEFAULT_READ_MAX_BYTES, Endpoint, EndpointSync
 from pyqwest import Client, SyncClient
 
-from .ops_pb2 import EvictAgentRequest, EvictAgentResponse, ForceReleaseLeaseRequest, ForceReleaseLeaseResponse, GetSnapshotRequest, GetSnapshotResponse, ListProjectsRequest, ListProjectsResponse, WatchOpenMessagesRequest, WatchOpenMessagesResponse, WatchProjectRequest, WatchProjectResponse, WatchProjectsRequest, WatchProjectsResponse, WatchRunsRequest, WatchRunsResponse
+from .ops_pb2 import CreateProjectTokenRequest, CreateProjectTokenResponse, EvictAgentRequest, EvictAgentResponse, ForceReleaseLeaseRequest, ForceReleaseLeaseResponse, GetSnapshotRequest, GetSnapshotResponse, ListAuditEventsRequest, ListAuditEventsResponse, ListProjectTokensRequest, ListProjectTokensResponse, ListProjectsRequest, ListProjectsResponse, RevokeProjectTokenRequest, RevokeProjectTokenResponse, WatchOpenMessagesRequest, WatchOpenMessagesResponse, WatchProjectRequest, WatchProjectResponse, WatchProjectsRequest, WatchProjectsResponse, WatchRunsRequest, WatchRunsResponse
 
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -127,6 +127,52 @@ class OpsService(Protocol):
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
+    async def create_project_token(self, request: CreateProjectTokenRequest, ctx: RequestContext[CreateProjectTokenRequest, CreateProjectTokenResponse], /) -> CreateProjectTokenResponse:
+        """
+        Creates a project token: a bearer secret for one project, with a scope and an optional
+        expiry. The secret is in this answer only; the hub keeps its SHA-256 hash and never shows or
+        logs the secret again. A project may hold several live tokens (at most 100), so a rotation
+        overlaps: create the new token, move the callers over, revoke the old one. Once a project
+        has a token of its own (created here or in KXM_PROJECT_TOKENS), the admin token no longer
+        stands in for it on agent calls, and a hub without an admin token no longer leaves it open;
+        this holds after its tokens are revoked too.
+        Authentication: the admin token (a hub without one trusts its loopback callers, and answers
+        ADMIN_AUTH_NOT_CONFIGURED otherwise).
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, scope, label,
+        ttl_ms), TOKEN_LIMIT_REACHED (100 live tokens).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_project_tokens(self, request: ListProjectTokensRequest, ctx: RequestContext[ListProjectTokensRequest, ListProjectTokensResponse], /) -> ListProjectTokensResponse:
+        """
+        Lists a project's tokens, live, expired and revoked, newest first, without their secrets.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def revoke_project_token(self, request: RevokeProjectTokenRequest, ctx: RequestContext[RevokeProjectTokenRequest, RevokeProjectTokenResponse], /) -> RevokeProjectTokenResponse:
+        """
+        Revokes a project token. It is refused at once on every face and every hub sharing the
+        store, and the streams opened with it end with INVALID_AUTH (unauthenticated). Revoking a
+        token already revoked answers it as it is.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, token_id),
+        TOKEN_NOT_FOUND (no such token in the project).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    async def list_audit_events(self, request: ListAuditEventsRequest, ctx: RequestContext[ListAuditEventsRequest, ListAuditEventsResponse], /) -> ListAuditEventsResponse:
+        """
+        The audit trail, newest first: project tokens created, revoked and expired, restores and
+        fence raises, and security alerts (sync conflicts, bursts of refused authentication). The
+        hub keeps 90 days of it and at most the newest 100,000 entries.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, page_size,
+        page_token).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
 
 class OpsServiceASGIApplication(ConnectASGIApplication[OpsService]):
     def __init__(
@@ -228,6 +274,50 @@ class OpsServiceASGIApplication(ConnectASGIApplication[OpsService]):
                         stream_type=StreamType.UNARY,
                     ),
                     function=svc.evict_agent,
+                ),
+                "/kxm.hub.v1.OpsService/CreateProjectToken": Endpoint.unary(
+                    method=MethodInfo(
+                        name="CreateProjectToken",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=CreateProjectTokenRequest,
+                        output=CreateProjectTokenResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.create_project_token,
+                ),
+                "/kxm.hub.v1.OpsService/ListProjectTokens": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListProjectTokens",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ListProjectTokensRequest,
+                        output=ListProjectTokensResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_project_tokens,
+                ),
+                "/kxm.hub.v1.OpsService/RevokeProjectToken": Endpoint.unary(
+                    method=MethodInfo(
+                        name="RevokeProjectToken",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=RevokeProjectTokenRequest,
+                        output=RevokeProjectTokenResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.revoke_project_token,
+                ),
+                "/kxm.hub.v1.OpsService/ListAuditEvents": Endpoint.unary(
+                    method=MethodInfo(
+                        name="ListAuditEvents",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ListAuditEventsRequest,
+                        output=ListAuditEventsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=svc.list_audit_events,
                 ),
             },
             interceptors=interceptors,
@@ -492,6 +582,120 @@ class OpsServiceClient(ConnectClient):
             headers=headers,
             timeout_ms=timeout_ms,
         )
+    async def create_project_token(
+        self,
+        request: CreateProjectTokenRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateProjectTokenResponse:
+        """
+        Creates a project token: a bearer secret for one project, with a scope and an optional
+        expiry. The secret is in this answer only; the hub keeps its SHA-256 hash and never shows or
+        logs the secret again. A project may hold several live tokens (at most 100), so a rotation
+        overlaps: create the new token, move the callers over, revoke the old one. Once a project
+        has a token of its own (created here or in KXM_PROJECT_TOKENS), the admin token no longer
+        stands in for it on agent calls, and a hub without an admin token no longer leaves it open;
+        this holds after its tokens are revoked too.
+        Authentication: the admin token (a hub without one trusts its loopback callers, and answers
+        ADMIN_AUTH_NOT_CONFIGURED otherwise).
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, scope, label,
+        ttl_ms), TOKEN_LIMIT_REACHED (100 live tokens).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateProjectToken",
+                service_name="kxm.hub.v1.OpsService",
+                input=CreateProjectTokenRequest,
+                output=CreateProjectTokenResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_project_tokens(
+        self,
+        request: ListProjectTokensRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListProjectTokensResponse:
+        """
+        Lists a project's tokens, live, expired and revoked, newest first, without their secrets.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListProjectTokens",
+                service_name="kxm.hub.v1.OpsService",
+                input=ListProjectTokensRequest,
+                output=ListProjectTokensResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def revoke_project_token(
+        self,
+        request: RevokeProjectTokenRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RevokeProjectTokenResponse:
+        """
+        Revokes a project token. It is refused at once on every face and every hub sharing the
+        store, and the streams opened with it end with INVALID_AUTH (unauthenticated). Revoking a
+        token already revoked answers it as it is.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, token_id),
+        TOKEN_NOT_FOUND (no such token in the project).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RevokeProjectToken",
+                service_name="kxm.hub.v1.OpsService",
+                input=RevokeProjectTokenRequest,
+                output=RevokeProjectTokenResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    async def list_audit_events(
+        self,
+        request: ListAuditEventsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListAuditEventsResponse:
+        """
+        The audit trail, newest first: project tokens created, revoked and expired, restores and
+        fence raises, and security alerts (sync conflicts, bursts of refused authentication). The
+        hub keeps 90 days of it and at most the newest 100,000 entries.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, page_size,
+        page_token).
+        """
+        return await self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListAuditEvents",
+                service_name="kxm.hub.v1.OpsService",
+                input=ListAuditEventsRequest,
+                output=ListAuditEventsResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
 
 class OpsServiceSync(Protocol):
     """
@@ -580,6 +784,52 @@ class OpsServiceSync(Protocol):
         Authentication: the admin token or the project's own token (an open hub: none).
         Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
         the project).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def create_project_token(self, request: CreateProjectTokenRequest, ctx: RequestContext[CreateProjectTokenRequest, CreateProjectTokenResponse], /) -> CreateProjectTokenResponse:
+        """
+        Creates a project token: a bearer secret for one project, with a scope and an optional
+        expiry. The secret is in this answer only; the hub keeps its SHA-256 hash and never shows or
+        logs the secret again. A project may hold several live tokens (at most 100), so a rotation
+        overlaps: create the new token, move the callers over, revoke the old one. Once a project
+        has a token of its own (created here or in KXM_PROJECT_TOKENS), the admin token no longer
+        stands in for it on agent calls, and a hub without an admin token no longer leaves it open;
+        this holds after its tokens are revoked too.
+        Authentication: the admin token (a hub without one trusts its loopback callers, and answers
+        ADMIN_AUTH_NOT_CONFIGURED otherwise).
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, scope, label,
+        ttl_ms), TOKEN_LIMIT_REACHED (100 live tokens).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_project_tokens(self, request: ListProjectTokensRequest, ctx: RequestContext[ListProjectTokensRequest, ListProjectTokensResponse], /) -> ListProjectTokensResponse:
+        """
+        Lists a project's tokens, live, expired and revoked, newest first, without their secrets.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def revoke_project_token(self, request: RevokeProjectTokenRequest, ctx: RequestContext[RevokeProjectTokenRequest, RevokeProjectTokenResponse], /) -> RevokeProjectTokenResponse:
+        """
+        Revokes a project token. It is refused at once on every face and every hub sharing the
+        store, and the streams opened with it end with INVALID_AUTH (unauthenticated). Revoking a
+        token already revoked answers it as it is.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, token_id),
+        TOKEN_NOT_FOUND (no such token in the project).
+        """
+        raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
+
+    def list_audit_events(self, request: ListAuditEventsRequest, ctx: RequestContext[ListAuditEventsRequest, ListAuditEventsResponse], /) -> ListAuditEventsResponse:
+        """
+        The audit trail, newest first: project tokens created, revoked and expired, restores and
+        fence raises, and security alerts (sync conflicts, bursts of refused authentication). The
+        hub keeps 90 days of it and at most the newest 100,000 entries.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, page_size,
+        page_token).
         """
         raise ConnectError(Code.UNIMPLEMENTED, 'Not implemented')
 
@@ -682,6 +932,50 @@ class OpsServiceWSGIApplication(ConnectWSGIApplication):
                         stream_type=StreamType.UNARY,
                     ),
                     function=service.evict_agent,
+                ),
+                "/kxm.hub.v1.OpsService/CreateProjectToken": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="CreateProjectToken",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=CreateProjectTokenRequest,
+                        output=CreateProjectTokenResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.create_project_token,
+                ),
+                "/kxm.hub.v1.OpsService/ListProjectTokens": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListProjectTokens",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ListProjectTokensRequest,
+                        output=ListProjectTokensResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_project_tokens,
+                ),
+                "/kxm.hub.v1.OpsService/RevokeProjectToken": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="RevokeProjectToken",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=RevokeProjectTokenRequest,
+                        output=RevokeProjectTokenResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.revoke_project_token,
+                ),
+                "/kxm.hub.v1.OpsService/ListAuditEvents": EndpointSync.unary(
+                    method=MethodInfo(
+                        name="ListAuditEvents",
+                        service_name="kxm.hub.v1.OpsService",
+                        input=ListAuditEventsRequest,
+                        output=ListAuditEventsResponse,
+                        idempotency_level=IdempotencyLevel.UNKNOWN,
+                        stream_type=StreamType.UNARY,
+                    ),
+                    function=service.list_audit_events,
                 ),
             },
             interceptors=interceptors,
@@ -940,6 +1234,120 @@ class OpsServiceClientSync(ConnectClientSync):
                 service_name="kxm.hub.v1.OpsService",
                 input=EvictAgentRequest,
                 output=EvictAgentResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def create_project_token(
+        self,
+        request: CreateProjectTokenRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> CreateProjectTokenResponse:
+        """
+        Creates a project token: a bearer secret for one project, with a scope and an optional
+        expiry. The secret is in this answer only; the hub keeps its SHA-256 hash and never shows or
+        logs the secret again. A project may hold several live tokens (at most 100), so a rotation
+        overlaps: create the new token, move the callers over, revoke the old one. Once a project
+        has a token of its own (created here or in KXM_PROJECT_TOKENS), the admin token no longer
+        stands in for it on agent calls, and a hub without an admin token no longer leaves it open;
+        this holds after its tokens are revoked too.
+        Authentication: the admin token (a hub without one trusts its loopback callers, and answers
+        ADMIN_AUTH_NOT_CONFIGURED otherwise).
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, scope, label,
+        ttl_ms), TOKEN_LIMIT_REACHED (100 live tokens).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="CreateProjectToken",
+                service_name="kxm.hub.v1.OpsService",
+                input=CreateProjectTokenRequest,
+                output=CreateProjectTokenResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_project_tokens(
+        self,
+        request: ListProjectTokensRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListProjectTokensResponse:
+        """
+        Lists a project's tokens, live, expired and revoked, newest first, without their secrets.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListProjectTokens",
+                service_name="kxm.hub.v1.OpsService",
+                input=ListProjectTokensRequest,
+                output=ListProjectTokensResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def revoke_project_token(
+        self,
+        request: RevokeProjectTokenRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> RevokeProjectTokenResponse:
+        """
+        Revokes a project token. It is refused at once on every face and every hub sharing the
+        store, and the streams opened with it end with INVALID_AUTH (unauthenticated). Revoking a
+        token already revoked answers it as it is.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, token_id),
+        TOKEN_NOT_FOUND (no such token in the project).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="RevokeProjectToken",
+                service_name="kxm.hub.v1.OpsService",
+                input=RevokeProjectTokenRequest,
+                output=RevokeProjectTokenResponse,
+                idempotency_level=IdempotencyLevel.UNKNOWN,
+                stream_type=StreamType.UNARY,
+            ),
+            headers=headers,
+            timeout_ms=timeout_ms,
+        )
+    def list_audit_events(
+        self,
+        request: ListAuditEventsRequest,
+        *,
+        headers: Headers | Mapping[str, str] | None = None, 
+        timeout_ms: int | None = None,
+    ) -> ListAuditEventsResponse:
+        """
+        The audit trail, newest first: project tokens created, revoked and expired, restores and
+        fence raises, and security alerts (sync conflicts, bursts of refused authentication). The
+        hub keeps 90 days of it and at most the newest 100,000 entries.
+        Authentication: the admin token, as CreateProjectToken.
+        Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, page_size,
+        page_token).
+        """
+        return self.execute_unary(
+            request=request,
+            method=MethodInfo(
+                name="ListAuditEvents",
+                service_name="kxm.hub.v1.OpsService",
+                input=ListAuditEventsRequest,
+                output=ListAuditEventsResponse,
                 idempotency_level=IdempotencyLevel.UNKNOWN,
                 stream_type=StreamType.UNARY,
             ),

@@ -22,10 +22,51 @@ class OpenMessageChangeKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPEN_MESSAGE_CHANGE_KIND_SENT: _ClassVar[OpenMessageChangeKind]
     OPEN_MESSAGE_CHANGE_KIND_DELIVERED: _ClassVar[OpenMessageChangeKind]
     OPEN_MESSAGE_CHANGE_KIND_ENDED: _ClassVar[OpenMessageChangeKind]
+
+class TokenScope(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOKEN_SCOPE_UNSPECIFIED: _ClassVar[TokenScope]
+    TOKEN_SCOPE_AGENT: _ClassVar[TokenScope]
+    TOKEN_SCOPE_READ: _ClassVar[TokenScope]
+    TOKEN_SCOPE_CHECK: _ClassVar[TokenScope]
+
+class TokenState(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TOKEN_STATE_UNSPECIFIED: _ClassVar[TokenState]
+    TOKEN_STATE_LIVE: _ClassVar[TokenState]
+    TOKEN_STATE_EXPIRED: _ClassVar[TokenState]
+    TOKEN_STATE_REVOKED: _ClassVar[TokenState]
+
+class AuditKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AUDIT_KIND_UNSPECIFIED: _ClassVar[AuditKind]
+    AUDIT_KIND_TOKEN_CREATED: _ClassVar[AuditKind]
+    AUDIT_KIND_TOKEN_REVOKED: _ClassVar[AuditKind]
+    AUDIT_KIND_TOKEN_EXPIRED: _ClassVar[AuditKind]
+    AUDIT_KIND_RESTORE: _ClassVar[AuditKind]
+    AUDIT_KIND_FENCE_RAISED: _ClassVar[AuditKind]
+    AUDIT_KIND_SYNC_CONFLICT: _ClassVar[AuditKind]
+    AUDIT_KIND_AUTH_REFUSALS: _ClassVar[AuditKind]
 OPEN_MESSAGE_CHANGE_KIND_UNSPECIFIED: OpenMessageChangeKind
 OPEN_MESSAGE_CHANGE_KIND_SENT: OpenMessageChangeKind
 OPEN_MESSAGE_CHANGE_KIND_DELIVERED: OpenMessageChangeKind
 OPEN_MESSAGE_CHANGE_KIND_ENDED: OpenMessageChangeKind
+TOKEN_SCOPE_UNSPECIFIED: TokenScope
+TOKEN_SCOPE_AGENT: TokenScope
+TOKEN_SCOPE_READ: TokenScope
+TOKEN_SCOPE_CHECK: TokenScope
+TOKEN_STATE_UNSPECIFIED: TokenState
+TOKEN_STATE_LIVE: TokenState
+TOKEN_STATE_EXPIRED: TokenState
+TOKEN_STATE_REVOKED: TokenState
+AUDIT_KIND_UNSPECIFIED: AuditKind
+AUDIT_KIND_TOKEN_CREATED: AuditKind
+AUDIT_KIND_TOKEN_REVOKED: AuditKind
+AUDIT_KIND_TOKEN_EXPIRED: AuditKind
+AUDIT_KIND_RESTORE: AuditKind
+AUDIT_KIND_FENCE_RAISED: AuditKind
+AUDIT_KIND_SYNC_CONFLICT: AuditKind
+AUDIT_KIND_AUTH_REFUSALS: AuditKind
 
 class ForceReleaseLeaseRequest(_message.Message):
     __slots__ = ("project", "name", "fencing_token")
@@ -306,3 +347,108 @@ class GetSnapshotResponse(_message.Message):
     home_runtimes: _containers.RepeatedCompositeFieldContainer[HomeRuntime]
     leases: _containers.RepeatedCompositeFieldContainer[_lease_pb2.Lease]
     def __init__(self, project: _Optional[str] = ..., fetched_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agents: _Optional[_Iterable[_Union[_presence_pb2.Agent, _Mapping]]] = ..., open_messages: _Optional[_Iterable[_Union[OpenMessage, _Mapping]]] = ..., open_message_total: _Optional[int] = ..., home_runtimes: _Optional[_Iterable[_Union[HomeRuntime, _Mapping]]] = ..., leases: _Optional[_Iterable[_Union[_lease_pb2.Lease, _Mapping]]] = ...) -> None: ...
+
+class ProjectToken(_message.Message):
+    __slots__ = ("token_id", "project", "scope", "label", "created_at", "expires_at", "revoked_at", "state")
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    token_id: str
+    project: str
+    scope: TokenScope
+    label: str
+    created_at: _timestamp_pb2.Timestamp
+    expires_at: _timestamp_pb2.Timestamp
+    revoked_at: _timestamp_pb2.Timestamp
+    state: TokenState
+    def __init__(self, token_id: _Optional[str] = ..., project: _Optional[str] = ..., scope: _Optional[_Union[TokenScope, str]] = ..., label: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., revoked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., state: _Optional[_Union[TokenState, str]] = ...) -> None: ...
+
+class CreateProjectTokenRequest(_message.Message):
+    __slots__ = ("project", "scope", "label", "ttl_ms")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    TTL_MS_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    scope: TokenScope
+    label: str
+    ttl_ms: int
+    def __init__(self, project: _Optional[str] = ..., scope: _Optional[_Union[TokenScope, str]] = ..., label: _Optional[str] = ..., ttl_ms: _Optional[int] = ...) -> None: ...
+
+class CreateProjectTokenResponse(_message.Message):
+    __slots__ = ("token", "secret")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SECRET_FIELD_NUMBER: _ClassVar[int]
+    token: ProjectToken
+    secret: str
+    def __init__(self, token: _Optional[_Union[ProjectToken, _Mapping]] = ..., secret: _Optional[str] = ...) -> None: ...
+
+class ListProjectTokensRequest(_message.Message):
+    __slots__ = ("project",)
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    def __init__(self, project: _Optional[str] = ...) -> None: ...
+
+class ListProjectTokensResponse(_message.Message):
+    __slots__ = ("tokens",)
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    tokens: _containers.RepeatedCompositeFieldContainer[ProjectToken]
+    def __init__(self, tokens: _Optional[_Iterable[_Union[ProjectToken, _Mapping]]] = ...) -> None: ...
+
+class RevokeProjectTokenRequest(_message.Message):
+    __slots__ = ("project", "token_id")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_ID_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    token_id: str
+    def __init__(self, project: _Optional[str] = ..., token_id: _Optional[str] = ...) -> None: ...
+
+class RevokeProjectTokenResponse(_message.Message):
+    __slots__ = ("token",)
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    token: ProjectToken
+    def __init__(self, token: _Optional[_Union[ProjectToken, _Mapping]] = ...) -> None: ...
+
+class AuditEvent(_message.Message):
+    __slots__ = ("seq", "at", "project", "kind", "detail")
+    class DetailEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    at: _timestamp_pb2.Timestamp
+    project: str
+    kind: AuditKind
+    detail: _containers.ScalarMap[str, str]
+    def __init__(self, seq: _Optional[int] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., project: _Optional[str] = ..., kind: _Optional[_Union[AuditKind, str]] = ..., detail: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListAuditEventsRequest(_message.Message):
+    __slots__ = ("project", "page_size", "page_token")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    page_size: int
+    page_token: str
+    def __init__(self, project: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListAuditEventsResponse(_message.Message):
+    __slots__ = ("events", "next_page_token")
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    events: _containers.RepeatedCompositeFieldContainer[AuditEvent]
+    next_page_token: str
+    def __init__(self, events: _Optional[_Iterable[_Union[AuditEvent, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -21,7 +21,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kxm/hub/v1/ops.proto.
  */
 export const file_kxm_hub_v1_ops: GenFile = /*@__PURE__*/
-  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSJxChhGb3JjZVJlbGVhc2VMZWFzZVJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhEKBG5hbWUYAiABKAlCA+BBAhIaCg1mZW5jaW5nX3Rva2VuGAMgASgDSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4iXgoZRm9yY2VSZWxlYXNlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USHwoEbmV4dBgCIAEoCzIRLmt4bS5odWIudjEuTGVhc2UiQAoRRXZpY3RBZ2VudFJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhUKCGFnZW50X2lkGAIgASgJQgPgQQIiYgoSRXZpY3RBZ2VudFJlc3BvbnNlEiAKBWFnZW50GAEgASgLMhEua3htLmh1Yi52MS5BZ2VudBIqCg9yZWxlYXNlZF9sZWFzZXMYAiADKAsyES5reG0uaHViLnYxLkxlYXNlIpcCChNXYXRjaFByb2plY3RSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAhIiChVwcmVzZW5jZV9hZnRlcl9jdXJzb3IYAiABKANIAIgBARIgChNsZWFzZXNfYWZ0ZXJfY3Vyc29yGAMgASgDSAGIAQESIgoVbWVzc2FnZXNfYWZ0ZXJfY3Vyc29yGAQgASgDSAKIAQESHgoRcnVuc19hZnRlcl9jdXJzb3IYBSABKANIA4gBAUIYChZfcHJlc2VuY2VfYWZ0ZXJfY3Vyc29yQhYKFF9sZWFzZXNfYWZ0ZXJfY3Vyc29yQhgKFl9tZXNzYWdlc19hZnRlcl9jdXJzb3JCFAoSX3J1bnNfYWZ0ZXJfY3Vyc29yIvMBChRXYXRjaFByb2plY3RSZXNwb25zZRI1CghwcmVzZW5jZRgBIAEoCzIhLmt4bS5odWIudjEuV2F0Y2hQcmVzZW5jZVJlc3BvbnNlSAASMQoGbGVhc2VzGAIgASgLMh8ua3htLmh1Yi52MS5XYXRjaExlYXNlc1Jlc3BvbnNlSAASOQoIbWVzc2FnZXMYAyABKAsyJS5reG0uaHViLnYxLldhdGNoT3Blbk1lc3NhZ2VzUmVzcG9uc2VIABItCgRydW5zGAQgASgLMh0ua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXNwb25zZUgAQgcKBWV2ZW50IhYKFFdhdGNoUHJvamVjdHNSZXF1ZXN0IoMBChVXYXRjaFByb2plY3RzUmVzcG9uc2USNAoIcHJvamVjdHMYASABKAsyIC5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlSAASKwoKa2VlcF9hbGl2ZRgCIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSABCBwoFZXZlbnQiXAoYV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAhIZCgxhZnRlcl9jdXJzb3IYAiABKANIAIgBAUIPCg1fYWZ0ZXJfY3Vyc29yIngKFE9wZW5NZXNzYWdlc1NuYXBzaG90EikKCG1lc3NhZ2VzGAEgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRINCgV0b3RhbBgCIAEoBRImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAibgoRT3Blbk1lc3NhZ2VDaGFuZ2USLwoEa2luZBgBIAEoDjIhLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VDaGFuZ2VLaW5kEigKB21lc3NhZ2UYAiABKAsyFy5reG0uaHViLnYxLk9wZW5NZXNzYWdlIsgBChlXYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxI0CghzbmFwc2hvdBgCIAEoCzIgLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VzU25hcHNob3RIABIvCgZjaGFuZ2UYAyABKAsyHS5reG0uaHViLnYxLk9wZW5NZXNzYWdlQ2hhbmdlSAASKwoKa2VlcF9hbGl2ZRgEIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSABCBwoFZXZlbnQiVAoQV2F0Y2hSdW5zUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJmCgxSdW5zU25hcHNob3QSLgoNaG9tZV9ydW50aW1lcxgBIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk0KCVJ1bkNoYW5nZRIXCg9ob21lX3J1bnRpbWVfaWQYASABKAkSJwoDcnVuGAIgASgLMhoua3htLmh1Yi52MS5Ib21lUnVudGltZVJ1biKLAQoJU3luY0FsZXJ0EgwKBGNvZGUYASABKAkSEgoKcnVudGltZV9pZBgCIAEoCRISCgpwcm9qZWN0X2lkGAMgASgJEg4KBnJ1bl9pZBgEIAEoCRIQCghzZXF1ZW5jZRgFIAEoAxImCgJhdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2AEKEVdhdGNoUnVuc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxIsCghzbmFwc2hvdBgCIAEoCzIYLmt4bS5odWIudjEuUnVuc1NuYXBzaG90SAASJwoGY2hhbmdlGAMgASgLMhUua3htLmh1Yi52MS5SdW5DaGFuZ2VIABIrCgprZWVwX2FsaXZlGAQgASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIABImCgVhbGVydBgFIAEoCzIVLmt4bS5odWIudjEuU3luY0FsZXJ0SABCBwoFZXZlbnQiFQoTTGlzdFByb2plY3RzUmVxdWVzdCKHAQoOUHJvamVjdFN1bW1hcnkSDwoHcHJvamVjdBgBIAEoCRIOCgZhZ2VudHMYAiABKAUSFQoNb25saW5lX2FnZW50cxgDIAEoBRITCgtoZWxkX2xlYXNlcxgEIAEoBRIRCgloYXNfdG9rZW4YBSABKAgSFQoNb3Blbl9tZXNzYWdlcxgGIAEoBSJEChRMaXN0UHJvamVjdHNSZXNwb25zZRIsCghwcm9qZWN0cxgBIAMoCzIaLmt4bS5odWIudjEuUHJvamVjdFN1bW1hcnkiKgoSR2V0U25hcHNob3RSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAiKoAwoLT3Blbk1lc3NhZ2USCgoCaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkua3htLmh1Yi52MS5NZXNzYWdlU3RhdHVzEhEKCWZyb21fbmFtZRgDIAEoCRIPCgd0b19uYW1lGAQgASgJEiYKCGRlbGl2ZXJ5GAUgASgOMhQua3htLmh1Yi52MS5EZWxpdmVyeRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbCg5jb3JyZWxhdGlvbl9pZBgHIAEoCUgAiAEBEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKDGRlbGl2ZXJlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAYgBARIxCghlbmRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBAUIRCg9fY29ycmVsYXRpb25faWRCDwoNX2RlbGl2ZXJlZF9hdEILCglfZW5kZWRfYXQikgIKDkhvbWVSdW50aW1lUnVuEhIKCnByb2plY3RfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhgKC3dvcmtmbG93X2lkGAMgASgJSACIAQESGgoNZGlzcGxheV90aXRsZRgEIAEoCUgBiAEBEhMKBnN0YXR1cxgFIAEoCUgCiAEBEhUKDWxhc3Rfc2VxdWVuY2UYBiABKAMSEwoLcGVuZGluZ19nYXAYByABKAgSFwoKdXBkYXRlZF9hdBgIIAEoCUgDiAEBEhAKCG9ycGhhbmVkGAkgASgIQg4KDF93b3JrZmxvd19pZEIQCg5fZGlzcGxheV90aXRsZUIJCgdfc3RhdHVzQg0KC191cGRhdGVkX2F0ItgCCgtIb21lUnVudGltZRISCgpydW50aW1lX2lkGAEgASgJEhEKBGhvc3QYAiABKAlIAIgBARI1CgxoZWFydGJlYXRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQESOQoQbGVhc2VfZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBARIyCghwcmVzZW5jZRgFIAEoDjIgLmt4bS5odWIudjEuUnVudGltZVByZXNlbmNlU3RhdGUSEAoIb3JwaGFuZWQYBiABKAgSKAoEcnVucxgHIAMoCzIaLmt4bS5odWIudjEuSG9tZVJ1bnRpbWVSdW4SEQoJcnVuX3RvdGFsGAggASgFQgcKBV9ob3N0Qg8KDV9oZWFydGJlYXRfYXRCEwoRX2xlYXNlX2V4cGlyZXNfYXQimAIKE0dldFNuYXBzaG90UmVzcG9uc2USDwoHcHJvamVjdBgBIAEoCRIuCgpmZXRjaGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIhCgZhZ2VudHMYAyADKAsyES5reG0uaHViLnYxLkFnZW50Ei4KDW9wZW5fbWVzc2FnZXMYBCADKAsyFy5reG0uaHViLnYxLk9wZW5NZXNzYWdlEhoKEm9wZW5fbWVzc2FnZV90b3RhbBgFIAEoBRIuCg1ob21lX3J1bnRpbWVzGAYgAygLMhcua3htLmh1Yi52MS5Ib21lUnVudGltZRIhCgZsZWFzZXMYByADKAsyES5reG0uaHViLnYxLkxlYXNlKtQBChVPcGVuTWVzc2FnZUNoYW5nZUtpbmQSKAokT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASKwodT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX1NFTlQQARoIwvMYBHNlbnQSNQoiT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX0RFTElWRVJFRBACGg3C8xgJZGVsaXZlcmVkEi0KHk9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9FTkRFRBADGgnC8xgFZW5kZWQyzwcKCk9wc1NlcnZpY2USaAoLR2V0U25hcHNob3QSHi5reG0uaHViLnYxLkdldFNuYXBzaG90UmVxdWVzdBofLmt4bS5odWIudjEuR2V0U25hcHNob3RSZXNwb25zZSIYgtPkkwISEhAvdjEvb3BzL3NuYXBzaG90EmsKDExpc3RQcm9qZWN0cxIfLmt4bS5odWIudjEuTGlzdFByb2plY3RzUmVxdWVzdBogLmt4bS5odWIudjEuTGlzdFByb2plY3RzUmVzcG9uc2UiGILT5JMCEhIQL3YxL29wcy9wcm9qZWN0cxJyCg1XYXRjaFByb2plY3RzEiAua3htLmh1Yi52MS5XYXRjaFByb2plY3RzUmVxdWVzdBohLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0c1Jlc3BvbnNlIhqC0+STAhQSEi92MS93YXRjaC9wcm9qZWN0czABEn4KEVdhdGNoT3Blbk1lc3NhZ2VzEiQua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1JlcXVlc3QaJS5reG0uaHViLnYxLldhdGNoT3Blbk1lc3NhZ2VzUmVzcG9uc2UiGoLT5JMCFBISL3YxL3dhdGNoL21lc3NhZ2VzMAESYgoJV2F0Y2hSdW5zEhwua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXF1ZXN0Gh0ua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXNwb25zZSIWgtPkkwIQEg4vdjEvd2F0Y2gvcnVuczABEm4KDFdhdGNoUHJvamVjdBIfLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0UmVxdWVzdBogLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0UmVzcG9uc2UiGYLT5JMCExIRL3YxL3dhdGNoL3Byb2plY3QwARKdAQoRRm9yY2VSZWxlYXNlTGVhc2USJC5reG0uaHViLnYxLkZvcmNlUmVsZWFzZUxlYXNlUmVxdWVzdBolLmt4bS5odWIudjEuRm9yY2VSZWxlYXNlTGVhc2VSZXNwb25zZSI7gtPkkwI1OgEqIjAvdjEvb3BzL3Byb2plY3RzL3twcm9qZWN0fS9sZWFzZXMve25hbWV9L3JlbGVhc2USgQEKCkV2aWN0QWdlbnQSHS5reG0uaHViLnYxLkV2aWN0QWdlbnRSZXF1ZXN0Gh4ua3htLmh1Yi52MS5FdmljdEFnZW50UmVzcG9uc2UiNILT5JMCLiosL3YxL29wcy9wcm9qZWN0cy97cHJvamVjdH0vYWdlbnRzL3thZ2VudF9pZH1CNFoyZ2l0aHViLmNvbS9reG0tZGV2L2t4bS1odWIvZ2VuL2dvL2t4bS9odWIvdjE7aHVidjFiBnByb3RvMw", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_options, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
+  fileDesc("ChRreG0vaHViL3YxL29wcy5wcm90bxIKa3htLmh1Yi52MSJxChhGb3JjZVJlbGVhc2VMZWFzZVJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhEKBG5hbWUYAiABKAlCA+BBAhIaCg1mZW5jaW5nX3Rva2VuGAMgASgDSACIAQFCEAoOX2ZlbmNpbmdfdG9rZW4iXgoZRm9yY2VSZWxlYXNlTGVhc2VSZXNwb25zZRIgCgVsZWFzZRgBIAEoCzIRLmt4bS5odWIudjEuTGVhc2USHwoEbmV4dBgCIAEoCzIRLmt4bS5odWIudjEuTGVhc2UiQAoRRXZpY3RBZ2VudFJlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECEhUKCGFnZW50X2lkGAIgASgJQgPgQQIiYgoSRXZpY3RBZ2VudFJlc3BvbnNlEiAKBWFnZW50GAEgASgLMhEua3htLmh1Yi52MS5BZ2VudBIqCg9yZWxlYXNlZF9sZWFzZXMYAiADKAsyES5reG0uaHViLnYxLkxlYXNlIpcCChNXYXRjaFByb2plY3RSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAhIiChVwcmVzZW5jZV9hZnRlcl9jdXJzb3IYAiABKANIAIgBARIgChNsZWFzZXNfYWZ0ZXJfY3Vyc29yGAMgASgDSAGIAQESIgoVbWVzc2FnZXNfYWZ0ZXJfY3Vyc29yGAQgASgDSAKIAQESHgoRcnVuc19hZnRlcl9jdXJzb3IYBSABKANIA4gBAUIYChZfcHJlc2VuY2VfYWZ0ZXJfY3Vyc29yQhYKFF9sZWFzZXNfYWZ0ZXJfY3Vyc29yQhgKFl9tZXNzYWdlc19hZnRlcl9jdXJzb3JCFAoSX3J1bnNfYWZ0ZXJfY3Vyc29yIvMBChRXYXRjaFByb2plY3RSZXNwb25zZRI1CghwcmVzZW5jZRgBIAEoCzIhLmt4bS5odWIudjEuV2F0Y2hQcmVzZW5jZVJlc3BvbnNlSAASMQoGbGVhc2VzGAIgASgLMh8ua3htLmh1Yi52MS5XYXRjaExlYXNlc1Jlc3BvbnNlSAASOQoIbWVzc2FnZXMYAyABKAsyJS5reG0uaHViLnYxLldhdGNoT3Blbk1lc3NhZ2VzUmVzcG9uc2VIABItCgRydW5zGAQgASgLMh0ua3htLmh1Yi52MS5XYXRjaFJ1bnNSZXNwb25zZUgAQgcKBWV2ZW50IhYKFFdhdGNoUHJvamVjdHNSZXF1ZXN0IoMBChVXYXRjaFByb2plY3RzUmVzcG9uc2USNAoIcHJvamVjdHMYASABKAsyIC5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlSAASKwoKa2VlcF9hbGl2ZRgCIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSABCBwoFZXZlbnQiXAoYV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAhIZCgxhZnRlcl9jdXJzb3IYAiABKANIAIgBAUIPCg1fYWZ0ZXJfY3Vyc29yIngKFE9wZW5NZXNzYWdlc1NuYXBzaG90EikKCG1lc3NhZ2VzGAEgAygLMhcua3htLmh1Yi52MS5PcGVuTWVzc2FnZRINCgV0b3RhbBgCIAEoBRImCgJhdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAibgoRT3Blbk1lc3NhZ2VDaGFuZ2USLwoEa2luZBgBIAEoDjIhLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VDaGFuZ2VLaW5kEigKB21lc3NhZ2UYAiABKAsyFy5reG0uaHViLnYxLk9wZW5NZXNzYWdlIsgBChlXYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxI0CghzbmFwc2hvdBgCIAEoCzIgLmt4bS5odWIudjEuT3Blbk1lc3NhZ2VzU25hcHNob3RIABIvCgZjaGFuZ2UYAyABKAsyHS5reG0uaHViLnYxLk9wZW5NZXNzYWdlQ2hhbmdlSAASKwoKa2VlcF9hbGl2ZRgEIAEoCzIVLmt4bS5odWIudjEuS2VlcEFsaXZlSABCBwoFZXZlbnQiVAoQV2F0Y2hSdW5zUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISGQoMYWZ0ZXJfY3Vyc29yGAIgASgDSACIAQFCDwoNX2FmdGVyX2N1cnNvciJmCgxSdW5zU25hcHNob3QSLgoNaG9tZV9ydW50aW1lcxgBIAMoCzIXLmt4bS5odWIudjEuSG9tZVJ1bnRpbWUSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIk0KCVJ1bkNoYW5nZRIXCg9ob21lX3J1bnRpbWVfaWQYASABKAkSJwoDcnVuGAIgASgLMhoua3htLmh1Yi52MS5Ib21lUnVudGltZVJ1biKLAQoJU3luY0FsZXJ0EgwKBGNvZGUYASABKAkSEgoKcnVudGltZV9pZBgCIAEoCRISCgpwcm9qZWN0X2lkGAMgASgJEg4KBnJ1bl9pZBgEIAEoCRIQCghzZXF1ZW5jZRgFIAEoAxImCgJhdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2AEKEVdhdGNoUnVuc1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoAxIsCghzbmFwc2hvdBgCIAEoCzIYLmt4bS5odWIudjEuUnVuc1NuYXBzaG90SAASJwoGY2hhbmdlGAMgASgLMhUua3htLmh1Yi52MS5SdW5DaGFuZ2VIABIrCgprZWVwX2FsaXZlGAQgASgLMhUua3htLmh1Yi52MS5LZWVwQWxpdmVIABImCgVhbGVydBgFIAEoCzIVLmt4bS5odWIudjEuU3luY0FsZXJ0SABCBwoFZXZlbnQiFQoTTGlzdFByb2plY3RzUmVxdWVzdCKHAQoOUHJvamVjdFN1bW1hcnkSDwoHcHJvamVjdBgBIAEoCRIOCgZhZ2VudHMYAiABKAUSFQoNb25saW5lX2FnZW50cxgDIAEoBRITCgtoZWxkX2xlYXNlcxgEIAEoBRIRCgloYXNfdG9rZW4YBSABKAgSFQoNb3Blbl9tZXNzYWdlcxgGIAEoBSJEChRMaXN0UHJvamVjdHNSZXNwb25zZRIsCghwcm9qZWN0cxgBIAMoCzIaLmt4bS5odWIudjEuUHJvamVjdFN1bW1hcnkiKgoSR2V0U25hcHNob3RSZXF1ZXN0EhQKB3Byb2plY3QYASABKAlCA+BBAiKoAwoLT3Blbk1lc3NhZ2USCgoCaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkua3htLmh1Yi52MS5NZXNzYWdlU3RhdHVzEhEKCWZyb21fbmFtZRgDIAEoCRIPCgd0b19uYW1lGAQgASgJEiYKCGRlbGl2ZXJ5GAUgASgOMhQua3htLmh1Yi52MS5EZWxpdmVyeRIuCgpjcmVhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIbCg5jb3JyZWxhdGlvbl9pZBgHIAEoCUgAiAEBEi4KCmV4cGlyZXNfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKDGRlbGl2ZXJlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAYgBARIxCghlbmRlZF9hdBgKIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBAUIRCg9fY29ycmVsYXRpb25faWRCDwoNX2RlbGl2ZXJlZF9hdEILCglfZW5kZWRfYXQikgIKDkhvbWVSdW50aW1lUnVuEhIKCnByb2plY3RfaWQYASABKAkSDgoGcnVuX2lkGAIgASgJEhgKC3dvcmtmbG93X2lkGAMgASgJSACIAQESGgoNZGlzcGxheV90aXRsZRgEIAEoCUgBiAEBEhMKBnN0YXR1cxgFIAEoCUgCiAEBEhUKDWxhc3Rfc2VxdWVuY2UYBiABKAMSEwoLcGVuZGluZ19nYXAYByABKAgSFwoKdXBkYXRlZF9hdBgIIAEoCUgDiAEBEhAKCG9ycGhhbmVkGAkgASgIQg4KDF93b3JrZmxvd19pZEIQCg5fZGlzcGxheV90aXRsZUIJCgdfc3RhdHVzQg0KC191cGRhdGVkX2F0ItgCCgtIb21lUnVudGltZRISCgpydW50aW1lX2lkGAEgASgJEhEKBGhvc3QYAiABKAlIAIgBARI1CgxoZWFydGJlYXRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wSAGIAQESOQoQbGVhc2VfZXhwaXJlc19hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBIAogBARIyCghwcmVzZW5jZRgFIAEoDjIgLmt4bS5odWIudjEuUnVudGltZVByZXNlbmNlU3RhdGUSEAoIb3JwaGFuZWQYBiABKAgSKAoEcnVucxgHIAMoCzIaLmt4bS5odWIudjEuSG9tZVJ1bnRpbWVSdW4SEQoJcnVuX3RvdGFsGAggASgFQgcKBV9ob3N0Qg8KDV9oZWFydGJlYXRfYXRCEwoRX2xlYXNlX2V4cGlyZXNfYXQimAIKE0dldFNuYXBzaG90UmVzcG9uc2USDwoHcHJvamVjdBgBIAEoCRIuCgpmZXRjaGVkX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIhCgZhZ2VudHMYAyADKAsyES5reG0uaHViLnYxLkFnZW50Ei4KDW9wZW5fbWVzc2FnZXMYBCADKAsyFy5reG0uaHViLnYxLk9wZW5NZXNzYWdlEhoKEm9wZW5fbWVzc2FnZV90b3RhbBgFIAEoBRIuCg1ob21lX3J1bnRpbWVzGAYgAygLMhcua3htLmh1Yi52MS5Ib21lUnVudGltZRIhCgZsZWFzZXMYByADKAsyES5reG0uaHViLnYxLkxlYXNlIp4CCgxQcm9qZWN0VG9rZW4SEAoIdG9rZW5faWQYASABKAkSDwoHcHJvamVjdBgCIAEoCRIlCgVzY29wZRgDIAEoDjIWLmt4bS5odWIudjEuVG9rZW5TY29wZRINCgVsYWJlbBgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpyZXZva2VkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIlCgVzdGF0ZRgIIAEoDjIWLmt4bS5odWIudjEuVG9rZW5TdGF0ZSKHAQoZQ3JlYXRlUHJvamVjdFRva2VuUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISJQoFc2NvcGUYAiABKA4yFi5reG0uaHViLnYxLlRva2VuU2NvcGUSDQoFbGFiZWwYAyABKAkSEwoGdHRsX21zGAQgASgDSACIAQFCCQoHX3R0bF9tcyJVChpDcmVhdGVQcm9qZWN0VG9rZW5SZXNwb25zZRInCgV0b2tlbhgBIAEoCzIYLmt4bS5odWIudjEuUHJvamVjdFRva2VuEg4KBnNlY3JldBgCIAEoCSIwChhMaXN0UHJvamVjdFRva2Vuc1JlcXVlc3QSFAoHcHJvamVjdBgBIAEoCUID4EECIkUKGUxpc3RQcm9qZWN0VG9rZW5zUmVzcG9uc2USKAoGdG9rZW5zGAEgAygLMhgua3htLmh1Yi52MS5Qcm9qZWN0VG9rZW4iSAoZUmV2b2tlUHJvamVjdFRva2VuUmVxdWVzdBIUCgdwcm9qZWN0GAEgASgJQgPgQQISFQoIdG9rZW5faWQYAiABKAlCA+BBAiJFChpSZXZva2VQcm9qZWN0VG9rZW5SZXNwb25zZRInCgV0b2tlbhgBIAEoCzIYLmt4bS5odWIudjEuUHJvamVjdFRva2VuItoBCgpBdWRpdEV2ZW50EgsKA3NlcRgBIAEoAxImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHcHJvamVjdBgDIAEoCRIjCgRraW5kGAQgASgOMhUua3htLmh1Yi52MS5BdWRpdEtpbmQSMgoGZGV0YWlsGAUgAygLMiIua3htLmh1Yi52MS5BdWRpdEV2ZW50LkRldGFpbEVudHJ5Gi0KC0RldGFpbEVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYwoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIPCgdwcm9qZWN0GAEgASgJEhYKCXBhZ2Vfc2l6ZRgCIAEoBUgAiAEBEhIKCnBhZ2VfdG9rZW4YAyABKAlCDAoKX3BhZ2Vfc2l6ZSJaChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRImCgZldmVudHMYASADKAsyFi5reG0uaHViLnYxLkF1ZGl0RXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKtQBChVPcGVuTWVzc2FnZUNoYW5nZUtpbmQSKAokT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX1VOU1BFQ0lGSUVEEAASKwodT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX1NFTlQQARoIwvMYBHNlbnQSNQoiT1BFTl9NRVNTQUdFX0NIQU5HRV9LSU5EX0RFTElWRVJFRBACGg3C8xgJZGVsaXZlcmVkEi0KHk9QRU5fTUVTU0FHRV9DSEFOR0VfS0lORF9FTkRFRBADGgnC8xgFZW5kZWQqjQEKClRva2VuU2NvcGUSGwoXVE9LRU5fU0NPUEVfVU5TUEVDSUZJRUQQABIgChFUT0tFTl9TQ09QRV9BR0VOVBABGgnC8xgFYWdlbnQSHgoQVE9LRU5fU0NPUEVfUkVBRBACGgjC8xgEcmVhZBIgChFUT0tFTl9TQ09QRV9DSEVDSxADGgnC8xgFY2hlY2sqlQEKClRva2VuU3RhdGUSGwoXVE9LRU5fU1RBVEVfVU5TUEVDSUZJRUQQABIeChBUT0tFTl9TVEFURV9MSVZFEAEaCMLzGARsaXZlEiQKE1RPS0VOX1NUQVRFX0VYUElSRUQQAhoLwvMYB2V4cGlyZWQSJAoTVE9LRU5fU1RBVEVfUkVWT0tFRBADGgvC8xgHcmV2b2tlZCrwAgoJQXVkaXRLaW5kEhoKFkFVRElUX0tJTkRfVU5TUEVDSUZJRUQQABIvChhBVURJVF9LSU5EX1RPS0VOX0NSRUFURUQQARoRwvMYDXRva2VuX2NyZWF0ZWQSLwoYQVVESVRfS0lORF9UT0tFTl9SRVZPS0VEEAIaEcLzGA10b2tlbl9yZXZva2VkEi8KGEFVRElUX0tJTkRfVE9LRU5fRVhQSVJFRBADGhHC8xgNdG9rZW5fZXhwaXJlZBIjChJBVURJVF9LSU5EX1JFU1RPUkUQBBoLwvMYB3Jlc3RvcmUSLQoXQVVESVRfS0lORF9GRU5DRV9SQUlTRUQQBRoQwvMYDGZlbmNlX3JhaXNlZBIvChhBVURJVF9LSU5EX1NZTkNfQ09ORkxJQ1QQBhoRwvMYDXN5bmNfY29uZmxpY3QSLwoYQVVESVRfS0lORF9BVVRIX1JFRlVTQUxTEAcaEcLzGA1hdXRoX3JlZnVzYWxzMoAMCgpPcHNTZXJ2aWNlEmgKC0dldFNuYXBzaG90Eh4ua3htLmh1Yi52MS5HZXRTbmFwc2hvdFJlcXVlc3QaHy5reG0uaHViLnYxLkdldFNuYXBzaG90UmVzcG9uc2UiGILT5JMCEhIQL3YxL29wcy9zbmFwc2hvdBJrCgxMaXN0UHJvamVjdHMSHy5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1JlcXVlc3QaIC5reG0uaHViLnYxLkxpc3RQcm9qZWN0c1Jlc3BvbnNlIhiC0+STAhISEC92MS9vcHMvcHJvamVjdHMScgoNV2F0Y2hQcm9qZWN0cxIgLmt4bS5odWIudjEuV2F0Y2hQcm9qZWN0c1JlcXVlc3QaIS5reG0uaHViLnYxLldhdGNoUHJvamVjdHNSZXNwb25zZSIagtPkkwIUEhIvdjEvd2F0Y2gvcHJvamVjdHMwARJ+ChFXYXRjaE9wZW5NZXNzYWdlcxIkLmt4bS5odWIudjEuV2F0Y2hPcGVuTWVzc2FnZXNSZXF1ZXN0GiUua3htLmh1Yi52MS5XYXRjaE9wZW5NZXNzYWdlc1Jlc3BvbnNlIhqC0+STAhQSEi92MS93YXRjaC9tZXNzYWdlczABEmIKCVdhdGNoUnVucxIcLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVxdWVzdBodLmt4bS5odWIudjEuV2F0Y2hSdW5zUmVzcG9uc2UiFoLT5JMCEBIOL3YxL3dhdGNoL3J1bnMwARJuCgxXYXRjaFByb2plY3QSHy5reG0uaHViLnYxLldhdGNoUHJvamVjdFJlcXVlc3QaIC5reG0uaHViLnYxLldhdGNoUHJvamVjdFJlc3BvbnNlIhmC0+STAhMSES92MS93YXRjaC9wcm9qZWN0MAESnQEKEUZvcmNlUmVsZWFzZUxlYXNlEiQua3htLmh1Yi52MS5Gb3JjZVJlbGVhc2VMZWFzZVJlcXVlc3QaJS5reG0uaHViLnYxLkZvcmNlUmVsZWFzZUxlYXNlUmVzcG9uc2UiO4LT5JMCNToBKiIwL3YxL29wcy9wcm9qZWN0cy97cHJvamVjdH0vbGVhc2VzL3tuYW1lfS9yZWxlYXNlEoEBCgpFdmljdEFnZW50Eh0ua3htLmh1Yi52MS5FdmljdEFnZW50UmVxdWVzdBoeLmt4bS5odWIudjEuRXZpY3RBZ2VudFJlc3BvbnNlIjSC0+STAi4qLC92MS9vcHMvcHJvamVjdHMve3Byb2plY3R9L2FnZW50cy97YWdlbnRfaWR9EpEBChJDcmVhdGVQcm9qZWN0VG9rZW4SJS5reG0uaHViLnYxLkNyZWF0ZVByb2plY3RUb2tlblJlcXVlc3QaJi5reG0uaHViLnYxLkNyZWF0ZVByb2plY3RUb2tlblJlc3BvbnNlIiyC0+STAiY6ASoiIS92MS9vcHMvcHJvamVjdHMve3Byb2plY3R9L3Rva2VucxKLAQoRTGlzdFByb2plY3RUb2tlbnMSJC5reG0uaHViLnYxLkxpc3RQcm9qZWN0VG9rZW5zUmVxdWVzdBolLmt4bS5odWIudjEuTGlzdFByb2plY3RUb2tlbnNSZXNwb25zZSIpgtPkkwIjEiEvdjEvb3BzL3Byb2plY3RzL3twcm9qZWN0fS90b2tlbnMSmQEKElJldm9rZVByb2plY3RUb2tlbhIlLmt4bS5odWIudjEuUmV2b2tlUHJvamVjdFRva2VuUmVxdWVzdBomLmt4bS5odWIudjEuUmV2b2tlUHJvamVjdFRva2VuUmVzcG9uc2UiNILT5JMCLiosL3YxL29wcy9wcm9qZWN0cy97cHJvamVjdH0vdG9rZW5zL3t0b2tlbl9pZH0ScQoPTGlzdEF1ZGl0RXZlbnRzEiIua3htLmh1Yi52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0GiMua3htLmh1Yi52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIVgtPkkwIPEg0vdjEvb3BzL2F1ZGl0QjRaMmdpdGh1Yi5jb20va3htLWRldi9reG0taHViL2dlbi9nby9reG0vaHViL3YxO2h1YnYxYgZwcm90bzM", [file_google_api_annotations, file_google_api_field_behavior, file_google_protobuf_timestamp, file_kxm_hub_v1_lease, file_kxm_hub_v1_options, file_kxm_hub_v1_peer, file_kxm_hub_v1_presence]);
 
 /**
  * ForceReleaseLease input.
@@ -1052,6 +1052,352 @@ export const GetSnapshotResponseSchema: GenMessage<GetSnapshotResponse> = /*@__P
   messageDesc(file_kxm_hub_v1_ops, 24);
 
 /**
+ * A project token as the hub keeps it: never its secret.
+ *
+ * @generated from message kxm.hub.v1.ProjectToken
+ */
+export type ProjectToken = Message<"kxm.hub.v1.ProjectToken"> & {
+  /**
+   * The token's id, `pt_` and 16 hex digits; the secret starts with `kxmpt_` and this id without
+   * its `pt_`, so a secret found somewhere names its token.
+   *
+   * @generated from field: string token_id = 1;
+   */
+  tokenId: string;
+
+  /**
+   * The project it is for.
+   *
+   * @generated from field: string project = 2;
+   */
+  project: string;
+
+  /**
+   * What it may do.
+   *
+   * @generated from field: kxm.hub.v1.TokenScope scope = 3;
+   */
+  scope: TokenScope;
+
+  /**
+   * What the operator wrote at creation, for people ("ci", "guard on git.example").
+   *
+   * @generated from field: string label = 4;
+   */
+  label: string;
+
+  /**
+   * Hub clock at creation.
+   *
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * When it stops working; unset: never.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 6;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * When it was revoked; unset: not revoked.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 7;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * Where it stands now (hub clock).
+   *
+   * @generated from field: kxm.hub.v1.TokenState state = 8;
+   */
+  state: TokenState;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ProjectToken.
+ * Use `create(ProjectTokenSchema)` to create a new message.
+ */
+export const ProjectTokenSchema: GenMessage<ProjectToken> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 25);
+
+/**
+ * CreateProjectToken input.
+ *
+ * @generated from message kxm.hub.v1.CreateProjectTokenRequest
+ */
+export type CreateProjectTokenRequest = Message<"kxm.hub.v1.CreateProjectTokenRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * What the token may do; unset: TOKEN_SCOPE_AGENT.
+   *
+   * @generated from field: kxm.hub.v1.TokenScope scope = 2;
+   */
+  scope: TokenScope;
+
+  /**
+   * For people, 0..200 chars, trimmed.
+   *
+   * @generated from field: string label = 3;
+   */
+  label: string;
+
+  /**
+   * The token stops working this long after its creation, 1,000..315,360,000,000 ms (ten
+   * years). Unset: it works until it is revoked.
+   *
+   * @generated from field: optional int64 ttl_ms = 4;
+   */
+  ttlMs?: bigint | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.CreateProjectTokenRequest.
+ * Use `create(CreateProjectTokenRequestSchema)` to create a new message.
+ */
+export const CreateProjectTokenRequestSchema: GenMessage<CreateProjectTokenRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 26);
+
+/**
+ * CreateProjectToken result.
+ *
+ * @generated from message kxm.hub.v1.CreateProjectTokenResponse
+ */
+export type CreateProjectTokenResponse = Message<"kxm.hub.v1.CreateProjectTokenResponse"> & {
+  /**
+   * The token.
+   *
+   * @generated from field: kxm.hub.v1.ProjectToken token = 1;
+   */
+  token?: ProjectToken | undefined;
+
+  /**
+   * The bearer secret: `Authorization: Bearer <secret>`. Shown this once; the hub keeps only its
+   * SHA-256 hash.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.CreateProjectTokenResponse.
+ * Use `create(CreateProjectTokenResponseSchema)` to create a new message.
+ */
+export const CreateProjectTokenResponseSchema: GenMessage<CreateProjectTokenResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 27);
+
+/**
+ * ListProjectTokens input.
+ *
+ * @generated from message kxm.hub.v1.ListProjectTokensRequest
+ */
+export type ListProjectTokensRequest = Message<"kxm.hub.v1.ListProjectTokensRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ListProjectTokensRequest.
+ * Use `create(ListProjectTokensRequestSchema)` to create a new message.
+ */
+export const ListProjectTokensRequestSchema: GenMessage<ListProjectTokensRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 28);
+
+/**
+ * ListProjectTokens result.
+ *
+ * @generated from message kxm.hub.v1.ListProjectTokensResponse
+ */
+export type ListProjectTokensResponse = Message<"kxm.hub.v1.ListProjectTokensResponse"> & {
+  /**
+   * The project's tokens, newest first (at most 1,000).
+   *
+   * @generated from field: repeated kxm.hub.v1.ProjectToken tokens = 1;
+   */
+  tokens: ProjectToken[];
+};
+
+/**
+ * Describes the message kxm.hub.v1.ListProjectTokensResponse.
+ * Use `create(ListProjectTokensResponseSchema)` to create a new message.
+ */
+export const ListProjectTokensResponseSchema: GenMessage<ListProjectTokensResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 29);
+
+/**
+ * RevokeProjectToken input.
+ *
+ * @generated from message kxm.hub.v1.RevokeProjectTokenRequest
+ */
+export type RevokeProjectTokenRequest = Message<"kxm.hub.v1.RevokeProjectTokenRequest"> & {
+  /**
+   * Hub project, 1..128 chars.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * The token's id (`pt_...`).
+   *
+   * @generated from field: string token_id = 2;
+   */
+  tokenId: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.RevokeProjectTokenRequest.
+ * Use `create(RevokeProjectTokenRequestSchema)` to create a new message.
+ */
+export const RevokeProjectTokenRequestSchema: GenMessage<RevokeProjectTokenRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 30);
+
+/**
+ * RevokeProjectToken result.
+ *
+ * @generated from message kxm.hub.v1.RevokeProjectTokenResponse
+ */
+export type RevokeProjectTokenResponse = Message<"kxm.hub.v1.RevokeProjectTokenResponse"> & {
+  /**
+   * The token after the revocation.
+   *
+   * @generated from field: kxm.hub.v1.ProjectToken token = 1;
+   */
+  token?: ProjectToken | undefined;
+};
+
+/**
+ * Describes the message kxm.hub.v1.RevokeProjectTokenResponse.
+ * Use `create(RevokeProjectTokenResponseSchema)` to create a new message.
+ */
+export const RevokeProjectTokenResponseSchema: GenMessage<RevokeProjectTokenResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 31);
+
+/**
+ * One entry of the audit trail.
+ *
+ * @generated from message kxm.hub.v1.AuditEvent
+ */
+export type AuditEvent = Message<"kxm.hub.v1.AuditEvent"> & {
+  /**
+   * Its number: entries are numbered in the order they were stored.
+   *
+   * @generated from field: int64 seq = 1;
+   */
+  seq: bigint;
+
+  /**
+   * Hub clock when it was stored.
+   *
+   * @generated from field: google.protobuf.Timestamp at = 2;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * The project it concerns; empty for the hub as a whole.
+   *
+   * @generated from field: string project = 3;
+   */
+  project: string;
+
+  /**
+   * What happened.
+   *
+   * @generated from field: kxm.hub.v1.AuditKind kind = 4;
+   */
+  kind: AuditKind;
+
+  /**
+   * The facts, by name (`tokenId`, `scope`, `margin`, `remoteAddress`, ...); never a secret.
+   *
+   * @generated from field: map<string, string> detail = 5;
+   */
+  detail: { [key: string]: string };
+};
+
+/**
+ * Describes the message kxm.hub.v1.AuditEvent.
+ * Use `create(AuditEventSchema)` to create a new message.
+ */
+export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 32);
+
+/**
+ * ListAuditEvents input.
+ *
+ * @generated from message kxm.hub.v1.ListAuditEventsRequest
+ */
+export type ListAuditEventsRequest = Message<"kxm.hub.v1.ListAuditEventsRequest"> & {
+  /**
+   * Only this project's entries, 1..128 chars; empty: every entry.
+   *
+   * @generated from field: string project = 1;
+   */
+  project: string;
+
+  /**
+   * Entries per page, 1..1,000; unset: 100.
+   *
+   * @generated from field: optional int32 page_size = 2;
+   */
+  pageSize?: number | undefined;
+
+  /**
+   * A previous answer's `next_page_token`: the entries older than that page.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ListAuditEventsRequest.
+ * Use `create(ListAuditEventsRequestSchema)` to create a new message.
+ */
+export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 33);
+
+/**
+ * ListAuditEvents result.
+ *
+ * @generated from message kxm.hub.v1.ListAuditEventsResponse
+ */
+export type ListAuditEventsResponse = Message<"kxm.hub.v1.ListAuditEventsResponse"> & {
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated kxm.hub.v1.AuditEvent events = 1;
+   */
+  events: AuditEvent[];
+
+  /**
+   * Pass as `page_token` for the older entries; empty when there are none.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message kxm.hub.v1.ListAuditEventsResponse.
+ * Use `create(ListAuditEventsResponseSchema)` to create a new message.
+ */
+export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
+  messageDesc(file_kxm_hub_v1_ops, 34);
+
+/**
  * What happened to a message.
  *
  * @generated from enum kxm.hub.v1.OpenMessageChangeKind
@@ -1091,6 +1437,160 @@ export enum OpenMessageChangeKind {
  */
 export const OpenMessageChangeKindSchema: GenEnum<OpenMessageChangeKind> = /*@__PURE__*/
   enumDesc(file_kxm_hub_v1_ops, 0);
+
+/**
+ * What a project token may do. Each scope allows what the ones below it allow.
+ *
+ * @generated from enum kxm.hub.v1.TokenScope
+ */
+export enum TokenScope {
+  /**
+   * Not set: CreateProjectToken takes it as TOKEN_SCOPE_AGENT.
+   *
+   * @generated from enum value: TOKEN_SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Everything a project token does: register agents and act as them (with their keys), push run
+   * facts, and the operator's reads and hands on the project.
+   *
+   * @generated from enum value: TOKEN_SCOPE_AGENT = 1;
+   */
+  AGENT = 1,
+
+  /**
+   * The operator's reads and watches of the project (agents, leases, open messages, runs) and
+   * CheckFence; nothing that changes state.
+   *
+   * @generated from enum value: TOKEN_SCOPE_READ = 2;
+   */
+  READ = 2,
+
+  /**
+   * CheckFence only: for a guard in front of a resource (a git hook, a deploy endpoint).
+   *
+   * @generated from enum value: TOKEN_SCOPE_CHECK = 3;
+   */
+  CHECK = 3,
+}
+
+/**
+ * Describes the enum kxm.hub.v1.TokenScope.
+ */
+export const TokenScopeSchema: GenEnum<TokenScope> = /*@__PURE__*/
+  enumDesc(file_kxm_hub_v1_ops, 1);
+
+/**
+ * Where a project token stands.
+ *
+ * @generated from enum kxm.hub.v1.TokenState
+ */
+export enum TokenState {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: TOKEN_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Accepted.
+   *
+   * @generated from enum value: TOKEN_STATE_LIVE = 1;
+   */
+  LIVE = 1,
+
+  /**
+   * Past its expiry: refused.
+   *
+   * @generated from enum value: TOKEN_STATE_EXPIRED = 2;
+   */
+  EXPIRED = 2,
+
+  /**
+   * Revoked: refused.
+   *
+   * @generated from enum value: TOKEN_STATE_REVOKED = 3;
+   */
+  REVOKED = 3,
+}
+
+/**
+ * Describes the enum kxm.hub.v1.TokenState.
+ */
+export const TokenStateSchema: GenEnum<TokenState> = /*@__PURE__*/
+  enumDesc(file_kxm_hub_v1_ops, 2);
+
+/**
+ * What an audit entry records.
+ *
+ * @generated from enum kxm.hub.v1.AuditKind
+ */
+export enum AuditKind {
+  /**
+   * Never sent.
+   *
+   * @generated from enum value: AUDIT_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A project token was created (CreateProjectToken).
+   *
+   * @generated from enum value: AUDIT_KIND_TOKEN_CREATED = 1;
+   */
+  TOKEN_CREATED = 1,
+
+  /**
+   * A project token was revoked (RevokeProjectToken).
+   *
+   * @generated from enum value: AUDIT_KIND_TOKEN_REVOKED = 2;
+   */
+  TOKEN_REVOKED = 2,
+
+  /**
+   * A project token reached its expiry (noted by the hub's sweep).
+   *
+   * @generated from enum value: AUDIT_KIND_TOKEN_EXPIRED = 3;
+   */
+  TOKEN_EXPIRED = 3,
+
+  /**
+   * The SQLite file was restored from a backup (`kxm-hub restore`); its fence was raised.
+   *
+   * @generated from enum value: AUDIT_KIND_RESTORE = 4;
+   */
+  RESTORE = 4,
+
+  /**
+   * The fence of a PostgreSQL database was raised after a restore (`kxm-hub raise-fence`).
+   *
+   * @generated from enum value: AUDIT_KIND_FENCE_RAISED = 5;
+   */
+  FENCE_RAISED = 5,
+
+  /**
+   * A security alert: a pushed run fact conflicted with a stored one, or came from a runtime
+   * that is not its run's home.
+   *
+   * @generated from enum value: AUDIT_KIND_SYNC_CONFLICT = 6;
+   */
+  SYNC_CONFLICT = 6,
+
+  /**
+   * A security alert: one remote address had many requests refused authentication in a minute.
+   *
+   * @generated from enum value: AUDIT_KIND_AUTH_REFUSALS = 7;
+   */
+  AUTH_REFUSALS = 7,
+}
+
+/**
+ * Describes the enum kxm.hub.v1.AuditKind.
+ */
+export const AuditKindSchema: GenEnum<AuditKind> = /*@__PURE__*/
+  enumDesc(file_kxm_hub_v1_ops, 3);
 
 /**
  * OpsService: what an operator sees of the hub and of one project.
@@ -1215,6 +1715,68 @@ export const OpsService: GenService<{
     methodKind: "unary";
     input: typeof EvictAgentRequestSchema;
     output: typeof EvictAgentResponseSchema;
+  },
+  /**
+   * Creates a project token: a bearer secret for one project, with a scope and an optional
+   * expiry. The secret is in this answer only; the hub keeps its SHA-256 hash and never shows or
+   * logs the secret again. A project may hold several live tokens (at most 100), so a rotation
+   * overlaps: create the new token, move the callers over, revoke the old one. Once a project
+   * has a token of its own (created here or in KXM_PROJECT_TOKENS), the admin token no longer
+   * stands in for it on agent calls, and a hub without an admin token no longer leaves it open;
+   * this holds after its tokens are revoked too.
+   * Authentication: the admin token (a hub without one trusts its loopback callers, and answers
+   * ADMIN_AUTH_NOT_CONFIGURED otherwise).
+   * Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, scope, label,
+   * ttl_ms), TOKEN_LIMIT_REACHED (100 live tokens).
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.CreateProjectToken
+   */
+  createProjectToken: {
+    methodKind: "unary";
+    input: typeof CreateProjectTokenRequestSchema;
+    output: typeof CreateProjectTokenResponseSchema;
+  },
+  /**
+   * Lists a project's tokens, live, expired and revoked, newest first, without their secrets.
+   * Authentication: the admin token, as CreateProjectToken.
+   * Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.ListProjectTokens
+   */
+  listProjectTokens: {
+    methodKind: "unary";
+    input: typeof ListProjectTokensRequestSchema;
+    output: typeof ListProjectTokensResponseSchema;
+  },
+  /**
+   * Revokes a project token. It is refused at once on every face and every hub sharing the
+   * store, and the streams opened with it end with INVALID_AUTH (unauthenticated). Revoking a
+   * token already revoked answers it as it is.
+   * Authentication: the admin token, as CreateProjectToken.
+   * Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, token_id),
+   * TOKEN_NOT_FOUND (no such token in the project).
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.RevokeProjectToken
+   */
+  revokeProjectToken: {
+    methodKind: "unary";
+    input: typeof RevokeProjectTokenRequestSchema;
+    output: typeof RevokeProjectTokenResponseSchema;
+  },
+  /**
+   * The audit trail, newest first: project tokens created, revoked and expired, restores and
+   * fence raises, and security alerts (sync conflicts, bursts of refused authentication). The
+   * hub keeps 90 days of it and at most the newest 100,000 entries.
+   * Authentication: the admin token, as CreateProjectToken.
+   * Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, page_size,
+   * page_token).
+   *
+   * @generated from rpc kxm.hub.v1.OpsService.ListAuditEvents
+   */
+  listAuditEvents: {
+    methodKind: "unary";
+    input: typeof ListAuditEventsRequestSchema;
+    output: typeof ListAuditEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kxm_hub_v1_ops, 0);

@@ -52,6 +52,18 @@ const (
 	OpsServiceForceReleaseLeaseProcedure = "/kxm.hub.v1.OpsService/ForceReleaseLease"
 	// OpsServiceEvictAgentProcedure is the fully-qualified name of the OpsService's EvictAgent RPC.
 	OpsServiceEvictAgentProcedure = "/kxm.hub.v1.OpsService/EvictAgent"
+	// OpsServiceCreateProjectTokenProcedure is the fully-qualified name of the OpsService's
+	// CreateProjectToken RPC.
+	OpsServiceCreateProjectTokenProcedure = "/kxm.hub.v1.OpsService/CreateProjectToken"
+	// OpsServiceListProjectTokensProcedure is the fully-qualified name of the OpsService's
+	// ListProjectTokens RPC.
+	OpsServiceListProjectTokensProcedure = "/kxm.hub.v1.OpsService/ListProjectTokens"
+	// OpsServiceRevokeProjectTokenProcedure is the fully-qualified name of the OpsService's
+	// RevokeProjectToken RPC.
+	OpsServiceRevokeProjectTokenProcedure = "/kxm.hub.v1.OpsService/RevokeProjectToken"
+	// OpsServiceListAuditEventsProcedure is the fully-qualified name of the OpsService's
+	// ListAuditEvents RPC.
+	OpsServiceListAuditEventsProcedure = "/kxm.hub.v1.OpsService/ListAuditEvents"
 )
 
 // OpsServiceClient is a client for the kxm.hub.v1.OpsService service.
@@ -107,6 +119,36 @@ type OpsServiceClient interface {
 	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
 	// the project).
 	EvictAgent(context.Context, *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error)
+	// Creates a project token: a bearer secret for one project, with a scope and an optional
+	// expiry. The secret is in this answer only; the hub keeps its SHA-256 hash and never shows or
+	// logs the secret again. A project may hold several live tokens (at most 100), so a rotation
+	// overlaps: create the new token, move the callers over, revoke the old one. Once a project
+	// has a token of its own (created here or in KXM_PROJECT_TOKENS), the admin token no longer
+	// stands in for it on agent calls, and a hub without an admin token no longer leaves it open;
+	// this holds after its tokens are revoked too.
+	// Authentication: the admin token (a hub without one trusts its loopback callers, and answers
+	// ADMIN_AUTH_NOT_CONFIGURED otherwise).
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, scope, label,
+	// ttl_ms), TOKEN_LIMIT_REACHED (100 live tokens).
+	CreateProjectToken(context.Context, *connect.Request[v1.CreateProjectTokenRequest]) (*connect.Response[v1.CreateProjectTokenResponse], error)
+	// Lists a project's tokens, live, expired and revoked, newest first, without their secrets.
+	// Authentication: the admin token, as CreateProjectToken.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+	ListProjectTokens(context.Context, *connect.Request[v1.ListProjectTokensRequest]) (*connect.Response[v1.ListProjectTokensResponse], error)
+	// Revokes a project token. It is refused at once on every face and every hub sharing the
+	// store, and the streams opened with it end with INVALID_AUTH (unauthenticated). Revoking a
+	// token already revoked answers it as it is.
+	// Authentication: the admin token, as CreateProjectToken.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, token_id),
+	// TOKEN_NOT_FOUND (no such token in the project).
+	RevokeProjectToken(context.Context, *connect.Request[v1.RevokeProjectTokenRequest]) (*connect.Response[v1.RevokeProjectTokenResponse], error)
+	// The audit trail, newest first: project tokens created, revoked and expired, restores and
+	// fence raises, and security alerts (sync conflicts, bursts of refused authentication). The
+	// hub keeps 90 days of it and at most the newest 100,000 entries.
+	// Authentication: the admin token, as CreateProjectToken.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, page_size,
+	// page_token).
+	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
 }
 
 // NewOpsServiceClient constructs a client for the kxm.hub.v1.OpsService service. By default, it
@@ -168,19 +210,47 @@ func NewOpsServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...
 			connect.WithSchema(opsServiceMethods.ByName("EvictAgent")),
 			connect.WithClientOptions(opts...),
 		),
+		createProjectToken: connect.NewClient[v1.CreateProjectTokenRequest, v1.CreateProjectTokenResponse](
+			httpClient,
+			baseURL+OpsServiceCreateProjectTokenProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("CreateProjectToken")),
+			connect.WithClientOptions(opts...),
+		),
+		listProjectTokens: connect.NewClient[v1.ListProjectTokensRequest, v1.ListProjectTokensResponse](
+			httpClient,
+			baseURL+OpsServiceListProjectTokensProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("ListProjectTokens")),
+			connect.WithClientOptions(opts...),
+		),
+		revokeProjectToken: connect.NewClient[v1.RevokeProjectTokenRequest, v1.RevokeProjectTokenResponse](
+			httpClient,
+			baseURL+OpsServiceRevokeProjectTokenProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("RevokeProjectToken")),
+			connect.WithClientOptions(opts...),
+		),
+		listAuditEvents: connect.NewClient[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse](
+			httpClient,
+			baseURL+OpsServiceListAuditEventsProcedure,
+			connect.WithSchema(opsServiceMethods.ByName("ListAuditEvents")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // opsServiceClient implements OpsServiceClient.
 type opsServiceClient struct {
-	getSnapshot       *connect.Client[v1.GetSnapshotRequest, v1.GetSnapshotResponse]
-	listProjects      *connect.Client[v1.ListProjectsRequest, v1.ListProjectsResponse]
-	watchProjects     *connect.Client[v1.WatchProjectsRequest, v1.WatchProjectsResponse]
-	watchOpenMessages *connect.Client[v1.WatchOpenMessagesRequest, v1.WatchOpenMessagesResponse]
-	watchRuns         *connect.Client[v1.WatchRunsRequest, v1.WatchRunsResponse]
-	watchProject      *connect.Client[v1.WatchProjectRequest, v1.WatchProjectResponse]
-	forceReleaseLease *connect.Client[v1.ForceReleaseLeaseRequest, v1.ForceReleaseLeaseResponse]
-	evictAgent        *connect.Client[v1.EvictAgentRequest, v1.EvictAgentResponse]
+	getSnapshot        *connect.Client[v1.GetSnapshotRequest, v1.GetSnapshotResponse]
+	listProjects       *connect.Client[v1.ListProjectsRequest, v1.ListProjectsResponse]
+	watchProjects      *connect.Client[v1.WatchProjectsRequest, v1.WatchProjectsResponse]
+	watchOpenMessages  *connect.Client[v1.WatchOpenMessagesRequest, v1.WatchOpenMessagesResponse]
+	watchRuns          *connect.Client[v1.WatchRunsRequest, v1.WatchRunsResponse]
+	watchProject       *connect.Client[v1.WatchProjectRequest, v1.WatchProjectResponse]
+	forceReleaseLease  *connect.Client[v1.ForceReleaseLeaseRequest, v1.ForceReleaseLeaseResponse]
+	evictAgent         *connect.Client[v1.EvictAgentRequest, v1.EvictAgentResponse]
+	createProjectToken *connect.Client[v1.CreateProjectTokenRequest, v1.CreateProjectTokenResponse]
+	listProjectTokens  *connect.Client[v1.ListProjectTokensRequest, v1.ListProjectTokensResponse]
+	revokeProjectToken *connect.Client[v1.RevokeProjectTokenRequest, v1.RevokeProjectTokenResponse]
+	listAuditEvents    *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
 }
 
 // GetSnapshot calls kxm.hub.v1.OpsService.GetSnapshot.
@@ -221,6 +291,26 @@ func (c *opsServiceClient) ForceReleaseLease(ctx context.Context, req *connect.R
 // EvictAgent calls kxm.hub.v1.OpsService.EvictAgent.
 func (c *opsServiceClient) EvictAgent(ctx context.Context, req *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error) {
 	return c.evictAgent.CallUnary(ctx, req)
+}
+
+// CreateProjectToken calls kxm.hub.v1.OpsService.CreateProjectToken.
+func (c *opsServiceClient) CreateProjectToken(ctx context.Context, req *connect.Request[v1.CreateProjectTokenRequest]) (*connect.Response[v1.CreateProjectTokenResponse], error) {
+	return c.createProjectToken.CallUnary(ctx, req)
+}
+
+// ListProjectTokens calls kxm.hub.v1.OpsService.ListProjectTokens.
+func (c *opsServiceClient) ListProjectTokens(ctx context.Context, req *connect.Request[v1.ListProjectTokensRequest]) (*connect.Response[v1.ListProjectTokensResponse], error) {
+	return c.listProjectTokens.CallUnary(ctx, req)
+}
+
+// RevokeProjectToken calls kxm.hub.v1.OpsService.RevokeProjectToken.
+func (c *opsServiceClient) RevokeProjectToken(ctx context.Context, req *connect.Request[v1.RevokeProjectTokenRequest]) (*connect.Response[v1.RevokeProjectTokenResponse], error) {
+	return c.revokeProjectToken.CallUnary(ctx, req)
+}
+
+// ListAuditEvents calls kxm.hub.v1.OpsService.ListAuditEvents.
+func (c *opsServiceClient) ListAuditEvents(ctx context.Context, req *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error) {
+	return c.listAuditEvents.CallUnary(ctx, req)
 }
 
 // OpsServiceHandler is an implementation of the kxm.hub.v1.OpsService service.
@@ -276,6 +366,36 @@ type OpsServiceHandler interface {
 	// Errors: INVALID_AUTH, PROTOCOL_ERROR (project, agent_id), TARGET_NOT_FOUND (no such agent in
 	// the project).
 	EvictAgent(context.Context, *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error)
+	// Creates a project token: a bearer secret for one project, with a scope and an optional
+	// expiry. The secret is in this answer only; the hub keeps its SHA-256 hash and never shows or
+	// logs the secret again. A project may hold several live tokens (at most 100), so a rotation
+	// overlaps: create the new token, move the callers over, revoke the old one. Once a project
+	// has a token of its own (created here or in KXM_PROJECT_TOKENS), the admin token no longer
+	// stands in for it on agent calls, and a hub without an admin token no longer leaves it open;
+	// this holds after its tokens are revoked too.
+	// Authentication: the admin token (a hub without one trusts its loopback callers, and answers
+	// ADMIN_AUTH_NOT_CONFIGURED otherwise).
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, scope, label,
+	// ttl_ms), TOKEN_LIMIT_REACHED (100 live tokens).
+	CreateProjectToken(context.Context, *connect.Request[v1.CreateProjectTokenRequest]) (*connect.Response[v1.CreateProjectTokenResponse], error)
+	// Lists a project's tokens, live, expired and revoked, newest first, without their secrets.
+	// Authentication: the admin token, as CreateProjectToken.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project).
+	ListProjectTokens(context.Context, *connect.Request[v1.ListProjectTokensRequest]) (*connect.Response[v1.ListProjectTokensResponse], error)
+	// Revokes a project token. It is refused at once on every face and every hub sharing the
+	// store, and the streams opened with it end with INVALID_AUTH (unauthenticated). Revoking a
+	// token already revoked answers it as it is.
+	// Authentication: the admin token, as CreateProjectToken.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, token_id),
+	// TOKEN_NOT_FOUND (no such token in the project).
+	RevokeProjectToken(context.Context, *connect.Request[v1.RevokeProjectTokenRequest]) (*connect.Response[v1.RevokeProjectTokenResponse], error)
+	// The audit trail, newest first: project tokens created, revoked and expired, restores and
+	// fence raises, and security alerts (sync conflicts, bursts of refused authentication). The
+	// hub keeps 90 days of it and at most the newest 100,000 entries.
+	// Authentication: the admin token, as CreateProjectToken.
+	// Errors: ADMIN_AUTH_NOT_CONFIGURED, INVALID_AUTH, PROTOCOL_ERROR (project, page_size,
+	// page_token).
+	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
 }
 
 // NewOpsServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -333,6 +453,30 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 		connect.WithSchema(opsServiceMethods.ByName("EvictAgent")),
 		connect.WithHandlerOptions(opts...),
 	)
+	opsServiceCreateProjectTokenHandler := connect.NewUnaryHandler(
+		OpsServiceCreateProjectTokenProcedure,
+		svc.CreateProjectToken,
+		connect.WithSchema(opsServiceMethods.ByName("CreateProjectToken")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceListProjectTokensHandler := connect.NewUnaryHandler(
+		OpsServiceListProjectTokensProcedure,
+		svc.ListProjectTokens,
+		connect.WithSchema(opsServiceMethods.ByName("ListProjectTokens")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceRevokeProjectTokenHandler := connect.NewUnaryHandler(
+		OpsServiceRevokeProjectTokenProcedure,
+		svc.RevokeProjectToken,
+		connect.WithSchema(opsServiceMethods.ByName("RevokeProjectToken")),
+		connect.WithHandlerOptions(opts...),
+	)
+	opsServiceListAuditEventsHandler := connect.NewUnaryHandler(
+		OpsServiceListAuditEventsProcedure,
+		svc.ListAuditEvents,
+		connect.WithSchema(opsServiceMethods.ByName("ListAuditEvents")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kxm.hub.v1.OpsService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OpsServiceGetSnapshotProcedure:
@@ -351,6 +495,14 @@ func NewOpsServiceHandler(svc OpsServiceHandler, opts ...connect.HandlerOption) 
 			opsServiceForceReleaseLeaseHandler.ServeHTTP(w, r)
 		case OpsServiceEvictAgentProcedure:
 			opsServiceEvictAgentHandler.ServeHTTP(w, r)
+		case OpsServiceCreateProjectTokenProcedure:
+			opsServiceCreateProjectTokenHandler.ServeHTTP(w, r)
+		case OpsServiceListProjectTokensProcedure:
+			opsServiceListProjectTokensHandler.ServeHTTP(w, r)
+		case OpsServiceRevokeProjectTokenProcedure:
+			opsServiceRevokeProjectTokenHandler.ServeHTTP(w, r)
+		case OpsServiceListAuditEventsProcedure:
+			opsServiceListAuditEventsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -390,4 +542,20 @@ func (UnimplementedOpsServiceHandler) ForceReleaseLease(context.Context, *connec
 
 func (UnimplementedOpsServiceHandler) EvictAgent(context.Context, *connect.Request[v1.EvictAgentRequest]) (*connect.Response[v1.EvictAgentResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.EvictAgent is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) CreateProjectToken(context.Context, *connect.Request[v1.CreateProjectTokenRequest]) (*connect.Response[v1.CreateProjectTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.CreateProjectToken is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) ListProjectTokens(context.Context, *connect.Request[v1.ListProjectTokensRequest]) (*connect.Response[v1.ListProjectTokensResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.ListProjectTokens is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) RevokeProjectToken(context.Context, *connect.Request[v1.RevokeProjectTokenRequest]) (*connect.Response[v1.RevokeProjectTokenResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.RevokeProjectToken is not implemented"))
+}
+
+func (UnimplementedOpsServiceHandler) ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kxm.hub.v1.OpsService.ListAuditEvents is not implemented"))
 }
