@@ -47,12 +47,35 @@ function answerBareRefusals(h1: http.Server, refusal: RawRefusal) {
       return;
     }
     const { status, message } = parserRefusal(err);
-    socket.end(refusal(status, "protocol_error", message));
+    answerAndLinger(socket, refusal(status, "protocol_error", message));
   });
   h1.on("connect", (_req: http.IncomingMessage, socket: Duplex) => {
     socket.on("error", () => socket.destroy());
-    socket.end(refusal(404, "route_not_found", "route not found"));
+    answerAndLinger(socket, refusal(404, "route_not_found", "route not found"));
   });
+}
+
+/** How long a refused connection is read (and what arrives dropped) before it is closed. */
+const lingerMs = 2_000;
+
+/**
+ * Writes a refusal, then closes in stages (RFC 9112 §9.6): the client may still be sending the
+ * request's body, and closing a socket with unread data resets the connection, which can
+ * discard the refusal before the client reads it. So the connection is read and what arrives
+ * dropped until the client closes, or for `lingerMs` at most. A plaintext socket half-closes at
+ * once (FIN after the refusal, reading on); a TLS socket cannot half-close (its end tears the
+ * session down), so it only writes until then.
+ */
+function answerAndLinger(socket: Duplex, text: string): void {
+  socket.on("error", () => socket.destroy());
+  if (socket instanceof tls.TLSSocket) socket.write(text);
+  else socket.end(text);
+  const timer = setTimeout(() => socket.destroy(), lingerMs);
+  timer.unref();
+  socket.once("close", () => clearTimeout(timer));
+  socket.once("end", () => socket.destroy());
+  socket.on("data", () => {});
+  socket.resume();
 }
 
 export interface DualServerOptions {
@@ -128,10 +151,7 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
     tlsServer!.emit("connection", socket);
   };
   /** Plaintext on a TLS port: one 400 with the REST error body, the rest of what it sends discarded. */
-  const refusePlaintext = (socket: net.Socket) => {
-    socket.end(refusal(400, "protocol_error", "this port speaks TLS; use https://"));
-    socket.resume();
-  };
+  const refusePlaintext = (socket: net.Socket) => answerAndLinger(socket, refusal(400, "protocol_error", "this port speaks TLS; use https://"));
 
   // noDelay: with Nagle on, an h2 response could wait ~40 ms for the client's delayed ACK.
   const server = net.createServer({ noDelay: true }, (socket) => {

@@ -6,12 +6,20 @@
 // store read (agents, leases via ListLeases and GetLease, both agents' messages, the run cursor,
 // the operator snapshot, the write counters) equals what it was before the batch.
 //
-// Knobs: FUZZ_SEED (default 0x6b786d), FUZZ_RUNS (`500` sets the runs of every property, `x4`
+// Knobs: FUZZ_TLS=1 (the hub speaks TLS), FUZZ_SEED (default 0x6b786d), FUZZ_RUNS (`500` sets the runs of every property, `x4`
 // multiplies the defaults), FUZZ_SURVEY=1 (record every distinct violation and print them in
 // afterAll instead of failing at the first: the list to fix from), FUZZ_TIMEOUT_MS (5000).
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { syncEvent } from "../sync/fixtures.js";
-import { closeH2Sessions, crashLog, sendH1, watchForCrashes } from "./raw.js";
+import { makeCerts, type TestCerts } from "../fixtures/certs.js";
+import { closeH2Sessions, crashLog, sendH1, useTls, watchForCrashes } from "./raw.js";
+
+/**
+ * FUZZ_TLS=1: the world's hub speaks TLS (certificates made for the run) and every exchange goes
+ * over it, on both HTTP versions (tls.fuzz.test.ts runs the properties so).
+ */
+const overTls = process.env.FUZZ_TLS === "1";
+let certs: TestCerts | undefined;
 
 export const SEED = Number(process.env.FUZZ_SEED ?? 0x6b786d);
 export const SURVEY = process.env.FUZZ_SURVEY === "1";
@@ -52,7 +60,10 @@ export interface World {
 /** Starts the hub and makes the state that only valid requests made. */
 export async function startWorld(): Promise<World> {
   watchForCrashes();
-  const t = await startTestHub({ config: { authToken: ADMIN_TOKEN, projectTokens: { p: PROJECT_TOKEN } } });
+  if (overTls) certs ??= makeCerts();
+  const tls = certs && { tlsCert: certs.server.cert, tlsKey: certs.server.key };
+  useTls(certs && { ca: certs.ca.certPem });
+  const t = await startTestHub({ config: { authToken: ADMIN_TOKEN, projectTokens: { p: PROJECT_TOKEN }, ...tls }, ...(certs && { ca: certs.ca.certPem }) });
   const port = Number(new URL(t.baseUrl).port);
   const a = await t.register("alpha", "p", PROJECT_TOKEN);
   const b = await t.register("beta", "p", PROJECT_TOKEN);
@@ -86,6 +97,8 @@ export async function reseed(w: World): Promise<void> {
 export async function stopWorld(w: World | undefined): Promise<void> {
   closeH2Sessions();
   await w?.t.close();
+  certs?.remove();
+  certs = undefined;
 }
 
 /** Counters that move only when a write was made. */

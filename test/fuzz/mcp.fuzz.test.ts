@@ -27,7 +27,7 @@ const sessions = new WeakMap<World["t"], string>();
 let tools: { name: string; readOnly: boolean; fields: Record<string, string> }[] = [];
 
 async function rpc(w: World, body: object, session?: string, extra: Record<string, string> = {}) {
-  const res = await fetch(`${w.t.baseUrl}/mcp`, {
+  const res = await w.t.rest("/mcp", {
     method: "POST",
     headers: {
       "content-type": "application/json",
@@ -52,7 +52,7 @@ const modernBound = new WeakSet<World["t"]>();
 /** Opens the batch's session when the world has none (a fresh world, or the last one was ended), and binds its 2026-07-28 agent. */
 async function prepare(w: World): Promise<void> {
   if (!modernBound.has(w.t)) {
-    const res = await fetch(`${w.t.baseUrl}/mcp`, {
+    const res = await w.t.rest("/mcp", {
       method: "POST",
       headers: { "content-type": "application/json", accept: ACCEPT, authorization: `Bearer ${PROJECT_TOKEN}`, "x-kxm-project": "p", "x-kxm-agent": MODERN_AGENT, "mcp-protocol-version": MODERN, "mcp-method": "tools/list" },
       body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list", params: { _meta: envelope() } }),

@@ -3,6 +3,7 @@
 // given and read whatever comes back: a response, a reset, silence, or a crash of the hub.
 import http2 from "node:http2";
 import net from "node:net";
+import tls from "node:tls";
 import { EventEmitter } from "node:events";
 
 export interface RawRequest {
@@ -33,6 +34,12 @@ export interface RawResponse {
 }
 
 const TIMEOUT_MS = Number(process.env.FUZZ_TIMEOUT_MS ?? 5_000);
+
+/** Set by a world that runs on TLS (harness.ts, FUZZ_TLS=1): every exchange goes over TLS with this CA. */
+let secure: { ca: string } | undefined;
+export function useTls(options: { ca: string } | undefined): void {
+  secure = options;
+}
 
 // Uncaught exceptions are the in-process hub crashing (a real hub process would exit). They are
 // recorded here; every pending exchange ends at once with outcome "crash".
@@ -150,7 +157,9 @@ export function h1Bytes(req: RawRequest): Buffer {
 
 export function sendH1(port: number, req: RawRequest): Promise<RawResponse> {
   return exchange((done) => {
-    const socket = net.connect(port, "127.0.0.1");
+    const socket = secure
+      ? tls.connect({ port, host: "127.0.0.1", ca: secure.ca, ALPNProtocols: ["http/1.1"] })
+      : net.connect(port, "127.0.0.1");
     let buf = Buffer.alloc(0);
     const finish = (ended: boolean) => {
       const p = parseH1(buf, ended);
@@ -163,7 +172,7 @@ export function sendH1(port: number, req: RawRequest): Promise<RawResponse> {
       }
       if (p.complete) done({ outcome: p.status < 0 ? "reset" : "answered", status: p.status, headers: p.headers, body: p.body, trailers: {} });
     };
-    socket.on("connect", () => socket.write(h1Bytes(req)));
+    socket.on(secure ? "secureConnect" : "connect", () => socket.write(h1Bytes(req)));
     socket.on("data", (d: Buffer) => {
       buf = Buffer.concat([buf, d]);
       finish(false);
@@ -182,7 +191,7 @@ const sessions = new Map<number, http2.ClientHttp2Session>();
 function sessionFor(port: number): http2.ClientHttp2Session {
   let s = sessions.get(port);
   if (!s || s.closed || s.destroyed) {
-    const session = http2.connect(`http://127.0.0.1:${port}`);
+    const session = secure ? http2.connect(`https://127.0.0.1:${port}`, { ca: secure.ca }) : http2.connect(`http://127.0.0.1:${port}`);
     s = session;
     s.on("error", () => {});
     // A GOAWAY (e.g. after a header block nghttp2 refused) ends the session for new streams.
@@ -216,7 +225,7 @@ export async function sendH2(port: number, req: RawRequest): Promise<RawResponse
 
 function exchangeH2(port: number, req: RawRequest): Promise<RawResponse> {
   return exchange((done) => {
-    const headers: http2.OutgoingHttpHeaders = { ":method": req.method, ":path": req.path, ":authority": "127.0.0.1", ":scheme": "http" };
+    const headers: http2.OutgoingHttpHeaders = { ":method": req.method, ":path": req.path, ":authority": "127.0.0.1", ":scheme": secure ? "https" : "http" };
     for (const [k, v] of req.headers) {
       const name = k.toLowerCase();
       const prev = headers[name];
