@@ -4,6 +4,7 @@ import { connect, HubError, type Session } from "../../clients/ts/src/index.js";
 import { isArgumentError, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import type { HubTarget } from "./hub-client.js";
+import { hubTls, libraryTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
 
 /**
  * What the agent commands (`lease run`, `agents`, `send`, `inbox`, `reply`, `lease ...`) share:
@@ -29,6 +30,7 @@ export const agentFlags = {
     meaning: "the agent's name: the command registers it, or resumes it if it is offline; a name online elsewhere is refused",
     default: "none, required where the command acts as an agent",
   },
+  ...tlsFlags,
 } satisfies Record<string, FlagDoc>;
 
 export interface AgentTarget {
@@ -37,10 +39,12 @@ export interface AgentTarget {
   project: string;
   /** Undefined for the commands that read with the project's token only. */
   agent: string | undefined;
+  /** The CA to trust and the client certificate (KXM_TLS_CA, KXM_TLS_CLIENT_CERT, KXM_TLS_CLIENT_KEY). */
+  tls: HubTls;
 }
 
 /** The REST face's target (plain fetch) for the commands that need no agent identity. */
-export const restTarget = (t: AgentTarget): HubTarget => ({ url: t.url, token: t.token });
+export const restTarget = (t: AgentTarget): HubTarget => ({ url: t.url, token: t.token, tls: t.tls });
 
 /** Parses `args` against `options` plus --help; an argument problem is a usage error (exit 2). */
 export function parseFlags<O extends NonNullable<Parameters<typeof parseArgs>[0]>["options"]>(args: string[], options: O) {
@@ -60,8 +64,8 @@ export const agentFlagOptions = Object.fromEntries(Object.keys(agentFlags).map((
 
 /**
  * The hub, project and agent from the flags, else the variables (an empty variable counts as
- * unset). Throws usage_error when the project (or, with `needAgent`, the agent) is missing or a
- * value cannot travel in an HTTP header.
+ * unset), and the TLS files read. Throws usage_error when the project (or, with `needAgent`, the
+ * agent) is missing, a value cannot travel in an HTTP header, or a TLS file cannot be used.
  */
 export function agentTarget(values: Record<string, unknown>, needAgent: boolean): AgentTarget {
   const given: Partial<Record<keyof typeof agentFlags, string>> = {};
@@ -83,7 +87,7 @@ export function agentTarget(values: Record<string, unknown>, needAgent: boolean)
     throw usageError(`--url (KXM_URL) must be a URL such as ${defaultHubUrl}, got ${JSON.stringify(given.url)}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError("--url (KXM_URL) must start with http:// or https://");
-  return { url, token: given.token, project: given.project!, agent: given.agent };
+  return { url, token: given.token, project: given.project!, agent: given.agent, tls: hubTls(given) };
 }
 
 const units: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
@@ -100,13 +104,15 @@ export function durationMs(flag: string, raw: string, minMs: number, maxMs: numb
 
 /**
  * A library error as the command's refusal: the hub's own code (exit 1), or hub_unreachable
- * (exit 3) when the hub could not be reached.
+ * (exit 3) when the hub could not be reached, tls_failed (exit 3) when its TLS handshake failed.
  */
-export function refusalOf(e: unknown, origin: string): CommandError {
+export function refusalOf(e: unknown, t: Pick<AgentTarget, "url" | "tls">): CommandError {
   if (e instanceof CommandError) return e;
   const err = HubError.from(e);
+  const tls = tlsRefusal(err, t.url, t.tls);
+  if (tls) return tls;
   if (err.code === "unavailable") {
-    return new CommandError("hub_unreachable", `cannot reach the hub at ${origin} (${err.message}); see --url, KXM_URL`, exitCodes.unreachable);
+    return new CommandError("hub_unreachable", `cannot reach the hub at ${t.url.origin} (${err.message}); see --url, KXM_URL`, exitCodes.unreachable);
   }
   return new CommandError(err.code, err.message, exitCodes.refused);
 }
@@ -118,9 +124,9 @@ export function refusalOf(e: unknown, origin: string): CommandError {
  */
 export async function openSession(t: AgentTarget, purpose: string): Promise<Session> {
   try {
-    return await connect({ url: t.url.href.replace(/\/+$/, ""), token: t.token, project: t.project, name: t.agent!, purpose });
+    return await connect({ url: t.url.href.replace(/\/+$/, ""), token: t.token, project: t.project, name: t.agent!, purpose, tls: libraryTls(t.tls) });
   } catch (e) {
-    throw refusalOf(e, t.url.origin);
+    throw refusalOf(e, t);
   }
 }
 
@@ -137,7 +143,7 @@ export async function bounded(p: Promise<unknown>): Promise<void> {
 /** Closes the session (releases what the library holds, unregisters), bounded; an agent left online goes stale on its own. */
 export const closeSession = (session: Session) => bounded(session.close());
 
-export const write = (text: string) => new Promise<void>((resolve) => process.stdout.write(text, () => resolve()));
+export { write } from "./command-error.js";
 
 /** A library answer as ProtoJSON, every field written (64-bit integers as strings, enums by name). */
 export const protoJson = <D extends DescMessage>(schema: D, message: MessageShape<D>): unknown => toJson(schema, message, { alwaysEmitImplicit: true });
@@ -152,7 +158,7 @@ export async function asAgent<T>(t: AgentTarget, purpose: string, fn: (session: 
   try {
     return await fn(session);
   } catch (e) {
-    throw refusalOf(e, t.url.origin);
+    throw refusalOf(e, t);
   } finally {
     await closeSession(session);
   }

@@ -21,3 +21,6 @@ export const exitCodes = { refused: 1, usage: 2, unreachable: 3 } as const;
 
 /** A command line the command does not accept: exit 2. */
 export const usageError = (message: string) => new CommandError("usage_error", message, exitCodes.usage);
+
+/** Writes to stdout and resolves once it is out (stdout may be a pipe a hook's caller reads). */
+export const write = (text: string) => new Promise<void>((resolve) => process.stdout.write(text, () => resolve()));

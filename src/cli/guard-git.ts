@@ -1,5 +1,4 @@
-import { CommandError, exitCodes, usageError } from "./command-error.js";
-import { write } from "./agent-target.js";
+import { CommandError, exitCodes, usageError, write } from "./command-error.js";
 import { acceptedToken, RecordError, recordFileName, withFenceRecord, type FenceRecord } from "./guard-git-record.js";
 import { configValue, configValues, gitDirOf } from "./guard-git-repo.js";
 import { leaseFor, parseRule, RuleError, type ProtectRule } from "./guard-git-rules.js";
