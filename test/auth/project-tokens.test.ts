@@ -10,6 +10,7 @@ import { withHeaders } from "../fixtures/clients.js";
 import { startTestHub, jsonOf, type TestHub } from "../fixtures/hub.js";
 import { createDatabase } from "../fixtures/postgres.js";
 import { until } from "../fixtures/streams.js";
+import { mcpAgent } from "../fixtures/mcp.js";
 
 /**
  * Project tokens managed through OpsService (README "Running across hosts"): the secret shown
@@ -264,6 +265,42 @@ describe("project tokens", () => {
     // The stream opened with a token that still lives goes on.
     const settled = await Promise.race([ownEnd, new Promise((r) => setTimeout(() => r("open"), 200))]);
     expect(settled).toBe("open");
+  });
+
+  it("ends a REST event stream opened with a token when it is revoked, with an error event", async () => {
+    const t = await hub();
+    const reader = await create(t, "p", { scope: "read" });
+    const res = await t.rest("/v1/watch/leases?project=p", { headers: bearer(reader.secret) });
+    expect(res.status).toBe(200);
+    const body = res.body!.getReader();
+    let text = "";
+    const read = (async () => {
+      for (;;) {
+        const { done, value } = await body.read();
+        if (done) return text;
+        text += Buffer.from(value).toString();
+      }
+    })();
+    await until(() => text.includes("event: snapshot"), "the first frame");
+    expect((await revoke(t, "p", reader.token.tokenId)).status).toBe(200);
+    const all = await read;
+    expect(all).toMatch(/event: error\ndata: .*"code":"invalid_auth"/);
+  });
+
+  it("an MCP agent's token is checked on every tool call, on both protocol eras", async () => {
+    const t = await hub();
+    const made = await create(t, "p");
+    const legacy = await mcpAgent(t, "m1", { token: made.secret });
+    const modern = await mcpAgent(t, "m2", { token: made.secret, era: "modern" });
+    for (const agent of [legacy, modern]) expect((await agent.call("acquire_lease", { name: `lease-${agent === legacy ? 1 : 2}`, ttl_ms: 60_000 })).isError).toBeFalsy();
+    expect((await revoke(t, "p", made.token.tokenId)).status).toBe(200);
+    for (const agent of [legacy, modern]) {
+      const refused = await agent.call("list_leases").catch((e: unknown) => ({ isError: true, content: [{ type: "text", text: String(e) }] }));
+      expect(refused.isError, JSON.stringify(refused)).toBe(true);
+      expect(JSON.stringify(refused)).toMatch(/invalid_auth|401|Unauthorized/i);
+    }
+    await legacy.client.close();
+    await modern.client.close();
   });
 
   it("refuses hostile input with a typed error and changes nothing", async () => {
