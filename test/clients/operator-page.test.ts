@@ -1,8 +1,9 @@
 // The operator page in a real headless Chromium (Debian's, driven by playwright-core), served by
 // the hub itself at `/`: sign-in (by itself on an open hub), each live view following what the
 // test does through the API, the hub clock moved by the test, a hub restart survived without a
-// reload (and shown as such), the operator's release and eviction behind a confirmation, and a
-// screenshot of every view written to SCREENSHOTS.
+// reload (and shown as such), the operator's release and eviction behind a confirmation, the
+// admin's project tokens (the secret shown once) and audit trail, and a screenshot of every view
+// written to SCREENSHOTS.
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import net from "node:net";
@@ -13,7 +14,7 @@ import { fromBinary } from "@bufbuild/protobuf";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HubConfig } from "../../src/config.js";
-import { WatchProjectRequestSchema, type WatchProjectRequest } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
+import { TokenScope, WatchProjectRequestSchema, type WatchProjectRequest } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { syncEvent } from "../sync/fixtures.js";
@@ -381,6 +382,110 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       expect(await text(page, 'tr[data-lease="cache/warm"] .left')).toBe("force-released");
       await shot(page, "17-leases-after-evict");
       await page.waitForSelector('tr[data-lease="cache/warm"]', { state: "detached", timeout: 10_000 });
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await t.close();
+    }
+  });
+
+  it("as admin, creates a token (its secret shown once), revokes it after a confirmation, and reads both in the audit trail; a project's token is refused the trail in words", async () => {
+    const t = await startTestHub({ config: { authToken: ADMIN, projectTokens: TOKENS, streamKeepAliveMs: 1_000 } });
+    const { page, problems } = await openPage(t);
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: t.baseUrl });
+    const admin = { authorization: `Bearer ${ADMIN}` };
+    const rows = page.locator("table.audit tbody tr");
+    try {
+      await signIn(page, ADMIN);
+      await page.waitForSelector("main[data-view=projects]");
+      await page.evaluate(() => (location.hash = "#/p/team%2Fweb/tokens"));
+      await page.waitForSelector("main[data-view=tokens] #token-form");
+      await page.waitForSelector("#link-state[data-state=live]");
+      expect(await text(page, "main")).toContain("This project has no managed token.");
+
+      // Created through the form: the secret once, in a box that says so, with a copy button.
+      await page.selectOption("#token-scope", String(TokenScope.READ));
+      await page.fill("#token-label", "ci-2027");
+      await page.fill("#token-ttl", "30");
+      await page.click("#token-create");
+      await page.waitForSelector("#token-secret");
+      const id = (await page.getAttribute("#token-secret", "data-token"))!;
+      const secret = await text(page, "#token-secret-value");
+      expect(id).toMatch(/^pt_[0-9a-f]{16}$/);
+      expect(secret.startsWith(`kxmpt_${id.slice(3)}_`)).toBe(true);
+      expect(await text(page, "#token-secret")).toContain("Shown once.");
+      await page.click("#token-copy");
+      await expect.poll(() => text(page, "#token-copy-state")).toBe("Copied to the clipboard.");
+      expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
+      const asReader = () => t.rest("/v1/agents?project=team%2Fweb", { headers: { authorization: `Bearer ${secret}` } });
+      expect((await asReader()).status).toBe(200);
+      // Listed, never with its secret; and once the box is closed the secret is nowhere on the page.
+      const row = `tr[data-token="${id}"]`;
+      await page.waitForSelector(`${row}[data-state=live]`);
+      expect(await text(page, `${row} td[data-label=Scope]`)).toBe("read");
+      expect(await text(page, `${row} td[data-label=Label]`)).toBe("ci-2027");
+      expect(await text(page, `${row} td[data-label=Expires]`)).toMatch(/ · in (29|30) d$/);
+      expect(await text(page, "table.tokens")).not.toContain(secret);
+      await shot(page, "19-token-created");
+      await page.click("#token-secret-close");
+      await page.waitForSelector("#token-secret", { state: "detached" });
+      expect(await page.content()).not.toContain(secret);
+
+      // Revoked after the confirmation: refused at once, the row says so.
+      await page.click(`${row} button[data-action=revoke]`);
+      await page.waitForSelector("dialog#confirm[open]");
+      expect(await text(page, "#confirm-title")).toBe(`Revoke token ${id}?`);
+      expect(await text(page, "#confirm-body")).toContain("cannot be brought back");
+      await shot(page, "20-token-revoke-confirm");
+      await page.click("dialog#confirm button[data-confirm]");
+      await page.waitForSelector("dialog#confirm", { state: "detached" });
+      await page.waitForSelector(`${row}[data-state=revoked]`);
+      expect(await page.locator(`${row} button`).count()).toBe(0);
+      expect(await text(page, "#notice")).toContain(`Revoked ${id}`);
+      expect((await asReader()).status).toBe(401);
+
+      // More for the trail: 49 tokens through the API (a page of 50 no longer holds the project's
+      // entries), and 20 refused calls from one address (a security alert for the whole hub).
+      const made = await Promise.all(Array.from({ length: 49 }, (_, i) => t.rest("/v1/ops/projects/team%2Fweb/tokens", { json: { scope: "check", label: `bulk-${i}` }, headers: admin })));
+      expect(made.every((r) => r.ok)).toBe(true);
+      await Promise.all(Array.from({ length: 20 }, () => t.rest("/v1/ops/audit", { headers: { authorization: "Bearer not-the-token" } })));
+      await expect.poll(async () => JSON.stringify(await (await t.rest("/v1/ops/audit", { headers: admin })).json())).toContain("auth_refusals");
+
+      // The project's trail, newest first, a page at a time: the revocation on the first page,
+      // the creation (the oldest) after Older.
+      await view(page, "audit");
+      await expect.poll(() => rows.count()).toBe(50);
+      expect(await text(page, "tr[data-kind=token_revoked]")).toContain(`tokenId=${id}`);
+      expect(await page.locator("tr.security").count()).toBe(0);
+      await page.click("#audit-older");
+      await expect.poll(() => rows.count()).toBe(51);
+      expect(await rows.last().getAttribute("data-kind")).toBe("token_created");
+      expect(await rows.last().innerText()).toMatch(new RegExp(`label=ci-2027[\\s\\S]*scope=read[\\s\\S]*tokenId=${id}`));
+      expect(await page.locator("#audit-older").count()).toBe(0);
+      // Every project and the whole hub: the alert stands out.
+      await page.selectOption("#audit-scope", "all");
+      await page.waitForSelector("tr[data-kind=auth_refusals].security");
+      expect(await text(page, "tr[data-kind=auth_refusals] td[data-label=Project]")).toBe("whole hub");
+      expect(await text(page, "tr[data-kind=auth_refusals]")).toContain("remoteAddress=");
+      expect(await text(page, "#audit-alerts")).toBe("1 security alert among the entries shown.");
+      await shot(page, "21-audit");
+      // The admin's hub-wide Audit, beside All projects: every entry, no project to filter by.
+      await page.click("nav a[href='#/projects']");
+      await page.waitForSelector("main[data-view=projects]");
+      await view(page, "audit");
+      await page.waitForSelector("tr[data-kind=auth_refusals].security");
+      expect(await page.locator("#audit-scope").count()).toBe(0);
+
+      // A project's token: the trail's refusal in words, and the page stays signed in.
+      await page.click("text=Sign out");
+      await signIn(page, TOKENS["team/api"], "team/api");
+      await page.waitForSelector("main[data-view=agents]");
+      await view(page, "audit");
+      await expect.poll(() => text(page, "#audit-error")).toContain("Only the admin token may read the audit trail");
+      expect(await text(page, "#audit-error")).toContain("project “team/api”");
+      expect(await page.locator("table.audit").count()).toBe(0);
+      expect(await text(page, "#signed-in-as")).toBe("project token");
+      await shot(page, "22-audit-refused");
       expect(problems).toEqual([]);
     } finally {
       await page.close();

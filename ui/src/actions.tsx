@@ -1,15 +1,18 @@
-// The operator's hands: release a lease whoever holds it, evict an agent. Each asks first (an
-// in-page confirmation saying what will happen), then calls the hub (OpsService) and says what
-// it did or why it refused. The views show the outcome as the stream brings it.
+// The operator's hands: release a lease whoever holds it, evict an agent, revoke a project token
+// (admin). Each asks first (an in-page confirmation saying what will happen), then calls the hub
+// (OpsService) and says what it did or why it refused. The views show the outcome as the stream
+// brings it (a revoked token: as the hub answered).
 import { useMemo, useState } from "preact/hooks";
 import { ConnectError } from "@connectrpc/connect";
 import type { Lease } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { TokenScope, type ProjectToken } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import type { Agent } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import "./hands.css";
 import { ConfirmDialog } from "./confirm.js";
+import { nameOf } from "./format.js";
 import { reasonOf } from "./live.js";
 import type { ProjectModel } from "./model.js";
-import { clientsFor, type Session } from "./session.js";
+import { adminRefusalText, clientsFor, type Session } from "./session.js";
 
 /** What the views' buttons call. */
 export interface OperatorHands {
@@ -17,26 +20,37 @@ export interface OperatorHands {
   ready: boolean;
   release: (lease: Lease) => void;
   evict: (agent: Agent) => void;
+  /** Revoke a project token; `revoked` gets the token as the hub answered it. */
+  revoke: (token: ProjectToken, revoked: (t: ProjectToken) => void) => void;
 }
 
-/** A row's action button (Release, Evict): enabled only while the page is live. */
-export function RowAction(p: { action: "release" | "evict"; label: string; hands: OperatorHands; onClick: () => void }) {
+const actionLabel = { release: "Release", evict: "Evict", revoke: "Revoke" } as const;
+
+/** A row's action button (Release, Evict, Revoke): enabled only while the page is live. */
+export function RowAction(p: { action: keyof typeof actionLabel; label: string; hands: OperatorHands; onClick: () => void }) {
   return (
     <button type="button" class="row-action" data-action={p.action} aria-label={p.label} disabled={!p.hands.ready} onClick={p.onClick}>
-      {p.action === "release" ? "Release" : "Evict"}
+      {actionLabel[p.action]}
     </button>
   );
 }
 
 /** What the operator asked for, as the row showed it when they clicked. */
-type Ask = { kind: "release"; lease: Lease } | { kind: "evict"; agent: Agent };
+type Ask =
+  | { kind: "release"; lease: Lease }
+  | { kind: "evict"; agent: Agent }
+  | { kind: "revoke"; token: ProjectToken; revoked: (t: ProjectToken) => void };
 
 /** Why the hub refused an action, in words, with the hub's own message. */
-export function actionRefusal(e: unknown, ask: Ask): string {
+export function actionRefusal(e: unknown, ask: Ask, session: Session): string {
   if (!(e instanceof ConnectError)) return `The call failed: ${String(e)}`;
   const reason = reasonOf(e);
   const said = `The hub said: “${e.rawMessage}”.`;
   if (reason === undefined) return `The hub could not be reached (${e.rawMessage}): nothing was changed.`;
+  if (ask.kind === "revoke") {
+    if (reason === "TOKEN_NOT_FOUND") return `Not revoked: the hub knows no token ${ask.token.tokenId} in this project. ${said}`;
+    return `Not revoked. ${adminRefusalText(e, session, "revoke a project's token")}`;
+  }
   if (ask.kind === "release") {
     const name = ask.lease.name;
     if (reason === "LEASE_SUPERSEDED") return `Not released: ${name} changed hands since token ${ask.lease.fencingToken} was shown, and only that token was to be released. ${said}`;
@@ -67,6 +81,18 @@ function ReleaseText({ model, lease }: { model: ProjectModel; lease: Lease }) {
   );
 }
 
+function RevokeText({ token }: { token: ProjectToken }) {
+  return (
+    <>
+      <p>
+        The {nameOf(TokenScope, token.scope)} token{token.label && <> “{token.label}”</>} is refused from its callers' next call, on every hub sharing
+        the store, and the streams opened with it end.
+      </p>
+      <p>A revoked token cannot be brought back: to let its callers in again, create a new token and give it to them.</p>
+    </>
+  );
+}
+
 function EvictText({ model, agent }: { model: ProjectModel; agent: Agent }) {
   const held = model.leasesOf(agent.id).map((l) => l.name);
   return (
@@ -92,6 +118,7 @@ export function useOperatorHands(session: Session, model: ProjectModel) {
     ready: model.link === "live",
     release: (lease) => open({ kind: "release", lease }),
     evict: (agent) => open({ kind: "evict", agent }),
+    revoke: (token, revoked) => open({ kind: "revoke", token, revoked }),
   };
 
   const confirm = async () => {
@@ -106,14 +133,19 @@ export function useOperatorHands(session: Session, model: ProjectModel) {
             ? `Released ${name} (token ${fencingToken}): ${r.next.holderAgentName} holds it now, on token ${r.next.fencingToken}.`
             : `Released ${name} (token ${fencingToken}): nobody was waiting, it is free.`,
         );
-      } else {
+      } else if (ask.kind === "evict") {
         const r = await ops.evictAgent({ project: model.project, agentId: ask.agent.id });
         const released = r.releasedLeases.map((l) => l.name);
         setNotice(`Evicted ${ask.agent.name}: offline, its key refused${released.length > 0 ? `; released ${list(released)}` : ""}.`);
+      } else {
+        const { tokenId } = ask.token;
+        const r = await ops.revokeProjectToken({ project: model.project, tokenId });
+        if (r.token) ask.revoked(r.token);
+        setNotice(`Revoked ${tokenId}: the hub refuses it from now on.`);
       }
       setAsk(undefined);
     } catch (e) {
-      setError(actionRefusal(e, ask));
+      setError(actionRefusal(e, ask, session));
     } finally {
       setBusy(false);
     }
@@ -130,15 +162,23 @@ export function useOperatorHands(session: Session, model: ProjectModel) {
   );
   const dialog = ask && (
     <ConfirmDialog
-      title={ask.kind === "release" ? `Release lease ${ask.lease.name}?` : `Evict agent ${ask.agent.name}?`}
-      action={ask.kind === "release" ? "Release" : "Evict"}
-      busyLabel={ask.kind === "release" ? "Releasing…" : "Evicting…"}
+      title={
+        ask.kind === "release" ? `Release lease ${ask.lease.name}?` : ask.kind === "evict" ? `Evict agent ${ask.agent.name}?` : `Revoke token ${ask.token.tokenId}?`
+      }
+      action={actionLabel[ask.kind]}
+      busyLabel={{ release: "Releasing…", evict: "Evicting…", revoke: "Revoking…" }[ask.kind]}
       busy={busy}
       error={error}
       onConfirm={confirm}
       onClose={close}
     >
-      {ask.kind === "release" ? <ReleaseText model={model} lease={ask.lease} /> : <EvictText model={model} agent={ask.agent} />}
+      {ask.kind === "release" ? (
+        <ReleaseText model={model} lease={ask.lease} />
+      ) : ask.kind === "evict" ? (
+        <EvictText model={model} agent={ask.agent} />
+      ) : (
+        <RevokeText token={ask.token} />
+      )}
     </ConfirmDialog>
   );
   return { hands, notice: noticeLine, dialog };

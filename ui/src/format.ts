@@ -1,4 +1,8 @@
-// How the page writes times: spans and countdowns on the hub clock, instants in UTC.
+// How the page writes times (spans and countdowns on the hub clock, instants in UTC) and the
+// API's enum values.
+
+/** An enum value as the REST face names it: TokenScope.READ is "read", AuditKind.TOKEN_CREATED "token_created". */
+export const nameOf = (e: Record<number, string>, value: number) => e[value]?.toLowerCase() ?? "unknown";
 
 /** "4 s", "12 min", "3 h", "2 d". */
 export function span(ms: number): string {

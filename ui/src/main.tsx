@@ -1,16 +1,18 @@
 // The operator page: sign in, then the live views of the hub's projects. Everything on screen
 // comes from the hub's streams (no polling); the page counts time down between frames on the
-// hub's clock as the frames state it.
+// hub's clock as the frames state it. The admin's Tokens and Audit views read on demand.
 import { render } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import "./style.css";
 import { useOperatorHands } from "./actions.js";
+import { AuditView } from "./audit-view.js";
 import { Header, isLost, LostBanner } from "./header.js";
 import { LeasesView } from "./leases-view.js";
 import { follow, HubClock, type LinkState } from "./live.js";
 import { leaseEnded, ProjectModel } from "./model.js";
 import { clientsFor, forgetSession, mayOpenBySelf, openHubSession, refusalText, savedSession, saveSession, type Session } from "./session.js";
 import { SignIn } from "./signin.js";
+import { TokensView } from "./tokens-view.js";
 import { AgentsView, AlertsView, MessagesView, ProjectsView, RunsView } from "./views.js";
 import type { ProjectSummary } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 
@@ -20,15 +22,21 @@ const views = [
   { id: "messages", label: "Messages" },
   { id: "runs", label: "Runs" },
   { id: "alerts", label: "Alerts" },
+  { id: "tokens", label: "Tokens" },
+  { id: "audit", label: "Audit" },
 ] as const;
 type ViewId = (typeof views)[number]["id"];
 
 /** Keep-alives come every 15 s by default; twice that without a frame is a dead connection. */
 const silenceMs = 35_000;
 
-type Route = { kind: "projects" } | { kind: "project"; project: string; view: ViewId };
+type Route = { kind: "projects"; view: HubViewId } | { kind: "project"; project: string; view: ViewId };
+
+/** The admin's hub-wide views: every project, and the whole audit trail. */
+type HubViewId = "projects" | "audit";
 
 function parseRoute(hash: string, session: Session): Route {
+  if (hash === "#/audit" && session.admin) return { kind: "projects", view: "audit" };
   const m = /^#\/p\/([^/]+)(?:\/([a-z]+))?$/.exec(hash);
   const view = views.find((v) => v.id === m?.[2])?.id ?? "agents";
   if (m) {
@@ -36,7 +44,7 @@ function parseRoute(hash: string, session: Session): Route {
     if (session.admin || project === session.project) return { kind: "project", project, view };
   }
   if (!session.admin && session.project) return { kind: "project", project: session.project, view };
-  return { kind: "projects" };
+  return { kind: "projects", view: "projects" };
 }
 
 export const projectHref = (project: string, view: ViewId = "agents") => `#/p/${encodeURIComponent(project)}/${view}`;
@@ -61,7 +69,8 @@ function useTick(): number {
   return tick;
 }
 
-function Projects({ session, onRefused, onSignOut }: { session: Session; onRefused: (m: string) => void; onSignOut: () => void }) {
+function Projects(props: { session: Session; view: HubViewId; onRefused: (m: string) => void; onSignOut: () => void }) {
+  const { session, onRefused, onSignOut } = props;
   const [rows, setRows] = useState<ProjectSummary[] | undefined>();
   const [link, setLink] = useState<LinkState>("connecting");
   const [knownAtMs, setKnownAt] = useState<number | undefined>();
@@ -88,9 +97,21 @@ function Projects({ session, onRefused, onSignOut }: { session: Session; onRefus
   return (
     <>
       <Header session={session} home="#/projects" link={link} onSignOut={onSignOut} />
+      <nav class="tabs" aria-label="Views">
+        {(
+          [
+            ["projects", "#/projects", "All projects"],
+            ["audit", "#/audit", "Audit"],
+          ] as const
+        ).map(([id, href, label]) => (
+          <a href={href} class={`tab${id === props.view ? " current" : ""}`} aria-current={id === props.view ? "page" : undefined} data-view={id}>
+            {label}
+          </a>
+        ))}
+      </nav>
       <LostBanner link={link} knownAtMs={knownAtMs} />
-      <main id="main" class={isLost(link) ? "lost" : undefined}>
-        <ProjectsView rows={rows} />
+      <main id="main" data-view={props.view} class={isLost(link) ? "lost" : undefined}>
+        {props.view === "projects" ? <ProjectsView rows={rows} /> : <AuditView session={session} />}
       </main>
     </>
   );
@@ -144,6 +165,8 @@ function Project(props: { session: Session; project: string; view: ViewId; onRef
     messages: model.messageTotal,
     runs: [...model.runtimes.values()].reduce((n, r) => n + r.runTotal, 0),
     alerts: model.alerts.length || undefined,
+    tokens: undefined,
+    audit: undefined,
   };
   return (
     <>
@@ -180,6 +203,8 @@ function Project(props: { session: Session; project: string; view: ViewId; onRef
         {props.view === "messages" && <MessagesView model={model} />}
         {props.view === "runs" && <RunsView model={model} />}
         {props.view === "alerts" && <AlertsView model={model} />}
+        {props.view === "tokens" && <TokensView session={session} model={model} hands={hands} />}
+        {props.view === "audit" && <AuditView session={session} project={project} />}
       </main>
       {dialog}
     </>
@@ -216,7 +241,7 @@ function App() {
     setSession(undefined);
   };
   const route = parseRoute(hash, session);
-  if (route.kind === "projects") return <Projects session={session} onRefused={signOut} onSignOut={() => signOut()} />;
+  if (route.kind === "projects") return <Projects session={session} view={route.view} onRefused={signOut} onSignOut={() => signOut()} />;
   return <Project key={route.project} session={session} project={route.project} view={route.view} onRefused={signOut} onSignOut={() => signOut()} />;
 }
 

@@ -95,6 +95,23 @@ export function refusalText(e: unknown, project?: string): string {
 }
 
 /**
+ * What the page tells an operator the hub refused on an admin-only call (the audit trail, the
+ * project tokens): `what` the call would have done, e.g. "read the audit trail". A refusal
+ * that is not about the admin token reads as at sign-in (refusalText).
+ */
+export function adminRefusalText(e: unknown, session: Session, what: string): string {
+  const reason = reasonOf(e);
+  if (reason === "INVALID_AUTH" && !session.admin) {
+    return `Only the admin token may ${what}. This page is signed in with the token of project “${session.project ?? ""}”: sign out and sign in with the admin token.`;
+  }
+  if (reason === "INVALID_AUTH") return `The hub no longer takes this page's token as the admin token, so it may not ${what}: sign out and sign in again.`;
+  if (reason === "ADMIN_AUTH_NOT_CONFIGURED") {
+    return `This hub has no admin token and is not on loopback: nobody may ${what} through it until it is given one (KXM_AUTH_TOKEN).`;
+  }
+  return refusalText(e, session.project);
+}
+
+/**
  * Finds out what a token is: the admin's when ListProjects accepts it (or any token on a
  * loopback hub without an admin token), else a project's when that project's operator read
  * accepts it. Throws the hub's refusal.
