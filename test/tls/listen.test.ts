@@ -1,3 +1,4 @@
+import { raw } from "../fixtures/wire.js";
 import http2 from "node:http2";
 import https from "node:https";
 import net from "node:net";
@@ -59,17 +60,6 @@ function closedWithin(socket: net.Socket, ms: number): Promise<boolean> {
   });
 }
 
-/** Everything the server writes until it closes the connection. */
-function exchange(port: number, bytes: string | Buffer): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(port, "127.0.0.1", () => s.write(bytes));
-    let out = "";
-    s.on("data", (b: Buffer) => (out += b.toString("latin1")));
-    s.on("close", () => resolve(out));
-    s.on("error", reject);
-  });
-}
-
 function h1(port: number, t: ClientTls): Promise<{ body: Record<string, unknown>; localPort: number }> {
   return new Promise((resolve, reject) => {
     const req = https.get({ host: "127.0.0.1", port, path: "/", ...t, agent: false }, (res) => {
@@ -114,7 +104,7 @@ describe("a TLS port", () => {
   it("answers plaintext HTTP/1.1 with one 400 and closes; serves nothing", async () => {
     const { dual, port, handled } = await serve(tlsOf(certs));
     try {
-      const out = await exchange(port, "GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
+      const out = await raw(`http://127.0.0.1:${port}`, "GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
       expect(out).toMatch(/^HTTP\/1\.1 400 /);
       expect(JSON.parse(out.slice(out.indexOf("\r\n\r\n") + 4))).toEqual({ error: "this port speaks TLS; use https://", code: "protocol_error" });
       // An h2c client with prior knowledge gets no HTTP/2 at all.

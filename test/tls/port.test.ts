@@ -1,3 +1,4 @@
+import { raw } from "../fixtures/wire.js";
 import { execFile } from "node:child_process";
 import net from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -25,19 +26,8 @@ afterAll(async () => {
   certs?.remove();
 });
 
-/** What the port writes back to `bytes` until it closes the connection. */
-function exchange(bytes: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(port, "127.0.0.1", () => s.write(bytes));
-    let out = "";
-    s.on("data", (b: Buffer) => (out += b.toString("latin1")));
-    s.on("close", () => resolve(out));
-    s.on("error", reject);
-  });
-}
-
 it("answers plaintext HTTP/1.1 with a 400 protocol_error naming https, and closes", async () => {
-  const out = await exchange("GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
+  const out = await raw(t.baseUrl, "GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n");
   const [head, body] = [out.slice(0, out.indexOf("\r\n\r\n")), out.slice(out.indexOf("\r\n\r\n") + 4)];
   expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
   expect(head).toMatch(/\r\nx-request-id: req_/);
