@@ -162,17 +162,4 @@ export function servedFingerprint(port: number, t: ClientTls): Promise<string> {
   });
 }
 
-/** Polls `probe` until it returns true, at most `ms`; never a fixed sleep as the assertion. */
-export async function eventually(probe: () => Promise<boolean>, what: string, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      if (await probe()) return;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${String(last)}` : ""}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+export { eventually } from "../fixtures/streams.js";
