@@ -13,7 +13,7 @@ import { agentFlagOptions, agentFlags, agentTarget, asAgent, closeSession, openS
  */
 
 export const agentExitCodesText = `Exit codes: 0 done; 1 refused by the hub (\`kxm-hub: <code>: <message>\` on stderr); 2 usage error;
-3 hub unreachable.`;
+3 hub unreachable, or its TLS handshake failed (tls_failed).`;
 
 const trailer = `  --json
       print JSON for scripts instead of the summary
@@ -166,7 +166,7 @@ async function follow(t: AgentTarget, show: (kind: InboxEvent["kind"], cursor: b
     }
     if (session.lost.aborted) throw session.lost.reason;
   } catch (e) {
-    throw refusalOf(e, t.url.origin);
+    throw refusalOf(e, t);
   } finally {
     await closeSession(session);
   }

@@ -5,6 +5,8 @@ import { agentTarget, parseFlags, write } from "./agent-target.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { gitDirOf, hooksDirOf, setConfig } from "./guard-git-repo.js";
 import { parseRule, RuleError } from "./guard-git-rules.js";
+import { guardTlsKeys } from "./guard-git.js";
+import { tlsFlags, type TlsFlag } from "./tls-client.js";
 
 /** `kxm-hub guard git --install <repo> ...`: makes a repository run the guard as its pre-receive hook. */
 
@@ -49,6 +51,9 @@ export async function guardGitInstall(argv: string[]): Promise<void> {
     token: { type: "string" },
     project: { type: "string" },
     protect: { type: "string", multiple: true },
+    "tls-ca": { type: "string" },
+    "tls-client-cert": { type: "string" },
+    "tls-client-key": { type: "string" },
   });
   if (values.install === undefined) throw usageError("kxm-hub guard git takes no arguments as a hook; to install it: --install <repo> (see --help)");
   if (positionals.length > 0) throw usageError(`unexpected argument(s) ${positionals.join(" ")}; see kxm-hub guard git --help`);
@@ -71,5 +76,10 @@ export async function guardGitInstall(argv: string[]): Promise<void> {
   setConfig(gitDir, "kxm.token", target.token === undefined ? [] : [target.token]);
   setConfig(gitDir, "kxm.project", [target.project]);
   setConfig(gitDir, "kxm.protect", rules);
+  // The files as given (flag or variable), absolute: agentTarget has checked that they can be used.
+  for (const [flag, key] of Object.entries(guardTlsKeys) as [TlsFlag, string][]) {
+    const file = ((values[flag] as string | undefined) ?? process.env[tlsFlags[flag].env])?.trim();
+    setConfig(gitDir, key, file ? [path.resolve(file)] : []);
+  }
   await write(`installed ${hook}: ${rules.join(", ")} of project ${target.project} at ${target.url.origin}\n`);
 }

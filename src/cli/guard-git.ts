@@ -3,6 +3,7 @@ import { acceptedToken, RecordError, recordFileName, withFenceRecord, type Fence
 import { configValue, configValues, gitDirOf } from "./guard-git-repo.js";
 import { leaseFor, parseRule, RuleError, type ProtectRule } from "./guard-git-rules.js";
 import { callHub, segment, type HubTarget } from "./hub-client.js";
+import { readHubTls, TlsFileError, type TlsSettingNames } from "./tls-client.js";
 
 /**
  * `kxm-hub guard git`: a git `pre-receive` hook that refuses a push to a protected ref unless it
@@ -20,8 +21,12 @@ export const guardGitExitCodes = {
 
 export const fenceOption = "kxm-fence";
 
+/** The git config keys of the hook's TLS files, by the command line's flag. */
+export const guardTlsKeys: TlsSettingNames = { "tls-ca": "kxm.tlsCa", "tls-client-cert": "kxm.tlsClientCert", "tls-client-key": "kxm.tlsClientKey" };
+
 export const guardGitHelp = `Usage: kxm-hub guard git                 (as a repository's pre-receive hook)
        kxm-hub guard git --install <repo> --url <url> [--token <token>] --project <project> --protect <rule> [--protect <rule>...]
+                         [--tls-ca <file>] [--tls-client-cert <file> --tls-client-key <file>]
 
 A pre-receive hook for a repository (bare or not): a push that updates or deletes a protected ref
 must carry the push option ${fenceOption}=<token>, the fencing token of the ref's lease:
@@ -39,6 +44,9 @@ Configuration (git config in the repository; --install writes it):
   kxm.url        the hub's base URL (required once a protected ref is pushed)
   kxm.token      the project's token, sent as Authorization: Bearer (unset: none)
   kxm.project    the project the leases belong to (required once a protected ref is pushed)
+  kxm.tlsCa      for an https:// kxm.url: PEM file of the CA that signed the hub's certificate
+                 (unset: the system's CAs); the user git runs the hook as must be able to read it
+  kxm.tlsClientCert, kxm.tlsClientKey   PEM client certificate and key for a hub with mutual TLS
   kxm.protect    multi-valued, <ref pattern>=<lease pattern>, tried in order, the first match wins:
                  refs/heads/main=repo/main   one ref, one lease
                  refs/heads/*=repo/*         refs/heads/main -> lease repo/main, refs/heads/a/b -> repo/a/b
@@ -53,7 +61,7 @@ Every refusal is one line on stderr, shown by git as remote: kxm-hub: <code>: <m
   fence_refused        a protected ref without a valid ${fenceOption} option, with a token the hub does not
                        say is current (superseded, expired, released, unknown), below the recorded one, or
                        that could not be checked (hub_unreachable, invalid_auth, ... in the message)
-  guard_misconfigured  kxm.url, kxm.project or kxm.protect missing or wrong
+  guard_misconfigured  kxm.url, kxm.project or kxm.protect missing or wrong, a kxm.tls* file unusable
   fence_record_busy, fence_record_unreadable   the record's lock or file (the message names it)
 A hub restored from a backup must hand out tokens above the recorded ones (kxm-hub restore and
 kxm-hub raise-fence raise every fence by --bump-fence); raise them rather than edit ${recordFileName}.
@@ -61,7 +69,9 @@ kxm-hub raise-fence raise every fence by --bump-fence); raise them rather than e
 --install <repo> writes <repo>'s hooks/pre-receive (running this node and this checkout's
 bin/kxm-hub.mjs; a hook not written by --install is left alone and the install refused), sets
 receive.advertisePushOptions and the kxm.* keys (--protect replaces every kxm.protect).
---url, --token and --project default to KXM_URL, KXM_TOKEN and KXM_PROJECT.
+--url, --token and --project default to KXM_URL, KXM_TOKEN and KXM_PROJECT; --tls-ca, --tls-client-cert
+and --tls-client-key (KXM_TLS_CA, KXM_TLS_CLIENT_CERT, KXM_TLS_CLIENT_KEY) are checked and written
+as kxm.tlsCa, kxm.tlsClientCert and kxm.tlsClientKey, absolute.
 
 Exit codes: 0 the push may go on (installed); ${guardGitExitCodes.refused} refused; ${guardGitExitCodes.usage} usage error.`;
 
@@ -122,7 +132,14 @@ function hubOf(gitDir: string): { target: HubTarget; project: string } {
   } catch {
     throw new CommandError("guard_misconfigured", `kxm.url ${JSON.stringify(url)} is not a URL such as http://127.0.0.1:7331`, guardGitExitCodes.refused);
   }
-  return { target: { url: parsed, token: configValue(gitDir, "kxm.token") }, project: project! };
+  let tls;
+  try {
+    tls = readHubTls(Object.fromEntries(Object.entries(guardTlsKeys).map(([flag, key]) => [flag, configValue(gitDir, key)])), guardTlsKeys);
+  } catch (e) {
+    if (e instanceof TlsFileError) throw new CommandError("guard_misconfigured", `${e.message} (${gitDir}): protected refs cannot be checked`, guardGitExitCodes.refused);
+    throw e;
+  }
+  return { target: { url: parsed, token: configValue(gitDir, "kxm.token"), tls }, project: project! };
 }
 
 interface FenceAnswer {

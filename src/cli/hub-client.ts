@@ -1,4 +1,6 @@
 import { CommandError, exitCodes } from "./command-error.js";
+import { tlsRefusal, type HubTls } from "./tls-client.js";
+import { hubFetch } from "./tls-fetch.js";
 
 /** Where the ops commands find the hub, and the bearer token they present to it. */
 export interface HubTarget {
@@ -6,6 +8,8 @@ export interface HubTarget {
   url: URL;
   /** The admin token or the project's own; undefined sends no Authorization header. */
   token: string | undefined;
+  /** The CA to trust and the client certificate, for an https:// URL (tls-client.ts). */
+  tls?: HubTls;
 }
 
 /** How long a call may take before the hub counts as unreachable. */
@@ -19,7 +23,8 @@ export const segment = (s: string) => encodeURIComponent(s);
  * beside main.ts, which must not import generated code). Answers the hub's JSON body on 2xx.
  * Throws CommandError: the hub's refusal as its own `code` and message (exit 1, the body kept for
  * `--json`); `hub_unreachable` (exit 3) when nothing answered in time, or something that is not
- * a hub did (no JSON body with a code: a wrong URL, a proxy's error page).
+ * a hub did (no JSON body with a code: a wrong URL, a proxy's error page); `tls_failed` (exit 3)
+ * when the TLS handshake failed (an untrusted hub certificate, a refused client certificate).
  */
 export async function callHub(target: HubTarget, method: string, apiPath: string, body?: unknown): Promise<unknown> {
   const url = new URL(target.url.pathname.replace(/\/+$/, "") + apiPath, target.url);
@@ -29,7 +34,7 @@ export async function callHub(target: HubTarget, method: string, apiPath: string
   let res: Response;
   let text: string;
   try {
-    res = await fetch(url, {
+    res = await hubFetch(target.tls)(url, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -37,6 +42,8 @@ export async function callHub(target: HubTarget, method: string, apiPath: string
     });
     text = await res.text();
   } catch (e) {
+    const tls = tlsRefusal(e, target.url, target.tls);
+    if (tls) throw tls;
     const timedOut = (e as Error).name === "TimeoutError";
     const why = timedOut ? `no answer within ${callTimeoutMs / 1000} s` : causeOf(e);
     throw new CommandError("hub_unreachable", `cannot reach the hub at ${target.url.origin} (${why}); see --url, KXM_URL`, exitCodes.unreachable);

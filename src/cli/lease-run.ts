@@ -3,7 +3,7 @@ import os from "node:os";
 import { HubError, type HeldLease, type Session } from "../../clients/ts/src/index.js";
 import { flagHelp, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
-import { agentFlagOptions, agentFlags, agentTarget, bounded, closeSession, durationMs, openSession, parseFlags, refusalOf, write } from "./agent-target.js";
+import { agentFlagOptions, agentFlags, agentTarget, bounded, closeSession, durationMs, openSession, parseFlags, refusalOf, write, type AgentTarget } from "./agent-target.js";
 
 /**
  * `kxm-hub lease run NAME -- COMMAND ARGS...`: holds a lease for as long as a command runs. The
@@ -67,7 +67,7 @@ Exit codes: the command's own (128 + n: killed by signal n; also a signal n whil
 lease, when nothing ran); otherwise
   ${leaseRunExitCodes.usage}    usage error
   ${leaseRunExitCodes.refused}    refused by the hub before the command started (kxm-hub: <code>: ... on stderr)
-  ${leaseRunExitCodes.unreachable}    hub unreachable
+  ${leaseRunExitCodes.unreachable}    hub unreachable, or its TLS handshake failed (tls_failed)
   ${leaseRunExitCodes.leaseHeld}   lease_held: not had within --wait; nothing ran
   ${leaseRunExitCodes.leaseLost}   lease_lost: the lease was lost and the command terminated (the reason on stderr)
   ${leaseRunExitCodes.notExecutable}  <command> not executable; ${leaseRunExitCodes.notFound} <command> not found`;
@@ -95,7 +95,7 @@ interface RunOptions {
 }
 
 /** Waits for the lease; a signal meanwhile gives it up. Throws lease_held (exit 75) or the hub's refusal. */
-async function acquire(session: Session, o: RunOptions, origin: string): Promise<HeldLease> {
+async function acquire(session: Session, o: RunOptions, target: AgentTarget): Promise<HeldLease> {
   const giveUp = new AbortController();
   const onSignal = (signal: NodeJS.Signals) => giveUp.abort(signal);
   for (const s of forwarded) process.on(s, onSignal);
@@ -111,7 +111,7 @@ async function acquire(session: Session, o: RunOptions, origin: string): Promise
       const holder = err.lease ? ` held by ${err.lease.holderAgentName} (token ${err.lease.fencingToken})` : "";
       throw new CommandError("lease_held", `lease ${o.name}${holder} was not had within --wait ${o.waitMs} ms; nothing ran`, leaseRunExitCodes.leaseHeld);
     }
-    throw refusalOf(e, origin);
+    throw refusalOf(e, target);
   } finally {
     for (const s of forwarded) process.off(s, onSignal);
   }
@@ -204,7 +204,7 @@ function splitAtDashes(argv: string[]): [string[], string[]] {
 
 /**
  * `kxm-hub lease run`: see leaseRunHelp. Exits with the command's code; throws CommandError for
- * everything else (usage_error 2, a refusal 1, hub_unreachable 3, lease_held 75, lease_lost 76).
+ * everything else (usage_error 2, a refusal 1, hub_unreachable or tls_failed 3, lease_held 75, lease_lost 76).
  */
 export async function leaseRunCommand(argv: string[]): Promise<void> {
   const [own, commandLine] = splitAtDashes(argv);
@@ -231,7 +231,7 @@ export async function leaseRunCommand(argv: string[]): Promise<void> {
   const session = await openSession(target, `lease run ${o.name}`);
   let exitCode: number;
   try {
-    const held = await acquire(session, o, target.url.origin);
+    const held = await acquire(session, o, target);
     try {
       exitCode = await supervise(held, o);
     } finally {

@@ -15,6 +15,8 @@ import {
 import { StdioServerTransport } from "@modelcontextprotocol/server/stdio";
 import { flagHelp, isArgumentError, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
+import { hubTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
+import { hubFetch } from "./tls-fetch.js";
 
 /**
  * `kxm-hub mcp`: a stdio bridge for MCP clients that only launch local servers. It relays
@@ -53,6 +55,7 @@ const flags = {
   },
   host: { env: "KXM_AGENT_HOST", value: "host", meaning: "the agent's host as the hub shows it (X-Kxm-Host)", default: "this machine's hostname" },
   purpose: { env: "KXM_AGENT_PURPOSE", value: "text", meaning: "what the agent is doing, as the hub shows it (X-Kxm-Purpose)", default: "none" },
+  ...tlsFlags,
 } satisfies Record<string, FlagDoc>;
 
 /** What a request's response stream ending without its answer fails with. */
@@ -67,7 +70,9 @@ A stdio MCP server for MCP clients that only launch local commands: it relays th
 messages to the hub's MCP face (<url>/mcp, Streamable HTTP) as one session bound to the agent.
 stdout carries protocol messages only; diagnostics go to stderr. When stdin ends (the client
 closed) or on SIGTERM/SIGINT, the session ends with DELETE: the hub releases the agent's leases at
-once and unregisters it. A flag wins over its variable; an empty variable counts as unset.
+once and unregisters it. A request the hub cannot take (the hub down, a refusal, a failed TLS
+handshake: tls_failed with its TLS code) is answered with a JSON-RPC error the client shows, and a
+line on stderr. A flag wins over its variable; an empty variable counts as unset.
 
 ${flagHelp(flags)}
   --help, -h
@@ -106,6 +111,7 @@ function mcpUrl(raw: string): URL {
 interface BridgeOptions {
   url: URL;
   headers: Record<string, string>;
+  tls: HubTls;
 }
 
 /** One stderr line in the command line's format (`kxm-hub: <code>: <message>`). */
@@ -134,7 +140,7 @@ function hubErrorOf(text: unknown): { code?: number; message?: string; data?: un
  * Runs the relay until stdin ends or a signal (resolves) or the hub loses the session (rejects
  * with CommandError session_lost).
  */
-function runBridge({ url, headers }: BridgeOptions): Promise<void> {
+function runBridge({ url, headers, tls }: BridgeOptions): Promise<void> {
   const origin = url.origin;
   /** Requests relayed to the hub and not answered yet, with what cancels their response stream. */
   const pending = new Map<RequestId, { method: string; abort: AbortController }>();
@@ -145,11 +151,12 @@ function runBridge({ url, headers }: BridgeOptions): Promise<void> {
   let settle!: { resolve: () => void; reject: (e: unknown) => void };
   const done = new Promise<void>((resolve, reject) => (settle = { resolve, reject }));
 
+  const send = hubFetch(tls);
   const http = new StreamableHTTPClientTransport(url, {
     requestInit: { headers },
     // Sees every answer: a 404 to a request that names the session means the hub no longer has it.
     fetch: async (input, init) => {
-      const res = await fetch(input, init);
+      const res = await send(input, init);
       if (res.status === 404 && !ending && new Headers(init?.headers).has("mcp-session-id")) setImmediate(() => void loseSession());
       return res;
     },
@@ -185,8 +192,10 @@ function runBridge({ url, headers }: BridgeOptions): Promise<void> {
       void answerError(id, hub?.code ?? ProtocolErrorCode.InternalError, message, { ...hubData, httpStatus: status });
       return;
     }
+    const tlsFailed = tlsRefusal(e, url, tls);
     const [code, message] =
-      e === noAnswer ? ["no_answer", `the kxm hub at ${origin} ended the response to ${p.method} without an answer`]
+      tlsFailed ? [tlsFailed.code, `${tlsFailed.message}: ${p.method} was not delivered`]
+      : e === noAnswer ? ["no_answer", `the kxm hub at ${origin} ended the response to ${p.method} without an answer`]
       : e instanceof SdkError ? ["unexpected_answer", `the server at ${url.href} answered ${p.method} with something other than MCP (${e.message}); is KXM_URL a kxm hub?`]
       : ["hub_unreachable", `cannot reach the kxm hub at ${origin} (${causeOf(e)}): ${p.method} was not delivered; is the hub running? see KXM_URL`];
     note(code, message);
@@ -221,7 +230,8 @@ function runBridge({ url, headers }: BridgeOptions): Promise<void> {
       .send(message)
       .catch((e: unknown) => {
         if (typeof e === "object" && e !== null) reported.add(e);
-        if (!ending) note("relay_failed", `could not relay a ${"method" in message ? message.method : "response"} to the hub at ${origin}: ${e instanceof SdkHttpError ? `HTTP ${e.status}` : causeOf(e)}`);
+        const why = e instanceof SdkHttpError ? `HTTP ${e.status}` : (tlsRefusal(e, url, tls)?.message ?? causeOf(e));
+        if (!ending) note("relay_failed", `could not relay a ${"method" in message ? message.method : "response"} to the hub at ${origin}: ${why}`);
       })
       .finally(() => {
         // A cancelled request is not answered: its response stream is closed, so the hub is not left holding it.
@@ -363,7 +373,7 @@ export async function mcpCommand(argv: string[]): Promise<void> {
   if (given.purpose !== undefined) headers["x-kxm-purpose"] = headerValue("purpose", given.purpose);
   if (given.token !== undefined) headers.authorization = `Bearer ${headerValue("token", given.token)}`;
 
-  await runBridge({ url, headers });
+  await runBridge({ url, headers, tls: hubTls(given) });
   // Clean end: out once stdout is flushed (a keep-alive socket must not hold the client waiting).
   await new Promise<void>((resolve) => process.stdout.write("", () => resolve()));
   process.exit(0);

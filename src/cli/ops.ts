@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { flagHelp, isArgumentError, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { callHub, callTimeoutMs, segment, type HubTarget } from "./hub-client.js";
+import { hubTls, tlsFlags } from "./tls-client.js";
 import {
   auditText,
   createdTokenText,
@@ -33,6 +34,7 @@ const commonFlags = {
     meaning: "sent as Authorization: Bearer: the admin token, or the project's own token",
     default: "none (a loopback hub without KXM_AUTH_TOKEN trusts its callers as admin)",
   },
+  ...tlsFlags,
 } satisfies Record<string, FlagDoc>;
 
 const fencingTokenFlag = {
@@ -49,7 +51,8 @@ const trailer = `  --json
       this text
 
 Exit codes: 0 done; 1 refused by the hub (\`kxm-hub: <code>: <message>\` on stderr); 2 usage error;
-3 hub unreachable (no answer within ${callTimeoutMs / 1000} s, or not a kxm hub at --url).`;
+3 hub unreachable (no answer within ${callTimeoutMs / 1000} s, or not a kxm hub at --url), or its TLS
+handshake failed (tls_failed: the TLS code and what to do on stderr).`;
 
 const tokenFlags = {
   scope: { value: "agent|read|check", meaning: "what the token may do: everything, operator reads and CheckFence, or CheckFence only", default: "agent" },
@@ -249,7 +252,7 @@ export async function opsCommand(argv: string[]): Promise<void> {
   if (project === "" && !sub.projectOptional) throw usageError(`--project is required; usage: ${sub.usage}`);
   // A token a header cannot carry would fail inside fetch, and look like an unreachable hub.
   if (flags.token !== undefined && /[^\x20-\x7e]/.test(flags.token)) throw usageError("--token (KXM_TOKEN) must be printable ASCII");
-  const target: HubTarget = { url: hubUrl(flags.url ?? defaultHubUrl), token: flags.token };
+  const target: HubTarget = { url: hubUrl(flags.url ?? defaultHubUrl), token: flags.token, tls: hubTls(flags) };
   try {
     const { json, text } = await sub.run(target, project, positionals[0], flags);
     await write(values.json ? `${JSON.stringify(json, null, 2)}\n` : text);

@@ -3,9 +3,10 @@ import { syncEvent } from "../sync/fixtures.js";
 
 /**
  * The authorization matrix (README "Authentication", spec README §3.1/§5.1/§5.3): every RPC and
- * REST route × every class of caller, against a hub seeded with look-alike projects. This file
- * holds the tables and the model of the documented rules that computes each expected answer;
- * matrix.harness.ts runs a case, matrix.{rpc,rest}.test.ts run the tables over each face.
+ * REST route × every class of caller, against a hub seeded with look-alike projects and managed
+ * project tokens of every scope. This file holds the tables and the model of the documented rules
+ * that computes each expected answer; matrix.harness.ts runs a case, matrix.{rpc,rest}.test.ts
+ * run the tables over each face.
  */
 
 export const ADMIN = "tok-admin";
@@ -22,15 +23,41 @@ export const PROJECTS = [
 export type ProjectName = (typeof PROJECTS)[number]["name"];
 export const TARGET: ProjectName = "alpha";
 
-/** A documented auth rule (mirrors src/auth/rules.ts; matrix.rpc.test.ts checks they agree). */
-export type Rule =
+/** What a managed project token may do: each scope allows what the ones after it allow. */
+export type Scope = "agent" | "read" | "check";
+
+/**
+ * A documented auth rule (mirrors src/auth/rules.ts; matrix.rpc.test.ts checks they agree).
+ * `scope`: what a managed token must allow for the call made without an agent (see needs).
+ */
+export type Rule = (
   | { kind: "agent"; idField?: string }
   | { kind: "project"; projectField: string }
   | { kind: "agentOrProject"; projectField: string }
   | { kind: "agentOrOperator"; projectField: string }
   | { kind: "operator"; projectField: string }
   | { kind: "adminConfigured" }
-  | { kind: "public" };
+  | { kind: "public" }
+) & { scope?: Scope };
+
+/**
+ * The managed project tokens the seed creates (OpsService, as the admin) once the rest is seeded:
+ * in alpha one of each scope, one revoked, and a spare that RevokeProjectToken's row revokes; in
+ * beta one of scope agent. Each label is a string only its project's members may see.
+ */
+export const MANAGED = [
+  { name: "alpha agent", project: "alpha", scope: "agent", label: "xa-agent-token" },
+  { name: "alpha read", project: "alpha", scope: "read", label: "xa-read-token" },
+  { name: "alpha check", project: "alpha", scope: "check", label: "xa-check-token" },
+  { name: "alpha revoked", project: "alpha", scope: "agent", label: "xa-revoked-token", revoked: true },
+  { name: "alpha spare", project: "alpha", scope: "agent", label: "xa-spare-token" },
+  { name: "beta agent", project: "beta", scope: "agent", label: "xb-agent-token" },
+] as const satisfies readonly { name: string; project: ProjectName; scope: Scope; label: string; revoked?: boolean }[];
+
+export type ManagedName = (typeof MANAGED)[number]["name"];
+
+/** The form of a managed token's secret: `kxmpt_`, its id's 16 hex digits, `_`, 43 base64url characters. */
+export const MANAGED_SECRET = /^kxmpt_([0-9a-f]{16})_[A-Za-z0-9_-]{43}$/;
 
 export interface SeedAgent {
   id: string;
@@ -54,6 +81,22 @@ export interface SeedProject {
   runId: string;
   /** Strings only this project's members may ever see. */
   secrets: string[];
+  /** Strings no answer may carry, to anyone (its managed tokens' secrets and their hashes); also in `secrets`. */
+  hidden: string[];
+}
+
+export interface SeedToken {
+  name: ManagedName;
+  /** `pt_` and 16 hex digits. */
+  id: string;
+  secret: string;
+  /** SHA-256 of the secret (hex), what the hub stores. */
+  hash: string;
+  project: string;
+  scope: Scope;
+  label: string;
+  /** False once revoked. */
+  live: boolean;
 }
 
 export interface Seed {
@@ -63,6 +106,8 @@ export interface Seed {
   /** alpha: a message `one` sent to `two` (in flight; one may cancel it). */
   sentByOne: string;
   agents: Map<string, SeedAgent>;
+  /** The managed project tokens, by name (MANAGED). */
+  managed: Record<ManagedName, SeedToken>;
   /** Seeding steps the hub refused (expected none). */
   problems: string[];
 }
@@ -91,6 +136,7 @@ export interface CallerClass {
 
 const as = (a: SeedAgent) => ({ agentId: a.id, agentKey: a.key });
 const tokenOf = (s: Seed, p: string, env: AuthEnv) => s.projects[p]!.token ?? env.admin;
+const managed = (s: Seed, name: ManagedName) => s.managed[name].secret;
 
 export const callers: CallerClass[] = [
   { name: "owner (alpha token + alpha agent)", home: "alpha", creds: (s) => ({ bearer: "tok-alpha", ...as(s.projects.alpha!.one) }) },
@@ -115,6 +161,23 @@ export const callers: CallerClass[] = [
     creds: (s, env) => ({ bearer: tokenOf(s, "alpha/repo", env), ...as(s.projects["alpha/repo"]!.one) }),
   },
   { name: "alpha/repo token only", home: "alpha/repo", creds: () => ({ bearer: "tok-alpha-repo" }) },
+  // Managed project tokens (OpsService): scope agent does what the project's own token does,
+  // read the operator's reads and watches and CheckFence, check CheckFence only.
+  {
+    name: "alpha managed agent token + alpha agent",
+    home: "alpha",
+    creds: (s) => ({ bearer: managed(s, "alpha agent"), ...as(s.projects.alpha!.one) }),
+  },
+  { name: "alpha managed agent token", home: "alpha", creds: (s) => ({ bearer: managed(s, "alpha agent") }) },
+  { name: "alpha managed read token", home: "alpha", creds: (s) => ({ bearer: managed(s, "alpha read") }) },
+  {
+    name: "alpha managed read token + alpha agent",
+    home: "alpha",
+    creds: (s) => ({ bearer: managed(s, "alpha read"), ...as(s.projects.alpha!.one) }),
+  },
+  { name: "alpha managed check token", home: "alpha", creds: (s) => ({ bearer: managed(s, "alpha check") }) },
+  { name: "alpha revoked managed token", home: "alpha", creds: (s) => ({ bearer: managed(s, "alpha revoked") }) },
+  { name: "beta managed agent token", home: "beta", creds: (s) => ({ bearer: managed(s, "beta agent") }) },
 ];
 
 // --- the model of the documented rules ------------------------------------------------------------
@@ -123,43 +186,77 @@ export const callers: CallerClass[] = [
 export type As = { kind: "agent"; project: string; agentId: string } | { kind: "project"; project: string } | { kind: "admin" };
 export type Authn = { as: As } | { refused: string };
 
-/** A project's own token, else the admin token; neither configured means open (README). */
-export function accepts(env: AuthEnv, project: string, bearer: string | undefined): boolean {
-  const expected = (Object.hasOwn(env.tokens, project) ? env.tokens[project] : undefined) ?? env.admin;
-  return expected === undefined || bearer === expected;
+/** Scopes from the least to the most a token may do. */
+const scopeOrder: Scope[] = ["check", "read", "agent"];
+const allows = (have: Scope, need: Scope) => scopeOrder.indexOf(have) >= scopeOrder.indexOf(need);
+
+/**
+ * The scope a managed token needs for a call under `rule` made without an agent: the rule's own,
+ * else `read` for the reads and watches (agentOrProject, agentOrOperator), else `agent`. An
+ * agent's calls (its id and key) always need `agent`.
+ */
+export const needs = (rule: Rule): Scope => rule.scope ?? (rule.kind === "agentOrProject" || rule.kind === "agentOrOperator" ? "read" : "agent");
+
+/**
+ * The bearer checked as `project`'s token for a call that needs `need`: "ok" or the refusal.
+ * The project's configured token; else a bearer of the managed form must be a live managed token
+ * of that project (invalid_auth) whose scope allows the call (token_scope_insufficient); else a
+ * project with a token of its own (configured, or managed now or ever) takes nothing more; else
+ * the admin token, and neither configured means open (README).
+ */
+export function tokenCheck(env: AuthEnv, managed: SeedToken[], project: string, bearer: string | undefined, need: Scope): string {
+  const own = Object.hasOwn(env.tokens, project) ? env.tokens[project] : undefined;
+  if (own !== undefined && bearer === own) return "ok";
+  if (bearer !== undefined && MANAGED_SECRET.test(bearer)) {
+    const t = managed.find((m) => m.secret === bearer);
+    if (!t || !t.live || t.project !== project) return "invalid_auth";
+    return allows(t.scope, need) ? "ok" : "token_scope_insufficient";
+  }
+  if (own !== undefined || managed.some((m) => m.project === project)) return "invalid_auth";
+  return env.admin === undefined || bearer === env.admin ? "ok" : "invalid_auth";
 }
 
-export function authenticate(rule: Rule, env: AuthEnv, agents: Map<string, SeedAgent>, c: Creds, req: JsonObject): Authn {
+/** A project's own token, else the admin token; neither configured means open (README). `managed`: the hub's managed tokens. */
+export const accepts = (env: AuthEnv, project: string, bearer: string | undefined, managed: SeedToken[] = []): boolean =>
+  tokenCheck(env, managed, project, bearer, "agent") === "ok";
+
+export function authenticate(rule: Rule, env: AuthEnv, s: Pick<Seed, "agents" | "managed">, c: Creds, req: JsonObject): Authn {
+  const managed = Object.values(s.managed);
   const agent = (id: string | undefined): Authn => {
-    const a = id ? agents.get(id) : undefined;
+    const a = id ? s.agents.get(id) : undefined;
     if (!a || !a.live || a.key !== c.agentKey) return { refused: "invalid_agent_identity" };
-    if (!accepts(env, a.project, c.bearer)) return { refused: "invalid_auth" };
-    return { as: { kind: "agent", project: a.project, agentId: a.id } };
+    const token = tokenCheck(env, managed, a.project, c.bearer, "agent");
+    return token === "ok" ? { as: { kind: "agent", project: a.project, agentId: a.id } } : { refused: token };
+  };
+  /** The project's operator, by its token (the scope the rule needs). */
+  const operator = (named: string): Authn => {
+    const token = tokenCheck(env, managed, named, c.bearer, needs(rule));
+    return token === "ok" ? { as: { kind: "project", project: named } } : { refused: token };
   };
   const project = (field: string) => String(req[field] ?? "");
   switch (rule.kind) {
     case "agent":
       return agent(rule.idField ? String(req[rule.idField] ?? "") : c.agentId);
     case "project":
-      return accepts(env, project(rule.projectField), c.bearer) ? { as: { kind: "project", project: project(rule.projectField) } } : { refused: "invalid_auth" };
+      return operator(project(rule.projectField));
     case "agentOrProject":
       if (c.agentId !== undefined) return agent(c.agentId);
       // Spec §5.3: the admin (a configured admin token) may watch any named project.
       if (env.admin !== undefined && c.bearer === env.admin) return { as: { kind: "project", project: project(rule.projectField) } };
-      return accepts(env, project(rule.projectField), c.bearer) ? { as: { kind: "project", project: project(rule.projectField) } } : { refused: "invalid_auth" };
+      return operator(project(rule.projectField));
     case "agentOrOperator": {
       // An operator read: an agent (or no project named) reads its own project; else the admin
       // (a loopback hub without an admin token takes every caller as admin) or the project's token.
       const named = project(rule.projectField);
       if (c.agentId !== undefined || named === "") return agent(c.agentId);
       const admin = env.admin === undefined ? env.loopback : c.bearer === env.admin;
-      return admin || accepts(env, named, c.bearer) ? { as: { kind: "project", project: named } } : { refused: "invalid_auth" };
+      return admin ? { as: { kind: "project", project: named } } : operator(named);
     }
     case "operator": {
       // The operator's live views: the admin (as above) or the project's token, never an agent.
       const named = project(rule.projectField);
       const admin = env.admin === undefined ? env.loopback : c.bearer === env.admin;
-      return admin || accepts(env, named, c.bearer) ? { as: { kind: "project", project: named } } : { refused: "invalid_auth" };
+      return admin ? { as: { kind: "project", project: named } } : operator(named);
     }
     case "adminConfigured":
       // Spec §5.3: a loopback hub without an admin token takes every caller as admin.
@@ -200,6 +297,8 @@ export interface MethodRow {
   restStatus?: number;
   /** The admin's answer may name every project (ListProjects). */
   adminSeesAll?: boolean;
+  /** The admin's call changes alpha, the project it names (its tokens). */
+  adminWrites?: boolean;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -211,6 +310,9 @@ const projectRule: Rule = { kind: "project", projectField: "project" };
 const watcher: Rule = { kind: "agentOrProject", projectField: "project" };
 const reader: Rule = { kind: "agentOrOperator", projectField: "project" };
 const operatorRule: Rule = { kind: "operator", projectField: "project" };
+const checker: Rule = { ...reader, scope: "check" };
+const operatorRead: Rule = { kind: "operator", projectField: "project", scope: "read" };
+const adminRule: Rule = { kind: "adminConfigured" };
 
 const ok: Expect = () => "ok";
 const inTarget = (a: As) => a.kind !== "agent" || a.project === TARGET;
@@ -239,6 +341,15 @@ const fenceCheck = (checked: (c: Ctx) => { name: string; token: number }) => (a:
   return [...leaseOf(a, p), ...(JSON.stringify(got) === JSON.stringify(want) ? [] : [`fence ${JSON.stringify(got)}, want ${JSON.stringify(want)}`])];
 };
 const outcomeName = (v: unknown) => String(v ?? "").toLowerCase().replace(/^sync_outcome_/, "");
+/** A token's scope and state as REST names them (Connect JSON: TOKEN_SCOPE_AGENT, TOKEN_STATE_LIVE). */
+const scopeName = (v: unknown) => String(v ?? "").toLowerCase().replace(/^token_scope_/, "");
+const stateName = (v: unknown) => String(v ?? "").toLowerCase().replace(/^token_state_/, "");
+const auditKindName = (v: unknown) => String(v ?? "").toLowerCase().replace(/^audit_kind_/, "");
+/** A secret or a hash in an answer about tokens: its field, or a managed secret's text. */
+const secretsIn = (p: Json) => {
+  const text = JSON.stringify(p);
+  return [...(/"(secret|hash)"/i.test(text) ? ["a secret or hash field"] : []), ...(/kxmpt_/.test(text) ? ["a managed secret's text"] : [])];
+};
 const alphaEvent = (c: Ctx) => {
   const p = c.s.projects.alpha!;
   return syncEvent({ projectId: p.syncProjectId, runId: p.runId, homeRuntimeId: p.runtimeId, sequence: 2, sourceEventId: "evt_matrix0002" }) as JsonObject;
@@ -285,7 +396,7 @@ export const methodRows: MethodRow[] = [
   },
   {
     rpc: "kxm.hub.v1.LeaseService/CheckFence",
-    rule: reader,
+    rule: checker,
     request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken }),
     expect: ok,
     check: fenceCheck((c) => ({ name: c.leaseName, token: c.leaseToken })),
@@ -293,7 +404,7 @@ export const methodRows: MethodRow[] = [
   {
     rpc: "kxm.hub.v1.LeaseService/CheckFence",
     variant: "naming alpha (operator read)",
-    rule: reader,
+    rule: checker,
     request: () => ({ project: "alpha", name: "repo/main", fencingToken: 2 }),
     // An agent checks its own project whatever it names, and only alpha has a lease `repo/main`.
     expect: ok,
@@ -378,20 +489,20 @@ export const methodRows: MethodRow[] = [
       return num(p.cursor?.cursor) === want ? [] : [`cursor ${JSON.stringify(p.cursor)}, want ${want}`];
     },
   },
-  { rpc: "kxm.hub.v1.OpsService/GetSnapshot", rule: { kind: "adminConfigured" }, request: () => ({ project: "alpha" }), expect: ok },
-  { rpc: "kxm.hub.v1.OpsService/ListProjects", rule: { kind: "adminConfigured" }, request: () => ({}), expect: ok, adminSeesAll: true },
-  { rpc: "kxm.hub.v1.OpsService/WatchProjects", rule: { kind: "adminConfigured" }, request: () => ({}), expect: ok, adminSeesAll: true },
+  { rpc: "kxm.hub.v1.OpsService/GetSnapshot", rule: adminRule, request: () => ({ project: "alpha" }), expect: ok },
+  { rpc: "kxm.hub.v1.OpsService/ListProjects", rule: adminRule, request: () => ({}), expect: ok, adminSeesAll: true },
+  { rpc: "kxm.hub.v1.OpsService/WatchProjects", rule: adminRule, request: () => ({}), expect: ok, adminSeesAll: true },
   {
     rpc: "kxm.hub.v1.OpsService/WatchOpenMessages",
-    rule: operatorRule,
+    rule: operatorRead,
     request: () => ({ project: "alpha" }),
     expect: ok,
     check: seesProbe("OPEN_MESSAGE_CHANGE_KIND_SENT"),
   },
-  { rpc: "kxm.hub.v1.OpsService/WatchRuns", rule: operatorRule, request: () => ({ project: "alpha" }), expect: ok },
+  { rpc: "kxm.hub.v1.OpsService/WatchRuns", rule: operatorRead, request: () => ({ project: "alpha" }), expect: ok },
   {
     rpc: "kxm.hub.v1.OpsService/WatchProject",
-    rule: operatorRule,
+    rule: operatorRead,
     request: () => ({ project: "alpha" }),
     expect: ok,
     check: seesProbe("xa-probe"),
@@ -426,6 +537,73 @@ export const methodRows: MethodRow[] = [
     rule: operatorRule,
     request: (c) => ({ project: "alpha", agentId: c.s.projects.beta!.one.id }),
     expect: () => "target_not_found",
+  },
+  {
+    // The secret is in this answer only: a new one of the managed form, none of the seeded ones.
+    rpc: "kxm.hub.v1.OpsService/CreateProjectToken",
+    rule: adminRule,
+    request: () => ({ project: "alpha", label: "matrix-created" }),
+    expect: ok,
+    restStatus: 201,
+    adminWrites: true,
+    check: (_a, p, c) => {
+      const t = p.token ?? {};
+      const m = MANAGED_SECRET.exec(String(p.secret ?? ""));
+      return [
+        ...(t.project === TARGET && scopeName(t.scope) === "agent" && stateName(t.state) === "live" ? [] : [`created ${JSON.stringify(t)}`]),
+        ...(m && `pt_${m[1]}` === t.tokenId ? [] : [`the secret is not of the managed form naming ${t.tokenId}`]),
+        ...(Object.values(c.s.managed).some((x) => x.id === t.tokenId || x.secret === p.secret) ? ["answered a seeded token"] : []),
+        ...secretsIn(t),
+      ];
+    },
+  },
+  {
+    // alpha's tokens, every state, and never a secret (the leak check looks for the seeded ones).
+    rpc: "kxm.hub.v1.OpsService/ListProjectTokens",
+    rule: adminRule,
+    request: () => ({ project: "alpha" }),
+    expect: ok,
+    check: (a, p, c) => {
+      const want = Object.values(c.s.managed)
+        .filter((t) => t.project === TARGET)
+        .map((t) => `${t.id} ${t.scope} ${t.live ? "live" : "revoked"}`)
+        .sort();
+      const got = ((p.tokens ?? []) as Json[]).map((t) => `${t.tokenId} ${scopeName(t.scope)} ${stateName(t.state)}`).sort();
+      return [
+        ...sameProject("token", p.tokens, a),
+        ...(JSON.stringify(got) === JSON.stringify(want) ? [] : [`listed ${JSON.stringify(got)}, want ${JSON.stringify(want)}`]),
+        ...secretsIn(p),
+      ];
+    },
+  },
+  {
+    // alpha's trail: the seed's token decisions in alpha (each created, the one revoked), never a secret.
+    rpc: "kxm.hub.v1.OpsService/ListAuditEvents",
+    rule: adminRule,
+    request: () => ({ project: "alpha" }),
+    expect: ok,
+    check: (a, p, c) => {
+      const alpha = Object.values(c.s.managed).filter((t) => t.project === TARGET);
+      const want = [...alpha.map((t) => `token_created ${t.id}`), ...alpha.filter((t) => !t.live).map((t) => `token_revoked ${t.id}`)].sort();
+      const got = ((p.events ?? []) as Json[]).map((e) => `${auditKindName(e.kind)} ${e.detail?.tokenId}`).sort();
+      return [
+        ...sameProject("audit event", p.events, a),
+        ...(JSON.stringify(got) === JSON.stringify(want) ? [] : [`listed ${JSON.stringify(got)}, want ${JSON.stringify(want)}`]),
+        ...secretsIn(p),
+      ];
+    },
+  },
+  {
+    rpc: "kxm.hub.v1.OpsService/RevokeProjectToken",
+    rule: adminRule,
+    request: (c) => ({ project: "alpha", tokenId: c.s.managed["alpha spare"].id }),
+    expect: ok,
+    adminWrites: true,
+    check: (_a, p, c) => {
+      const t = p.token ?? {};
+      const revoked = t.tokenId === c.s.managed["alpha spare"].id && t.project === TARGET && stateName(t.state) === "revoked";
+      return [...(revoked ? [] : [`revoked ${JSON.stringify(t)}`]), ...secretsIn(t)];
+    },
   },
 ];
 

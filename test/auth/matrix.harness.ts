@@ -140,6 +140,7 @@ const restStatusOf: Record<string, number> = {
   invalid_auth: 401,
   invalid_agent_identity: 401,
   admin_auth_not_configured: 503,
+  token_scope_insufficient: 403,
   lease_not_found: 404,
   message_not_found: 404,
   target_not_found: 404,
@@ -150,7 +151,7 @@ const restStatusOf: Record<string, number> = {
 
 export interface Verdict {
   answer: string;
-  /** Other projects' secrets found in what the caller got. */
+  /** Other projects' secrets found in what the caller got, and any managed token's secret or hash (its own project's too). */
   leaks: string[];
   /** Projects whose state changed though they were not the caller's. */
   changed: string[];
@@ -173,7 +174,7 @@ export async function runCase(
   const creds = caller.creds(h.seed, h.auth);
   const ctx = ctxFor(h.seed, caller.home);
   const req = "request" in row ? row.request(ctx) : {};
-  const authn = authenticate(row.rule, h.auth, h.seed.agents, creds, req);
+  const authn = authenticate(row.rule, h.auth, h.seed, creds, req);
   const as: As | undefined = "as" in authn ? authn.as : undefined;
   let want = "refused" in authn ? authn.refused : "request" in row ? row.expect(authn.as) : "ok";
   let mid: Map<string, string[]> | undefined;
@@ -188,16 +189,19 @@ export async function runCase(
   if (face.kind === "rest") want = want === "ok" ? `${("restStatus" in row && row.restStatus) || 200} ok` : `${restStatusOf[want] ?? "?"} ${want}`;
 
   const after = mid ?? (await fingerprint(h.t, h.seed));
-  const own = as && as.kind !== "admin" ? [as.project] : [];
+  const adminWrites = "adminWrites" in row && row.adminWrites === true;
+  const own = !as ? [] : as.kind !== "admin" ? [as.project] : adminWrites ? [TARGET] : [];
   const seesAll = ("path" in row && row.path === "/metrics") || ("adminSeesAll" in row && row.adminSeesAll === true);
-  const visible = as?.kind === "admin" ? (seesAll ? Object.keys(h.seed.projects) : [TARGET]) : own;
+  const visible = as?.kind === "admin" ? (seesAll ? Object.keys(h.seed.projects) : [TARGET]) : as ? [as.project] : [];
   const supplied = JSON.stringify(req) + JSON.stringify(creds);
-  const leaks = Object.values(h.seed.projects)
-    .filter((p) => !visible.includes(p.name))
-    .flatMap((p) => p.secrets.filter((x) => x && !supplied.includes(x) && got.text.includes(x)).map((x) => `${p.name}: ${x}`));
+  // A project the caller may see still never sees a managed token's secret or hash (`hidden`).
+  const leaks = Object.values(h.seed.projects).flatMap((p) =>
+    (visible.includes(p.name) ? p.hidden : p.secrets).filter((x) => x && !supplied.includes(x) && got.text.includes(x)).map((x) => `${p.name}: ${x}`),
+  );
   const problems = "check" in row && row.check && as && got.answer.endsWith("ok") && got.payload ? row.check(as, got.payload, ctx) : [];
   const actual: Verdict = { answer: got.answer, leaks, changed: changes(h.baseline, after, own), problems };
   if (leaks.length || actual.answer !== want) actual.problems.push(`hub said: ${cut(got.text, 600)}`);
-  if (got.streamed || !sameState(h.baseline, after)) await pool.discard();
+  // A stream that opened ran the probe (alpha changed); a refused one changed nothing, or it shows.
+  if (mid !== undefined || !sameState(h.baseline, after)) await pool.discard();
   return { actual, expected: { answer: want, leaks: [], changed: [], problems: [] } };
 }

@@ -22,7 +22,9 @@ describe("authorization matrix over REST: coverage", () => {
   });
 });
 
-describe("authorization matrix over REST", () => {
+// On PostgreSQL (the suites' second pass) only the coverage above: the REST face's translation
+// (routes, statuses, codes) does not depend on the store, and the RPC matrix covers isolation there.
+describe.skipIf(process.env.KXM_TEST_STORE === "postgres")("authorization matrix over REST", () => {
   const pool = new HubPool();
   afterAll(() => pool.discard());
 

@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { makeCerts, type TestCerts } from "../fixtures/certs.js";
 import { startControl } from "../fixtures/control.js";
 import { serveCli } from "../fixtures/cli.js";
 import { startTestHub } from "../fixtures/hub.js";
@@ -11,7 +12,8 @@ import { startTestHub } from "../fixtures/hub.js";
 /**
  * Issue #5's scenario through the generated Go client (gen/go, taken through the replace
  * directive of test/clients/go/go.mod), once over Connect and once over gRPC (h2c). The hub runs
- * here in-process; the Go tests move its clock through the control port.
+ * here in-process; the Go tests move its clock through the control port. Two more in-process
+ * hubs, one with TLS and one with mutual TLS, serve the library's TLS tests (tls_test.go).
  */
 const goDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "go");
 
@@ -26,6 +28,20 @@ function goVersion(): string {
     );
   }
   return r.stdout.trim();
+}
+
+/** Hubs with TLS and with mutual TLS (client CA: the same CA), and the variables that name them and the files. */
+async function tlsHubs(certs: TestCerts) {
+  const config = { tlsCert: certs.server.cert, tlsKey: certs.server.key, projectTokens: { clients: "tok-clients" }, cleanupIntervalMs: 3_600_000 };
+  const tls = await startTestHub({ config });
+  const mtls = await startTestHub({ config: { ...config, tlsClientCa: certs.ca.cert } });
+  return {
+    env: { KXM_TLS_HUB_URL: tls.baseUrl, KXM_MTLS_HUB_URL: mtls.baseUrl, KXM_TLS_CA: certs.ca.cert, KXM_TLS_CLIENT_CERT: certs.client.cert, KXM_TLS_CLIENT_KEY: certs.client.key },
+    mtls,
+    [Symbol.asyncDispose]: async () => {
+      await Promise.all([tls.close(), mtls.close()]);
+    },
+  };
 }
 
 /** Runs a command to its end (never blocking the event loop: the hub answers from this process). */
@@ -46,6 +62,8 @@ describe("Go client (gen/go)", () => {
     async () => {
       const version = goVersion();
       await using t = await startTestHub({ config: { projectTokens: { clients: "tok-clients" } } });
+      const certs = makeCerts();
+      await using tls = await tlsHubs(certs);
       const control = await startControl(t);
       try {
         const started = Date.now();
@@ -56,6 +74,7 @@ describe("Go client (gen/go)", () => {
             KXM_HUB_URL: t.baseUrl,
             KXM_CONTROL_URL: control.url,
             KXM_PROJECT_TOKEN: "tok-clients",
+            ...tls.env,
             // The outage tests start, SIGKILL and restart `kxm-hub serve` themselves.
             KXM_NODE: process.execPath,
             KXM_HUB_BIN: path.resolve(goDir, "../../../bin/kxm-hub.mjs"),
@@ -86,11 +105,14 @@ describe("Go client (gen/go)", () => {
           "TestLibraryAwaitReplyReconnectsAndReadsAReplyMadeWhileItsStreamWasDown",
           "TestLibraryAwaitReplySaysWhenTheMessageEndedWithoutAReply",
           "TestLibraryTakeoverRestartsAnAgentAtOnce",
+          "TestLibraryOverTLSWithItsCAOverConnectAndGRPC",
+          "TestLibraryOverMutualTLSServedWithItsClientCertificateOnly",
         ]) {
           expect(r.output).toContain(`--- PASS: ${name}`);
         }
       } finally {
         await control.close();
+        certs.remove();
       }
     },
     300_000,
@@ -116,6 +138,20 @@ describe("Go client (gen/go)", () => {
         expect(r.output).toContain("commit to main with fencing token 1");
         expect(r.output).toContain('reviewer replied to "pushed main at token 1"');
         expect(r.output).toContain('builder read the reply "reviewed: pushed main at token 1"');
+
+        // The TLS example (examples/go/tls) against a hub with mutual TLS.
+        fs.mkdirSync(path.join(dir, "tls"));
+        fs.copyFileSync(path.join(goDir, "../../../examples/go/tls/main.go"), path.join(dir, "tls", "main.go"));
+        const certs = makeCerts();
+        try {
+          await using hubs = await tlsHubs(certs);
+          const { KXM_MTLS_HUB_URL, ...files } = hubs.env;
+          const tls = await run("go", ["run", "./tls"], { cwd: dir, env: { ...env, ...files, KXM_URL: KXM_MTLS_HUB_URL }, timeoutMs: GO_TIMEOUT_MS });
+          expect(tls.code, tls.output).toBe(0);
+          expect(tls.output).toContain("deploying with fencing token 1");
+        } finally {
+          certs.remove();
+        }
       } finally {
         await hub.stop();
         fs.rmSync(dir, { recursive: true, force: true });

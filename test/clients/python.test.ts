@@ -3,12 +3,14 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { makeCerts, type TestCerts } from "../fixtures/certs.js";
 import { startControl } from "../fixtures/control.js";
 import { serveCli } from "../fixtures/cli.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 
 // The issue #5 scenario in Python: the generated package (gen/python, pip-installed into
-// .venv-clients by test/clients/python/setup.sh) against an in-process test hub, under pytest.
+// .venv-clients by test/clients/python/setup.sh) against an in-process test hub, under pytest;
+// test_tls.py against two more, one with TLS and one with mutual TLS.
 
 const root = path.resolve(import.meta.dirname, "../..");
 const python = path.join(root, ".venv-clients", "bin", "python");
@@ -42,6 +44,9 @@ function run(cmd: string, args: string[], env: Record<string, string> = {}, time
 describe("python client (kxm-hub-client + connectrpc)", () => {
   let t: TestHub;
   let control: Awaited<ReturnType<typeof startControl>>;
+  let certs: TestCerts;
+  let tlsHub: TestHub;
+  let mtlsHub: TestHub;
 
   beforeAll(async () => {
     const probe = await run("python3", ["--version"]).catch((e: Error) => ({ code: -1, output: e.message, ms: 0 }));
@@ -51,12 +56,21 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
     if (setup.code !== 0) throw new Error(`test/clients/python/setup.sh exited ${setup.code}:\n${setup.output}`);
     t = await startTestHub({ config: { projectTokens: { clients: "tok-clients" } } });
     control = await startControl(t);
+    certs = makeCerts();
+    const tls = { tlsCert: certs.server.cert, tlsKey: certs.server.key, projectTokens: { clients: "tok-clients" }, cleanupIntervalMs: 3_600_000 };
+    tlsHub = await startTestHub({ config: tls });
+    mtlsHub = await startTestHub({ config: { ...tls, tlsClientCa: certs.ca.cert } });
   }, 330_000);
 
   afterAll(async () => {
     await control?.close();
     await t?.close();
+    await tlsHub?.close();
+    await mtlsHub?.close();
+    certs?.remove();
   });
+
+  const tlsFiles = () => ({ KXM_TLS_CA: certs.ca.cert, KXM_TLS_CLIENT_CERT: certs.client.cert, KXM_TLS_CLIENT_KEY: certs.client.key });
 
   it("runs the scenario under pytest", async () => {
     const res = await run(
@@ -66,6 +80,9 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
         KXM_HUB_URL: t.baseUrl,
         KXM_CONTROL_URL: control.url,
         KXM_PROJECT_TOKEN: "tok-clients",
+        KXM_TLS_HUB_URL: tlsHub.baseUrl,
+        KXM_MTLS_HUB_URL: mtlsHub.baseUrl,
+        ...tlsFiles(),
         // The outage tests start, SIGKILL and restart `kxm-hub serve` themselves.
         KXM_NODE: process.execPath,
         KXM_HUB_BIN: path.join(root, "bin", "kxm-hub.mjs"),
@@ -95,10 +112,14 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
       "test_await_reply_ends_without_a_reply_and_closes_its_stream_on_cancel",
       "test_takeover_replaces_an_online_instance_at_once",
       "test_ttl_and_wait_errors_speak_in_seconds",
+      "test_tls.py::test_tls_hub_with_its_ca[connect]",
+      "test_tls.py::test_tls_hub_with_its_ca[grpc]",
+      "test_tls.py::test_tls_hub_without_its_ca_or_with_an_unreadable_one",
+      "test_tls.py::test_mutual_tls_hub_served_with_its_client_certificate_only",
     ]) {
       expect(res.output).toContain(`${name.includes("::") ? name : `test_library.py::${name}`} PASSED`);
     }
-    expect(res.output).toMatch(/=+ 18 passed in [\d.]+s/);
+    expect(res.output).toMatch(/=+ 22 passed in [\d.]+s/);
   }, 180_000);
 
   it("builds the package as a wheel, installs it into a fresh venv outside the repository and runs the example on it", async () => {
@@ -122,6 +143,12 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
       expect(r.output).toContain("commit to main with fencing token 1");
       expect(r.output).toContain('reviewer replied to "pushed main at token 1"');
       expect(r.output).toContain('builder read the reply "reviewed: pushed main at token 1"');
+
+      // The TLS example against the hub with mutual TLS.
+      fs.copyFileSync(path.join(root, "examples", "python", "tls.py"), path.join(dir, "tls.py"));
+      const tls = await run(userPython, ["tls.py"], { KXM_URL: mtlsHub.baseUrl, KXM_TOKEN: "", ...tlsFiles() }, 60_000, dir);
+      expect(tls.code, tls.output).toBe(0);
+      expect(tls.output).toContain("deploying with fencing token 1");
     } finally {
       await hub.stop();
       fs.rmSync(dir, { recursive: true, force: true });

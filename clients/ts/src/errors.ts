@@ -1,12 +1,15 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema, LeaseSchema, type Lease } from "./generated.js";
+import { tlsFailure, type TlsFailure } from "./tls-failure.js";
 
 /**
  * A refusal from the hub, whatever the call: its code (`lease_held`, `cursor_expired`, …, the
  * hub's error table), the facts in its metadata, and the lease it concerns when there is one.
  * Anything that is not a hub refusal (the hub unreachable, a cancelled call) is a `HubError`
  * with `code` `unavailable`, `cancelled` or `unknown`, and `transient` says whether trying
- * again later may succeed.
+ * again later may succeed. A failed TLS handshake (a hub certificate no trusted CA signed, a
+ * client certificate the hub wants and did not get) is `tls_failed`, not transient, with Node's
+ * code in `metadata.tlsCode`; a TLS option the library cannot use is `invalid_tls_config`.
  */
 export class HubError extends Error {
   constructor(
@@ -21,6 +24,11 @@ export class HubError extends Error {
     this.name = "HubError";
   }
 
+  /** A failed TLS handshake: `tls_failed`, not transient, Node's code in `metadata.tlsCode`. */
+  static tls(f: TlsFailure, cause: unknown): HubError {
+    return new HubError("tls_failed", `TLS with the hub failed: ${f.code}: ${f.reason}`, { tlsCode: f.code }, undefined, false, { cause });
+  }
+
   /** The error of a failed call, typed. */
   static from(e: unknown): HubError {
     if (e instanceof HubError) return e;
@@ -30,6 +38,8 @@ export class HubError extends Error {
       const transient = c.code === Code.Unavailable || c.code === Code.ResourceExhausted;
       return new HubError(info.reason.toLowerCase(), c.rawMessage, { ...info.metadata }, c.findDetails(LeaseSchema)[0], transient, { cause: e });
     }
+    const tls = tlsFailure(e);
+    if (tls) return HubError.tls(tls, e);
     if (c.code === Code.Canceled) return new HubError("cancelled", c.rawMessage, {}, undefined, false, { cause: e });
     const transient = c.code === Code.Unavailable || c.code === Code.DeadlineExceeded || c.code === Code.Unknown || c.code === Code.Internal;
     return new HubError(transient ? "unavailable" : "unknown", c.rawMessage, {}, undefined, transient, { cause: e });

@@ -10,5 +10,7 @@ export { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
 export { awaitReply } from "./reply.js";
 export { RunFactSync, type RunFact, type RunFactSyncOptions, type PushOutcome } from "./sync.js";
 export { HubError } from "./errors.js";
+export { nodeTlsOptions, type NodeTlsOptions, type TlsOptions } from "./tls.js";
+export { handshakeFailure, tlsFailure, type TlsFailure } from "./tls-failure.js";
 export { monotonicClock, type Clock } from "./clock.js";
 export * from "./generated.js";

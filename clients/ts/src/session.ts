@@ -1,6 +1,6 @@
 import os from "node:os";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
-import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { monotonicClock, type Clock } from "./clock.js";
 import { HubError } from "./errors.js";
 import { checkFence, type FenceCheck } from "./fence.js";
@@ -8,9 +8,11 @@ import { LeaseService, PeerService, PresenceService, type Agent, type Message } 
 import { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
 import { HeldLease, type AcquireOptions } from "./lease.js";
 import { awaitReply } from "./reply.js";
+import { handshakeFailure } from "./tls-failure.js";
+import { nodeTlsOptions, ownTransport, type TlsOptions } from "./tls.js";
 
 export interface SessionOptions {
-  /** The hub's base URL, e.g. `http://127.0.0.1:7331`. */
+  /** The hub's base URL, e.g. `http://127.0.0.1:7331`, or `https://hub.example:7331` for a hub with TLS. */
   url: string;
   project: string;
   /** The agent's name in the project (a registration resumes the offline agent of that name). */
@@ -28,6 +30,12 @@ export interface SessionOptions {
    * of the interceptors the session adds.
    */
   transport?: (interceptors: Interceptor[]) => Transport;
+  /**
+   * For an `https://` URL: the CA to trust (default: the system's) and the client certificate and
+   * key for a hub with mutual TLS; PEM text or file paths (see TlsOptions). Used by the default
+   * transport; a `transport` of your own brings its own `nodeOptions`.
+   */
+  tls?: TlsOptions;
   /** Default: the monotonic clock. */
   clock?: Clock;
   /**
@@ -82,8 +90,9 @@ export class Session {
       for (const [k, v] of Object.entries(credentials)) req.header.set(k, v);
       return next(req);
     };
-    const connection = o.transport ? undefined : new Http2SessionManager(o.url);
-    const transport = (o.transport ?? ((interceptors) => createConnectTransport({ baseUrl: o.url, httpVersion: "2", sessionManager: connection, interceptors })))([auth]);
+    const own = o.transport ? undefined : ownTransport(o.url, o.tls);
+    const connection = own?.connection;
+    const transport = (o.transport ?? own!.make)([auth]);
     const presence = createClient(PresenceService, transport);
     let registered;
     try {
@@ -97,7 +106,14 @@ export class Session {
       });
     } catch (e) {
       connection?.abort();
-      throw HubError.from(e);
+      const err = HubError.from(e);
+      // A refused client certificate reaches the transport as a reset or a cancelled stream: one
+      // handshake of its own says whether TLS is why.
+      if (own && ["unavailable", "cancelled", "unknown"].includes(err.code)) {
+        const tls = await handshakeFailure(o.url, nodeTlsOptions(o.tls));
+        if (tls) throw HubError.tls(tls, e);
+      }
+      throw err;
     }
     credentials["x-kxm-agent-id"] = registered.agent!.id;
     credentials["x-kxm-agent-key"] = registered.agentKey;

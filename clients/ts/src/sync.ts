@@ -1,15 +1,16 @@
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
-import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import type { Http2SessionManager } from "@connectrpc/connect-node";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import { monotonicClock, type Clock } from "./clock.js";
 import { HubError } from "./errors.js";
 import { SyncService, type SyncEventResult, type SyncEventSchema } from "./generated.js";
+import { ownTransport, type TlsOptions } from "./tls.js";
 
 /** One run fact (`kxm.sync-event.v1`) as the generated code builds it. */
 export type RunFact = MessageInitShape<typeof SyncEventSchema>;
 
 export interface RunFactSyncOptions {
-  /** The hub's base URL, e.g. `http://127.0.0.1:7331`. */
+  /** The hub's base URL, e.g. `http://127.0.0.1:7331`, or `https://...` for a hub with TLS. */
   url: string;
   /** The hub project the runtime pushes into. */
   project: string;
@@ -21,6 +22,8 @@ export interface RunFactSyncOptions {
   batchSize?: number;
   /** Default: Connect over HTTP/2, one connection, closed by close(). */
   transport?: (interceptors: Interceptor[]) => Transport;
+  /** For an `https://` URL: the CA to trust and the client certificate and key (see SessionOptions.tls). */
+  tls?: TlsOptions;
   /** Default: the monotonic clock (retry back-off). */
   clock?: Clock;
 }
@@ -57,8 +60,9 @@ export class RunFactSync {
       if (o.token) req.header.set("authorization", `Bearer ${o.token}`);
       return next(req);
     };
-    this.#connection = o.transport ? undefined : new Http2SessionManager(o.url);
-    const transport = (o.transport ?? ((interceptors) => createConnectTransport({ baseUrl: o.url, httpVersion: "2", sessionManager: this.#connection, interceptors })))([auth]);
+    const own = o.transport ? undefined : ownTransport(o.url, o.tls);
+    this.#connection = own?.connection;
+    const transport = (o.transport ?? own!.make)([auth]);
     this.#sync = createClient(SyncService, transport);
   }
 

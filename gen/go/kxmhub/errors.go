@@ -15,6 +15,9 @@ import (
 // …, the hub's error table), the facts in Metadata, and the Lease it concerns when there is one.
 // Anything that is not a hub refusal (the hub unreachable, a cancelled call) is an Error with
 // Code "unavailable", "cancelled" or "unknown"; Transient says whether trying again may succeed.
+// A failed TLS handshake (a hub certificate no trusted CA signed, a client certificate the hub
+// wants and did not get) is "tls_failed", not transient; TLS files Connect cannot use are
+// "invalid_tls_config".
 // The library's own codes: lease_unconfirmed, released and closed (Lease.Err, Session.Err), and
 // message_ended (AwaitReply: the message was cancelled or expired, Metadata "status" says which).
 type Error struct {
@@ -46,6 +49,9 @@ func AsError(err error) *Error {
 	}
 	var ce *connect.Error
 	if !errors.As(err, &ce) {
+		if isTLSFailure(err) {
+			return &Error{Code: "tls_failed", Message: "TLS with the hub failed: " + err.Error(), Metadata: map[string]string{}, cause: err}
+		}
 		return &Error{Code: "unavailable", Message: err.Error(), Transient: true, cause: err}
 	}
 	out := &Error{Message: ce.Message(), Metadata: map[string]string{}, cause: err}
@@ -69,6 +75,8 @@ func AsError(err error) *Error {
 	switch {
 	case out.Code != "":
 		out.Transient = ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeResourceExhausted
+	case isTLSFailure(err):
+		out.Code, out.Message = "tls_failed", "TLS with the hub failed: "+ce.Message()
 	case ce.Code() == connect.CodeCanceled:
 		out.Code = "cancelled"
 	case ce.Code() == connect.CodeUnavailable, ce.Code() == connect.CodeDeadlineExceeded, ce.Code() == connect.CodeUnknown, ce.Code() == connect.CodeInternal:

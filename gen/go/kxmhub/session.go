@@ -6,6 +6,7 @@ package kxmhub
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"os"
 	"sync"
@@ -19,7 +20,7 @@ import (
 
 // Options says which hub, which project and which agent.
 type Options struct {
-	URL     string // the hub's base URL, e.g. http://127.0.0.1:7331
+	URL     string // the hub's base URL, e.g. http://127.0.0.1:7331 or https://hub.example:7331
 	Project string
 	Name    string // the agent's name; a registration resumes the offline agent of that name
 	Token   string // the project's token; empty on a loopback hub without tokens
@@ -28,8 +29,12 @@ type Options struct {
 	Host    string // default: os.Hostname()
 	// HeartbeatEvery defaults to 10 s, well inside the hub's default stale-after of 30 s.
 	HeartbeatEvery time.Duration
-	// HTTPClient defaults to http.DefaultClient (Connect over HTTP/1.1).
+	// HTTPClient defaults to http.DefaultClient (Connect over HTTP/1.1; HTTP/2 by ALPN for an
+	// https:// URL), or to NewHTTPClient(TLS) when TLS is set.
 	HTTPClient connect.HTTPClient
+	// TLS, for an https:// URL: the CA file to trust instead of the system's CAs, and the client
+	// certificate and key for a hub with mutual TLS. Used when HTTPClient is nil.
+	TLS TLSFiles
 	// ClientOptions are added to every generated client (connect.WithGRPC(), interceptors).
 	ClientOptions []connect.ClientOption
 	// Clock defaults to the system clock.
@@ -76,6 +81,16 @@ type Session struct {
 // Connect registers (or resumes) the agent and starts its heartbeats. A name still online is
 // duplicate_agent_name, unless Options.Takeover replaces that instance.
 func Connect(ctx context.Context, o Options) (*Session, error) {
+	// A client of its own (o.TLS's, or the default) has a TLS configuration Connect knows.
+	own := o.HTTPClient == nil
+	var tlsConfig *tls.Config
+	if own && !o.TLS.IsZero() {
+		cfg, err := o.TLS.Config()
+		if err != nil {
+			return nil, err
+		}
+		tlsConfig, o.HTTPClient = cfg, httpClientWith(cfg)
+	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = http.DefaultClient
 	}
@@ -111,7 +126,15 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	}
 	res, err := s.Presence.RegisterAgent(ctx, connect.NewRequest(req))
 	if err != nil {
-		return nil, AsError(err)
+		e := AsError(err)
+		// A broken pipe comes back as "cancelled": not the caller's doing while ctx lives.
+		if own && ctx.Err() == nil && (e.Code == "unavailable" || e.Code == "cancelled" || e.Code == "unknown") {
+			// The HTTP client may have lost why TLS failed: one handshake of its own says.
+			if f := handshakeFailure(ctx, o.URL, tlsConfig); f != nil {
+				return nil, &Error{Code: "tls_failed", Message: "TLS with the hub failed: " + f.Error(), Metadata: map[string]string{}, cause: f}
+			}
+		}
+		return nil, e
 	}
 	s.Agent, s.TakenOver, s.ReleasedLeases = res.Msg.GetAgent(), res.Msg.GetTakenOver(), res.Msg.GetReleasedLeases()
 	creds.set(s.Agent.GetId(), res.Msg.GetAgentKey())

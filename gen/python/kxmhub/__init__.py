@@ -3,7 +3,8 @@
 A Session registers the agent (takeover=True replaces a crashed instance still marked online),
 sends its credentials on every call and heartbeats; a Lease is kept renewed with a loss signal;
 acquire can wait in the hub's queue; the inbox resumes across dropped connections; a sender awaits
-the reply to its message; every refusal is a HubError. asyncio throughout::
+the reply to its message; every refusal is a HubError. An https:// hub: `tls_ca` (its CA),
+`tls_cert` and `tls_key` (mutual TLS), PEM files. asyncio throughout::
 
     async with await kxmhub.connect(url, project="demo", name="builder", token=token) as hub:
         async with hub.lease("repo/main", ttl=10, wait=30) as lease:

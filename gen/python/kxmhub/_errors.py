@@ -12,7 +12,9 @@ class HubError(Exception):
     """A refusal from the hub: its code ("lease_held", "cursor_expired", ...), the facts in
     `metadata` and the `lease` it concerns when there is one. Anything else (the hub away, a
     cancelled call) has code "unavailable", "cancelled" or "unknown"; `transient` says whether
-    trying again may succeed.
+    trying again may succeed. A failed TLS handshake (a hub certificate no trusted CA signed, a
+    client certificate the hub wants and did not get) is "tls_failed", not transient; TLS files
+    `connect` cannot use are "invalid_tls_config".
     """
 
     def __init__(self, code: str, message: str, metadata: dict[str, str] | None = None, lease: lease_pb2.Lease | None = None, transient: bool = False) -> None:
@@ -28,6 +30,10 @@ class HubError(Exception):
         """The error of a failed call, typed."""
         if isinstance(err, HubError):
             return err
+        from ._tls import is_tls_message
+
+        if is_tls_message(str(err)):
+            return cls("tls_failed", f"TLS with the hub failed: {err}")
         if not isinstance(err, ConnectError):
             return cls("unavailable", str(err), transient=True)
         # ErrorDetail.value() knows only the runtime's own message types: decode by type name.

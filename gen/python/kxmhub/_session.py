@@ -10,13 +10,15 @@ from kxm.hub.v1 import lease_pb2, peer_pb2, presence_pb2
 from kxm.hub.v1.lease_connect import LeaseServiceClient
 from kxm.hub.v1.peer_connect import PeerServiceClient
 from kxm.hub.v1.presence_connect import PresenceServiceClient
-from pyqwest import Client, HTTPTransport, HTTPVersion
+from pyqwest import Client, HTTPTransport
 
 from ._clock import Clock, MonotonicClock
 from ._errors import HubError
 from ._inbox import InboxEvent, inbox_events
 from ._lease import TTL_RANGE, WAIT_RANGE, Lease, millis
 from ._reply import reply_to
+from ._tls import PathLike, diagnose
+from ._tls import transport as tls_transport
 
 
 class Session:
@@ -207,10 +209,20 @@ async def connect(
     http: Client | None = None,
     protocol: ProtocolType = ProtocolType.CONNECT,
     takeover: bool = False,
+    tls_ca: PathLike | None = None,
+    tls_cert: PathLike | None = None,
+    tls_key: PathLike | None = None,
 ) -> Session:
     """Registers (or resumes) the agent `name` in `project` and starts its heartbeats (every 10 s,
-    well inside the hub's default stale-after of 30 s). Default transport: HTTP/2 (h2c), one
-    connection, closed by close().
+    well inside the hub's default stale-after of 30 s). Default transport: HTTP/2 (h2c for
+    http://, TLS for https://), one connection, closed by close().
+
+    For an https:// hub, `tls_ca` is the PEM file of the CA that signed its certificate, trusted
+    instead of the system's CAs (trusted without it), and `tls_cert` and `tls_key` are the client
+    certificate and key (PEM files) for a hub with mutual TLS; they go into the default transport
+    (an `http` client of your own brings its own). A file that cannot be used is HubError
+    invalid_tls_config; a failed handshake is HubError tls_failed with the TLS reason
+    (`metadata["tlsCode"]`, e.g. CERTIFICATE_VERIFY_FAILED, TLSV13_ALERT_CERTIFICATE_REQUIRED).
 
     A name still held by an instance marked online is HubError duplicate_agent_name, unless
     `takeover=True`: then that instance is replaced at once (a restart that cannot wait for the
@@ -220,7 +232,7 @@ async def connect(
     what was replaced."""
     transport = None
     if http is None:
-        transport = HTTPTransport(http_version=HTTPVersion.HTTP2)
+        transport = tls_transport(tls_ca, tls_cert, tls_key)
         await transport.__aenter__()
         http = Client(transport)
     s = Session(url, token, clock or MonotonicClock(), http, transport, protocol)
@@ -234,7 +246,12 @@ async def connect(
     except Exception as e:  # noqa: BLE001 - typed
         if transport is not None:
             await transport.__aexit__(None, None, None)
-        raise HubError.of(e) from e
+        err = HubError.of(e)
+        if err.code in ("unavailable", "tls_failed", "cancelled", "unknown") and transport is not None:
+            # The HTTP client names few TLS failures (a refused client certificate is a closed
+            # connection to it): one handshake of the standard library's own says which it was.
+            err = await diagnose(url, tls_ca, tls_cert, tls_key) or err
+        raise err from e
     s.agent, s._key = res.agent, res.agent_key
     s.taken_over, s.released_leases = res.taken_over, list(res.released_leases)
     s._beats = asyncio.create_task(s._beat(heartbeat))
