@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails unless gen/ is exactly what scripts/generate.sh would produce now, the protos pass
 # `buf lint`, the Go module in gen/go builds and vets, and the Python package in gen/python
-# installs and imports. Regenerates into a temp dir; never writes to gen/.
+# installs and imports, each with the client library on top of it (clients/go, clients/python).
+# Regenerates into a temp dir; never writes to gen/ or clients/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/tools.sh
@@ -17,14 +18,11 @@ buf generate --output "$tmp"
 # As scripts/generate.sh: the API's comments, from an image with source info (outside $tmp/gen).
 buf build --path proto/kxm --as-file-descriptor-set -o "$tmp/kxm.binpb"
 node scripts/proto-docs.mjs "$tmp/kxm.binpb" "$tmp/gen/ts/kxm/hub/v1/docs.ts"
-# Hand-written files in gen/ that generation does not produce: the modules' manifests and the
-# client libraries beside the generated code (gen/go/kxmhub, gen/python/kxmhub).
+# The only hand-written files in gen/, which generation does not produce: the packages'
+# manifests. The client libraries are in clients/.
 for f in gen/go/go.mod gen/go/go.sum gen/python/pyproject.toml; do
   cp "$f" "$tmp/$f"
 done
-cp -R gen/go/kxmhub "$tmp/gen/go/kxmhub"
-mkdir -p "$tmp/gen/python"
-(cd gen/python && find kxmhub -name '*.py' -print0 | xargs -0 -I{} cp --parents {} "$tmp/gen/python/")
 # __pycache__, build, *.egg-info: gitignored byproducts of installing/importing gen/python.
 skip=(-x __pycache__ -x build -x '*.egg-info')
 if ! diff -rq "${skip[@]}" gen "$tmp/gen" >/dev/null; then
@@ -34,13 +32,20 @@ if ! diff -rq "${skip[@]}" gen "$tmp/gen" >/dev/null; then
   exit 1
 fi
 
-echo "check-gen: go build + go vet (gen/go)"
-(cd gen/go && GOFLAGS=-mod=readonly go build ./... && GOFLAGS=-mod=readonly go vet ./...)
+echo "check-gen: go build + go vet (gen/go, clients/go)"
+# Each module by its own go.mod (clients/go takes gen/go through its replace).
+for m in gen/go clients/go; do
+  (cd "$m" && GOFLAGS=-mod=readonly go build ./... && GOFLAGS=-mod=readonly go vet ./...)
+done
 
-echo "check-gen: pip install + import (gen/python)"
-# Installed from the temp copy (identical to gen/python by now) so no build files land in gen/.
+echo "check-gen: pip install + import (gen/python, clients/python)"
+# Installed from the temp copy of gen/python (identical to gen/python by now) and a copy of
+# clients/python, so no build files land in gen/ or clients/.
+mkdir -p "$tmp/clients"
+cp -R clients/python "$tmp/clients/python"
+rm -rf "$tmp/clients/python/build" "$tmp/clients/python"/*.egg-info
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
-  --target "$tmp/site" "$tmp/gen/python"
+  --target "$tmp/site" "$tmp/gen/python" "$tmp/clients/python"
 .venv/bin/python - "$tmp/site" <<'PY'
 import ast, importlib, pathlib, sys
 root = pathlib.Path(sys.argv[1])

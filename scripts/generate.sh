@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates gen/ (TypeScript, Go, Python) from proto/ with the pinned tools from scripts/tools.sh.
-# Only the generated trees are removed first; the hand-written files stay: gen/go/go.mod,
-# gen/go/go.sum, gen/python/pyproject.toml and the client libraries gen/go/kxmhub, gen/python/kxmhub.
+# Only the generated trees are removed first; the packages' manifests, the one hand-written kind
+# of file in gen/, stay: gen/go/go.mod, gen/go/go.sum, gen/python/pyproject.toml. The client
+# libraries on the generated code are in clients/ and are not touched.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/tools.sh

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kxm-dev/kxm-hub/gen/go/kxmhub"
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 )
 
 func main() {

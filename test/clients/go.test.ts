@@ -10,10 +10,11 @@ import { serveCli } from "../fixtures/cli.js";
 import { startTestHub } from "../fixtures/hub.js";
 
 /**
- * Issue #5's scenario through the generated Go client (gen/go, taken through the replace
- * directive of test/clients/go/go.mod), once over Connect and once over gRPC (h2c). The hub runs
- * here in-process; the Go tests move its clock through the control port. Two more in-process
- * hubs, one with TLS and one with mutual TLS, serve the library's TLS tests (tls_test.go).
+ * Issue #5's scenario through the generated Go client (gen/go), and the library's tests
+ * (clients/go), both taken through the replace directives of test/clients/go/go.mod, once over
+ * Connect and once over gRPC (h2c). The hub runs here in-process; the Go tests move its clock
+ * through the control port. Two more in-process hubs, one with TLS and one with mutual TLS, serve
+ * the library's TLS tests (tls_test.go).
  */
 const goDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "go");
 
@@ -56,7 +57,7 @@ function run(cmd: string, args: string[], opts: { cwd: string; env: NodeJS.Proce
   });
 }
 
-describe("Go client (gen/go)", () => {
+describe("Go client (gen/go, clients/go)", () => {
   it(
     "runs the scenario over Connect and gRPC",
     async () => {
@@ -78,7 +79,7 @@ describe("Go client (gen/go)", () => {
             // The outage tests start, SIGKILL and restart `kxm-hub serve` themselves.
             KXM_NODE: process.execPath,
             KXM_HUB_BIN: path.resolve(goDir, "../../../bin/kxm-hub.mjs"),
-            // Only this module's go.mod (and its replace of gen/go) decides the build.
+            // Only this module's go.mod (and its replaces of gen/go and clients/go) decides the build.
             GOWORK: "off",
           },
           timeoutMs: GO_TIMEOUT_MS,
@@ -119,7 +120,7 @@ describe("Go client (gen/go)", () => {
   );
 
   it(
-    "runs the example agent program from a module outside the repository (gen/go through a replace)",
+    "runs the example agent program from a module outside the repository (clients/go and gen/go through replaces)",
     async () => {
       goVersion();
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-go-user-"));
@@ -128,7 +129,11 @@ describe("Go client (gen/go)", () => {
         fs.copyFileSync(path.join(goDir, "../../../examples/go/main.go"), path.join(dir, "main.go"));
         fs.writeFileSync(
           path.join(dir, "go.mod"),
-          `module agent\n\ngo 1.26.0\n\nrequire github.com/kxm-dev/kxm-hub/gen/go v0.0.0\n\nreplace github.com/kxm-dev/kxm-hub/gen/go => ${path.resolve(goDir, "../../../gen/go")}\n`,
+          // As clients/go/README.md tells a user: require the library, replace both modules (the
+          // library's own replace of gen/go is ignored outside its module).
+          `module agent\n\ngo 1.26.0\n\nrequire github.com/kxm-dev/kxm-hub/clients/go v0.0.0\n\n` +
+            `replace github.com/kxm-dev/kxm-hub/clients/go => ${path.resolve(goDir, "../../../clients/go")}\n\n` +
+            `replace github.com/kxm-dev/kxm-hub/gen/go => ${path.resolve(goDir, "../../../gen/go")}\n`,
         );
         const env = { ...process.env, GOWORK: "off", GOFLAGS: "-mod=mod" };
         const tidy = await run("go", ["mod", "tidy"], { cwd: dir, env, timeoutMs: GO_TIMEOUT_MS });

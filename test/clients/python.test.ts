@@ -8,9 +8,10 @@ import { startControl } from "../fixtures/control.js";
 import { serveCli } from "../fixtures/cli.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 
-// The issue #5 scenario in Python: the generated package (gen/python, pip-installed into
-// .venv-clients by test/clients/python/setup.sh) against an in-process test hub, under pytest;
-// test_tls.py against two more, one with TLS and one with mutual TLS.
+// The issue #5 scenario in Python: the generated package (gen/python, kxm-hub-proto) and the
+// library (clients/python, kxm-hub-client), pip-installed into .venv-clients by
+// test/clients/python/setup.sh, against an in-process test hub, under pytest; test_tls.py against
+// two more, one with TLS and one with mutual TLS.
 
 const root = path.resolve(import.meta.dirname, "../..");
 const python = path.join(root, ".venv-clients", "bin", "python");
@@ -122,20 +123,27 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
     expect(res.output).toMatch(/=+ 22 passed in [\d.]+s/);
   }, 180_000);
 
-  it("builds the package as a wheel, installs it into a fresh venv outside the repository and runs the example on it", async () => {
+  it("builds the two packages as wheels, installs them into a fresh venv outside the repository and runs the example on them", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-py-user-"));
     const hub = await serveCli(["--port", "0", "--data-path", path.join(dir, "kxm.db"), "--log-path", "-"]);
     try {
-      // A copy of gen/python, so no build byproducts land in the repository.
-      fs.cpSync(path.join(root, "gen", "python"), path.join(dir, "src"), { recursive: true, filter: (f) => !/__pycache__|\.egg-info|\/build$/.test(f) });
-      const wheel = await run(python, ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", path.join(dir, "dist"), path.join(dir, "src")], {}, 300_000);
+      // Copies of gen/python (kxm-hub-proto) and clients/python (kxm-hub-client), so no build
+      // byproducts land in the repository.
+      const noByproducts = (f: string) => !/__pycache__|\.egg-info|\/build$/.test(f);
+      const sources = [path.join(dir, "src", "proto"), path.join(dir, "src", "client")];
+      fs.cpSync(path.join(root, "gen", "python"), sources[0], { recursive: true, filter: noByproducts });
+      fs.cpSync(path.join(root, "clients", "python"), sources[1], { recursive: true, filter: noByproducts });
+      const wheel = await run(python, ["-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", path.join(dir, "dist"), ...sources], {}, 300_000);
       expect(wheel.code, wheel.output).toBe(0);
-      const built = fs.readdirSync(path.join(dir, "dist")).find((f) => f.endsWith(".whl"));
-      expect(built).toBeDefined();
+      const built = fs.readdirSync(path.join(dir, "dist")).filter((f) => f.endsWith(".whl")).sort();
+      expect(built).toEqual([expect.stringMatching(/^kxm_hub_client-/), expect.stringMatching(/^kxm_hub_proto-/)]);
       const venv = path.join(dir, "venv");
       expect((await run("python3", ["-m", "venv", venv], {}, 120_000, dir)).code).toBe(0);
       const userPython = path.join(venv, "bin", "python");
-      const install = await run(userPython, ["-m", "pip", "install", "-q", "--disable-pip-version-check", path.join(dir, "dist", built!)], {}, 300_000, dir);
+      // Both wheels in one install: kxm-hub-client's requirement on kxm-hub-proto is met by the
+      // other wheel, its other dependencies come from the index.
+      const wheels = built.map((f) => path.join(dir, "dist", f));
+      const install = await run(userPython, ["-m", "pip", "install", "-q", "--disable-pip-version-check", ...wheels], {}, 300_000, dir);
       expect(install.code, install.output).toBe(0);
       fs.copyFileSync(path.join(root, "examples", "python", "agent.py"), path.join(dir, "agent.py"));
       const r = await run(userPython, ["agent.py"], { KXM_URL: hub.url, WORK_S: "1.5" }, 60_000, dir);

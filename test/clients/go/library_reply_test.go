@@ -10,8 +10,8 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
-	"github.com/kxm-dev/kxm-hub/gen/go/kxmhub"
 )
 
 // Session.AwaitReply: a sender gets the reply to its message whenever it came, without polling.

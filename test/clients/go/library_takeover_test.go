@@ -8,8 +8,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
-	"github.com/kxm-dev/kxm-hub/gen/go/kxmhub"
 )
 
 // Options.Takeover: a restarted agent replaces its instance still marked online at once.

@@ -13,11 +13,11 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
-	"github.com/kxm-dev/kxm-hub/gen/go/kxmhub"
 )
 
-// The Go library's behaviour against the hub (gen/go/kxmhub). The library's clock is the hub's:
+// The Go library's behaviour against the hub (clients/go/kxmhub). The library's clock is the hub's:
 // testClock moves the hub clock through the control port and fires the library's timers with it,
 // so renewals and lapses happen when the test moves time.
 

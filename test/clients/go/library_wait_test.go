@@ -9,8 +9,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
-	"github.com/kxm-dev/kxm-hub/gen/go/kxmhub"
 )
 
 // A lease granted after a wait in its queue longer than its TTL: the library counts its validity

@@ -19,8 +19,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 	hubv1 "github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1"
-	"github.com/kxm-dev/kxm-hub/gen/go/kxmhub"
 )
 
 // The library against a hub process this test starts, SIGKILLs and starts again on the same file

@@ -11,7 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/kxm-dev/kxm-hub/gen/go/kxmhub"
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 )
 
 // The Go library over TLS (Options.TLS.CAFile) and mutual TLS (CertFile, KeyFile), against two

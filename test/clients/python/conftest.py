@@ -53,13 +53,16 @@ def hub() -> HubEnv:
 
 @pytest.fixture(scope="session", autouse=True)
 def installed_client_package() -> None:
-    """The tests must exercise the pip-installed kxm-hub-client, never gen/python on sys.path."""
-    import kxm.hub.v1.lease_connect as mod
+    """The tests must exercise the pip-installed kxm-hub-proto and kxm-hub-client, never
+    gen/python or clients/python on sys.path."""
+    import kxm.hub.v1.lease_connect
+    import kxmhub
 
-    where = pathlib.Path(mod.__file__).resolve()
     site = [pathlib.Path(p).resolve() for p in sys.path if p.endswith("site-packages")]
-    if not any(s in where.parents for s in site):
-        pytest.fail(f"kxm.hub.v1 imported from {where}, not from an installed package", pytrace=False)
+    for mod in (kxm.hub.v1.lease_connect, kxmhub):
+        where = pathlib.Path(mod.__file__).resolve()
+        if not any(s in where.parents for s in site):
+            pytest.fail(f"{mod.__name__} imported from {where}, not from an installed package", pytrace=False)
 
 
 def count_subscribes(session) -> list[int]:

@@ -1,4 +1,4 @@
-"""The Python library's behaviour (gen/python/kxmhub) against the hub.
+"""The Python library's behaviour (clients/python/kxmhub) against the hub.
 
 The library's clock is the hub's: HubClock moves the hub clock through the control port and wakes
 the library's sleepers with it, so renewals and lapses happen when the test moves time.

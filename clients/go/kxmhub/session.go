@@ -1,7 +1,7 @@
 // Package kxmhub is the client library for kxm-hub over the generated Connect clients
-// (../kxm/hub/v1): a Session that registers the agent, sends its credentials and heartbeats; a
-// Lease kept renewed with a loss signal; blocking acquire; an inbox that resumes; a sender's wait
-// for its reply (AwaitReply); one Error type.
+// (github.com/kxm-dev/kxm-hub/gen/go/kxm/hub/v1): a Session that registers the agent, sends its
+// credentials and heartbeats; a Lease kept renewed with a loss signal; blocking acquire; an inbox
+// that resumes; a sender's wait for its reply (AwaitReply); one Error type.
 package kxmhub
 
 import (
