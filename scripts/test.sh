@@ -2,7 +2,8 @@
 # Every check of the project, in order: generated code fresh and lint-clean (buf lint, Go build,
 # Python import), TypeScript type-check, the vitest suites of the hub (with PostgreSQL's server
 # binaries, installed when missing by scripts/setup-postgres.sh: the PostgreSQL suites start and
-# stop throwaway clusters of their own), then the client checks
+# stop throwaway clusters of their own), the RPC suites again with every call through connect's
+# own handlers (KXM_TEST_WIRE=connect), then the client checks
 # (TypeScript, Go, Python, browser, buf curl) one file at a time, since they start toolchains
 # and a browser beside the hub. Installs what it needs itself (scripts/tools.sh,
 # scripts/setup-browser.sh, test/clients/python/setup.sh); `npm ci` must have run first (the
@@ -25,11 +26,17 @@ vitest run --exclude 'test/clients/**' --reporter=default --reporter=json --outp
 # cluster: test/fixtures/postgres.global.ts); the store contract runs on both in the pass above.
 KXM_TEST_STORE=postgres vitest run test/lease test/presence test/peer test/sync test/server test/auth test/ops \
   --reporter=default --reporter=json --outputFile=.kxm/vitest-hub-postgres.json "$@" || status=$?
+# The RPC suites once more with every call through connect's own handlers (config `wire`): the
+# in-process fast path for plain Connect calls (src/wire) must not be what makes them pass.
+# test/fuzz/differential.fuzz.test.ts, in the first pass, holds the two paths to the same bytes.
+KXM_TEST_WIRE=connect vitest run test/server test/lease/lease.rpc.test.ts test/peer/peer.rpc.test.ts \
+  test/presence/presence.rpc.test.ts test/peer/subscribe.test.ts test/lease/watch.test.ts test/presence/watch.test.ts \
+  --reporter=default --reporter=json --outputFile=.kxm/vitest-hub-connect.json "$@" || status=$?
 vitest run test/clients --no-file-parallelism --reporter=default --reporter=json --outputFile=.kxm/vitest-clients.json "$@" || status=$?
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
-  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-clients.json"]) {
+  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-hub-connect.json", ".kxm/vitest-clients.json"]) {
     if (!fs.existsSync(f)) { failed++; console.log(`missing report ${f}`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
     passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;

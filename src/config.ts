@@ -76,6 +76,12 @@ export interface HubConfig {
    * connections without a restart). Not a flag: tests shorten it.
    */
   tlsReloadIntervalMs: number;
+  /**
+   * Which path serves plain Connect unary calls and server streams: "fast" (src/wire/unary.ts and
+   * stream.ts, held to connect's answers byte for byte) or "connect" (connect's own handlers for
+   * every call; the test command runs the protocol suites this way too).
+   */
+  wire: "fast" | "connect";
 }
 
 /**
@@ -123,6 +129,7 @@ export const defaultConfig: HubConfig = {
   tlsKey: undefined,
   tlsClientCa: undefined,
   tlsReloadIntervalMs: 1_000,
+  wire: "fast",
 };
 
 /** One thread per core beyond the hub's own, at most 4 (a push of 100 events keeps one busy for ~2 ms). */
@@ -185,7 +192,7 @@ function projectTokens(raw: string): Record<string, string> {
 
 /**
  * Every project named in the token table must be a name the hub accepts, exactly as written.
- * @NOTE README §5.1: names are no longer trimmed, so " p " cannot quietly become "p" (and two
+ * @NOTE decision D44: names are no longer trimmed, so " p " cannot quietly become "p" (and two
  * keys can never collapse into one project); the rule is the one requests get (validate.ts).
  */
 function checkProjectTokenNames(tokens: Record<string, string>): void {
@@ -219,7 +226,7 @@ export interface FlagDoc {
   default: string;
 }
 
-/** CLI flag -> environment variable, meaning and default (the help text and the README table). */
+/** CLI flag -> environment variable, meaning and default (the help text and docs/configuration.md). */
 const flags = {
   host: {
     env: "KXM_HOST",
@@ -317,7 +324,7 @@ const flags = {
   "sqlite-synchronous": {
     env: "KXM_SQLITE_SYNCHRONOUS",
     value: "mode",
-    meaning: "full or normal (README Durability)",
+    meaning: "full or normal (docs/leases.md, Durability)",
     default: defaultConfig.sqliteSynchronous,
   },
   "stream-keepalive-ms": {
@@ -355,6 +362,12 @@ const flags = {
     value: "file",
     meaning: "PEM CA bundle: every client must present a certificate it signed (mutual TLS); the bearer token still names the project",
     default: "none (no client certificates)",
+  },
+  wire: {
+    env: "KXM_WIRE",
+    value: "fast|connect",
+    meaning: "connect: serve every RPC through connect's own handlers, without the in-process fast path for plain Connect calls (the answers are the same bytes; for checking that)",
+    default: defaultConfig.wire,
   },
 } as const satisfies Record<string, FlagDoc>;
 
@@ -466,13 +479,18 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
   c.tlsCert = get("tls-cert")?.trim();
   c.tlsKey = get("tls-key")?.trim();
   c.tlsClientCa = get("tls-client-ca")?.trim();
+  const wire = get("wire")?.trim().toLowerCase();
+  if (wire !== undefined) {
+    if (wire !== "fast" && wire !== "connect") throw new ConfigError("invalid_config", "KXM_WIRE must be fast or connect");
+    c.wire = wire;
+  }
   c.cleanupIntervalMs = Math.max(250, Math.floor(c.staleAfterMs / 3));
   return validateConfig(c);
 }
 
 /**
  * TLS needs both halves of the pair, and client certificates need TLS. The files themselves are
- * read and checked where the hub builds its TLS context (server/tls.ts).
+ * read and checked where the hub builds its TLS context (http/tls.ts).
  */
 function checkTlsSettings(c: HubConfig): void {
   if (c.tlsCert !== undefined && c.tlsKey === undefined) {

@@ -23,18 +23,21 @@ import { createPresence, presenceChangeOf, type PresenceChange } from "./presenc
 import { createHttpHandler } from "./server/http-handler.js";
 import { createAuthInterceptor } from "./server/interceptors/auth.js";
 import { createErrorInterceptor, toConnectError } from "./server/interceptors/errors.js";
+import { createStreamRequestInterceptor } from "./server/interceptors/request-refusals.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createObserveInterceptor } from "./server/interceptors/observe.js";
-import { createInProcessCaller } from "./server/in-process.js";
+import { createInProcessCaller } from "./wire/in-process.js";
+import type { WireSwitch } from "./wire/adapter.js";
 import { createShutdownSignal } from "./server/shutdown-signal.js";
-import { createDualServer } from "./server/listen.js";
-import { loadTlsMaterial, secureContextOptions, tlsFilesOf, tlsServerOptions, watchTlsFiles } from "./server/tls.js";
+import { createDualServer } from "./http/listen.js";
+import { loadTlsMaterial, secureContextOptions, tlsFilesOf, tlsServerOptions, watchTlsFiles } from "./http/tls.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
 import { defaultPageDir, loadOperatorPage } from "./server/operator-page.js";
 import { createSync } from "./sync/sync.js";
 import { createPreparePool } from "./sync/prepare-pool.js";
-import type { HubStore, StreamChange } from "./store/store.js";
+import type { StreamChange } from "./store/change-feed.js";
+import type { HubStore } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
@@ -98,10 +101,10 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   /** Managed project tokens revoked or expired, by id: the streams opened with them end. */
   const endedTokens = createBus<string>((id) => id);
   // Hubs sharing a database hear of the inbox events the others commit (PostgreSQL).
-  const stopInboxTail = store.tailInbox?.((agentId, seq) => inboxBus.publish({ agentId, seq }));
+  const stopInboxTail = store.messages.tailInbox?.((agentId, seq) => inboxBus.publish({ agentId, seq }));
   // Presence, lease, message and run changes are stored by the decisions that make them; the
   // store hands each over once it is durable (and, on PostgreSQL, the ones other hubs commit).
-  const stopChangeTail = store.tailChanges((c) => {
+  const stopChangeTail = store.changes.tailChanges((c) => {
     if (c.stream === "leases") leaseBus.publish(leaseChangeOf(c));
     else if (c.stream === "presence") presenceBus.publish(presenceChangeOf(c));
     else if (c.stream === "messages") messageBus.publish(messageWatchChangeOf(c));
@@ -176,8 +179,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   );
   const interceptors = [
     createObserveInterceptor(observer),
-    createErrorInterceptor(observer, config.maxBodyBytes),
+    createErrorInterceptor(observer),
     createLimitsInterceptor(config.maxBodyBytes),
+    createStreamRequestInterceptor(config.maxBodyBytes),
     createAuthInterceptor({ authenticator, limiter, clock, extraRules, endedTokens, refusals }),
   ];
   /**
@@ -223,10 +227,13 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     version: hubVersion(),
     shutdownSignal: shutdown.signal,
   });
+  /** Which path serves plain Connect calls; tests flip it to send one request both ways. */
+  const wire: WireSwitch = { mode: config.wire, fastServed: 0 };
   const handler = createHttpHandler({
     routes: serviceRoutes,
     interceptors,
     inProcess,
+    wire,
     readMaxBytes,
     maxBodyBytes: config.maxBodyBytes,
     shutdownSignal: shutdown.signal,
@@ -245,7 +252,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     presence,
     leases,
     messages,
-    purgeChanges: () => store.purgeChanges(changeRetention.ms, changeRetention.perStream),
+    purgeChanges: () => store.changes.purgeChanges(changeRetention.ms, changeRetention.perStream),
     limiter,
     clock,
     observer,
@@ -261,7 +268,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   // serve those agents, and presence lapses by itself (stale-after) for the ones that are gone.
   if (store.storage !== "postgres") {
     await presence.markAllOffline();
-    await store.clearLeaseWaiters(); // the calls that waited went with the process
+    await store.leases.clearLeaseWaiters(); // the calls that waited went with the process
   }
 
   let closing: Promise<void> | undefined;
@@ -270,6 +277,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     clock,
     store,
     observer,
+    /** The wire switch (config `wire`), read on each request: "connect" serves every call through connect. */
+    wire,
     /** Runs one sweep now (tests call this instead of waiting for the timer). */
     sweepNow: sweeper.runNow,
 

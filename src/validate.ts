@@ -58,7 +58,7 @@ export function projectNameProblem(value: string): string | undefined {
  * A project name exactly as given: the one rule for every place a project name enters the hub
  * (registration, runtime heartbeats, project-token calls, watches, the operator snapshot).
  * Anything else the reference accepted stays valid (`org/repo`, any Unicode), up to 128 chars.
- * @NOTE README §5.1: a project is an identity, so it is never trimmed into another one; names
+ * @NOTE decision D44: a project is an identity, so it is never trimmed into another one; names
  * with control characters or outer whitespace are refused (protocol_error, field `project`).
  */
 export function projectName(label: string, value: string | undefined): string {

@@ -224,7 +224,7 @@ async function main() {
   if (h2ping && percentile(h2ping.r.lat, 0.5) > 30) {
     console.log(
       "NOTE: sequential HTTP/2 calls take ~40 ms: the signature of Nagle on the hub's accepted sockets meeting the " +
-        "client's delayed ACK (src/server/listen.ts must create its net server with noDelay: true).",
+        "client's delayed ACK (src/http/listen.ts must create its net server with noDelay: true).",
     );
   }
 }

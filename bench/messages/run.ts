@@ -265,7 +265,7 @@ async function main() {
     );
     console.log(
       `   hub advertises SETTINGS_MAX_CONCURRENT_STREAMS = ${f(fo.serverMaxConcurrentStreams)}` +
-        `${fo.serverMaxConcurrentStreams === 2 ** 32 - 1 ? " (2^32-1: Node's default, no limit; src/server/listen.ts sets none)" : ""}`,
+        `${fo.serverMaxConcurrentStreams === 2 ** 32 - 1 ? " (2^32-1: Node's default, no limit; src/http/listen.ts sets none)" : ""}`,
     );
     if (fo.registerAgentsMs !== undefined) console.log(`   registered ${fo.watchers} watcher agents in ${f(fo.registerAgentsMs)} ms`);
     console.log(

@@ -2,7 +2,7 @@
  * Sync ingest benchmark: one hub in this process (127.0.0.1:0, file database in a temp dir per
  * scenario), valid `kxm.sync-event.v1` events pushed with SyncService/PushEvents in batches over
  * Connect binary (HTTP/2), plus floors measured in the same run on fresh databases:
- *   - store.pushSyncEvents(rows, decideIngest) with rows pre-hashed outside the timed region;
+ *   - store.sync.pushSyncEvents(rows, decideIngest) with rows pre-hashed outside the timed region;
  *   - the same, timing canonicalize + sha256 + store;
  *   - sync.push() (schema check + canonicalize + hash + store + counters), the domain without RPC;
  * and the cost of one batch split into its parts. The PushEvents callers run in a worker thread of
@@ -29,7 +29,7 @@ import { createMetrics } from "../../src/ops/metrics.js";
 import { createObserver } from "../../src/ops/observer.js";
 import { eventJson } from "../../src/server/sync-convert.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import type { SyncEventRow } from "../../src/store/store.js";
+import type { SyncEventRow } from "../../src/store/sync-store.js";
 import { checkSyncEvent } from "../../src/sync/schema.js";
 import { contentHash, createSync, decideIngest, syncChanges } from "../../src/sync/sync.js";
 import { SyncEventSchema, type SyncEvent } from "../../gen/ts/kxm/hub/v1/sync_event_pb.js";
@@ -203,8 +203,8 @@ function timedStore(dbPath: string) {
   const store = new SqliteStore({ path: dbPath, synchronous: sync });
   const txMs = new Samples();
   let recording = false;
-  const inner = store.pushSyncEvents;
-  store.pushSyncEvents = async (events, decide, changes) => {
+  const inner = store.sync.pushSyncEvents;
+  store.sync.pushSyncEvents = async (events, decide, changes) => {
     const t0 = monoMs();
     const r = await inner(events, decide, changes);
     if (recording) txMs.push(monoMs() - t0);
@@ -217,7 +217,7 @@ function timedStore(dbPath: string) {
 async function cursorCheck(store: SqliteStore, plan: BatchPlan): Promise<string> {
   const want = plan.perRun();
   let ok = 0;
-  for (const w of want) if ((await store.getSyncCursor(hubProject, w.projectId, w.runId)) === w.n) ok++;
+  for (const w of want) if ((await store.sync.getSyncCursor(hubProject, w.projectId, w.runId)) === w.n) ok++;
   return `cursor complete ${ok}/${want.length} runs`;
 }
 
@@ -468,7 +468,7 @@ async function floorScenario(kind: FloorKind, plan: BatchPlan, warm: BatchPlan) 
     if (kind === "store") {
       const rowsIn = buildRows(batch, Date.now()); // outside the timed region
       const t0 = monoMs();
-      const { outcomes: o } = await store.pushSyncEvents(rowsIn, decideIngest, syncChanges);
+      const { outcomes: o } = await store.sync.pushSyncEvents(rowsIn, decideIngest, syncChanges);
       const t1 = monoMs();
       if (!measure) return;
       lat.push(t1 - t0);
@@ -477,7 +477,7 @@ async function floorScenario(kind: FloorKind, plan: BatchPlan, warm: BatchPlan) 
       const t0 = monoMs();
       const rowsIn = buildRows(batch, Date.now());
       const t1 = monoMs();
-      const { outcomes: o } = await store.pushSyncEvents(rowsIn, decideIngest, syncChanges);
+      const { outcomes: o } = await store.sync.pushSyncEvents(rowsIn, decideIngest, syncChanges);
       const t2 = monoMs();
       if (!measure) return;
       lat.push(t2 - t0);
@@ -507,7 +507,7 @@ async function floorScenario(kind: FloorKind, plan: BatchPlan, warm: BatchPlan) 
     );
   }
   const names: Record<FloorKind, string> = {
-    store: "floor: store.pushSyncEvents, pre-hashed",
+    store: "floor: store.sync.pushSyncEvents, pre-hashed",
     "hash+store": "floor: canonicalize+hash + store",
     domain: "floor: sync.push (schema+hash+store)",
   };

@@ -3,8 +3,8 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import { secretEquals, secretMatchesHash } from "../ids.js";
 import type { Presence } from "../presence/presence.js";
-import type { AgentRow, HubStore } from "../store/store.js";
-import type { ProjectTokenRow, TokenScope } from "../store/token-store.js";
+import type { AgentRow, AgentStore } from "../store/agent-store.js";
+import type { ProjectTokenRow, TokenScope, TokenStore } from "../store/token-store.js";
 import { projectName } from "../validate.js";
 import { neededScope, type AuthRule } from "./rules.js";
 import { scopeAllows, tokenIdOfSecret, tokenState } from "./tokens.js";
@@ -18,7 +18,7 @@ export interface Credentials {
 }
 
 export interface AuthenticatorDeps {
-  store: HubStore;
+  store: { agents: AgentStore; tokens: TokenStore };
   presence: Presence;
   adminToken: string | undefined;
   projectTokens: Record<string, string>;
@@ -34,7 +34,7 @@ const bearer = (authorization: string | null) =>
 /**
  * Decides who a request is. Refusals are invalid_auth, invalid_agent_identity or
  * admin_auth_not_configured.
- * @NOTE README §3.1: nothing is written until both the agent key and the project token are
+ * @NOTE decision D38: nothing is written until both the agent key and the project token are
  * good; only then is the agent's activity recorded.
  */
 export function createAuthenticator({ store, presence, adminToken, projectTokens, loopback, clock }: AuthenticatorDeps) {
@@ -95,9 +95,9 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     const known = (a: AgentRow | undefined): a is AgentRow => a !== undefined && secretMatchesHash(creds.agentKey, a.keyHash);
     // The latest row serves a success (what the call answers waits for durability anyway); a
     // refusal is an answer, so it comes only from the durable row.
-    let agent = await store.peekAgent(id);
+    let agent = await store.agents.peekAgent(id);
     if (!known(agent)) {
-      agent = await store.getAgent(id);
+      agent = await store.agents.getAgent(id);
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
     const token = await checkProjectToken(agent.project, creds, "agent");
@@ -131,7 +131,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
           const named = field(rule.projectField);
           if (creds.agentId !== null || named === undefined || named === "") return agentCaller(creds.agentId, creds);
           const project = projectName("project", named as string);
-          // @NOTE spec §5.3: operators read a named project without an agent identity.
+          // @NOTE decision D46: operators read a named project without an agent identity.
           return isAdmin(creds) ? { kind: "project", project } : projectCaller(project);
         }
         case "operator": {
@@ -141,7 +141,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
         case "public":
           return { kind: "public" };
         case "adminConfigured":
-          // @NOTE spec §5.3: a loopback hub without an admin token trusts its callers as admin,
+          // @NOTE decision D46: a loopback hub without an admin token trusts its callers as admin,
           // for every admin-only call, as its start-up warning says.
           if (adminToken === undefined && !loopback) throw errors.adminAuthNotConfigured();
           if (!isAdmin(creds)) throw errors.invalidAuth();

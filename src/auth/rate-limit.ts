@@ -1,6 +1,6 @@
 /**
  * Fixed-window request budget per key, in memory (resets on restart), on the hub clock.
- * @NOTE README §3.3: keys are authenticated identities (agent id, else token, else remote
+ * @NOTE decision D40: keys are authenticated identities (agent id, else token, else remote
  * address); never a header the caller chose without proving it.
  */
 export interface RateVerdict {

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { errors } from "../errors.js";
 import { sha256Hex } from "../ids.js";
-import type { ChangeRecord } from "../store/store.js";
+import type { ChangeRecord } from "../store/change-feed.js";
 import type { AuditRecord, ProjectTokenRow, TokenDecision, TokenScope } from "../store/token-store.js";
 
 /**

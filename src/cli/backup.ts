@@ -6,7 +6,7 @@ import { PostgresStore } from "../store/postgres/postgres-store.js";
 import { hubVersion } from "./version.js";
 
 /**
- * `kxm-hub backup` and `kxm-hub restore` (README "Backup and restore"). The store does the work
+ * `kxm-hub backup` and `kxm-hub restore` (docs/operations.md, "Backup and restore"). The store does the work
  * (store/sqlite/backup.ts); this reads the flags and prints the outcome.
  */
 
@@ -120,7 +120,7 @@ function refusePostgres(command: string): void {
     throw new ConfigError(
       "invalid_config",
       `KXM_DATABASE_URL is set: this hub stores in PostgreSQL, which kxm-hub ${command} does not copy; ` +
-        "use pg_dump / pg_restore, then kxm-hub raise-fence (README, Backup and restore)",
+        "use pg_dump / pg_restore, then kxm-hub raise-fence (docs/operations.md, Backup and restore)",
     );
   }
 }

@@ -20,7 +20,7 @@ import {
 /**
  * `kxm-hub ops`: the operator's hands on a running hub (issue 20), through its REST face, so they
  * work against any hub the operator can reach, replicas on PostgreSQL included. Each subcommand
- * is one documented call (README Errors and Authentication hold for it).
+ * is one documented call (docs/api.md, Errors, and docs/security.md, Authentication, hold for it).
  */
 
 export const defaultHubUrl = "http://127.0.0.1:7331";
@@ -186,7 +186,7 @@ export const opsHelp = `Usage: ${Object.values(subcommands)
   .join("\n       ")}
        kxm-hub ops <subcommand> --help
 
-The operator's hands on a running hub, over its REST face (README Authentication: the admin token,
+The operator's hands on a running hub, over its REST face (docs/security.md: the admin token,
 or the project's own token). Prints a summary; --json prints the hub's JSON answer.
 
 ${flagHelp(commonFlags)}

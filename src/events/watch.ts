@@ -24,7 +24,7 @@ export interface WatchOptions<S, E extends { seq: number }> {
   afterCursor?: number;
   /** The state now, and the number of the last change it reflects. */
   snapshot: () => Promise<{ snapshot: S; cursor: number }>;
-  /** The stored changes after a cursor (store.readChanges). */
+  /** The stored changes after a cursor (store.changes.readChanges). */
   read: (afterSeq: number, limit: number) => Promise<ChangePage<E>>;
   clock: Clock;
   keepAliveMs: number;

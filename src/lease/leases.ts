@@ -5,7 +5,9 @@ import type { Observer } from "../observe.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
 import { newId } from "../ids.js";
-import type { AgentRow, HubStore, LeaseKey, LeaseRow, LeaseWaiter, NamedWaiter, StreamChange } from "../store/store.js";
+import type { AgentRow } from "../store/agent-store.js";
+import type { ChangeFeed, StreamChange } from "../store/change-feed.js";
+import type { LeaseKey, LeaseRow, LeaseStore, LeaseWaiter, NamedWaiter } from "../store/lease-store.js";
 import { intInRange, requireString } from "../validate.js";
 import { reportForceRelease } from "./report.js";
 import {
@@ -46,7 +48,7 @@ export interface LeaseChange extends LeaseOutcome {
 export const leaseChangeOf = (c: StreamChange): LeaseChange => ({ seq: c.seq, project: c.project, ...(c.body as LeaseOutcome) });
 
 export interface LeasesDeps {
-  store: HubStore;
+  store: { leases: LeaseStore; changes: ChangeFeed };
   clock: Clock;
   observer: Observer;
   /** Lease changes as they commit, on this hub and the others: what wakes a waiting acquire. */
@@ -158,7 +160,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     });
     const stop = linked(signal, shutdown);
     try {
-      let a: LeaseAnswer | { kind: "gone" } = await store.decideLease(
+      let a: LeaseAnswer | { kind: "gone" } = await store.leases.decideLease(
         key,
         asCaller(caller, (cur, nowMs, waiters) => decideAcquire(cur, { name: key.name, holder, ttlMs, nowMs, wait: { id, deadlineMs } }, waiters)),
         caller.agentId,
@@ -172,14 +174,14 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         }
         if (stop.signal.aborted || clock.now() >= deadlineMs) {
           const clientGone = stop.signal.aborted;
-          const left = await store.decideLease(key, (cur, now, waiters) =>
+          const left = await store.leases.decideLease(key, (cur, now, waiters) =>
             decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone }, waiters),
           );
           if (left.kind === "granted") return left;
           if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : errors.leaseHeld(behind);
           throw errors.leaseHeld(behind);
         }
-        a = await store.decideLease(
+        a = await store.leases.decideLease(
           key,
           asCaller(caller, (cur, now, waiters) => decideWaiting(cur, { id, holder, name: key.name, nowMs: now }, waiters)),
           caller.agentId,
@@ -208,7 +210,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         waitMs > 0
           ? waitFor(caller, key, ttlMs, waitMs, signal)
           : held(
-              await store.decideLease(
+              await store.leases.decideLease(
                 key,
                 asCaller(caller, (cur, nowMs, waiters) => decideAcquire(cur, { name, holder: holderOf(caller), ttlMs, nowMs }, waiters)),
                 caller.agentId,
@@ -227,7 +229,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const token = fencingToken(input.fencingToken);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur, nowMs, waiters) =>
+        store.leases.decideLease(key, (cur, nowMs, waiters) =>
           decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }, waiters),
         ),
       );
@@ -239,7 +241,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       const name = leaseName(input.name);
       const token = fencingToken(input.fencingToken);
       const outcome = await decide(caller, name, (key) =>
-        store.decideLease(key, (cur, nowMs, waiters) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token }, waiters, nowMs)),
+        store.leases.decideLease(key, (cur, nowMs, waiters) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token }, waiters, nowMs)),
       );
       return { released: true, lease: outcome.lease };
     },
@@ -252,7 +254,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     async forceRelease(project: string, input: { name: string; fencingToken?: bigint | number }): Promise<{ lease: LeaseView; next?: LeaseView }> {
       const name = leaseName(input.name);
       const token = input.fencingToken === undefined ? undefined : fencingToken(input.fencingToken);
-      const r = await store.decideLease({ project, name }, (cur, nowMs, waiters) => decideForceRelease(cur, { name, fencingToken: token, nowMs }, waiters));
+      const r = await store.leases.decideLease({ project, name }, (cur, nowMs, waiters) => decideForceRelease(cur, { name, fencingToken: token, nowMs }, waiters));
       reportForceRelease(observer, r.released, "operator");
       return { lease: r.released, ...(r.next && { next: r.next }) };
     },
@@ -261,7 +263,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     async get(caller: { project: string }, input: { name: string }): Promise<{ lease: LeaseView; expired: boolean }> {
       const name = leaseName(input.name);
       const key = { project: caller.project, name };
-      const [row, waiters] = await Promise.all([store.getLease(key), store.leaseWaiters(caller.project, name)]);
+      const [row, waiters] = await Promise.all([store.leases.getLease(key), store.leases.leaseWaiters(caller.project, name)]);
       const lease = heldLease(row);
       if (!lease) throw errors.leaseNotFound(name);
       const nowMs = clock.now();
@@ -277,7 +279,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     async checkFence(caller: { project: string }, input: { name: string; fencingToken?: bigint | number }): Promise<FenceVerdict> {
       const name = leaseName(input.name);
       const token = fencingToken(input.fencingToken);
-      const row = await store.getLease({ project: caller.project, name });
+      const row = await store.leases.getLease({ project: caller.project, name });
       return decideFence(row, token, clock.now());
     },
 
@@ -292,7 +294,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         afterName = Buffer.from(input.pageToken, "base64url").toString("utf8");
         if (afterName === "") throw errors.protocol("pageToken is invalid", "pageToken");
       }
-      const rows = await store.listLeases({
+      const rows = await store.leases.listLeases({
         project: caller.project,
         afterName,
         limit: limit + 1,
@@ -300,7 +302,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         nowMs: clock.now(),
       });
       const nowMs = clock.now();
-      const queues = rows.length > 0 ? byName(await store.leaseWaiters(caller.project)) : new Map<string, NamedWaiter[]>();
+      const queues = rows.length > 0 ? byName(await store.leases.leaseWaiters(caller.project)) : new Map<string, NamedWaiter[]>();
       const page = rows.slice(0, limit).map((r) => ({ ...heldLease(r)!, waiters: queueOf(queues.get(r.name) ?? [], nowMs) }));
       const last = page[page.length - 1];
       return {
@@ -312,20 +314,20 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     /** The live leases of a project and the number of the last change they reflect (WatchLeases). */
     async snapshot(project: string): Promise<{ snapshot: LeaseView[]; cursor: number }> {
       const nowMs = clock.now();
-      const { leases, waiters, head } = await store.leaseSnapshot(project, nowMs);
+      const { leases, waiters, head } = await store.leases.leaseSnapshot(project, nowMs);
       const queues = byName(waiters);
       return { snapshot: leases.map((r) => ({ ...heldLease(r)!, waiters: queueOf(queues.get(r.name) ?? [], nowMs) })), cursor: head };
     },
 
     /** The project's lease changes after `afterSeq` (a watcher catching up or resuming), and the head. */
     async changes(project: string, afterSeq: number, limit: number): Promise<{ changes: LeaseChange[]; head: number }> {
-      const r = await store.readChanges(project, "leases", afterSeq, limit);
+      const r = await store.changes.readChanges(project, "leases", afterSeq, limit);
       return { changes: r.changes.map(leaseChangeOf), head: r.head };
     },
 
     /** Clears the holders of leases lapsed more than 7 days; their tokens stay as floors. */
     async purge(): Promise<number> {
-      const purged = await store.purgeLapsedLeases(leasePurgeAfterMs);
+      const purged = await store.leases.purgeLapsedLeases(leasePurgeAfterMs);
       for (const l of purged) {
         observer.log("lease_purged", {
           resource: displayResource(l.project, l.name),

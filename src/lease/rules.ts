@@ -1,5 +1,6 @@
 import { errors, type LeaseView, type WaiterView } from "../errors.js";
-import type { Decision, LeaseDecision, LeaseRow, LeaseWaiter } from "../store/store.js";
+import type { Decision } from "../store/change-feed.js";
+import type { LeaseDecision, LeaseRow, LeaseWaiter } from "../store/lease-store.js";
 
 /**
  * The lease decisions, pure: given the resource's current row, the caller and the hub time,
@@ -40,7 +41,7 @@ const recorded = (o: LeaseOutcome) => ({ stream: "leases" as const, body: o });
 
 /**
  * The display form `<project>/<name>` that REST clients (and the logs) know as `resource`. It is
- * only ever shown, never looked up: two different leases may display alike (README §5.1).
+ * only ever shown, never looked up: two different leases may display alike (decision D44).
  */
 export const displayResource = (project: string, name: string) => `${project}/${name}`;
 
@@ -142,7 +143,7 @@ export function decideAcquire(
       result: { kind: me ? "queued" : "held", lease },
     };
   }
-  // @NOTE README §3.7: the fence never restarts; a released resource keeps its token as floor.
+  // @NOTE decision D43: the fence never restarts; a released resource keeps its token as floor.
   const lease: LeaseView = {
     resource: displayResource(req.holder.project, req.name),
     project: req.holder.project,

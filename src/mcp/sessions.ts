@@ -6,7 +6,7 @@ import { ProtocolErrorCode, WebStandardStreamableHTTPServerTransport } from "@mo
 import type { Clock } from "../clock.js";
 import { sha256Hex } from "../ids.js";
 import type { FaceObserver } from "../observe.js";
-import { remoteAddressOf } from "../server/listen.js";
+import { remoteAddressOf } from "../http/listen.js";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";

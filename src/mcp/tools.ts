@@ -8,7 +8,7 @@ import { inputSchemaOf, outputSchemaOf, type JsonSchema } from "./schema.js";
 
 /**
  * The tools the MCP face offers: each is one RPC of the hub, called in-process as the session's
- * agent, through the same interceptors as every other face (server/in-process.ts). A tool names
+ * agent, through the same interceptors as every other face (wire/in-process.ts). A tool names
  * the request fields a model may set; the session fills the rest (the agent's id). No tool takes
  * a sender, an agent id or a key: identity belongs to the session.
  *

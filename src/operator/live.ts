@@ -4,7 +4,9 @@ import { createWaker } from "../events/wait.js";
 import type { Messages } from "../peer/messages.js";
 import { openMessageView, type MessageChangeBody } from "../peer/rules.js";
 import type { Presence } from "../presence/presence.js";
-import type { ChangeRead, HubStore, StreamChange } from "../store/store.js";
+import type { ChangeFeed, ChangeRead, StreamChange } from "../store/change-feed.js";
+import type { MessageStore } from "../store/message-store.js";
+import type { SyncStore } from "../store/sync-store.js";
 import type { RunChangeBody } from "../sync/sync.js";
 import { byHomeRuntime, type HomeRuntime, type ProjectSummary } from "./snapshot.js";
 
@@ -47,7 +49,7 @@ export const maxSnapshotMessages = 200;
 export const projectsListRest = 4;
 
 export interface OperatorLiveDeps {
-  store: HubStore;
+  store: { messages: MessageStore; sync: SyncStore; changes: ChangeFeed };
   clock: Clock;
   presence: Presence;
   messages: Messages;
@@ -64,7 +66,7 @@ export function createOperatorLive(deps: OperatorLiveDeps) {
   const { store, clock, presence, messages } = deps;
 
   async function changesOf<C>(project: string, stream: "messages" | "runs", afterSeq: number, limit: number, of: (c: StreamChange) => C) {
-    const r: ChangeRead = await store.readChanges(project, stream, afterSeq, limit);
+    const r: ChangeRead = await store.changes.readChanges(project, stream, afterSeq, limit);
     return { changes: r.changes.map(of), head: r.head };
   }
 
@@ -72,7 +74,7 @@ export function createOperatorLive(deps: OperatorLiveDeps) {
     /** The open messages now (due ones expired first), and the number of the last change they reflect. */
     async openMessages(project: string) {
       await messages.expireDue();
-      const { messages: open, total, head } = await store.openMessagesSnapshot(project, maxSnapshotMessages);
+      const { messages: open, total, head } = await store.messages.openMessagesSnapshot(project, maxSnapshotMessages);
       const nowMs = clock.now();
       return { cursor: head, snapshot: { messages: open.map((m) => openMessageView(m, nowMs)), total } };
     },
@@ -82,7 +84,7 @@ export function createOperatorLive(deps: OperatorLiveDeps) {
 
     /** The runs under their home runtimes now, and the number of the last change they reflect. */
     async runs(project: string): Promise<{ cursor: number; snapshot: HomeRuntime[] }> {
-      const { runs, runtimes, head } = await store.runsSnapshot(project);
+      const { runs, runtimes, head } = await store.sync.runsSnapshot(project);
       return { cursor: head, snapshot: byHomeRuntime(runs, presence.runtimeViews(runtimes)) };
     },
 

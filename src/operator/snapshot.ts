@@ -3,7 +3,9 @@ import type { LeaseView } from "../errors.js";
 import type { Leases } from "../lease/leases.js";
 import type { Messages } from "../peer/messages.js";
 import type { AgentView, Presence, RuntimeView } from "../presence/presence.js";
-import type { HubStore, MessageRow, SyncRunView } from "../store/store.js";
+import type { MessageRow, MessageStore } from "../store/message-store.js";
+import type { HubStore } from "../store/store.js";
+import type { SyncRunView, SyncStore } from "../store/sync-store.js";
 import { projectName } from "../validate.js";
 
 export interface HomeRuntimeRun {
@@ -102,7 +104,7 @@ export function byHomeRuntime(runs: SyncRunView[], runtimes: RuntimeView[]): Hom
  * heartbeated appears, with or without runs.
  */
 export function createOperatorView(deps: {
-  store: HubStore;
+  store: Pick<HubStore, "listProjects"> & { messages: MessageStore; sync: SyncStore };
   clock: Clock;
   presence: Presence;
   messages: Messages;
@@ -133,8 +135,8 @@ export function createOperatorView(deps: {
     const nowMs = clock.now();
     const [agents, open, runs, runtimes, held] = await Promise.all([
       presence.list({ project }, { includeOffline: true }),
-      store.listOpenMessages(project, maxOpenMessages),
-      store.listSyncRuns(project),
+      store.messages.listOpenMessages(project, maxOpenMessages),
+      store.sync.listSyncRuns(project),
       presence.runtimes(project),
       leases.list({ project }, { includeExpired: false, pageSize: maxLeases, pageToken: "" }),
     ]);

@@ -24,7 +24,7 @@ function json(res: Res, status: number, body: unknown) {
  * Answers and returns true when the path is one of them; throws invalid_auth for a non-admin
  * `/metrics`.
  */
-export function createOpsRoutes(deps: { store: HubStore; metrics: Metrics; authenticator: Authenticator }) {
+export function createOpsRoutes(deps: { store: Pick<HubStore, "storage" | "ready" | "agents">; metrics: Metrics; authenticator: Authenticator }) {
   return async function handleOps(req: Req, res: Res, pathname: string): Promise<boolean> {
     if (pathname === "/favicon.ico" && (req.method === "GET" || req.method === "HEAD")) {
       // Browsers ask for it on every visit to any page of the hub (the operator page, /metrics):
@@ -36,7 +36,7 @@ export function createOpsRoutes(deps: { store: HubStore; metrics: Metrics; authe
     }
     if (req.method !== "GET") return false;
     if (pathname === "/health") {
-      json(res, 200, { ok: true, agents: await deps.store.countOnlineAgents() });
+      json(res, 200, { ok: true, agents: await deps.store.agents.countOnlineAgents() });
       return true;
     }
     if (pathname === "/ready") {

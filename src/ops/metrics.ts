@@ -35,14 +35,14 @@ export interface MetricsSources {
  * metrics. Counters live in memory (reset on restart); the gauges read the store, or the
  * hub's own state, at scrape time.
  */
-export function createMetrics(store: HubStore, sources: MetricsSources = {}) {
+export function createMetrics(store: Pick<HubStore, "agents" | "messages" | "commitStats">, sources: MetricsSources = {}) {
   const registry = new Registry();
   new Gauge({
     name: "kxm_online_agents",
     help: "Agents with the stored online flag.",
     registers: [registry],
     async collect() {
-      this.set(await store.countOnlineAgents());
+      this.set(await store.agents.countOnlineAgents());
     },
   });
   new Gauge({
@@ -50,7 +50,7 @@ export function createMetrics(store: HubStore, sources: MetricsSources = {}) {
     help: "Retained message rows.",
     registers: [registry],
     async collect() {
-      this.set(await store.countMessages());
+      this.set(await store.messages.countMessages());
     },
   });
   const counter = (name: string, help: string) => new Counter({ name, help, registers: [registry] });

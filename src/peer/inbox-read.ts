@@ -3,12 +3,12 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
-import type { HubStore, InboxEvent } from "../store/store.js";
+import type { InboxEvent, MessageStore } from "../store/message-store.js";
 import { intInRange } from "../validate.js";
 import type { InboxNotice, Messages } from "./messages.js";
 
 export interface InboxReadDeps {
-  store: HubStore;
+  store: { messages: MessageStore };
   clock: Clock;
   messages: Messages;
   inboxBus: Bus<InboxNotice>;
@@ -42,12 +42,12 @@ export function createInboxReader({ store, clock, messages, inboxBus }: InboxRea
     signal?.addEventListener("abort", onAbort, { once: true });
     try {
       await messages.expireDue();
-      const state = await store.inboxState(caller.agentId);
+      const state = await store.messages.inboxState(caller.agentId);
       if (after !== undefined && after < state.purgedThrough) throw errors.cursorExpired(after, state.purgedThrough);
       let cursor = after ?? state.ackedCursor;
       const deadlineMs = clock.now() + waitMs;
       for (;;) {
-        const read = await store.readInbox(caller.agentId, cursor, limit);
+        const read = await store.messages.readInbox(caller.agentId, cursor, limit);
         const events = read.filter(wanted);
         if (read.length > 0) cursor = read[read.length - 1]!.seq;
         if (events.length > 0 || read.length === limit) return { events, nextCursor: cursor };

@@ -5,7 +5,7 @@ import type { Bus } from "../events/bus.js";
 import { takeContiguous } from "../events/contiguous.js";
 import { createWaker } from "../events/wait.js";
 import type { AgentView, Presence, PresenceChange } from "../presence/presence.js";
-import type { HubStore, InboxEvent } from "../store/store.js";
+import type { InboxEvent, MessageStore } from "../store/message-store.js";
 import type { InboxNotice, Messages } from "./messages.js";
 
 export type InboxFrame =
@@ -15,7 +15,7 @@ export type InboxFrame =
   | { kind: "keepAlive"; atMs: number; cursor: number };
 
 export interface InboxStreamDeps {
-  store: HubStore;
+  store: { messages: MessageStore };
   clock: Clock;
   messages: Messages;
   presence: Presence;
@@ -71,7 +71,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
     });
     try {
       await messages.expireDue();
-      const state = await store.inboxState(caller.agentId);
+      const state = await store.messages.inboxState(caller.agentId);
       if (afterSeq !== undefined && afterSeq < state.purgedThrough) {
         throw errors.cursorExpired(afterSeq, state.purgedThrough);
       }
@@ -80,7 +80,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       yield { kind: "ready", agent, cursor: last };
 
       if (afterSeq === undefined) {
-        for (const m of await store.pendingMessages(caller.agentId, state.ackedCursor, state.head)) {
+        for (const m of await store.messages.pendingMessages(caller.agentId, state.ackedCursor, state.head)) {
           yield { kind: "event", event: { agentId: caller.agentId, seq: m.seq, kind: "message", message: m }, cursor: m.seq };
         }
         last = state.head;
@@ -94,7 +94,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
           await presence.requireKey(caller);
         }
         const live = takeContiguous(handed, last);
-        const events = live.length > 0 ? live : await store.readInbox(caller.agentId, last, page);
+        const events = live.length > 0 ? live : await store.messages.readInbox(caller.agentId, last, page);
         for (const event of events) {
           if (tooSlow()) throw errors.subscriberTooSlow(last);
           yield { kind: "event", event, cursor: event.seq };

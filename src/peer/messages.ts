@@ -3,7 +3,7 @@ import { errors } from "../errors.js";
 import type { Bus } from "../events/bus.js";
 import { newId } from "../ids.js";
 import type { Observer } from "../observe.js";
-import type { Delivery, HubStore, InboxEvent, MessageRow, MessageStatus } from "../store/store.js";
+import type { Delivery, InboxEvent, MessageRow, MessageStatus, MessageStore } from "../store/message-store.js";
 import { intInRange, optionalString, requireString } from "../validate.js";
 import {
   decideAck,
@@ -29,7 +29,7 @@ export interface InboxNotice {
 }
 
 export interface MessagesDeps {
-  store: HubStore;
+  store: { messages: MessageStore };
   observer: Observer;
   inboxBus: Bus<InboxNotice>;
   /** Default TTL of a message (KXM_MESSAGE_TTL_MS). */
@@ -89,7 +89,7 @@ export function createMessages(deps: MessagesDeps) {
 
   /** Expires due messages (lazily before reads, and on the sweep). */
   async function expireDue(): Promise<number> {
-    const events = await store.expireMessages(expiredError, messageChange);
+    const events = await store.messages.expireMessages(expiredError, messageChange);
     const expired = new Map<string, MessageRow>();
     for (const e of events) expired.set(e.message.id, e.message);
     for (const m of expired.values()) {
@@ -102,7 +102,7 @@ export function createMessages(deps: MessagesDeps) {
 
   /** Deletes ended messages past retention (their idempotency keys are forgotten). */
   async function purge(): Promise<number> {
-    const purged = await store.purgeMessages(deps.messageRetentionMs);
+    const purged = await store.messages.purgeMessages(deps.messageRetentionMs);
     for (const m of purged) {
       observer.count("messagesPurged");
       observer.log("message_purged", logFields(m));
@@ -154,7 +154,7 @@ export function createMessages(deps: MessagesDeps) {
       const input = validateSend(req);
       // A replay answers the original as it stands now, so apply expiry first when one is possible.
       if (input.idempotencyKey !== undefined) await expireDue();
-      const { result, events } = await store.decideSend(
+      const { result, events } = await store.messages.decideSend(
         { senderId: caller.agentId, idempotencyKey: input.idempotencyKey, project: caller.project, target: input.target },
         (ctx, nowMs) => decideSend(ctx, { sender: caller, input, id: newId("msg"), nowMs }),
       );
@@ -170,14 +170,14 @@ export function createMessages(deps: MessagesDeps) {
     async ack(caller: AgentCaller, id: string): Promise<MessageRow> {
       await expireDue();
       await purge();
-      const { result } = await store.decideMessage(id, (cur, nowMs) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
+      const { result } = await store.messages.decideMessage(id, (cur, nowMs) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
       return result;
     },
 
     /** Recipient replies once; the sender's stream gets a reply event. */
     async reply(caller: AgentCaller, id: string, text: string | undefined): Promise<MessageRow> {
       await expireDue();
-      const { result, events } = await store.decideMessage(id, (cur, nowMs) =>
+      const { result, events } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) }),
       );
       observer.count("messagesReplied");
@@ -189,7 +189,7 @@ export function createMessages(deps: MessagesDeps) {
     /** Sender cancels; the recipient's stream gets a cancelled event. */
     async cancel(caller: AgentCaller, id: string): Promise<MessageRow> {
       await expireDue();
-      const { result, events } = await store.decideMessage(id, (cur, nowMs) =>
+      const { result, events } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }),
       );
       if (result.changed) {
@@ -203,7 +203,7 @@ export function createMessages(deps: MessagesDeps) {
     /** A message the caller sent or received. */
     async get(caller: AgentCaller, id: string): Promise<MessageRow> {
       await expireDue();
-      return visibleTo(await store.getMessage(id), { id, agentId: caller.agentId, project: caller.project });
+      return visibleTo(await store.messages.getMessage(id), { id, agentId: caller.agentId, project: caller.project });
     },
 
     /** The caller's inbox or outbox, newest first; the page token is the last item's position. */
@@ -214,7 +214,7 @@ export function createMessages(deps: MessagesDeps) {
       const limit = req.pageSize === 0 ? 50 : intInRange("pageSize", req.pageSize, 1, 200, 50);
       const before = req.pageToken === "" ? undefined : decodePosition(req.pageToken);
       await expireDue();
-      const rows = await store.listMessages({ agentId: caller.agentId, box: req.box, statuses: req.statuses, before, limit: limit + 1 });
+      const rows = await store.messages.listMessages({ agentId: caller.agentId, box: req.box, statuses: req.statuses, before, limit: limit + 1 });
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
       return { messages: page, nextPageToken: rows.length > limit && last ? encodePosition(last) : "" };

@@ -1,5 +1,7 @@
 import { errors } from "../errors.js";
-import type { AgentRow, ChangeRecord, Delivery, MessageDecision, MessageRow, MessageStatus, SendContext } from "../store/store.js";
+import type { AgentRow } from "../store/agent-store.js";
+import type { ChangeRecord } from "../store/change-feed.js";
+import type { Delivery, MessageDecision, MessageRow, MessageStatus, SendContext } from "../store/message-store.js";
 
 /**
  * The message decisions, pure: given the stored message (or the send context), the caller and

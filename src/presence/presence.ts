@@ -6,7 +6,9 @@ import type { Observer } from "../observe.js";
 import type { LeaseView } from "../errors.js";
 import { reportForceRelease } from "../lease/report.js";
 import { decideDropWaiters, decideForceRelease } from "../lease/rules.js";
-import type { AgentRow, ChangeRead, HeldResource, HubStore, RuntimeRow, StreamChange } from "../store/store.js";
+import type { AgentRow, AgentStore, RuntimeRow } from "../store/agent-store.js";
+import type { ChangeFeed, ChangeRead, StreamChange } from "../store/change-feed.js";
+import type { HeldResource } from "../store/lease-store.js";
 import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
 
 export type PresenceState = "online" | "stale" | "offline";
@@ -43,7 +45,7 @@ export const presenceChangeOf = (c: StreamChange): PresenceChange => ({ seq: c.s
 const change = (body: PresenceChangeBody) => ({ stream: "presence" as const, body });
 
 export interface PresenceDeps {
-  store: HubStore;
+  store: { agents: AgentStore; changes: ChangeFeed };
   clock: Clock;
   observer: Observer;
   staleAfterMs: number;
@@ -107,7 +109,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
 
   /** Marks the agent online now; the write is skipped while last_seen_at is fresh. A revival is a change. */
   async function touch(agentId: string, force: boolean): Promise<AgentRow> {
-    return store.decideAgent(agentId, (cur, nowMs) => {
+    return store.agents.decideAgent(agentId, (cur, nowMs) => {
       if (!cur) throw errors.invalidAgentIdentity();
       if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
       const next = { ...cur, online: true, lastSeenAtMs: nowMs };
@@ -143,7 +145,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       });
       const { agent, resumed, nowMs, takenOver, released } = input.takeover
         ? // The old instance's key, leases and queued acquires end in the registration's transaction.
-          await store.decideAgentLeases({ project, nameKey: name.toLowerCase() }, (existing, held, nowMs) => {
+          await store.agents.decideAgentLeases({ project, nameKey: name.toLowerCase() }, (existing, held, nowMs) => {
             const agent = registered(existing, nowMs);
             const { leases, released } = releaseHeld(agent.id, held, nowMs);
             return {
@@ -153,7 +155,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
               result: { agent, resumed: existing !== undefined, nowMs, takenOver: existing?.online === true, released },
             };
           })
-        : await store.decideRegistration(project, name.toLowerCase(), (existing, nowMs) => {
+        : await store.agents.decideRegistration(project, name.toLowerCase(), (existing, nowMs) => {
             if (existing?.online) throw errors.duplicateAgentName(name);
             const agent = registered(existing, nowMs);
             return { write: agent, change: change({ agent: view(agent, nowMs) }), result: { agent, resumed: existing !== undefined, nowMs, takenOver: false, released: [] as LeaseView[] } };
@@ -172,7 +174,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      */
     async evict(project: string, agentId: string): Promise<{ agent: AgentView; releasedLeases: LeaseView[] }> {
       const id = requireString("agentId", agentId, 64);
-      const { agent, released, nowMs } = await store.decideAgentLeases({ agentId: id }, (cur, held, nowMs) => {
+      const { agent, released, nowMs } = await store.agents.decideAgentLeases({ agentId: id }, (cur, held, nowMs) => {
         // Another project's agent is as unknown here as one that never was.
         if (!cur || cur.project !== project) throw errors.targetNotFound(id);
         const agent: AgentRow = { ...cur, online: false, keyHash: sha256Hex(newId("key")) };
@@ -189,7 +191,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * to or from them, no live lease): a fleet's short-lived agents do not pile up forever.
      */
     async forgetOffline(retainMs: number): Promise<number> {
-      const gone = await store.forgetAgents(retainMs);
+      const gone = await store.agents.forgetAgents(retainMs);
       for (const a of gone) observer.log("agent_forgotten", logFields(a));
       return gone.length;
     },
@@ -210,10 +212,10 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
 
     /**
      * Marks the agent offline and rotates its key to one nobody holds.
-     * @NOTE README §3.2: the old key is refused afterwards; RegisterAgent resumes the agent.
+     * @NOTE decision D39: the old key is refused afterwards; RegisterAgent resumes the agent.
      */
     async unregister(caller: AgentCaller): Promise<void> {
-      const agent = await store.decideAgent(caller.agentId, (cur, nowMs) => {
+      const agent = await store.agents.decideAgent(caller.agentId, (cur, nowMs) => {
         if (!cur) throw errors.invalidAgentIdentity();
         const next = { ...cur, online: false, lastSeenAtMs: nowMs, keyHash: sha256Hex(newId("key")) };
         return { write: next, change: change({ agent: view(next, nowMs) }), result: next };
@@ -227,13 +229,13 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * instance that was unregistered, evicted or taken over end.
      */
     async requireKey(caller: AgentCaller): Promise<void> {
-      const agent = await store.getAgent(caller.agentId);
+      const agent = await store.agents.getAgent(caller.agentId);
       if (!agent || (caller.keyHash !== undefined && agent.keyHash !== caller.keyHash)) throw errors.invalidAgentIdentity();
     },
 
     /** One agent's public view. Throws invalid_agent_identity when unknown. */
     async get(agentId: string): Promise<AgentView> {
-      const agent = await store.getAgent(agentId);
+      const agent = await store.agents.getAgent(agentId);
       if (!agent) throw errors.invalidAgentIdentity();
       return view(agent, clock.now());
     },
@@ -241,7 +243,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     /** Agents and runtimes of a project, and the number of the last change they reflect (WatchPresence). */
     async snapshot(project: string) {
       const nowMs = clock.now();
-      const { agents, runtimes, head } = await store.presenceSnapshot(project);
+      const { agents, runtimes, head } = await store.agents.presenceSnapshot(project);
       return {
         cursor: head,
         snapshot: { agents: agents.map((a) => view(a, nowMs)), runtimes: runtimes.map((r) => runtimeView(r, nowMs)) },
@@ -250,25 +252,25 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
 
     /** The project's presence changes after `afterSeq` (a watcher catching up or resuming), and the head. */
     async changes(project: string, afterSeq: number, limit: number): Promise<{ changes: PresenceChange[]; head: number }> {
-      const r: ChangeRead = await store.readChanges(project, "presence", afterSeq, limit);
+      const r: ChangeRead = await store.changes.readChanges(project, "presence", afterSeq, limit);
       return { changes: r.changes.map(presenceChangeOf), head: r.head };
     },
 
     /** Marks every agent offline (a single hub's start: nobody is connected yet). */
     async markAllOffline(): Promise<void> {
-      await store.markAllAgentsOffline((a, nowMs) => change({ agent: view(a, nowMs) }));
+      await store.agents.markAllAgentsOffline((a, nowMs) => change({ agent: view(a, nowMs) }));
     },
 
     /** Agents of the caller's project in registration order. */
     async list(caller: { project: string }, input: { includeOffline: boolean }): Promise<AgentView[]> {
       const nowMs = clock.now();
-      const rows = await store.listAgents(caller.project);
+      const rows = await store.agents.listAgents(caller.project);
       return rows.filter((a) => input.includeOffline || a.online).map((a) => view(a, nowMs));
     },
 
     /** The runtimes that heartbeated in a project, by runtime id. */
     async runtimes(project: string): Promise<RuntimeView[]> {
-      return runtimeViews(await store.listRuntimes(project));
+      return runtimeViews(await store.agents.listRuntimes(project));
     },
 
     runtimeViews,
@@ -279,7 +281,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       const runtimeId = (input.runtimeId ?? "").trim();
       if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
       const host = optionalString("host", input.host, 64);
-      const { row, first, nowMs } = await store.decideRuntime(project, runtimeId, (cur, nowMs) => {
+      const { row, first, nowMs } = await store.agents.decideRuntime(project, runtimeId, (cur, nowMs) => {
         const row: RuntimeRow = {
           project,
           runtimeId,
@@ -300,9 +302,9 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * replicas sweeping together agree).
      */
     async sweepStale(): Promise<number> {
-      const stale = await store.sweepStaleAgents(staleAfterMs, (a, nowMs) => change({ agent: view(a, nowMs) }));
+      const stale = await store.agents.sweepStaleAgents(staleAfterMs, (a, nowMs) => change({ agent: view(a, nowMs) }));
       for (const a of stale) observer.log("agent_stale", logFields(a));
-      await store.sweepExpiredRuntimes(staleAfterMs, (r, nowMs) => change({ runtime: runtimeView(r, nowMs) }));
+      await store.agents.sweepExpiredRuntimes(staleAfterMs, (r, nowMs) => change({ runtime: runtimeView(r, nowMs) }));
       return stale.length;
     },
   };

@@ -2,7 +2,7 @@ import { type HandlerContext } from "@connectrpc/connect";
 import type { AgentCaller, Caller } from "../caller.js";
 import { errors } from "../errors.js";
 import { projectName } from "../validate.js";
-import { kCaller } from "./context.js";
+import { kCaller } from "../http/context.js";
 
 /** The authenticated caller; the auth interceptor guarantees one on every call. */
 export function callerOf(ctx: HandlerContext): Caller {

@@ -4,7 +4,7 @@ import type { LeaseView } from "../errors.js";
 import type { HomeRuntime, HomeRuntimeRun } from "../operator/snapshot.js";
 import type { MessageChangeBody } from "../peer/rules.js";
 import type { AgentView, RuntimeView } from "../presence/presence.js";
-import type { Delivery as DomainDelivery, MessageRow, MessageStatus as DomainStatus } from "../store/store.js";
+import type { Delivery as DomainDelivery, MessageRow, MessageStatus as DomainStatus } from "../store/message-store.js";
 import {
   Delivery,
   type Message,

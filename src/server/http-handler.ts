@@ -4,13 +4,16 @@ import { createContextValues, type ConnectRouter, type Interceptor } from "@conn
 import { codeFromHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { errors, isHubError, type HubError } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
-import { finishCall, kCall, startCall, type CallRecord } from "./call-record.js";
-import { kRemoteAddress } from "./context.js";
-import { requestIdOfRequest } from "./interceptors/errors.js";
-import { remoteAddressOf } from "./listen.js";
-import { createCors } from "./cors.js";
-import type { InProcessCaller } from "./in-process.js";
-import { createRpcAdapter, type RequestTarget } from "./node-adapter.js";
+import { finishCall, kCall, startCall, type CallRecord } from "../http/call-record.js";
+import { kRemoteAddress } from "../http/context.js";
+import { toConnectError } from "./interceptors/errors.js";
+import { requestRefusal } from "./interceptors/request-refusals.js";
+import { requestIdOfRequest } from "../http/request-id.js";
+import { remoteAddressOf } from "../http/listen.js";
+import { createCors } from "../http/cors.js";
+import type { InProcessCaller } from "../wire/in-process.js";
+import { createRpcAdapter, type WireSwitch } from "../wire/adapter.js";
+import type { RequestTarget } from "../http/target.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
@@ -26,8 +29,10 @@ export interface RestFallback {
 export interface HttpHandlerDeps {
   routes: (router: ConnectRouter) => void;
   interceptors: Interceptor[];
-  /** The same implementations behind the same interceptors, in-process (server/in-process.ts). */
+  /** The same implementations behind the same interceptors, in-process (wire/in-process.ts). */
   inProcess: InProcessCaller;
+  /** Which path serves plain Connect calls (config `wire`). */
+  wire: WireSwitch;
   /** Connect's hard cap on a request body. */
   readMaxBytes: number;
   /** The body limit the hub refuses above (payload_too_large). */
@@ -132,8 +137,12 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     routes: deps.routes,
     interceptors: deps.interceptors,
     inProcess: deps.inProcess,
+    wire: deps.wire,
     readMaxBytes: deps.readMaxBytes,
-    maxBodyBytes: deps.maxBodyBytes,
+    typeRefusal: (e, header) => {
+      const typed = requestRefusal(e, header, deps.maxBodyBytes);
+      return typed && toConnectError(typed);
+    },
     shutdownSignal: deps.shutdownSignal,
     contextValues: (req, handler) =>
       createContextValues()
@@ -154,7 +163,7 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     try {
       deps.observer.count("requests");
       res.setHeader("referrer-policy", "no-referrer");
-      // @NOTE spec §5.8: once shutdown begins no new call is taken, on any connection.
+      // @NOTE decision D48: once shutdown begins no new call is taken, on any connection.
       if (deps.shutdownSignal.aborted) return answer(req, res, errors.hubShuttingDown());
       if (cors(req, res)) return;
       rpc.handle(req, res);

@@ -1,7 +1,7 @@
-import type { StreamChange } from "./store.js";
+import type { StreamChange } from "./change-feed.js";
 
 /**
- * Who hears of the changes a store commits (HubStore.tailChanges): each listener gets every
+ * Who hears of the changes a store commits (ChangeFeed.tailChanges): each listener gets every
  * change once it is durable, in the order committed. A listener that throws is the listener's
  * problem, never the decision's: the decision is committed and answered whatever it does.
  */
@@ -25,6 +25,3 @@ export class ChangeListeners {
     }
   }
 }
-
-/** Rows a bulk update returned, in registration order (`reg`: the agent's registration number). */
-export const byRegistration = <R extends { reg: number }>(rows: R[]): R[] => rows.sort((a, b) => a.reg - b.reg);

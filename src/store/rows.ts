@@ -1,5 +1,9 @@
 import type { AuditRow, ProjectTokenRow, TokenScope } from "./token-store.js";
-import type { AgentRow, ChangeOf, InboxEventKind, LeaseRow, LeaseWaiter, MessageDecision, MessageRow, RuntimeRow, SyncRunView } from "./store.js";
+import type { AgentRow, RuntimeRow } from "./agent-store.js";
+import type { ChangeOf } from "./change-feed.js";
+import type { LeaseRow, LeaseWaiter, NamedWaiter } from "./lease-store.js";
+import type { InboxEventKind, MessageDecision, MessageRow } from "./message-store.js";
+import type { SyncRunView } from "./sync-store.js";
 
 /**
  * Row shapes both stores keep (the same columns on SQLite and PostgreSQL) and their mapping to
@@ -32,6 +36,9 @@ export const agentFromDb = (r: AgentDb): AgentRow => ({
   lastSeenAtMs: r.last_seen_at,
   online: r.online === true || r.online === 1,
 });
+
+/** Rows a bulk update returned, in registration order (`reg`: the agent's registration number). */
+export const byRegistration = <R extends { reg: number }>(rows: R[]): R[] => rows.sort((a, b) => a.reg - b.reg);
 
 export interface LeaseDb {
   project: string;
@@ -232,6 +239,9 @@ export const waiterFromDb = (r: WaiterDb): LeaseWaiter => ({
   deadlineMs: r.deadline_ms,
   sinceMs: Number(r.since_ms),
 });
+
+/** A waiter row read with the name of its lease (a project's queues). */
+export const namedWaiterFromDb = (r: WaiterDb & { name: string }): NamedWaiter => ({ ...waiterFromDb(r), name: r.name });
 
 export interface TokenDb {
   id: string;

@@ -1,4 +1,4 @@
-import type { ChangeRecord } from "./store.js";
+import type { ChangeRecord } from "./change-feed.js";
 
 /**
  * The credentials concern of the store: project tokens and the audit trail. Each backend

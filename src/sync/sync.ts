@@ -2,7 +2,7 @@ import type { Audit } from "../auth/audit.js";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { HubStore, IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView } from "../store/store.js";
+import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView, SyncStore } from "../store/sync-store.js";
 import { projectName, runtimeIdPattern } from "../validate.js";
 import { createPreparePool, type PreparePool } from "./prepare-pool.js";
 
@@ -75,7 +75,7 @@ function echo(event: unknown): Pick<SyncResult, "projectId" | "runId" | "sequenc
 }
 
 export interface SyncDeps {
-  store: HubStore;
+  store: { sync: SyncStore };
   clock: Clock;
   observer: Observer;
   /** Where events are checked and hashed (prepare-pool.ts); default: on the calling thread. */
@@ -148,7 +148,7 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
         slots.push(results.length);
         results.push({ ...identity, outcome: "accepted" });
       }
-      const { outcomes, cursors } = await store.pushSyncEvents(rows, decideIngest, syncChanges);
+      const { outcomes, cursors } = await store.sync.pushSyncEvents(rows, decideIngest, syncChanges);
       outcomes.forEach((o, i) => {
         const row = rows[i]!;
         const result = results[slots[i]!]!;
@@ -183,7 +183,7 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
       const project = projectName("project", hubProject);
       const projectId = input.projectId.trim();
       const runId = input.runId.trim();
-      return { projectId, runId, cursor: await store.getSyncCursor(project, projectId, runId) };
+      return { projectId, runId, cursor: await store.sync.getSyncCursor(project, projectId, runId) };
     },
   };
 }

@@ -7,14 +7,13 @@ import type { Clock } from "../clock.js";
 import { errors, isHubError, type HubError } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
-import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../server/call-record.js";
-import { clientGoneSignal } from "../server/connect-request.js";
-import { drained } from "../server/connect-stream.js";
-import { kRemoteAddress } from "../server/context.js";
-import type { InProcessCaller } from "../server/in-process.js";
-import { remoteAddressOf } from "../server/listen.js";
-import type { RequestTarget } from "../server/node-adapter.js";
-import { requestIdOf, requestIdOfRequest } from "../server/interceptors/errors.js";
+import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../http/call-record.js";
+import { clientGoneSignal, drained } from "../http/body.js";
+import { kRemoteAddress } from "../http/context.js";
+import type { InProcessCaller } from "../wire/in-process.js";
+import { remoteAddressOf } from "../http/listen.js";
+import type { RequestTarget } from "../http/target.js";
+import { requestIdOf, requestIdOfRequest } from "../http/request-id.js";
 import { rateHeaders } from "../server/interceptors/auth.js";
 import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
@@ -49,7 +48,7 @@ const passedBack = ["x-ratelimit-limit", "x-ratelimit-remaining", "retry-after"]
  * The REST face: a generic transcoder over the `google.api.http` rules. It decodes the path,
  * query and JSON body into the method's request message, calls the same implementation through
  * the same interceptors the RPC face uses (so auth, validation, rate limits and error mapping
- * run once; server/in-process.ts, no wire format in between), and writes the
+ * run once; wire/in-process.ts, no wire format in between), and writes the
  * reference hub's JSON: every field, numbers as numbers, its statuses and its error bodies.
  */
 export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes, shutdownSignal }: RestFaceDeps) {
@@ -127,7 +126,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
   async function readBody(req: Req): Promise<JsonObject> {
     const chunks = await readChunks(req);
     if (chunks.length === 0) return {};
-    // @NOTE README §3.4: only a body that is there needs the JSON content type.
+    // @NOTE decision D41: only a body that is there needs the JSON content type.
     const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
     if (type !== "application/json") throw errors.unsupportedMediaType();
     let parsed: unknown;

@@ -5,49 +5,44 @@ import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
-import { withTypedFrameworkErrors } from "./framework-errors.js";
-import { createConnectUnary } from "./connect-unary.js";
-import { createConnectStream } from "./connect-stream.js";
-import type { ReplayBody } from "./connect-request.js";
+import { withTypedFrameworkErrors, type TypeFrameworkRefusal } from "./framework-errors.js";
+import { createConnectUnary } from "./unary.js";
+import { createConnectStream } from "./stream.js";
+import type { ReplayBody } from "../http/body.js";
+import { parseRequestTarget, validAuthority, type RequestTarget } from "../http/target.js";
 import type { InProcessCaller } from "./in-process.js";
+
+/**
+ * # The wire layer (src/wire)
+ *
+ * The RPC face on Node's request events. connect serves every protocol (Connect, gRPC,
+ * gRPC-Web); for the two calls that carry most traffic — a plain Connect unary call and a plain
+ * Connect server stream, uncompressed and without a deadline — this layer serves the call
+ * in-process instead (unary.ts, stream.ts, in-process.ts), skipping connect's generic pipeline.
+ *
+ * The contract: for what it serves, the answer is the same HTTP message connect's own handler
+ * gives — status, headers (but `date` and message framing), body bytes and trailers; everything
+ * else (other protocols, compression, deadlines, a body that will not decode as one message) is
+ * handed to connect, with the bytes already read. It is held so by
+ * test/fuzz/differential.fuzz.test.ts, which sends every generated request both ways, and by the
+ * test command's second pass of the protocol suites with every call through connect
+ * (KXM_TEST_WIRE=connect, config `wire`). It uses connect's `protocol*` internals, which do not
+ * follow semantic versioning: `heldToConnect` names the versions it was last checked against,
+ * and test/wire/connect-version.test.ts fails when the installed ones differ.
+ */
+
+/** The @connectrpc versions the differential suite last passed against (see above). */
+export const heldToConnect = { "@connectrpc/connect": "2.1.2", "@connectrpc/connect-node": "2.1.2" } as const;
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
-
-/** The request target as the hub reads it: an origin-form path and its query. */
-export interface RequestTarget {
-  pathname: string;
-  search: string;
-}
-
-/**
- * Reads an origin-form request target (`/path?query`) exactly as sent: no dot-segment removal
- * (`/v1/x/../agents` is no route), and `//evil/v1/agents` is a path, never a URL with a host.
- * Anything else — `*`, an absolute URL, an authority, no target at all — is undefined.
- */
-export function parseRequestTarget(url: string | undefined): RequestTarget | undefined {
-  if (url === undefined || !url.startsWith("/") || url.includes("#")) return undefined;
-  const q = url.indexOf("?");
-  return q < 0 ? { pathname: url, search: "" } : { pathname: url.slice(0, q), search: url.slice(q) };
-}
-
-/** The request's authority (`:authority` or `Host`) when it makes a valid URL, else undefined. */
-function validAuthority(req: Req): string | undefined {
-  const authority = "authority" in req && req.authority ? req.authority : req.headers.host;
-  if (typeof authority !== "string" || authority === "") return undefined;
-  try {
-    return new URL(`http://${authority}`).host === "" ? undefined : authority;
-  } catch {
-    return undefined;
-  }
-}
 
 /** The longest deadline a Node timer can hold (2^31 - 1 ms, about 24.8 days). */
 export const maxDeadlineMs = 2 ** 31 - 1;
 const grpcTimeoutUnitMs: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000001 };
 
 /**
- * @NOTE spec §5.7: a client deadline longer than a timer can hold is clamped to the longest
+ * @NOTE decision D47: a client deadline longer than a timer can hold is clamped to the longest
  * one, never treated as already passed (Node fires an overflowing timer at once).
  */
 export function clampDeadline(header: Headers): void {
@@ -71,14 +66,26 @@ export const strictJson: Partial<JsonReadOptions & JsonWriteOptions> & { textDec
   textDecoder: new TextDecoder("utf-8", { fatal: true }),
 };
 
+/**
+ * Which path serves the calls the fast path could take: "fast" (the default) or "connect" (every
+ * call through connect's own handlers). Read on each request, so a test can send one request
+ * both ways (test/fuzz/differential.fuzz.test.ts); configured with KXM_WIRE.
+ */
+export interface WireSwitch {
+  mode: "fast" | "connect";
+  /** Calls the fast path has served: evidence, for a test, that the switch chooses the path. */
+  fastServed: number;
+}
+
 export interface RpcAdapterOptions {
   routes: (router: ConnectRouter) => void;
+  wire: WireSwitch;
   interceptors: Interceptor[];
   /** The same implementations behind the same interceptors, for plain Connect unary calls. */
   inProcess: InProcessCaller;
   readMaxBytes: number;
-  /** The limit a too-large request is refused with (payload_too_large). */
-  maxBodyBytes: number;
+  /** How a refusal connect raised before the interceptors is answered (framework-errors.ts). */
+  typeRefusal: TypeFrameworkRefusal;
   shutdownSignal: AbortSignal;
   /** The context values of a call of `handler` (its call record among them). */
   contextValues: (req: Req, handler: UniversalHandler) => ContextValues;
@@ -108,7 +115,7 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
     jsonOptions: strictJson,
   });
   o.routes(router);
-  const byPath = new Map(router.handlers.map((h) => [h.requestPath, withTypedFrameworkErrors(h, o.maxBodyBytes)]));
+  const byPath = new Map(router.handlers.map((h) => [h.requestPath, withTypedFrameworkErrors(h, o.typeRefusal)]));
   const unary = createConnectUnary({ call: o.inProcess, readMaxBytes: o.readMaxBytes, acceptCompression, jsonOptions: strictJson });
   const stream = createConnectStream({
     call: o.inProcess,
@@ -139,7 +146,15 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
         return handler(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res));
       };
       // Plain Connect unary calls and server streams are served in-process; the rest by connect.
-      const fast = unary.accepts(req, target.pathname) ? unary : stream.accepts(req, target.pathname) ? stream : undefined;
+      const fast =
+        o.wire.mode === "connect"
+          ? undefined
+          : unary.accepts(req, target.pathname)
+            ? unary
+            : stream.accepts(req, target.pathname)
+              ? stream
+              : undefined;
+      if (fast) o.wire.fastServed++;
       const answered = fast
         ? fast.serve(req, res, handler.method, target.pathname, values).then((body) => body && viaConnect(body))
         : viaConnect();

@@ -3,16 +3,20 @@ import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protoc
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { readAllBytes, createAsyncIterable, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { kCall, noteOutcome } from "./call-record.js";
-import { hubErrorOfFramework, toConnectError } from "./interceptors/errors.js";
+import { kCall, noteOutcome } from "../http/call-record.js";
 
 /**
- * Refusals that connect itself raises while it reads a request (before any interceptor runs, for
- * unary calls) carry no ErrorInfo, and a body that does not decode comes out as `internal`
- * ("parse binary: …", a compressed flag without an encoding). Those are the client's errors:
- * this module turns each into the hub's own typed error, so every face answers a malformed
- * request with `invalid_argument` + ErrorInfo (`PROTOCOL_ERROR`), never a 5xx.
+ * Refusals that connect itself raises while it reads a request, before any interceptor has seen
+ * the call, carry no ErrorInfo, and a body that does not decode comes out as `internal`. Those
+ * are the client's errors: this module hands each to `typed` (the server's mapping), so every
+ * face answers a malformed request with `invalid_argument` + ErrorInfo (`PROTOCOL_ERROR`), never
+ * a 5xx. A refusal is connect's own when the call record has no outcome yet: every call the
+ * interceptors see gets one (interceptors/observe.ts). The fast path hands every body it cannot
+ * decode to connect, so both paths answer such a request from here, with the same bytes.
  */
+
+/** The typed replacement of a refusal connect raised before the interceptors, or undefined to keep it. */
+export type TypeFrameworkRefusal = (e: ConnectError, requestHeader: Headers) => ConnectError | undefined;
 
 type Replace = (e: ConnectError | undefined) => ConnectError | undefined;
 
@@ -88,18 +92,15 @@ function grpcWeb(res: UniversalServerResponse, replacement: Replace): UniversalS
 }
 
 /** `handler`, with connect's own request-decoding refusals answered as typed hub errors. */
-export function withTypedFrameworkErrors(handler: UniversalHandler, maxBodyBytes: number): UniversalHandler {
-  /** The typed replacement of a framework refusal, or undefined to keep it as it is. */
-  const typedOf = (e: ConnectError | undefined): ConnectError | undefined => {
-    const hub = e && hubErrorOfFramework(e, maxBodyBytes);
-    return hub && toConnectError(hub);
-  };
+export function withTypedFrameworkErrors(handler: UniversalHandler, typedOf: TypeFrameworkRefusal): UniversalHandler {
   const wrapped = async (req: Parameters<UniversalHandler>[0]) => {
     const call = req.contextValues?.get(kCall);
-    /** The typed replacement; a refusal the interceptors never saw is also the call's outcome. */
+    const header = new Headers(req.header);
+    /** A refusal the interceptors never saw: typed, and the call's outcome. */
     const replacement = (e: ConnectError | undefined): ConnectError | undefined => {
-      const typed = typedOf(e);
-      if (e && call && call.code === undefined) noteOutcome(call, typed ?? e);
+      if (!e || !call || call.code !== undefined) return undefined;
+      const typed = typedOf(e, header);
+      noteOutcome(call, typed ?? e);
       return typed;
     };
     const res = await handler(req);

@@ -18,7 +18,7 @@ export interface InProcessCall {
   message: Message;
   header: Headers;
   contextValues: ContextValues;
-  /** Ends with the call's client (connect-request.ts, clientGoneSignal); default: the hub's shutdown. */
+  /** Ends with the call's client (request.ts, clientGoneSignal); default: the hub's shutdown. */
   signal?: AbortSignal;
 }
 
@@ -47,9 +47,9 @@ type StreamSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>;
 /**
  * Calls the hub's unary methods, and opens its server streams, in-process, through the same
  * interceptors the RPC face runs (observe, errors, limits, auth) and the same implementations,
- * with no wire format in between: the REST face (and connect-unary.ts) hands over the message it
+ * with no wire format in between: the REST face (and unary.ts) hands over the message it
  * decoded and gets the answer's message back, or the ConnectError the error interceptor made;
- * connect-stream.ts gets the stream's messages to write. That is what connect's own handler
+ * stream.ts gets the stream's messages to write. That is what connect's own handler
  * would do minus its protocol work (negotiation, envelopes, encode and decode, deadline
  * signals). A unary call brings the signal of its client (a blocking acquire waits on it); a
  * stream brings its own, which also ends when its client goes away.

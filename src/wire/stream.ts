@@ -5,13 +5,14 @@ import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { compressedFlag, compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
 import { createEndStreamSerialization, endStreamFlag } from "@connectrpc/connect/protocol-connect";
 import type { InProcessCaller } from "./in-process.js";
-import { headersOf, methodSerializations, readBody, replay, type ReplayBody } from "./connect-request.js";
+import { drained, headersOf, readBody, replay, type ReplayBody } from "../http/body.js";
+import { methodSerializations } from "./serialization.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
 export interface ConnectStreamOptions {
-  /** The hub's server-streaming implementations behind its interceptors (server/in-process.ts). */
+  /** The hub's server-streaming implementations behind its interceptors (in-process.ts). */
   call: InProcessCaller;
   /** Connect's cap on a request message; a longer body is connect's to refuse. */
   readMaxBytes: number;
@@ -41,7 +42,7 @@ function envelope(flags: number, data: Uint8Array): Buffer {
  * The Connect protocol's server stream, served without connect's generic stream pipeline: a POST
  * of one enveloped JSON or binary message, uncompressed, with no deadline. The request is read
  * and decoded here with connect's own serialization; the stream runs the same implementation
- * through the same interceptors (server/in-process.ts), and each message it yields is written as
+ * through the same interceptors (in-process.ts), and each message it yields is written as
  * one envelope, the end as connect's end-of-stream envelope (its error and trailers), the
  * headers with the first envelope. A client that accepts gzip or br gets messages of 1 KiB and
  * more compressed, as connect sends them.
@@ -49,7 +50,7 @@ function envelope(flags: number, data: Uint8Array): Buffer {
  * The saving is per message, which is what a fan-out pays 1,000 times: no chain of async
  * iterables between the implementation and the socket, and a frame that many watchers share (the
  * watch streams yield one message object per change, server/watch-handlers.ts) is encoded once.
- * Like connect-unary.ts, everything else stays connect's: other protocols, compressed requests,
+ * Like unary.ts, everything else stays connect's: other protocols, compressed requests,
  * deadlines, and a body that does not decode as exactly one envelope.
  */
 export function createConnectStream(o: ConnectStreamOptions) {
@@ -146,15 +147,4 @@ export function createConnectStream(o: ConnectStreamOptions) {
   }
 
   return { accepts, serve };
-}
-
-/** Resolves when `res` can take more, or is gone. */
-export function drained(res: Res): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      res.off("drain", done).off("close", done);
-      resolve();
-    };
-    res.on("drain", done).on("close", done);
-  });
 }

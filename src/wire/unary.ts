@@ -5,13 +5,14 @@ import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
 import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
 import type { InProcessCaller } from "./in-process.js";
-import { clientGoneSignal, headersOf, methodSerializations, readBody, replay, type ReplayBody } from "./connect-request.js";
+import { clientGoneSignal, headersOf, readBody, replay, type ReplayBody } from "../http/body.js";
+import { methodSerializations } from "./serialization.js";
 
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
 export interface ConnectUnaryOptions {
-  /** The hub's unary implementations behind its interceptors (server/in-process.ts). */
+  /** The hub's unary implementations behind its interceptors (in-process.ts). */
   call: InProcessCaller;
   /** Connect's cap on a request message; a longer body is connect's to refuse. */
   readMaxBytes: number;
@@ -30,7 +31,7 @@ const noBody = new Uint8Array(0);
  * The Connect protocol's plain unary call, served without connect's generic request pipeline:
  * a POST of one JSON or binary message, uncompressed, with no deadline. Its body is read here,
  * decoded with connect's own serialization for the method, and handed to the same
- * implementation through the same interceptors (server/in-process.ts); the answer is written
+ * implementation through the same interceptors (in-process.ts); the answer is written
  * as connect writes it: `application/json` or `application/proto`, response trailers as
  * `trailer-` headers, a refusal as connect's JSON error body with its HTTP status.
  *

@@ -3,9 +3,12 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 
 /**
- * Imports point one way: main|cli -> hub -> server|transcode|ops -> domain -> store interface
- * <- store/sqlite, store/postgres. Only the faces (server/, transcode/) and the composition root talk
- * Connect or use generated code; domain and store never see a transport.
+ * Imports point one way: main|cli -> hub -> server|transcode|mcp|ops -> domain -> store interface
+ * <- store/sqlite, store/postgres; the faces stand on the wire layer (wire/: connect's protocols
+ * and the in-process calls), which stands on the HTTP floor (http/: listening, TLS, the request
+ * target, bodies, request ids, CORS, the call record). Only the faces, the wire layer, the floor's
+ * call record and the composition root talk Connect or use generated code; domain and store
+ * never see a transport.
  */
 const src = path.resolve(import.meta.dirname, "../../src");
 
@@ -38,16 +41,18 @@ const allowed: Record<string, string[]> = {
   events: ["events", ...shared],
   ...Object.fromEntries(domain.map((d) => [d, [...domain, "events", "store", ...shared]])),
   ops: ["ops", ...domain, "store", ...shared],
-  server: ["server", ...domain, "events", "store", ...shared],
-  transcode: ["transcode", "server", "auth", ...shared],
+  http: ["http", ...shared],
+  wire: ["wire", "http", ...shared],
+  server: ["server", "wire", "http", ...domain, "events", "store", ...shared],
+  transcode: ["transcode", "server", "wire", "http", "auth", ...shared],
   // The MCP face, like the REST face, calls the RPC handlers in-process and writes REST JSON.
-  mcp: ["mcp", "server", "transcode", "auth", ...shared],
+  mcp: ["mcp", "server", "transcode", "wire", "http", "auth", ...shared],
   // The command line (serve, backup, restore, raise-fence) sits beside main.ts, above the
   // composition root: it starts the hub, backup/restore call the SQLite store's file operations
   // directly, and raise-fence the PostgreSQL store's fence step.
   cli: ["cli", "hub.ts", "ops", "store", "store/sqlite", "store/postgres", ...shared],
 };
-const connectUsers = new Set(["server", "transcode", "mcp", "hub.ts"]);
+const connectUsers = new Set(["server", "transcode", "mcp", "wire", "http", "hub.ts"]);
 
 describe("import direction", () => {
   const all = files(src);

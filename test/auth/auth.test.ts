@@ -7,11 +7,11 @@ import { jsonOf, startTestHub } from "../fixtures/hub.js";
 const tokens = { projectTokens: { p: "tok-p" } };
 
 async function agentRecord(t: Awaited<ReturnType<typeof startTestHub>>, id: string) {
-  return t.hub.store.getAgent(id);
+  return t.hub.store.agents.getAgent(id);
 }
 
-describe("auth improvements (README §3)", () => {
-  it("§3.1 a good agent key with a wrong project token changes nothing", async () => {
+describe("auth improvements (decisions D38-D41)", () => {
+  it("D38: a good agent key with a wrong project token changes nothing", async () => {
     await using t = await startTestHub({ config: tokens });
     const a = await t.register("alpha", "p", "tok-p");
     t.clock.advance(31_000);
@@ -33,7 +33,7 @@ describe("auth improvements (README §3)", () => {
     expect((await agentRecord(t, a.id))?.online).toBe(true);
   });
 
-  it("§3.2 unregistering rotates the key away: the old key is refused afterwards", async () => {
+  it("D39: unregistering rotates the key away: the old key is refused afterwards", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");
     const del = await t.rest(`/v1/agents/${a.id}`, { method: "DELETE", headers: a.headers });
@@ -48,7 +48,7 @@ describe("auth improvements (README §3)", () => {
     expect(b.key).not.toBe(a.key);
   });
 
-  describe("§3.3 rate limiting keyed by the authenticated identity", () => {
+  describe("D40: rate limiting keyed by the authenticated identity", () => {
     const limited = { rateLimit: { windowMs: 60_000, maxRequests: 3 } };
 
     it("refuses an agent over its budget with 429, retry-after and x-ratelimit headers", async () => {
@@ -102,7 +102,7 @@ describe("auth improvements (README §3)", () => {
     });
   });
 
-  describe("§3.4 transport leniency", () => {
+  describe("D41: transport leniency", () => {
     it("accepts a body-less heartbeat without a content type", async () => {
       await using t = await startTestHub();
       const a = await t.register("alpha");

@@ -2,7 +2,7 @@ import type { JsonObject } from "@bufbuild/protobuf";
 import { syncEvent } from "../sync/fixtures.js";
 
 /**
- * The authorization matrix (README "Authentication", spec README §3.1/§5.1/§5.3): every RPC and
+ * The authorization matrix (docs/security.md; decisions D38, D44, D46): every RPC and
  * REST route × every class of caller, against a hub seeded with look-alike projects and managed
  * project tokens of every scope. This file holds the tables and the model of the documented rules
  * that computes each expected answer; matrix.harness.ts runs a case, matrix.{rpc,rest}.test.ts
@@ -202,7 +202,7 @@ export const needs = (rule: Rule): Scope => rule.scope ?? (rule.kind === "agentO
  * The project's configured token; else a bearer of the managed form must be a live managed token
  * of that project (invalid_auth) whose scope allows the call (token_scope_insufficient); else a
  * project with a token of its own (configured, or managed now or ever) takes nothing more; else
- * the admin token, and neither configured means open (README).
+ * the admin token, and neither configured means open (docs/security.md).
  */
 export function tokenCheck(env: AuthEnv, managed: SeedToken[], project: string, bearer: string | undefined, need: Scope): string {
   const own = Object.hasOwn(env.tokens, project) ? env.tokens[project] : undefined;
@@ -216,7 +216,7 @@ export function tokenCheck(env: AuthEnv, managed: SeedToken[], project: string, 
   return env.admin === undefined || bearer === env.admin ? "ok" : "invalid_auth";
 }
 
-/** A project's own token, else the admin token; neither configured means open (README). `managed`: the hub's managed tokens. */
+/** A project's own token, else the admin token; neither configured means open (docs/security.md). `managed`: the hub's managed tokens. */
 export const accepts = (env: AuthEnv, project: string, bearer: string | undefined, managed: SeedToken[] = []): boolean =>
   tokenCheck(env, managed, project, bearer, "agent") === "ok";
 
@@ -241,7 +241,7 @@ export function authenticate(rule: Rule, env: AuthEnv, s: Pick<Seed, "agents" | 
       return operator(project(rule.projectField));
     case "agentOrProject":
       if (c.agentId !== undefined) return agent(c.agentId);
-      // Spec §5.3: the admin (a configured admin token) may watch any named project.
+      // Decision D46: the admin (a configured admin token) may watch any named project.
       if (env.admin !== undefined && c.bearer === env.admin) return { as: { kind: "project", project: project(rule.projectField) } };
       return operator(project(rule.projectField));
     case "agentOrOperator": {
@@ -259,7 +259,7 @@ export function authenticate(rule: Rule, env: AuthEnv, s: Pick<Seed, "agents" | 
       return admin ? { as: { kind: "project", project: named } } : operator(named);
     }
     case "adminConfigured":
-      // Spec §5.3: a loopback hub without an admin token takes every caller as admin.
+      // Decision D46: a loopback hub without an admin token takes every caller as admin.
       if (env.admin === undefined) return env.loopback ? { as: { kind: "admin" } } : { refused: "admin_auth_not_configured" };
       return c.bearer === env.admin ? { as: { kind: "admin" } } : { refused: "invalid_auth" };
     case "public":

@@ -101,7 +101,7 @@ export const sessionHeaders = (c: McpClass): Record<string, string> => ({
 export type Opening = { refused: { status: number; code: string } } | { opens: { project: string; unbound: boolean } };
 
 /**
- * README "Authentication" and "Agents as MCP clients": X-Kxm-Project, then RegisterAgent's rule
+ * docs/security.md (Authentication) and docs/agents.md (Agents as MCP clients): X-Kxm-Project, then RegisterAgent's rule
  * (the project's token; the admin token only for a project without one), with or without
  * X-Kxm-Agent; without it the session opens unbound.
  */
@@ -284,7 +284,7 @@ export const toolRows: ToolRow[] = [
   },
   {
     // A session bound to its agent (by its headers, or by an earlier `register`) refuses
-    // `register` with protocol_error (README "Agents as MCP clients": the tool names the agent of
+    // `register` with protocol_error (docs/agents.md, "Agents as MCP clients": the tool names the agent of
     // a session opened without X-Kxm-Agent, once). Aimed at alpha's agent one with takeover:
     // nothing anywhere changes, alpha's `one` least of all.
     tool: "register",

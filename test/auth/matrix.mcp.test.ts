@@ -119,7 +119,7 @@ describe("MCP unbound sessions: register binds once", () => {
       if (ok !== 1) problems.push(`round ${round}: ${ok} register calls answered ok`);
       await transport.terminateSession();
       await client.close();
-      const online = (await t.hub.store.listAgents("alpha")).filter((a) => a.online && names.includes(a.name)).map((a) => a.name);
+      const online = (await t.hub.store.agents.listAgents("alpha")).filter((a) => a.online && names.includes(a.name)).map((a) => a.name);
       if (online.length) problems.push(`round ${round}: online after DELETE: ${online.join(", ")}`);
     }
     expect(problems).toEqual([]);

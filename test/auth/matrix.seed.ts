@@ -181,7 +181,7 @@ export async function fingerprint(t: TestHub, seed: Seed): Promise<Map<string, s
     for (const { name } of tables) {
       const rows = db.prepare(`SELECT * FROM "${String(name)}"`).all();
       for (const r of rows) {
-        // The hub's alert of a burst of refused authentications from one address (README, the
+        // The hub's alert of a burst of refused authentications from one address (docs/security.md, the
         // audit trail): refusals raise it by design, and the matrix's refused cases all come from
         // 127.0.0.1; it is the hub's own, of no project (`project` empty), and names none.
         if (name === "audit_events" && r.kind === "auth_refusals") continue;
@@ -194,21 +194,21 @@ export async function fingerprint(t: TestHub, seed: Seed): Promise<Map<string, s
   const nowMs = t.clock.now();
   const runs = Object.values(seed.projects).map((p) => [p.syncProjectId, p.runId] as const);
   for (const p of [...names].filter((n) => n !== "(unscoped)")) {
-    const agents = await store.listAgents(p);
+    const agents = await store.agents.listAgents(p);
     add(p, "agents", agents);
-    add(p, "runtimes", await store.listRuntimes(p));
-    add(p, "leases", await store.listLeases({ project: p, limit: 1_000, includeExpired: true, nowMs }));
+    add(p, "runtimes", await store.agents.listRuntimes(p));
+    add(p, "leases", await store.leases.listLeases({ project: p, limit: 1_000, includeExpired: true, nowMs }));
     for (const a of agents) {
-      add(p, `inbox state ${a.id}`, await store.inboxState(a.id));
-      add(p, `inbox events ${a.id}`, await store.readInbox(a.id, 0, 1_000));
+      add(p, `inbox state ${a.id}`, await store.messages.inboxState(a.id));
+      add(p, `inbox events ${a.id}`, await store.messages.readInbox(a.id, 0, 1_000));
       for (const box of ["inbox", "outbox"] as const) {
-        add(p, `${box} ${a.id}`, await store.listMessages({ agentId: a.id, box, statuses: [], limit: 1_000 }));
+        add(p, `${box} ${a.id}`, await store.messages.listMessages({ agentId: a.id, box, statuses: [], limit: 1_000 }));
       }
     }
-    add(p, "sync runs", await store.listSyncRuns(p));
+    add(p, "sync runs", await store.sync.listSyncRuns(p));
     add(p, "tokens", await store.tokens.listTokens(p, 1_000));
     add(p, "audit", await store.tokens.listAudit({ project: p, limit: 1_000 }));
-    for (const [projectId, runId] of runs) add(p, `cursor ${projectId}/${runId}`, await store.getSyncCursor(p, projectId, runId));
+    for (const [projectId, runId] of runs) add(p, `cursor ${projectId}/${runId}`, await store.sync.getSyncCursor(p, projectId, runId));
   }
   for (const v of out.values()) v.sort();
   return out;

@@ -13,7 +13,7 @@ import { until } from "../fixtures/streams.js";
 import { mcpAgent } from "../fixtures/mcp.js";
 
 /**
- * Project tokens managed through OpsService (README "Running across hosts"): the secret shown
+ * Project tokens managed through OpsService (docs/security.md): the secret shown
  * once and stored as a hash, scopes, expiry, revocation on every face and every replica, open
  * streams ended, the audit entries, and hostile input refused without a change.
  */

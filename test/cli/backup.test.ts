@@ -14,8 +14,8 @@ import { clientFor, hubClients, protocols, withHeaders, type HubClients } from "
 import { refusalOf } from "../fixtures/rpc.js";
 
 /**
- * `kxm-hub backup` / `kxm-hub restore` against real hub processes (README "Backup and restore";
- * spec §5.2 restore never reissues a token; one process per data file). Agents acquire and
+ * `kxm-hub backup` / `kxm-hub restore` against real hub processes (docs/operations.md, "Backup and
+ * restore"; decision D45: restore never reissues a token; one process per data file). Agents acquire and
  * release leases over every protocol while the backup is taken and after it; the restored hub's
  * next grant on every resource must be above every token handed out before the backup AND
  * after it, a resource first leased after the backup included.

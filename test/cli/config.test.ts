@@ -54,7 +54,7 @@ describe("configuration", () => {
     [{ KXM_PORT: "abc" }, "KXM_PORT"],
     [{ KXM_PROJECT_TOKENS: "[]" }, "KXM_PROJECT_TOKENS"],
     [{ KXM_PROJECT_TOKENS: '{"p":""}' }, "KXM_PROJECT_TOKENS"],
-    // README §5.1: project names are taken exactly as written, never trimmed into another one.
+    // Decision D44: project names are taken exactly as written, never trimmed into another one.
     [{ KXM_PROJECT_TOKENS: '{" p ":"tok"}' }, 'KXM_PROJECT_TOKENS project name " p " must not start or end with whitespace'],
     [{ KXM_PROJECT_TOKENS: '{"p\\u0001":"tok"}' }, "must not contain control characters"],
     [{ KXM_PROJECT_TOKENS: '{"p\\u0085":"tok"}' }, "must not contain control characters"],

@@ -4,7 +4,7 @@ import { startTestHub, type TestHub } from "../fixtures/hub.js";
 
 /**
  * `kxm-hub ops tokens|create-token|revoke-token|audit`, run as the command against a real hub:
- * a rotation step by step (README "Running across hosts"), the secret printed once, the admin
+ * a rotation step by step (docs/security.md, "Rotating a project token"), the secret printed once, the admin
  * token required, usage errors with exit 2.
  */
 

@@ -9,7 +9,7 @@ import { schemaVersion } from "../../src/store/sqlite/schema.js";
 import { expectRefusal, repo, runCli, serveCli } from "../fixtures/cli.js";
 
 /**
- * The command line's start-up (README Configuration and Operations): every refusal is one line
+ * The command line's start-up (docs/configuration.md, docs/operations.md): every refusal is one line
  * `kxm-hub: <code>: <message>` on stderr, exit 1, no stack trace, no start-up line, and nothing
  * left on disk; configuration that composes; logs on stdout; help that documents every flag.
  * Each case runs in its own temp directory as the working directory, so a default path that

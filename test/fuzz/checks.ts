@@ -1,4 +1,4 @@
-// What every answer to a hostile request must look like (README, Errors): never a 5xx (the
+// What every answer to a hostile request must look like (docs/api.md, Errors): never a 5xx (the
 // documented 503 admin_auth_not_configured and Connect's 501 for an unknown encoding aside),
 // never `internal`/`unknown`, REST refusals as `{error, code, requestId, ...}` with a JSON
 // content type and a code from the table, RPC refusals with an ErrorInfo of domain kxm-hub whose
@@ -64,8 +64,8 @@ export function checkRest(where: string, label: string, r: RawResponse, e: Expec
         if (typeof body.error !== "string" || body.error === "") problems.push(`${r.status} error body without "error"`);
         if (code === undefined || !(code in table)) problems.push(`${r.status} error body with undocumented code ${JSON.stringify(body.code)}`);
         else if (table[code].rest !== r.status && !(r.status === 431 && code === "protocol_error")) {
-          // 431 protocol_error: a header section over Node's limit (README, Hostile input).
-          problems.push(`${code} answered ${r.status}, README says ${table[code].rest}`);
+          // 431 protocol_error: a header section over Node's limit (docs/api.md, Hostile input).
+          problems.push(`${code} answered ${r.status}, docs/api.md says ${table[code].rest}`);
         }
         if (typeof body.requestId !== "string" || body.requestId === "") problems.push(`${r.status} error body without requestId`);
         else if (r.headers["x-request-id"] !== body.requestId) problems.push("requestId differs from the x-request-id header");
@@ -101,8 +101,8 @@ export function checkRpc(p: RpcProtocol, where: string, label: string, a: RpcAns
     } else {
       const row = table[a.reason.toLowerCase()];
       if (a.domain !== "kxm-hub") problems.push(`ErrorInfo domain ${a.domain}`);
-      if (!row || a.reason !== a.reason.toUpperCase()) problems.push(`ErrorInfo reason ${a.reason} not in the README table`);
-      else if (row.connect !== code) problems.push(`ErrorInfo ${a.reason} with code ${code}, README says ${row.connect}`);
+      if (!row || a.reason !== a.reason.toUpperCase()) problems.push(`ErrorInfo reason ${a.reason} not in the error table`);
+      else if (row.connect !== code) problems.push(`ErrorInfo ${a.reason} with code ${code}, docs/api.md says ${row.connect}`);
     }
     if (code === "internal" || code === "unknown") {
       // reported above

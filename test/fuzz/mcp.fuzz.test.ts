@@ -5,7 +5,7 @@
 // whose `_meta` envelope and MCP-Protocol-Version / Mcp-Method / Mcp-Name headers are poisoned one
 // at a time) on HTTP/1.1 and HTTP/2 get a 4xx or a JSON-RPC
 // error (never a 5xx, an internal error, a hang or a crash); a tool's refusal is a result with a
-// code from the README's table; the store is unchanged unless a call that may succeed did.
+// code from the error table in docs/api.md; the store is unchanged unless a call that may succeed did.
 import { afterAll, beforeAll, describe } from "vitest";
 import { fc, test } from "@fast-check/vitest";
 import { errorTable } from "../../src/errors.js";

@@ -274,4 +274,4 @@ export function materializeRpc(c: RpcCase, w: World): Materialized {
 }
 
 /** The sample in proto JSON (what Connect JSON clients send). */
-const jsonSample = (m: DescMethod, w: World) => toJsonString(m.input, fromRestJson(m.input, sampleJson(m, w)));
+export const jsonSample = (m: DescMethod, w: World) => toJsonString(m.input, fromRestJson(m.input, sampleJson(m, w)));

@@ -1,7 +1,7 @@
 // Property: every method of every service (the hub's five, plus server reflection) on every RPC
 // wire (Connect JSON, Connect binary over HTTP/1.1 and HTTP/2, gRPC over h2c, gRPC-Web) refuses
 // malformed payloads and lying framing with a typed client error (never internal/unknown, never
-// a 5xx, always an ErrorInfo from the README table), stays up, and the batch changes nothing.
+// a 5xx, always an ErrorInfo from the error table in docs/api.md), stays up, and the batch changes nothing.
 import { afterAll, beforeAll, describe } from "vitest";
 import { fc, test } from "@fast-check/vitest";
 import { checkRpc, describeRequest } from "./checks.js";

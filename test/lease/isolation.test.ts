@@ -5,7 +5,7 @@ import { expectRestError, expectRestOk, type Json } from "../fixtures/rest.js";
 import { refused } from "../fixtures/rpc.js";
 
 /**
- * Regression for the finding "projects alias each other's leases" (README §5.1): the lease key
+ * Regression for the finding "projects alias each other's leases" (decision D44): the lease key
  * was the string `<project>/<name>`, so an agent of project `alpha/repo` read `alpha`'s lease
  * `repo/main` as its own `main`, saw it held (lease_held), and took over alpha's lapsed leases
  * (token + 1), after which alpha's own holder was refused. Leases are now keyed by the pair;

@@ -11,7 +11,7 @@ import { clientFor, hubClients, protocols, withHeaders, type HubClients } from "
 import { refusalOf } from "../fixtures/rpc.js";
 
 /**
- * The SIGKILL test (README §3.7: a fencing token handed to a client is never handed out again,
+ * The SIGKILL test (decision D43: a fencing token handed to a client is never handed out again,
  * also across a crash). A real hub runs as a child process on a temp SQLite file; agents hammer
  * acquire/release over several resources and protocols; the child is SIGKILLed mid-load and a
  * new one is started on the same file. Every token answered before the kill must stay behind
@@ -91,7 +91,7 @@ describe("fencing tokens across a SIGKILL", () => {
       },
     });
     try {
-      await store.decideLease({ project: "p", name: "r" }, () => ({
+      await store.leases.decideLease({ project: "p", name: "r" }, () => ({
         write: { project: "p", name: "r", holderAgentId: "a", holderAgentName: "a", fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 },
         result: undefined,
       }));

@@ -3,7 +3,7 @@ import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js"
 import { expectAgentIdentityRefused, expectRestError, expectRestOk, iso, ms, type Json } from "../fixtures/rest.js";
 
 // LeaseService over the REST face: reference-hub.md §4, plus kxm-hub's fence that never
-// restarts after a release (README §3.7) and the read routes (README §3.6).
+// restarts after a release (decision D43) and the read routes (decision D42).
 
 type Init = RequestInit & { json?: unknown };
 
@@ -288,7 +288,7 @@ describe("POST /v1/leases/{name}/release", () => {
     await expectRestError(await release(t, a, "db", { fencingToken: 1 }), 404, "lease_not_found");
     expect((await expectRestOk(await listLeases(t, a, "?includeExpired=true"))).leases).toEqual([]);
 
-    // README §3.7: the fence never restarts.
+    // Decision D43: the fence never restarts.
     const next = await held(t, b, "db");
     expect(next).toMatchObject({ fencingToken: 2, holderAgentId: b.id, acquiredAt: iso(t.clock.now()) });
     await expectRestOk(await release(t, b, "db", { fencingToken: 2 }));

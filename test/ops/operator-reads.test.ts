@@ -8,7 +8,7 @@ import { jsonOf, startTestHub, type TestHub } from "../fixtures/hub.js";
 import { refused } from "../fixtures/rpc.js";
 
 /**
- * Operators read a named project without an agent identity (spec §5.3): the admin token, or the
+ * Operators read a named project without an agent identity (decision D46): the admin token, or the
  * project's own token for its project; a loopback hub without an admin token trusts its callers.
  */
 

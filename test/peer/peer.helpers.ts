@@ -8,7 +8,7 @@ export const MESSAGE_ID = /^msg_[0-9a-f]{32}$/;
 export const DAY_MS = 86_400_000;
 
 export const send = (t: TestHub, as: AgentCreds, json: unknown) => t.rest("/v1/messages", { headers: as.headers, json });
-/** Ack without a body and without a content type (README §3.4). */
+/** Ack without a body and without a content type (decision D41). */
 export const ack = (t: TestHub, as: AgentCreds, id: string) =>
   t.rest(`/v1/messages/${id}/ack`, { method: "POST", headers: as.headers });
 export const reply = (t: TestHub, as: AgentCreds, id: string, content: unknown) =>

@@ -171,7 +171,7 @@ describe("GET /v1/messages/{id}", () => {
     const third = await t.register("gamma");
     const stranger = await t.register("delta", "q");
     await expectRestError(await getMessage(t, third, m.id), 403, "message_forbidden", { message: "message is not visible to this agent" });
-    // @NOTE spec §5.1: another project's message does not exist for the caller; nothing confirms it does.
+    // @NOTE decision D44: another project's message does not exist for the caller; nothing confirms it does.
     for (const res of [await getMessage(t, stranger, m.id), await ack(t, stranger, m.id), await cancel(t, stranger, m.id)]) {
       await expectRestError(res, 404, "message_not_found");
     }
@@ -274,7 +274,7 @@ describe("bodies and paths (§1.4)", () => {
     expect(m).not.toHaveProperty("workflowRunId");
   });
 
-  it("answers a malformed percent-escape in the id with 400, not 500 (README §3.4)", async () => {
+  it("answers a malformed percent-escape in the id with 400, not 500 (decision D41)", async () => {
     await using t = await startTestHub();
     const { a } = await pair(t);
     await expectRestError(await t.rest("/v1/messages/%E0%A4%A", { headers: a.headers }), 400, "protocol_error");

@@ -14,7 +14,7 @@ import {
 } from "../fixtures/rest.js";
 
 // PresenceService over the REST face: the reference hub's routes, statuses and bodies
-// (reference-hub.md §2), with kxm-hub's deliberate differences (README §3.1, §3.2, §3.4).
+// (reference-hub.md §2), with kxm-hub's deliberate differences (decisions D38, D39, D41).
 
 const RUNTIME_ID = "rtm_74573b9df67705d8f6596518";
 
@@ -60,7 +60,7 @@ describe("POST /v1/agents/register", () => {
   it("keeps purpose, model and host when given, trimmed", async () => {
     await using t = await startTestHub();
     const body = await expectRestOk(
-      // The project is taken as written, never trimmed (README §5.1; test/presence/project-names.test.ts).
+      // The project is taken as written, never trimmed (decision D44; test/presence/project-names.test.ts).
       await registerRaw(t, { name: "  alpha  ", project: "p", purpose: " reviews ", model: " gpt ", host: " box-1 " }),
       201,
     );
@@ -408,7 +408,7 @@ describe("project token authentication", () => {
     await expectAuthRefused(await registerRaw(t, { name: "beta", project: "q" }));
   });
 
-  // A documented choice (README "Choices written down"): the interceptor checks the project
+  // A documented choice (decision D19): the interceptor checks the project
   // token before the handler validates the name, so an unauthenticated caller learns nothing
   // about the request's validity.
   it("checks the project token before validating the name", async () => {

@@ -9,7 +9,7 @@ import { expectAuthRefused, expectRestError, expectRestOk } from "../fixtures/re
 import { refused } from "../fixtures/rpc.js";
 
 /**
- * Project names are identities (README §5.1): taken exactly as written, never trimmed into
+ * Project names are identities (decision D44): taken exactly as written, never trimmed into
  * another project. Control characters (C0, DEL, C1) and outer whitespace are refused with
  * protocol_error naming `project`, wherever a project name enters; everything else the
  * reference accepted (up to 128 characters, `org/repo`, any Unicode) stays valid.

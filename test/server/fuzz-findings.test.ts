@@ -33,7 +33,7 @@ describe("fuzz findings", () => {
     const body = Buffer.concat([Buffer.from('{"name":"fz'), Buffer.from([0xff]), Buffer.from('","project":"p"}')]);
     const res = await t.rest("/v1/agents/register", { method: "POST", headers: { "content-type": "application/json" }, body });
     expect([res.status, (await res.json()).code]).toEqual([400, "invalid_json"]);
-    expect(await t.hub.store.listAgents("p")).toEqual([]);
+    expect(await t.hub.store.agents.listAgents("p")).toEqual([]);
   });
 
   it("Connect JSON: a body that is not UTF-8 is invalid_argument with PROTOCOL_ERROR", async () => {
@@ -41,7 +41,7 @@ describe("fuzz findings", () => {
     const res = await fetch(t.baseUrl + registerPath, { method: "POST", headers: { "content-type": "application/json" }, body: new Uint8Array(body) });
     const e = errorFromJsonBytes(new Uint8Array(await res.arrayBuffer()), res.headers, new ConnectError("", Code.Unknown));
     expect([res.status, e.code, reasonOf(e)]).toEqual([400, Code.InvalidArgument, "PROTOCOL_ERROR"]);
-    expect(await t.hub.store.listAgents("p")).toEqual([]);
+    expect(await t.hub.store.agents.listAgents("p")).toEqual([]);
   });
 
   it.each(["application/jsonx", "application/json-seq", "text/json"])("REST: content type %s is unsupported_media_type", async (type) => {
@@ -90,7 +90,7 @@ describe("fuzz findings", () => {
     });
     const e = errorFromJsonBytes(new Uint8Array(await res.arrayBuffer()), res.headers, new ConnectError("", Code.Unknown));
     expect([e.code, reasonOf(e)]).toEqual([Code.ResourceExhausted, "PAYLOAD_TOO_LARGE"]);
-    expect(await t.hub.store.listAgents("p")).toEqual([]);
+    expect(await t.hub.store.agents.listAgents("p")).toEqual([]);
   });
 
   it("a stream request over 256 KiB without a declared length (HTTP/2) is payload_too_large", async () => {

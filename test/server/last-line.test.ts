@@ -7,7 +7,7 @@ import { Code, ConnectError, createClient, type ServiceImpl } from "@connectrpc/
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { createRateLimiter } from "../../src/auth/rate-limit.js";
 import { createHttpHandler } from "../../src/server/http-handler.js";
-import { createInProcessCaller } from "../../src/server/in-process.js";
+import { createInProcessCaller } from "../../src/wire/in-process.js";
 import { createRestFace } from "../../src/transcode/rest-face.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type LogEvent } from "../fixtures/hub.js";
@@ -48,6 +48,7 @@ describe("last line of defence", () => {
       routes: () => {},
       interceptors: [],
       inProcess,
+      wire: { mode: "fast", fastServed: 0 },
       readMaxBytes: 1 << 20,
       maxBodyBytes: 1 << 18,
       shutdownSignal: new AbortController().signal,

@@ -11,7 +11,7 @@ import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { BackupError, StoreOpenError } from "../../src/store/store.js";
 
 /**
- * Backup and restore of the SQLite store (README "Backup and restore", spec §5.2: restore never
+ * Backup and restore of the SQLite store (docs/operations.md, "Backup and restore"; decision D45: restore never
  * reissues a token). In-process, on temp files; test/cli/backup.test.ts runs the commands
  * against a hub process under load.
  */
@@ -28,7 +28,7 @@ const holder = (agentId: string, project = "p") => ({ agentId, agentName: agentI
 
 /** Grants the lease to `agentId` (taking it over if held); returns the token. */
 async function acquire(store: SqliteStore, name: string, agentId: string, project = "p"): Promise<number> {
-  const outcome = await store.decideLease({ project, name }, (cur) =>
+  const outcome = await store.leases.decideLease({ project, name }, (cur) =>
     decideAcquire(cur && cur.holderAgentId !== agentId ? { ...cur, expiresAtMs: 0 } : cur, {
       name,
       holder: holder(agentId, project),
@@ -40,7 +40,7 @@ async function acquire(store: SqliteStore, name: string, agentId: string, projec
 }
 
 async function release(store: SqliteStore, name: string, agentId: string, fencingToken: number): Promise<void> {
-  await store.decideLease({ project: "p", name }, (cur) => decideRelease(cur, { name, holder: holder(agentId), fencingToken }));
+  await store.leases.decideLease({ project: "p", name }, (cur) => decideRelease(cur, { name, holder: holder(agentId), fencingToken }));
 }
 
 const sha256 = (file: string) => createHash("sha256").update(fs.readFileSync(file)).digest("hex");
@@ -159,8 +159,8 @@ describe("restoreFrom", () => {
     });
 
     const restored = open(live);
-    expect(await restored.getLease({ project: "p", name: "held" })).toMatchObject({ holderAgentId: null, fencingToken: 1_002 });
-    expect(await restored.listLeases({ project: "p", limit: 10, includeExpired: true, nowMs: T })).toEqual([]);
+    expect(await restored.leases.getLease({ project: "p", name: "held" })).toMatchObject({ holderAgentId: null, fencingToken: 1_002 });
+    expect(await restored.leases.listLeases({ project: "p", limit: 10, includeExpired: true, nowMs: T })).toEqual([]);
     const next = {
       held: await acquire(restored, "held", "a1"),
       released: await acquire(restored, "released", "a1"),

@@ -11,7 +11,7 @@ import { createPresence } from "../../src/presence/presence.js";
 import { DurabilityLost } from "../../src/store/group-commit.js";
 import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import type { LeaseRow } from "../../src/store/store.js";
+import type { LeaseRow } from "../../src/store/lease-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 
 const silentObserver: Observer = { log: () => {}, count: () => {} };
@@ -66,7 +66,7 @@ function open(options: Partial<ConstructorParameters<typeof SqliteStore>[0]> = {
 
 const holder = (n: number) => ({ agentId: `a${n}`, agentName: `agent-${n}`, project: "p" });
 const acquire = (store: SqliteStore, name: string, n: number, nowMs = 1_000) =>
-  store.decideLease({ project: "p", name }, (cur) => decideAcquire(cur, { name, holder: holder(n), ttlMs: 30_000, nowMs }));
+  store.leases.decideLease({ project: "p", name }, (cur) => decideAcquire(cur, { name, holder: holder(n), ttlMs: 30_000, nowMs }));
 
 /** Settles pending promise callbacks and one setImmediate turn (when batches start). */
 const turn = () => new Promise((r) => setImmediate(r));
@@ -88,7 +88,7 @@ describe("group commit", () => {
     const granted = watch(acquire(store, "main", 1));
     await turn();
     expect(held.pending()).toBe(1); // committed, now syncing
-    const read = watch(store.getLease({ project: "p", name: "main" }));
+    const read = watch(store.leases.getLease({ project: "p", name: "main" }));
     for (let i = 0; i < 5; i++) await turn();
     expect(granted.settled).toBe(false);
     expect(read.settled).toBe(false);
@@ -105,7 +105,7 @@ describe("group commit", () => {
     const store = open({ walSync: held.factory });
     const first = watch(acquire(store, "a", 1));
     const broken = watch(
-      store.decideLease({ project: "p", name: "b" }, () => {
+      store.leases.decideLease({ project: "p", name: "b" }, () => {
         throw new Error("boom");
       }),
     );
@@ -120,8 +120,8 @@ describe("group commit", () => {
     expect((broken.error as Error).message).toBe("boom");
     expect(second.value).toMatchObject({ kind: "granted", lease: { fencingToken: 1 } });
     expect(refused.error).toMatchObject({ code: "lease_held" });
-    expect(await store.getLease({ project: "p", name: "b" })).toBeUndefined();
-    expect((await store.getLease({ project: "p", name: "c" }))?.holderAgentId).toBe("a2");
+    expect(await store.leases.getLease({ project: "p", name: "b" })).toBeUndefined();
+    expect((await store.leases.getLease({ project: "p", name: "c" }))?.holderAgentId).toBe("a2");
   });
 
   it("answers the decisions that changed something first, then the rest, once the batch is durable", async () => {
@@ -164,7 +164,7 @@ describe("group commit", () => {
   it("a batch that wrote nothing answers without a sync", async () => {
     const held = heldSync();
     const store = open({ walSync: held.factory });
-    const refusal = watch(store.decideLease({ project: "p", name: "none" }, () => ({ result: "read only" })));
+    const refusal = watch(store.leases.decideLease({ project: "p", name: "none" }, () => ({ result: "read only" })));
     await turn();
     await turn();
     expect(refusal.value).toBe("read only");
@@ -180,7 +180,7 @@ describe("group commit", () => {
     await turn();
     expect(lost.error).toBeInstanceOf(DurabilityLost);
     await expect(acquire(store, "other", 1)).rejects.toBeInstanceOf(DurabilityLost);
-    await expect(store.getLease({ project: "p", name: "main" })).rejects.toBeInstanceOf(DurabilityLost);
+    await expect(store.leases.getLease({ project: "p", name: "main" })).rejects.toBeInstanceOf(DurabilityLost);
     expect(await store.ready()).toBe(false);
   });
 
@@ -206,11 +206,11 @@ describe("group commit", () => {
     const held = heldSync();
     const store = open({ walSync: held.factory });
     const row = { id: "agt_1", project: "p", name: "a", purpose: "", keyHash: sha256Hex("key_1"), connectedAtMs: 1, lastSeenAtMs: 1, online: true };
-    const registered = watch(store.decideRegistration("p", "a", () => ({ write: row, result: 0 })));
+    const registered = watch(store.agents.decideRegistration("p", "a", () => ({ write: row, result: 0 })));
     await turn();
     expect(held.pending()).toBe(1);
-    expect(await store.peekAgent("agt_1")).toEqual(row);
-    const durable = watch(store.getAgent("agt_1"));
+    expect(await store.agents.peekAgent("agt_1")).toEqual(row);
+    const durable = watch(store.agents.getAgent("agt_1"));
     await turn();
     expect(durable.settled).toBe(false);
     held.release();
@@ -260,7 +260,7 @@ describe("group commit", () => {
     await expect(pending).resolves.toMatchObject({ kind: "granted" });
     const again = new SqliteStore({ path: file, synchronous: "full" });
     stores.push(again);
-    expect((await again.getLease({ project: "p", name: "late" }))?.fencingToken).toBe(1);
+    expect((await again.leases.getLease({ project: "p", name: "late" }))?.fencingToken).toBe(1);
   });
 });
 
@@ -279,7 +279,7 @@ describe("WAL checkpoints", () => {
     await store.close();
     const again = new SqliteStore({ path: file, synchronous: "full" });
     stores.push(again);
-    expect((await again.listLeases({ project: "p", limit: 100, includeExpired: true, nowMs: 0 })).length).toBe(50);
+    expect((await again.leases.listLeases({ project: "p", limit: 100, includeExpired: true, nowMs: 0 })).length).toBe(50);
   });
 });
 
@@ -304,14 +304,14 @@ describe("WAL size under sustained writes", () => {
       while (n < 120_000) {
         const token = ++n;
         const name = `r${token % 5_000}`;
-        await store.decideLease({ project: "p", name }, () => ({ write: row(name, token), result: 0 }));
+        await store.leases.decideLease({ project: "p", name }, () => ({ write: row(name, token), result: 0 }));
         if (token % 5_000 === 0) largest = Math.max(largest, fs.statSync(`${file}-wal`).size);
       }
     };
     await Promise.all(Array.from({ length: 64 }, writer));
     // Without the fold, 120,000 decisions leave a WAL of ~40 MB (and growing with every write).
     expect(largest).toBeLessThan(12 * 1024 * 1024);
-    expect((await store.listLeases({ project: "p", limit: 10_000, includeExpired: true, nowMs: 0 })).length).toBe(5_000);
+    expect((await store.leases.listLeases({ project: "p", limit: 10_000, includeExpired: true, nowMs: 0 })).length).toBe(5_000);
   }, 60_000);
 });
 
@@ -324,7 +324,7 @@ describe("closing with a checkpoint worker", () => {
       import { SqliteStore } from ${JSON.stringify(store)};
       const store = new SqliteStore({ path: ${JSON.stringify(path.join(dir, "kxm.db"))}, synchronous: "full" });
       const row = (i) => ({ project: "p", name: "r" + i, holderAgentId: "a", holderAgentName: "a", fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 });
-      for (let i = 0; i < 300; i++) await store.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i), result: 0 }));
+      for (let i = 0; i < 300; i++) await store.leases.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i), result: 0 }));
       await store.close();
       console.log("closed");`;
     const out = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {

@@ -12,7 +12,7 @@ import { StoreOpenError } from "../../src/store/store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 
 /**
- * Migration 009 (README §5.1): leases move from the joined key `<project>/<name>` to the pair
+ * Migration 009 (decision D44): leases move from the joined key `<project>/<name>` to the pair
  * (project, name). Under version 8 project `alpha` with lease `repo/main` and project
  * `alpha/repo` with lease `main` were one row, so a version-8 file holds one row for both; after
  * the migration each pair has its own row, each with the old token as its floor, and the holder
@@ -138,7 +138,7 @@ describe("migration 009: leases keyed by (project, name)", () => {
     expect((await token(builder, "repo/ci")).fencingToken).toBe(8);
     expect((await token(builder, "repo/dev")).fencingToken).toBe(3);
     // the unknown holder is untouched.
-    expect(await store.getLease({ project: "beta", name: "x" })).toMatchObject({ holderAgentId: "agt_gone", fencingToken: 3 });
+    expect(await store.leases.getLease({ project: "beta", name: "x" })).toMatchObject({ holderAgentId: "agt_gone", fencingToken: 3 });
     await store.close();
   });
 

@@ -44,7 +44,7 @@ describe("the store's process lock", () => {
     expect(e.code).toBe("runtime_store_locked");
     expect(e.message).toContain(`${file}.lock`);
     expect(await first.ready()).toBe(true);
-    await first.markAllAgentsOffline(() => ({ stream: "presence", body: {} }));
+    await first.agents.markAllAgentsOffline(() => ({ stream: "presence", body: {} }));
     await first.close();
     const again = open(file); // released on close
     await again.close();

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
-import type { Decision, LeaseKey, LeaseRow } from "../../src/store/store.js";
+import type { Decision } from "../../src/store/change-feed.js";
+import type { LeaseKey, LeaseRow } from "../../src/store/lease-store.js";
 import { StoreOpenError } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
@@ -40,17 +41,17 @@ describe("PostgreSQL store", () => {
       for (let round = 0; round < 20; round++) {
         // 50 agents spread over the three stores, all at once.
         const answers = await Promise.all(
-          Array.from({ length: 50 }, (_, i) => stores[i % 3]!.decideLease(key, acquire(`agt_${round}_${i}`)).then((r) => ({ i, r }))),
+          Array.from({ length: 50 }, (_, i) => stores[i % 3]!.leases.decideLease(key, acquire(`agt_${round}_${i}`)).then((r) => ({ i, r }))),
         );
         const winners = answers.filter((a) => a.r !== "held");
         expect(winners).toHaveLength(1);
         const { i, r } = winners[0]!;
         const token = r as number;
         tokens.push(token);
-        expect(await stores[(i + 1) % 3]!.decideLease(key, release(`agt_${round}_${i}`, token))).toBe(true);
+        expect(await stores[(i + 1) % 3]!.leases.decideLease(key, release(`agt_${round}_${i}`, token))).toBe(true);
       }
       expect(tokens).toEqual(Array.from({ length: 20 }, (_, k) => k + 1));
-      expect((await stores[2]!.getLease(key))?.fencingToken).toBe(20);
+      expect((await stores[2]!.leases.getLease(key))?.fencingToken).toBe(20);
     } finally {
       await Promise.all(stores.map((s) => s.close()));
     }
@@ -78,15 +79,15 @@ describe("PostgreSQL store", () => {
     try {
       const store = await PostgresStore.open({ url: await own.createDatabase() });
       expect(await store.ready()).toBe(true);
-      expect(await store.decideLease(key, acquire("agt_a"))).toBe(1);
+      expect(await store.leases.decideLease(key, acquire("agt_a"))).toBe(1);
       own.stopServer("immediate");
       expect(await store.ready()).toBe(false);
-      await expect(store.decideLease(key, acquire("agt_b"))).rejects.toThrow();
+      await expect(store.leases.decideLease(key, acquire("agt_b"))).rejects.toThrow();
       own.startServer();
       expect(await store.ready()).toBe(true);
       // Nothing answered was lost; the lease is still held with its token.
-      expect(await store.decideLease(key, acquire("agt_b"))).toBe("held");
-      expect((await store.getLease(key))?.fencingToken).toBe(1);
+      expect(await store.leases.decideLease(key, acquire("agt_b"))).toBe("held");
+      expect((await store.leases.getLease(key))?.fencingToken).toBe(1);
       await store.close();
     } finally {
       await own.stop();

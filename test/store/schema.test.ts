@@ -66,7 +66,7 @@ describe("SqliteStore open rules", () => {
     const s = open(file);
     expect(s.storage).toBe("sqlite");
     expect(await s.ready()).toBe(true);
-    await s.decideLease({ project: "p", name: "db" }, () => ({
+    await s.leases.decideLease({ project: "p", name: "db" }, () => ({
       write: { project: "p", name: "db", holderAgentId: null, holderAgentName: null, fencingToken: 7, acquiredAtMs: 1, expiresAtMs: 2 },
       result: undefined,
     }));
@@ -75,7 +75,7 @@ describe("SqliteStore open rules", () => {
     expect(fs.statSync(path.join(dir, "nested")).mode & 0o777).toBe(0o700);
     expect(version(file)).toBe(schemaVersion);
     const again = open(file);
-    expect((await again.getLease({ project: "p", name: "db" }))?.fencingToken).toBe(7);
+    expect((await again.leases.getLease({ project: "p", name: "db" }))?.fencingToken).toBe(7);
     await again.close();
   });
 

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { AgentRow, HubStore, LeaseKey, LeaseRow, StoreClock, StreamChange } from "../../src/store/store.js";
+import type { AgentRow } from "../../src/store/agent-store.js";
+import type { StreamChange } from "../../src/store/change-feed.js";
+import type { LeaseKey, LeaseRow, ListLeasesQuery } from "../../src/store/lease-store.js";
+import type { HubStore, StoreClock } from "../../src/store/store.js";
 
 /** A clock the test moves: the time every decision of the store is made at. */
 export class TestStoreClock implements StoreClock {
@@ -37,29 +40,29 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
   describe(`store contract: ${name}`, () => {
     it("writes what a decision returns and answers its result", async () => {
       const store = await open();
-      const r = await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), result: "ok" }));
+      const r = await store.leases.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), result: "ok" }));
       expect(r).toBe("ok");
-      expect(await store.getLease(x)).toEqual(lease(x, 1));
+      expect(await store.leases.getLease(x)).toEqual(lease(x, 1));
       await store.close();
     });
 
     it("writes nothing when a decision throws", async () => {
       const store = await open();
-      await store.decideLease(x, () => ({ write: lease(x, 1), result: undefined }));
+      await store.leases.decideLease(x, () => ({ write: lease(x, 1), result: undefined }));
       await expect(
-        store.decideLease(x, () => {
+        store.leases.decideLease(x, () => {
           throw new Error("refused");
         }),
       ).rejects.toThrow("refused");
-      expect((await store.getLease(x))?.fencingToken).toBe(1);
+      expect((await store.leases.getLease(x))?.fencingToken).toBe(1);
       await store.close();
     });
 
     it("never lowers a fencing token", async () => {
       const store = await open();
-      await store.decideLease(x, () => ({ write: lease(x, 5), result: undefined }));
-      await expect(store.decideLease(x, () => ({ write: lease(x, 4), result: undefined }))).rejects.toThrow();
-      expect((await store.getLease(x))?.fencingToken).toBe(5);
+      await store.leases.decideLease(x, () => ({ write: lease(x, 5), result: undefined }));
+      await expect(store.leases.decideLease(x, () => ({ write: lease(x, 4), result: undefined }))).rejects.toThrow();
+      expect((await store.leases.getLease(x))?.fencingToken).toBe(5);
       await store.close();
     });
 
@@ -67,12 +70,12 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       const store = await open();
       const outer = { project: "alpha", name: "repo/main" };
       const inner = { project: "alpha/repo", name: "main" };
-      await store.decideLease(outer, () => ({ write: lease(outer, 5), result: 0 }));
-      const seen = await store.decideLease(inner, (cur) => ({ write: lease(inner, (cur?.fencingToken ?? 0) + 1, "agt_r"), result: cur }));
+      await store.leases.decideLease(outer, () => ({ write: lease(outer, 5), result: 0 }));
+      const seen = await store.leases.decideLease(inner, (cur) => ({ write: lease(inner, (cur?.fencingToken ?? 0) + 1, "agt_r"), result: cur }));
       expect(seen).toBeUndefined();
-      expect(await store.getLease(outer)).toEqual(lease(outer, 5));
-      expect(await store.getLease(inner)).toEqual(lease(inner, 1, "agt_r"));
-      const list = (project: string) => store.listLeases({ project, limit: 10, includeExpired: true, nowMs: 0 });
+      expect(await store.leases.getLease(outer)).toEqual(lease(outer, 5));
+      expect(await store.leases.getLease(inner)).toEqual(lease(inner, 1, "agt_r"));
+      const list = (project: string) => store.leases.listLeases({ project, limit: 10, includeExpired: true, nowMs: 0 });
       expect((await list("alpha")).map((l) => [l.project, l.name])).toEqual([["alpha", "repo/main"]]);
       expect((await list("alpha/repo")).map((l) => [l.project, l.name])).toEqual([["alpha/repo", "main"]]);
       await store.close();
@@ -81,12 +84,12 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
     it("refuses a decision that writes a lease other than the one it was shown", async () => {
       const store = await open();
       const other = { project: "p", name: "y" };
-      await expect(store.decideLease(x, () => ({ write: lease(other, 1), result: 0 }))).rejects.toThrow();
+      await expect(store.leases.decideLease(x, () => ({ write: lease(other, 1), result: 0 }))).rejects.toThrow();
       await expect(
-        store.decideLease(x, () => ({ write: lease({ project: "p/x", name: "" }, 1), result: 0 })),
+        store.leases.decideLease(x, () => ({ write: lease({ project: "p/x", name: "" }, 1), result: 0 })),
       ).rejects.toThrow();
-      expect(await store.getLease(x)).toBeUndefined();
-      expect(await store.getLease(other)).toBeUndefined();
+      expect(await store.leases.getLease(x)).toBeUndefined();
+      expect(await store.leases.getLease(other)).toBeUndefined();
       await store.close();
     });
 
@@ -94,7 +97,7 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       const store = await open();
       const results = await Promise.all(
         Array.from({ length: 20 }, () =>
-          store.decideLease(x, (cur) => {
+          store.leases.decideLease(x, (cur) => {
             const next = (cur?.fencingToken ?? 0) + 1;
             return { write: lease(x, next), result: next };
           }),
@@ -114,10 +117,10 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
         ["q", "a", "agt_a", 9_000],
       ] as const) {
         const key = { project, name };
-        await store.decideLease(key, () => ({ write: { ...lease(key, 1, holder), expiresAtMs: expires }, result: 0 }));
+        await store.leases.decideLease(key, () => ({ write: { ...lease(key, 1, holder), expiresAtMs: expires }, result: 0 }));
       }
-      const names = async (q: Partial<Parameters<HubStore["listLeases"]>[0]>) =>
-        (await store.listLeases({ project: "p", limit: 10, includeExpired: false, nowMs: 5_000, ...q })).map((l) => l.name);
+      const names = async (q: Partial<ListLeasesQuery>) =>
+        (await store.leases.listLeases({ project: "p", limit: 10, includeExpired: false, nowMs: 5_000, ...q })).map((l) => l.name);
       expect(await names({})).toEqual(["a", "d"]);
       expect(await names({ includeExpired: true })).toEqual(["a", "c", "d"]);
       expect(await names({ includeExpired: true, afterName: "a", limit: 1 })).toEqual(["c"]);
@@ -126,23 +129,23 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
 
     it("purges lapsed holders and keeps their rows as token floors", async () => {
       const store = await open(new TestStoreClock(10_000)); // the lease lapsed at 6,000
-      await store.decideLease(x, () => ({ write: lease(x, 3), result: 0 }));
-      expect(await store.purgeLapsedLeases(4_001)).toEqual([]);
-      expect((await store.purgeLapsedLeases(4_000)).map((l) => l.fencingToken)).toEqual([3]);
-      expect(await store.getLease(x)).toMatchObject({ holderAgentId: null, fencingToken: 3 });
+      await store.leases.decideLease(x, () => ({ write: lease(x, 3), result: 0 }));
+      expect(await store.leases.purgeLapsedLeases(4_001)).toEqual([]);
+      expect((await store.leases.purgeLapsedLeases(4_000)).map((l) => l.fencingToken)).toEqual([3]);
+      expect(await store.leases.getLease(x)).toMatchObject({ holderAgentId: null, fencingToken: 3 });
       await store.close();
     });
 
     it("keeps agent names unique per project, case-folded, and lists in registration order", async () => {
       const store = await open();
-      await store.decideRegistration("p", "beta", () => ({ write: agent("agt_2", "p", "Beta"), result: 0 }));
-      await store.decideRegistration("p", "alpha", () => ({ write: agent("agt_1", "p", "alpha"), result: 0 }));
-      await store.decideRegistration("q", "beta", () => ({ write: agent("agt_3", "q", "beta"), result: 0 }));
-      const seen = await store.decideRegistration("p", "beta", (existing) => ({ result: existing?.id }));
+      await store.agents.decideRegistration("p", "beta", () => ({ write: agent("agt_2", "p", "Beta"), result: 0 }));
+      await store.agents.decideRegistration("p", "alpha", () => ({ write: agent("agt_1", "p", "alpha"), result: 0 }));
+      await store.agents.decideRegistration("q", "beta", () => ({ write: agent("agt_3", "q", "beta"), result: 0 }));
+      const seen = await store.agents.decideRegistration("p", "beta", (existing) => ({ result: existing?.id }));
       expect(seen).toBe("agt_2");
-      expect((await store.listAgents("p")).map((a) => a.id)).toEqual(["agt_2", "agt_1"]);
+      expect((await store.agents.listAgents("p")).map((a) => a.id)).toEqual(["agt_2", "agt_1"]);
       await expect(
-        store.decideRegistration("p", "alpha", () => ({ write: agent("agt_9", "p", "ALPHA"), result: 0 })),
+        store.agents.decideRegistration("p", "alpha", () => ({ write: agent("agt_9", "p", "ALPHA"), result: 0 })),
       ).rejects.toThrow();
       await store.close();
     });
@@ -150,17 +153,17 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
     it("sweeps only online agents last seen more than stale-after before the store's time, recording each", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);
-      await store.decideAgent("agt_1", () => ({ write: { ...agent("agt_1", "p", "a"), lastSeenAtMs: 100 }, result: 0 }));
-      await store.decideAgent("agt_2", () => ({ write: { ...agent("agt_2", "p", "b"), lastSeenAtMs: 200 }, result: 0 }));
+      await store.agents.decideAgent("agt_1", () => ({ write: { ...agent("agt_1", "p", "a"), lastSeenAtMs: 100 }, result: 0 }));
+      await store.agents.decideAgent("agt_2", () => ({ write: { ...agent("agt_2", "p", "b"), lastSeenAtMs: 200 }, result: 0 }));
       const seen: StreamChange[] = [];
-      const stop = store.tailChanges((c) => seen.push(c));
+      const stop = store.changes.tailChanges((c) => seen.push(c));
       clock.ms = 1_000;
-      const swept = await store.sweepStaleAgents(800, (a, nowMs) => ({ stream: "presence", body: { id: a.id, nowMs } }));
+      const swept = await store.agents.sweepStaleAgents(800, (a, nowMs) => ({ stream: "presence", body: { id: a.id, nowMs } }));
       expect(swept.map((a) => [a.id, a.online])).toEqual([["agt_1", false]]);
       expect(seen).toEqual([{ project: "p", stream: "presence", seq: 1, atMs: 1_000, body: { id: "agt_1", nowMs: 1_000 } }]);
-      expect(await store.countOnlineAgents()).toBe(1);
-      await store.markAllAgentsOffline((a) => ({ stream: "presence", body: { id: a.id } }));
-      expect(await store.countOnlineAgents()).toBe(0);
+      expect(await store.agents.countOnlineAgents()).toBe(1);
+      await store.agents.markAllAgentsOffline((a) => ({ stream: "presence", body: { id: a.id } }));
+      expect(await store.agents.countOnlineAgents()).toBe(0);
       expect(seen.map((c) => [c.seq, c.body])).toEqual([[1, { id: "agt_1", nowMs: 1_000 }], [2, { id: "agt_2" }]]);
       stop();
       await store.close();
@@ -170,14 +173,14 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);
       const beat = (project: string, id: string) =>
-        store.decideRuntime(project, id, (cur, nowMs) => ({
+        store.agents.decideRuntime(project, id, (cur, nowMs) => ({
           write: { project, runtimeId: id, registeredAtMs: cur?.registeredAtMs ?? nowMs, heartbeatAtMs: nowMs },
           result: 0,
         }));
       await beat("p", "rtm_one");
       clock.ms = 1_500;
       await beat("q", "rtm_two");
-      const lapse = () => store.sweepExpiredRuntimes(1_000, (r, nowMs) => ({ stream: "presence", body: { r: r.runtimeId, nowMs } }));
+      const lapse = () => store.agents.sweepExpiredRuntimes(1_000, (r, nowMs) => ({ stream: "presence", body: { r: r.runtimeId, nowMs } }));
       clock.ms = 1_999;
       expect(await lapse()).toEqual([]);
       clock.ms = 2_000;
@@ -188,7 +191,7 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await beat("p", "rtm_one");
       clock.ms = 4_000;
       expect((await lapse()).map((r) => r.runtimeId)).toEqual(["rtm_one"]);
-      const p = await store.readChanges("p", "presence", 0, 10);
+      const p = await store.changes.readChanges("p", "presence", 0, 10);
       expect(p).toEqual({
         head: 2,
         changes: [
@@ -203,17 +206,17 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       const clock = new TestStoreClock(5_000);
       const store = await open(clock);
       const seen: StreamChange[] = [];
-      const stop = store.tailChanges((c) => seen.push(c));
+      const stop = store.changes.tailChanges((c) => seen.push(c));
       const grant = (key: LeaseKey, token: number) =>
-        store.decideLease(key, (_cur, nowMs) => ({ write: lease(key, token), change: { stream: "leases", body: { token, nowMs } }, result: token }));
+        store.leases.decideLease(key, (_cur, nowMs) => ({ write: lease(key, token), change: { stream: "leases", body: { token, nowMs } }, result: token }));
       await grant(x, 1);
       await grant({ project: "q", name: "x" }, 1);
       await expect(
-        store.decideLease(x, () => {
+        store.leases.decideLease(x, () => {
           throw new Error("refused");
         }),
       ).rejects.toThrow("refused");
-      await store.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: "hello" }, result: 0 }));
+      await store.agents.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: "hello" }, result: 0 }));
       await grant(x, 2);
       // A decision the store refuses after it was decided (a lower token) records nothing either.
       await expect(grant(x, 1)).rejects.toThrow();
@@ -223,10 +226,10 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
         ["p", "presence", 1, "hello"],
         ["p", "leases", 2, { token: 2, nowMs: 5_000 }],
       ]);
-      expect(await store.readChanges("p", "leases", 0, 10)).toEqual({ head: 2, changes: seen.filter((c) => c.project === "p" && c.stream === "leases") });
-      expect(await store.readChanges("p", "leases", 1, 10)).toEqual({ head: 2, changes: [seen[3]] });
-      expect(await store.readChanges("p", "leases", 0, 1)).toEqual({ head: 2, changes: [seen[0]] });
-      expect(await store.readChanges("r", "leases", 0, 10)).toEqual({ head: 0, changes: [] });
+      expect(await store.changes.readChanges("p", "leases", 0, 10)).toEqual({ head: 2, changes: seen.filter((c) => c.project === "p" && c.stream === "leases") });
+      expect(await store.changes.readChanges("p", "leases", 1, 10)).toEqual({ head: 2, changes: [seen[3]] });
+      expect(await store.changes.readChanges("p", "leases", 0, 1)).toEqual({ head: 2, changes: [seen[0]] });
+      expect(await store.changes.readChanges("r", "leases", 0, 10)).toEqual({ head: 0, changes: [] });
       stop();
       await grant(x, 3);
       expect(seen).toHaveLength(4);
@@ -237,20 +240,20 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       const clock = new TestStoreClock(5_000);
       const store = await open(clock);
       const recorded = { stream: "leases" as const, body: {} };
-      await store.decideLease(x, () => ({ write: lease(x, 1), change: recorded, result: 0 }));
-      await store.decideLease({ project: "p", name: "gone" }, () => ({ write: { ...lease({ project: "p", name: "gone" }, 1), expiresAtMs: 5_000 }, change: recorded, result: 0 }));
-      await store.decideLease({ project: "p", name: "free" }, () => ({ write: lease({ project: "p", name: "free" }, 4, null), change: recorded, result: 0 }));
-      await store.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: recorded, result: 0 }));
-      const snap = await store.leaseSnapshot("p", 5_000);
+      await store.leases.decideLease(x, () => ({ write: lease(x, 1), change: recorded, result: 0 }));
+      await store.leases.decideLease({ project: "p", name: "gone" }, () => ({ write: { ...lease({ project: "p", name: "gone" }, 1), expiresAtMs: 5_000 }, change: recorded, result: 0 }));
+      await store.leases.decideLease({ project: "p", name: "free" }, () => ({ write: lease({ project: "p", name: "free" }, 4, null), change: recorded, result: 0 }));
+      await store.leases.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: recorded, result: 0 }));
+      const snap = await store.leases.leaseSnapshot("p", 5_000);
       expect(snap).toEqual({ head: 3, leases: [lease(x, 1)], waiters: [] });
-      await store.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: 1 }, result: 0 }));
-      await store.decideRuntime("p", "rtm_one", () => ({ write: { project: "p", runtimeId: "rtm_one", registeredAtMs: 1, heartbeatAtMs: 2 }, result: 0 }));
-      expect(await store.presenceSnapshot("p")).toEqual({
+      await store.agents.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: 1 }, result: 0 }));
+      await store.agents.decideRuntime("p", "rtm_one", () => ({ write: { project: "p", runtimeId: "rtm_one", registeredAtMs: 1, heartbeatAtMs: 2 }, result: 0 }));
+      expect(await store.agents.presenceSnapshot("p")).toEqual({
         head: 1,
         agents: [agent("agt_1", "p", "a")],
         runtimes: [{ project: "p", runtimeId: "rtm_one", registeredAtMs: 1, heartbeatAtMs: 2 }],
       });
-      expect(await store.presenceSnapshot("q")).toEqual({ head: 0, agents: [], runtimes: [] });
+      expect(await store.agents.presenceSnapshot("q")).toEqual({ head: 0, agents: [], runtimes: [] });
       await store.close();
     });
 
@@ -259,30 +262,30 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       const store = await open(clock);
       for (const at of [1_000, 2_000, 3_000]) {
         clock.ms = at;
-        await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: at }, result: 0 }));
+        await store.leases.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: at }, result: 0 }));
       }
-      await store.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: { stream: "leases", body: 0 }, result: 0 }));
+      await store.leases.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: { stream: "leases", body: 0 }, result: 0 }));
       clock.ms = 4_000;
-      expect(await store.purgeChanges(2_000, 10)).toBe(1);
-      expect(await store.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 2 }, { seq: 3 }] });
-      expect(await store.purgeChanges(2_000, 1)).toBe(1); // p keeps its newest; q's one change is its newest
-      expect(await store.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 3 }] });
-      expect(await store.readChanges("q", "leases", 0, 10)).toMatchObject({ head: 1, changes: [{ seq: 1 }] });
+      expect(await store.changes.purgeChanges(2_000, 10)).toBe(1);
+      expect(await store.changes.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 2 }, { seq: 3 }] });
+      expect(await store.changes.purgeChanges(2_000, 1)).toBe(1); // p keeps its newest; q's one change is its newest
+      expect(await store.changes.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 3 }] });
+      expect(await store.changes.readChanges("q", "leases", 0, 10)).toMatchObject({ head: 1, changes: [{ seq: 1 }] });
       clock.ms = 10_000;
-      expect(await store.purgeChanges(2_000, 10)).toBe(2);
-      expect(await store.readChanges("p", "leases", 0, 10)).toEqual({ head: 3, changes: [] });
-      await store.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: 4 }, result: 0 }));
-      expect(await store.readChanges("p", "leases", 3, 10)).toMatchObject({ head: 4, changes: [{ seq: 4, body: 4 }] });
+      expect(await store.changes.purgeChanges(2_000, 10)).toBe(2);
+      expect(await store.changes.readChanges("p", "leases", 0, 10)).toEqual({ head: 3, changes: [] });
+      await store.leases.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: 4 }, result: 0 }));
+      expect(await store.changes.readChanges("p", "leases", 3, 10)).toMatchObject({ head: 4, changes: [{ seq: 4, body: 4 }] });
       await store.close();
     });
 
     it("keeps a runtime's rows per project", async () => {
       const store = await open();
       const row = { project: "p", runtimeId: "rtm_abcdef", registeredAtMs: 1, heartbeatAtMs: 2 };
-      await store.decideRuntime("p", "rtm_abcdef", () => ({ write: row, result: 0 }));
-      await store.decideRuntime("q", "rtm_abcdef", () => ({ write: { ...row, project: "q", host: "h" }, result: 0 }));
-      expect(await store.listRuntimes("p")).toEqual([row]);
-      expect(await store.listRuntimes("q")).toEqual([{ ...row, project: "q", host: "h" }]);
+      await store.agents.decideRuntime("p", "rtm_abcdef", () => ({ write: row, result: 0 }));
+      await store.agents.decideRuntime("q", "rtm_abcdef", () => ({ write: { ...row, project: "q", host: "h" }, result: 0 }));
+      expect(await store.agents.listRuntimes("p")).toEqual([row]);
+      expect(await store.agents.listRuntimes("q")).toEqual([{ ...row, project: "q", host: "h" }]);
       await store.close();
     });
   });

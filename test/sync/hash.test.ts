@@ -6,7 +6,7 @@ import { createClient } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
 import { SyncEventSchema } from "../../gen/ts/kxm/hub/v1/sync_event_pb.js";
 import { SyncOutcome, SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
-import type { HubStore, SyncEventRow } from "../../src/store/store.js";
+import type { SyncEventRow, SyncStore } from "../../src/store/sync-store.js";
 import { contentHash, createSync } from "../../src/sync/sync.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
@@ -131,11 +131,13 @@ describe("canonical JSON and contentHash", () => {
   it("stores the canonical text of the event (keys sorted at every level) and hashes exactly it", async () => {
     const rows: SyncEventRow[] = [];
     const store = {
-      async pushSyncEvents(batch: SyncEventRow[]) {
-        rows.push(...batch);
-        return { outcomes: batch.map(() => ({ outcome: "accepted" as const })), cursors: [] };
-      },
-    } as unknown as HubStore;
+      sync: {
+        async pushSyncEvents(batch: SyncEventRow[]) {
+          rows.push(...batch);
+          return { outcomes: batch.map(() => ({ outcome: "accepted" as const })), cursors: [] };
+        },
+      } as unknown as SyncStore,
+    };
     const sync = createSync({ store, clock: new FakeClock(), observer: { log() {}, count() {} } });
     const event = rich("run_canonical001");
     const spaced = JSON.parse(JSON.stringify(reversed(event), null, 2)) as Record<string, unknown>;

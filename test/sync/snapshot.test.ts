@@ -178,7 +178,7 @@ describe("snapshot: agents and open messages", () => {
 });
 
 describe("snapshot: admin auth", () => {
-  it("trusts loopback callers as admin on a hub without an admin token (spec §5.3)", async () => {
+  it("trusts loopback callers as admin on a hub without an admin token (decision D46)", async () => {
     await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" } } });
     for (const headers of [{ authorization: "Bearer tok-p" }, {} as Record<string, string>]) {
       const res = await t.rest("/v1/ops/snapshot?project=p", { headers });

@@ -3,8 +3,8 @@ import http2 from "node:http2";
 import https from "node:https";
 import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createDualServer, remoteAddressOf, type RawRefusal } from "../../src/server/listen.js";
-import { loadTlsMaterial, tlsServerOptions } from "../../src/server/tls.js";
+import { createDualServer, remoteAddressOf, type RawRefusal } from "../../src/http/listen.js";
+import { loadTlsMaterial, tlsServerOptions } from "../../src/http/tls.js";
 import { makeCerts, type TestCerts } from "../fixtures/certs.js";
 import { eventually, trusting, type ClientTls } from "./tls.helpers.js";
 

@@ -3,7 +3,7 @@ import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js"
 import { expectRestError, expectRestOk, REQUEST_ID, type Json } from "../fixtures/rest.js";
 
 // Bad input on the REST face never answers 500 and never changes state: reference-hub.md
-// §1.2–1.4 (body handling, request ids, response headers) with README §3.4 (a malformed
+// §1.2–1.4 (body handling, request ids, response headers) with decision D41 (a malformed
 // percent-escape is a 400; a body-less POST needs no content type).
 
 const MAX_BODY = 262_144;

@@ -3,14 +3,14 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { IncomingMessage } from "node:http";
 import { compressionGzip } from "@connectrpc/connect-node";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
-import { createConnectStream } from "../../src/server/connect-stream.js";
-import { createInProcessCaller } from "../../src/server/in-process.js";
+import { createConnectStream } from "../../src/wire/stream.js";
+import { createInProcessCaller } from "../../src/wire/in-process.js";
 import { createShutdownSignal } from "../../src/server/shutdown-signal.js";
 import { PresenceService, WatchPresenceRequestSchema, WatchPresenceResponseSchema } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 
 /**
- * Plain Connect server streams are served by server/connect-stream.ts; a `connect-timeout-ms`
+ * Plain Connect server streams are served by wire/stream.ts; a `connect-timeout-ms`
  * header sends one the connect way, so each case is sent both ways and must read the same.
  */
 

@@ -4,12 +4,12 @@ import { toBinary, fromBinary, create } from "@bufbuild/protobuf";
 import type { IncomingMessage } from "node:http";
 import { compressionGzip } from "@connectrpc/connect-node";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
-import { createConnectUnary } from "../../src/server/connect-unary.js";
-import { createInProcessCaller } from "../../src/server/in-process.js";
+import { createConnectUnary } from "../../src/wire/unary.js";
+import { createInProcessCaller } from "../../src/wire/in-process.js";
 import { LeaseService, GetLeaseRequestSchema, GetLeaseResponseSchema } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 
 /**
- * Plain Connect unary calls are served by server/connect-unary.ts; everything else by connect's
+ * Plain Connect unary calls are served by wire/unary.ts; everything else by connect's
  * own handler. A `connect-timeout-ms` header sends a call the connect way, so each case below is
  * sent both ways and must get the same answer, byte for byte.
  */

@@ -1,4 +1,5 @@
 import type { Interceptor } from "@connectrpc/connect";
+import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import type { Authenticator, Credentials } from "../../auth/authenticate.js";
 import { rateKey, type RateLimiter, type RateVerdict } from "../../auth/rate-limit.js";
 import { authRules, type AuthRule } from "../../auth/rules.js";
@@ -10,7 +11,7 @@ import type { RefusalMonitor } from "../../auth/audit.js";
 /** The refusals that say a caller failed to prove who it is. */
 const authRefusals = new Set<HubCode>(["invalid_auth", "invalid_agent_identity", "token_scope_insufficient"]);
 import { sha256Hex } from "../../ids.js";
-import { kCaller, kRemoteAddress, kResponseHeaders } from "../context.js";
+import { kCaller, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import { framesWhileTokenLives } from "../token-guard.js";
 
@@ -56,17 +57,11 @@ export function createAuthInterceptor({ authenticator, limiter, clock, extraRule
     if (!req.stream) {
       message = req.message as Record<string, unknown>;
     } else if (req.method.methodKind === "server_streaming") {
-      // The single request message arrives as a one-element stream: read it to its end (exactly
-      // one message, or the request is malformed), then hand it on.
-      const it = req.message[Symbol.asyncIterator]();
-      const first = await it.next();
-      if (first.done) throw errors.protocol("a server-streaming call needs exactly one request message");
-      if (!(await it.next()).done) throw errors.protocol("a server-streaming call takes one request message, not more");
+      // The one request message, read and checked by the stream-request interceptor before this
+      // one (interceptors/errors.ts): taken out, then handed on.
+      const first = await req.message[Symbol.asyncIterator]().next();
       message = first.value as Record<string, unknown>;
-      const replay = (async function* () {
-        yield first.value;
-      })();
-      req = { ...req, message: replay };
+      req = { ...req, message: createAsyncIterable([first.value]) };
     }
     const extraHeaders = req.contextValues.get(kResponseHeaders);
     let caller: Caller;

@@ -1,11 +1,11 @@
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
-import { randomUUID } from "node:crypto";
 import { errors, errorTable, isHubError, type ConnectCodeName, type HubError } from "../../errors.js";
 import type { Observer } from "../../observe.js";
 import { StoreUnavailable } from "../../store/store.js";
 import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
 import { LeaseSchema } from "../../../gen/ts/kxm/hub/v1/lease_pb.js";
-import { kRequestId, kResponseHeaders } from "../context.js";
+import { kRequestId, kResponseHeaders } from "../../http/context.js";
+import { requestIdOf } from "../../http/request-id.js";
 import { leaseToProto } from "../convert.js";
 
 export const errorDomain = "kxm-hub";
@@ -41,45 +41,11 @@ export function toConnectError(e: HubError, headers?: Headers): ConnectError {
 }
 
 /**
- * Messages of connect's request-decoding failures that it raises as `internal` (or, for a
- * missing or extra request message, `unimplemented`).
- */
-const decodeFailure = /^(parse binary|received compressed envelope|invalid envelope|protocol error|decompression failed)/;
-
-/**
- * The hub error a framework refusal stands for, or undefined when it is not one (it has
- * ErrorInfo already, or its code is the protocol's own answer, like `unimplemented` for an
- * unknown encoding). `maxBodyBytes` is the limit a too-large body is refused with.
- */
-export function hubErrorOfFramework(e: ConnectError, maxBodyBytes: number): HubError | undefined {
-  if (e.findDetails(ErrorInfoSchema).length > 0) return undefined;
-  const decoding = (e.code === Code.Internal || e.code === Code.Unimplemented) && decodeFailure.test(e.rawMessage);
-  if (e.code === Code.InvalidArgument || decoding) {
-    return errors.protocol(`malformed request: ${e.rawMessage}`);
-  }
-  if (e.code === Code.ResourceExhausted) return errors.payloadTooLarge(maxBodyBytes);
-  return undefined;
-}
-
-const validRequestId = /^[A-Za-z0-9._-]{1,80}$/;
-
-/** Echoes a well-formed `x-request-id`, else makes `req_<32 hex>`. */
-export function requestIdOf(header: string | null): string {
-  return header !== null && validRequestId.test(header) ? header : `req_${randomUUID().replaceAll("-", "")}`;
-}
-
-/** The request id of a Node request: its well-formed `x-request-id`, else a new one. */
-export function requestIdOfRequest(req: { headers: Record<string, string | string[] | undefined> }): string {
-  const header = req.headers["x-request-id"];
-  return requestIdOf(typeof header === "string" ? header : null);
-}
-
-/**
  * Gives every call a request id (response header `x-request-id`), and maps every error once:
  * HubErrors become typed ConnectErrors; anything else is `internal`, logged with its cause and
  * never sent. Only the observe interceptor runs outside it, so it sees the mapped outcome.
  */
-export function createErrorInterceptor(observer: Observer, maxBodyBytes: number): Interceptor {
+export function createErrorInterceptor(observer: Observer): Interceptor {
   function map(e: unknown, requestId: string, extraHeaders: Headers): ConnectError {
     let err: ConnectError;
     if (isHubError(e)) {
@@ -90,9 +56,8 @@ export function createErrorInterceptor(observer: Observer, maxBodyBytes: number)
       observer.log("store_unavailable", { requestId, error: String(e.message) });
       err = toConnectError(errors.storeUnavailable(e));
     } else if (e instanceof ConnectError) {
-      // A stream's request is read inside the interceptors, so its decoding refusals land here.
-      const typed = hubErrorOfFramework(e, maxBodyBytes);
-      err = typed ? toConnectError(typed) : e;
+      // The end of a call (deadline, shutdown, the client gone): as connect raised it.
+      err = e;
     } else {
       observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
       err = new ConnectError("internal server error", Code.Internal);
@@ -121,7 +86,7 @@ export function createErrorInterceptor(observer: Observer, maxBodyBytes: number)
           } catch (e) {
             throw map(e, requestId, extraHeaders);
           }
-          // @NOTE spec §5.7, §5.8: a stream that ends because its deadline passed, or because the
+          // @NOTE decisions D47, D48: a stream that ends because its deadline passed, or because the
           // hub is shutting down (unavailable: reconnect, to another replica if there is one),
           // says so instead of ending as if it were complete.
           const reason: unknown = req.signal.reason;

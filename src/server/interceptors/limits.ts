@@ -5,7 +5,7 @@ import { errors } from "../../errors.js";
  * Refuses a request whose declared content length is over `maxBytes` with payload_too_large
  * (and its ErrorInfo) before any handler runs. A request without a declared length (gRPC over
  * HTTP/2, streams) is held to the same limit by connect itself, which reads no message over
- * `readMaxBytes` (= maxBytes, after decompression too); framework-errors.ts answers that refusal
+ * `readMaxBytes` (= maxBytes, after decompression too); wire/framework-errors.ts answers that refusal
  * as payload_too_large, so no message is encoded a second time here to measure it.
  */
 export function createLimitsInterceptor(maxBytes: number): Interceptor {

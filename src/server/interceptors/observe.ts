@@ -1,7 +1,7 @@
 import type { Interceptor } from "@connectrpc/connect";
 import type { FaceObserver } from "../../observe.js";
-import { noteOutcome, kCall } from "../call-record.js";
-import { kCaller, kRequestId } from "../context.js";
+import { noteOutcome, kCall } from "../../http/call-record.js";
+import { kCaller, kRequestId } from "../../http/context.js";
 
 /** The stream kind of a method: its name in snake_case ("WatchLeases" -> "watch_leases"). */
 export const streamKindOf = (methodName: string) => methodName.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toLowerCase();

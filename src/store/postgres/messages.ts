@@ -1,8 +1,9 @@
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
-import type { ChangeOf, InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, SendContext } from "../store.js";
+import type { ChangeOf } from "../change-feed.js";
+import type { InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, MessageStore, SendContext } from "../message-store.js";
 import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
 import { agentColumns } from "./rows.js";
-import type { TailReader } from "./tail.js";
+import type { createTail } from "./tail.js";
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
@@ -15,13 +16,13 @@ const upsertMessage = `INSERT INTO messages (${columns.join(", ")})
     reply_created_at = excluded.reply_created_at, error = excluded.error`;
 
 /**
- * The message half of the PostgreSQL store, the same decisions as on SQLite. Numbering an event
+ * The message concern of the PostgreSQL store, the same decisions as on SQLite. Numbering an event
  * locks its agent's stream row until the decision commits, so an agent's events are numbered in
  * commit order whichever replica decides them; a message a decision changes is locked the same
  * way (`FOR UPDATE`). Two replicas sending with one idempotency key race on the unique index:
  * the loser's decision runs again and sees the winner's message (postgres/transaction.ts).
  */
-export function createPostgresMessages({ tx, changeTx, rows, now }: PgAccess) {
+export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head }: PgAccess, tail: ReturnType<typeof createTail>): MessageStore {
   /**
    * Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor;
    * records its change last.
@@ -123,6 +124,15 @@ export function createPostgresMessages({ tx, changeTx, rows, now }: PgAccess) {
       return { messages: messages.map(messageFromDb), total: count!.n };
     },
 
+    openMessagesSnapshot(project: string, limit: number) {
+      const open = "project = $1 AND status IN ('queued', 'delivered')";
+      return snapshot(async (t) => ({
+        messages: (await t.query<MessageDb>(`SELECT * FROM messages WHERE ${open} ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit])).rows.map(messageFromDb),
+        total: (await t.query<{ n: number }>(`SELECT count(*)::int AS n FROM messages WHERE ${open}`, [project])).rows[0]!.n,
+        head: await head(t, project, "messages"),
+      }));
+    },
+
     expireMessages(error: string, change: ChangeOf<MessageRow>) {
       return changeTx(async (t, record) => {
         const nowMs = await now(t);
@@ -181,15 +191,15 @@ export function createPostgresMessages({ tx, changeTx, rows, now }: PgAccess) {
       ).map((r) => ({ agentId: r.ev_agent, seq: r.ev_seq, kind: r.ev_kind as InboxEventKind, message: messageFromDb(r) }));
     },
 
-    /** The tail reader of inbox events (postgres/tail.ts): each one the window's transactions wrote. */
-    inboxReader(onEvent: (agentId: string, seq: number) => void): TailReader {
-      return async (from, to) => {
+    /** From the tail (postgres/tail.ts): each inbox event the window's transactions wrote. */
+    tailInbox(onEvent: (agentId: string, seq: number) => void): () => void {
+      return tail.add(async (from, to) => {
         const events = await rows<{ agent_id: string; seq: number }>(
           "SELECT agent_id, seq FROM inbox_events WHERE xid >= $1::xid8 AND xid < $2::xid8 ORDER BY xid, agent_id, seq",
           [from, to],
         );
         for (const e of events) onEvent(e.agent_id, e.seq);
-      };
+      });
     },
 
     async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {

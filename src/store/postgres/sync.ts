@@ -1,6 +1,8 @@
-import type { ChangeRecord, IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView } from "../store.js";
+import type { ChangeRecord } from "../change-feed.js";
+import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView, SyncStore } from "../sync-store.js";
 import type { PgAccess } from "./transaction.js";
-import { runFromDb, runViewColumns, type RunDb as RunViewDb } from "../rows.js";
+import { runFromDb, runtimeFromDb, runViewColumns, type RunDb as RunViewDb, type RuntimeDb } from "../rows.js";
+import { runtimesOfProject } from "./agents.js";
 
 interface RunDb {
   project_id: string;
@@ -23,7 +25,7 @@ interface RunState {
 }
 
 /** Every run of a hub project, as its prefix describes it. */
-export const runsOfProject = `SELECT ${runViewColumns} FROM sync_runs r WHERE r.hub_project = $1 ORDER BY r.project_id, r.run_id`;
+const runsOfProject = `SELECT ${runViewColumns} FROM sync_runs r WHERE r.hub_project = $1 ORDER BY r.project_id, r.run_id`;
 
 /** Keyed by the pair itself (JSON of the strings is one-to-one), never a joined string. */
 const keyOf = (...parts: (string | number)[]) => JSON.stringify(parts);
@@ -35,14 +37,14 @@ const insertColumns = [
 const insertTypes = ["text", "text", "bigint", "text", "text", "text", "text", "bigint", "text", "text", "text", "text", "text"];
 
 /**
- * The sync half of the PostgreSQL store: the same decisions as on SQLite, with the database read
+ * The sync concern of the PostgreSQL store: the same decisions as on SQLite, with the database read
  * a few times per push instead of a few times per event. A push reads what is stored under its
  * keys, its projects' owners and its runs (those rows locked) in one statement each, decides
  * every event in order against that and what the push itself stored, and writes its events in
  * one statement. Two replicas that create the same run, owner or event at once race on a
  * primary key: the loser's push runs again and sees the winner's rows (postgres/transaction.ts).
  */
-export function createPostgresSync({ changeTx, rows, now }: Pick<PgAccess, "changeTx" | "rows" | "now">) {
+export function createPostgresSync({ changeTx, rows, now, snapshot, head }: PgAccess): SyncStore {
   return {
     pushSyncEvents(events: SyncEventRow[], decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome, changes: SyncChanges) {
       return changeTx(async (t, record) => {
@@ -197,6 +199,14 @@ export function createPostgresSync({ changeTx, rows, now }: Pick<PgAccess, "chan
 
     async listSyncRuns(hubProject: string): Promise<SyncRunView[]> {
       return (await rows<RunViewDb>(runsOfProject, [hubProject])).map(runFromDb);
+    },
+
+    runsSnapshot(project: string) {
+      return snapshot(async (t) => ({
+        runs: (await t.query<RunViewDb>(runsOfProject, [project])).rows.map(runFromDb),
+        runtimes: (await t.query<RuntimeDb>(runtimesOfProject, [project])).rows.map(runtimeFromDb),
+        head: await head(t, project, "runs"),
+      }));
     },
   };
 }

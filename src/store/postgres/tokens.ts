@@ -11,7 +11,7 @@ const upsertToken = `INSERT INTO project_tokens (${columns.join(", ")})
 const lockProject = "SELECT pg_advisory_xact_lock(hashtextextended('kxm-tokens:' || $1, 0))";
 
 /**
- * The credentials half of the PostgreSQL store, the same decisions as on SQLite (sqlite/tokens.ts).
+ * The credentials concern of the PostgreSQL store, the same decisions as on SQLite (sqlite/tokens.ts).
  * A token decision takes its project's advisory lock first, then writes its row, its change and
  * its audit entry in one transaction.
  */

@@ -1,5 +1,6 @@
 import type pg from "pg";
-import { StoreUnavailable, type ChangeStream } from "../store.js";
+import type { ChangeStream } from "../change-feed.js";
+import { StoreUnavailable } from "../store.js";
 
 /** How a decision runs its statements: inside its own transaction, on its pooled connection. */
 export interface PgTx {
@@ -9,7 +10,7 @@ export interface PgTx {
 /** Numbers and stores one change of a project's stream, inside the decision. */
 export type PgRecordChange = (project: string, stream: ChangeStream, body: unknown, atMs: number) => Promise<void>;
 
-/** How the store's halves run their statements (postgres-store.ts). */
+/** How the store's concerns (agents.ts, leases.ts, messages.ts, ...) run their statements (postgres-store.ts). */
 export interface PgAccess {
   /** One decision, its own transaction; resolves once it is committed. */
   tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
@@ -23,6 +24,10 @@ export interface PgAccess {
   rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
   /** The time of a decision, inside its transaction (the database's clock unless one is injected). */
   now(tx: PgTx): Promise<number>;
+  /** Several reads that see one snapshot of the database (REPEATABLE READ, read only). */
+  snapshot<T>(read: (tx: PgTx) => Promise<T>): Promise<T>;
+  /** The newest number of a project's stream as `tx` sees it (changes.ts). */
+  head(tx: PgTx, project: string, stream: ChangeStream): Promise<number>;
 }
 
 /** A decision's body: reads, the pure decide, writes; returns its result. */

@@ -9,7 +9,7 @@ import { asOpenRefusal, companionsOf } from "./open.js";
 import { checkDataPath, firstSchemaVersion, openSchema, schemaVersion } from "./schema.js";
 
 /**
- * Backup and restore of the SQLite store (README "Backup and restore", §5.2).
+ * Backup and restore of the SQLite store (docs/operations.md, "Backup and restore"; decision D45).
  *
  * A backup is a consistent copy taken with SQLite's online backup API while the hub runs (a
  * `cp` of a WAL database misses whatever is still in `-wal`), plus a manifest beside it. A
@@ -127,7 +127,7 @@ export function readFences(db: Database.Database): { fences: FenceEntry[]; fence
  * The restore step, in ONE transaction: every resource's fence floor and the fence base go up
  * by `margin`, and every lease is released (holder NULL). A holder's next call finds no lease
  * (`lease_not_found`); it re-acquires and gets a token above anything handed out before or after
- * the backup, unless more than `margin` grants were made on one resource after it (README §5.2).
+ * the backup, unless more than `margin` grants were made on one resource after it (decision D45).
  * Watch changes go the same way: every stream's numbers (and the base new streams start from)
  * go up by `margin` and the stored changes are dropped, so a watcher's cursor from before the
  * restore, or from after the backup, is cursor_expired and never taken for a restored change.

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type Database from "better-sqlite3";
 import { DurabilityLost, type BatchBackend, type WorkOutcome } from "../group-commit.js";
-import type { ChangeStream } from "../store.js";
+import type { ChangeStream } from "../change-feed.js";
 
 /** A decision's body: synchronous statements on the store's connection, returning its result. */
 export type Work = () => unknown;
@@ -10,7 +10,7 @@ export type Work = () => unknown;
 /** Numbers and stores one change of a project's stream, inside the decision. */
 export type RecordChange = (project: string, stream: ChangeStream, body: unknown, atMs: number) => void;
 
-/** How the store's halves (messages, sync) run their statements. */
+/** How the store's concerns (agents.ts, leases.ts, messages.ts, ...) run their statements. */
 export interface StoreAccess {
   /** One decision of the next batch; resolves once the batch is durable. */
   tx<T>(fn: () => T): Promise<T>;
@@ -28,6 +28,8 @@ export interface StoreAccess {
   peek<T>(fn: () => T): Promise<T>;
   /** The time of a decision (the store's clock). */
   now(): number;
+  /** The newest number of a project's stream, inside the caller's read or decision (changes.ts). */
+  head(project: string, stream: ChangeStream): number;
 }
 
 /**

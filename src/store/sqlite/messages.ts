@@ -1,26 +1,27 @@
 import type Database from "better-sqlite3";
 import type { RecordChange, StoreAccess } from "./batch.js";
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
+import type { ChangeOf } from "../change-feed.js";
 import type {
   InboxEvent,
   InboxEventKind,
   InboxState,
   ListMessagesQuery,
-  ChangeOf,
   MessageDecision,
   MessageRow,
+  MessageStore,
   SendContext,
-} from "../store.js";
+} from "../message-store.js";
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
 
 /**
- * The message half of the SQLite store. `tx` runs one decision (one savepoint of a batch's
+ * The message concern of the SQLite store. `tx` runs one decision (one savepoint of a batch's
  * transaction); every decision writes the message, appends its stream events and advances
  * cursors in it, all or nothing.
  */
-export function createSqliteMessages(db: Database.Database, { tx, changeTx, read, now }: StoreAccess) {
+export function createSqliteMessages(db: Database.Database, { tx, changeTx, read, now, head }: StoreAccess): MessageStore {
   const q = {
     byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
     byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
@@ -156,8 +157,9 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
       return read(() => openNow(project, limit));
     },
 
-    /** listOpenMessages inside a read the caller holds. */
-    openNow,
+    openMessagesSnapshot(project: string, limit: number) {
+      return read(() => ({ ...openNow(project, limit), head: head(project, "messages") }));
+    },
 
     async expireMessages(error: string, change: ChangeOf<MessageRow>) {
       return changeTx((record) => {

@@ -56,7 +56,7 @@ const expectedShape: Record<string, string[]> = {
 
 /**
  * Primary keys the current version must have, column by column. A key that pairs a project with
- * a name is two columns, never one joined string (README §5.1; migration 009 for leases).
+ * a name is two columns, never one joined string (decision D44; migration 009 for leases).
  */
 const expectedKeys: Record<string, string[]> = {
   leases: ["project", "name"],

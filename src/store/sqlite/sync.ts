@@ -1,7 +1,8 @@
 import type Database from "better-sqlite3";
 import type { StoreAccess } from "./batch.js";
 import { runFromDb, runViewColumns, type RunDb } from "../rows.js";
-import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView } from "../store.js";
+import type { RuntimeRow } from "../agent-store.js";
+import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView, SyncStore } from "../sync-store.js";
 
 /** One run as a push sees it: its row (once it has one) and the sequences the push stored. */
 interface RunState {
@@ -14,11 +15,16 @@ interface RunState {
 }
 
 /**
- * The sync half of the SQLite store. A push is one decision (all or nothing); each run's cursor is kept in
+ * The sync concern of the SQLite store. A push is one decision (all or nothing); each run's cursor is kept in
  * `sync_runs` and advanced over contiguous sequences as events arrive, so gaps stay open until
- * filled and reading a cursor is one row.
+ * filled and reading a cursor is one row. `runtimesNow` reads a project's runtimes for the run
+ * snapshot (agents.ts).
  */
-export function createSqliteSync(db: Database.Database, { changeTx, read, now }: StoreAccess) {
+export function createSqliteSync(
+  db: Database.Database,
+  { changeTx, read, now, head }: StoreAccess,
+  runtimesNow: (project: string) => RuntimeRow[],
+): SyncStore {
   const q = {
     existing: db.prepare<[string, string, number], { content_hash: string; hub_project: string }>(
       "SELECT content_hash, hub_project FROM sync_events WHERE project_id = ? AND run_id = ? AND sequence = ?",
@@ -136,7 +142,8 @@ export function createSqliteSync(db: Database.Database, { changeTx, read, now }:
       return read(() => runsNow(hubProject));
     },
 
-    /** listSyncRuns inside a read the caller holds. */
-    runsNow,
+    runsSnapshot(project: string) {
+      return read(() => ({ runs: runsNow(project), runtimes: runtimesNow(project), head: head(project, "runs") }));
+    },
   };
 }

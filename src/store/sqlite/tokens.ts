@@ -4,7 +4,7 @@ import { auditFromDb, tokenFromDb, tokenToDb, type AuditDb, type TokenDb } from 
 import type { AuditRecord, ProjectTokenRow, TokenStore } from "../token-store.js";
 
 /**
- * The credentials half of the SQLite store: project tokens and the audit trail. A token decision
+ * The credentials concern of the SQLite store: project tokens and the audit trail. A token decision
  * writes its row, its change and its audit entry in one savepoint of a batch, all or nothing.
  */
 export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, peek, now }: StoreAccess): TokenStore {

@@ -1,8 +1,8 @@
--- Leases keyed by (project, name) instead of the joined string `<project>/<name>` (README §5.1).
+-- Leases keyed by (project, name) instead of the joined string `<project>/<name>` (decision D44).
 -- Up to version 8, project `alpha/repo` with lease name `main` and project `alpha` with lease
 -- name `repo/main` made the same key, so the two projects shared one row: one fence, one holder.
 --
--- So that no fencing token is handed out again for anything it was handed out for (README §3.7),
+-- So that no fencing token is handed out again for anything it was handed out for (decision D43),
 -- every pair an old key could stand for gets the row's token: the row's own (project, name), and
 -- (P, rest) for every known project P (one with an agent or a lease) where
 -- resource = P || '/' || rest. The holder goes with the pair of its own project, which is the

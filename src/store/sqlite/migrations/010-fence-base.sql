@@ -1,4 +1,4 @@
--- The fence floor of a resource that has no row yet (README §5.2: restore never reissues a token).
+-- The fence floor of a resource that has no row yet (decision D45: restore never reissues a token).
 -- A resource's first grant is floor + 1; until now the floor of an unknown resource was 0. After
 -- a restore, a resource first leased after the backup was taken has no row in the restored file,
 -- yet tokens were handed out for it: restore raises this floor by its margin exactly as it raises

@@ -1,5 +1,5 @@
 -- The changes WatchPresence and WatchLeases send, stored with the decision that made them, so a
--- watcher resumes from its cursor after a dropped connection or a restart (README "Watching").
+-- watcher resumes from its cursor after a dropped connection or a restart (docs/streams.md).
 -- Each (project, stream) numbers its changes without gaps; watch_heads holds the newest number.
 -- A stream without a head row starts at the fence base, which a restore raises, so a cursor
 -- from before a restore is never taken for a change made after it.

@@ -1,0 +1,33 @@
+/** The request target and authority as the hub reads them, for every face. */
+import type { IncomingMessage } from "node:http";
+import type { Http2ServerRequest } from "node:http2";
+
+type Req = IncomingMessage | Http2ServerRequest;
+
+/** The request target as the hub reads it: an origin-form path and its query. */
+export interface RequestTarget {
+  pathname: string;
+  search: string;
+}
+
+/**
+ * Reads an origin-form request target (`/path?query`) exactly as sent: no dot-segment removal
+ * (`/v1/x/../agents` is no route), and `//evil/v1/agents` is a path, never a URL with a host.
+ * Anything else — `*`, an absolute URL, an authority, no target at all — is undefined.
+ */
+export function parseRequestTarget(url: string | undefined): RequestTarget | undefined {
+  if (url === undefined || !url.startsWith("/") || url.includes("#")) return undefined;
+  const q = url.indexOf("?");
+  return q < 0 ? { pathname: url, search: "" } : { pathname: url.slice(0, q), search: url.slice(q) };
+}
+
+/** The request's authority (`:authority` or `Host`) when it makes a valid URL, else undefined. */
+export function validAuthority(req: Req): string | undefined {
+  const authority = "authority" in req && req.authority ? req.authority : req.headers.host;
+  if (typeof authority !== "string" || authority === "") return undefined;
+  try {
+    return new URL(`http://${authority}`).host === "" ? undefined : authority;
+  } catch {
+    return undefined;
+  }
+}

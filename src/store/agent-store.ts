@@ -1,0 +1,97 @@
+import type { ChangeOf, Decision } from "./change-feed.js";
+import type { HeldResource, LeaseDecision, LeaseKey } from "./lease-store.js";
+
+/**
+ * The presence concern of the store: agents, their instances' leases as one decision, and
+ * runtimes. Each backend implements it in one file (sqlite/agents.ts, postgres/agents.ts); the
+ * presence domain takes this interface (and authentication reads agents through it).
+ */
+
+export interface AgentRow {
+  id: string;
+  project: string;
+  name: string;
+  purpose: string;
+  model?: string;
+  host?: string;
+  /** SHA-256 hex of the current agent key; the key itself is never stored. */
+  keyHash: string;
+  connectedAtMs: number;
+  lastSeenAtMs: number;
+  online: boolean;
+}
+
+export interface RuntimeRow {
+  project: string;
+  runtimeId: string;
+  host?: string;
+  registeredAtMs: number;
+  heartbeatAtMs: number;
+}
+
+/**
+ * A decision on an agent and every lease it holds, in one transaction (an eviction, a takeover
+ * at registration): the agent's row, and one lease decision per resource it was shown.
+ */
+export interface AgentLeasesDecision<T> extends Decision<AgentRow, T> {
+  /** Each on a lease it was shown (checked), with its queue changes and its changes for watchers. */
+  leases?: { key: LeaseKey; decision: LeaseDecision<unknown> }[];
+}
+
+export interface AgentStore {
+  getAgent(id: string): Promise<AgentRow | undefined>;
+  /**
+   * The agent as the latest commit left it, without waiting for that commit to be durable: for
+   * authentication only, whose success is never an answer by itself (the call's own decision or
+   * read comes after it, and waits). A refusal must come from getAgent.
+   */
+  peekAgent(id: string): Promise<AgentRow | undefined>;
+  /** Agents of a project in registration order. */
+  listAgents(project: string): Promise<AgentRow[]>;
+  countOnlineAgents(): Promise<number>;
+  /** Register/resume under (project, case-folded name); `decide` sees the agent holding the name. */
+  decideRegistration<T>(
+    project: string,
+    nameKey: string,
+    decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>,
+  ): Promise<T>;
+  /**
+   * One decision on an agent, found by id or by (project, case-folded name), and on every lease
+   * naming it as holder or in its queue (each with its queue), all in one transaction: nobody can
+   * renew, be granted or queue behind those leases in between.
+   */
+  decideAgentLeases<T>(
+    find: { agentId: string } | { project: string; nameKey: string },
+    decide: (agent: AgentRow | undefined, held: HeldResource[], nowMs: number) => AgentLeasesDecision<T>,
+  ): Promise<T>;
+  /**
+   * Deletes every agent offline and last seen `retainMs` or more before the store's time that no
+   * open message (to or from it) and no live lease names, with its stream. Returns them.
+   */
+  forgetAgents(retainMs: number): Promise<AgentRow[]>;
+  /** Any other change to one agent (activity, heartbeat, unregister). */
+  decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T>;
+  /** Marks every online agent offline (hub start), recording `change` for each. */
+  markAllAgentsOffline(change: ChangeOf<AgentRow>): Promise<void>;
+  /**
+   * Marks offline every online agent last seen more than `staleAfterMs` before the sweep's time
+   * (the store's, as for decisions), recording `change` for each; returns them as updated.
+   */
+  sweepStaleAgents(staleAfterMs: number, change: ChangeOf<AgentRow>): Promise<AgentRow[]>;
+
+  decideRuntime<T>(
+    project: string,
+    runtimeId: string,
+    decide: (current: RuntimeRow | undefined, nowMs: number) => Decision<RuntimeRow, T>,
+  ): Promise<T>;
+  listRuntimes(project: string): Promise<RuntimeRow[]>;
+  /**
+   * Runtimes whose last heartbeat is more than `staleAfterMs` before the sweep's time and whose
+   * expiry is not recorded yet: records `change` for each, once per lapse (a heartbeat after it
+   * makes the next lapse count again). Returns them.
+   */
+  sweepExpiredRuntimes(staleAfterMs: number, change: ChangeOf<RuntimeRow>): Promise<RuntimeRow[]>;
+
+  /** The agents and runtimes of a project, and the head of its presence changes they reflect. */
+  presenceSnapshot(project: string): Promise<{ agents: AgentRow[]; runtimes: RuntimeRow[]; head: number }>;
+}

@@ -1,0 +1,227 @@
+import type { AgentRow, AgentStore, RuntimeRow } from "../agent-store.js";
+import { changesOf, type ChangeOf } from "../change-feed.js";
+import type { HeldResource } from "../lease-store.js";
+import { agentFromDb, byRegistration, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
+import type { createPostgresLeases } from "./leases.js";
+import { agentColumns } from "./rows.js";
+import type { PgAccess, PgTx } from "./transaction.js";
+
+const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, model, host, key_hash, connected_at, last_seen_at, online)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+  ON CONFLICT (id) DO UPDATE SET project = excluded.project, name = excluded.name, name_key = excluded.name_key,
+    purpose = excluded.purpose, model = excluded.model, host = excluded.host, key_hash = excluded.key_hash,
+    connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`;
+
+/** A project's runtimes by id, as `t` sees them (the run snapshot's too: sync.ts). */
+export const runtimesOfProject = "SELECT * FROM runtime_presence WHERE project = $1 ORDER BY runtime_id";
+
+/**
+ * The presence concern of the PostgreSQL store, the same decisions as on SQLite (sqlite/agents.ts).
+ * A decision locks the agent it decides on (`FOR UPDATE`); ending an instance also locks, in name
+ * order, every lease it holds or waits for, and writes them through the lease concern (leases.ts).
+ */
+export function createPostgresAgents(
+  { tx, changeTx, rows, now, snapshot, head }: PgAccess,
+  leases: Pick<ReturnType<typeof createPostgresLeases>, "apply" | "waitersOf">,
+): AgentStore {
+  async function writeAgent(t: PgTx, a: AgentRow): Promise<void> {
+    await t.query(upsertAgent, [
+      a.id,
+      a.project,
+      a.name,
+      a.name.toLowerCase(),
+      a.purpose,
+      a.model ?? null,
+      a.host ?? null,
+      a.keyHash,
+      a.connectedAtMs,
+      a.lastSeenAtMs,
+      a.online,
+    ]);
+  }
+
+  /** Marks offline the agents `where` selects (locked in registration order), recording a change for each. */
+  function offline(where: string, staleAfterMs: number | undefined, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
+    return changeTx(async (t, record) => {
+      const nowMs = await now(t);
+      const params = staleAfterMs === undefined ? [] : [nowMs - staleAfterMs];
+      const found = (
+        await t.query<AgentDb & { reg: number }>(
+          `WITH locked AS (SELECT id FROM agents WHERE ${where} ORDER BY reg_seq FOR UPDATE)
+           UPDATE agents a SET online = false FROM locked WHERE a.id = locked.id RETURNING a.reg_seq AS reg, ${agentColumns.split(", ").map((c) => `a.${c}`).join(", ")}`,
+          params,
+        )
+      ).rows;
+      const swept = byRegistration(found).map(agentFromDb);
+      for (const a of swept) {
+        const c = change(a, nowMs);
+        await record(a.project, c.stream, c.body, nowMs);
+      }
+      return swept;
+    });
+  }
+
+  const getAgent = async (id: string): Promise<AgentRow | undefined> => {
+    const [r] = await rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1`, [id]);
+    return r && agentFromDb(r);
+  };
+
+  return {
+    getAgent,
+    /** Committed in PostgreSQL means durable: the latest row is the durable one. */
+    peekAgent: getAgent,
+
+    async listAgents(project) {
+      return (await rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).map(agentFromDb);
+    },
+
+    async countOnlineAgents() {
+      return (await rows<{ n: number }>("SELECT count(*)::int AS n FROM agents WHERE online"))[0]!.n;
+    },
+
+    decideRegistration(project, nameKey, decide) {
+      return changeTx(async (t, record) => {
+        const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [project, nameKey])).rows;
+        const nowMs = await now(t);
+        const d = decide(r && agentFromDb(r), nowMs);
+        if (d.write) await writeAgent(t, d.write);
+        for (const c of changesOf(d)) await record(project, c.stream, c.body, nowMs);
+        return d.result;
+      });
+    },
+
+    decideAgent(id, decide) {
+      return changeTx(async (t, record) => {
+        const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
+        const nowMs = await now(t);
+        const d = decide(r && agentFromDb(r), nowMs);
+        if (d.write) await writeAgent(t, d.write);
+        const project = d.write?.project ?? r?.project;
+        for (const c of changesOf(d)) {
+          if (project === undefined) throw new Error(`a decision on unknown agent ${id} recorded a change`);
+          await record(project, c.stream, c.body, nowMs);
+        }
+        return d.result;
+      });
+    },
+
+    decideAgentLeases(find, decide) {
+      return changeTx(async (t, record) => {
+        const [r] = (
+          "agentId" in find
+            ? await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [find.agentId])
+            : await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [find.project, find.nameKey])
+        ).rows;
+        // The leases it holds or waits for, locked in name order, then their queues.
+        const held = r
+          ? (
+              await t.query<LeaseDb>(
+                `SELECT * FROM leases WHERE project = $1 AND (holder_agent_id = $2
+                   OR name IN (SELECT name FROM lease_waiters WHERE project = $1 AND agent_id = $2)) ORDER BY name FOR UPDATE`,
+                [r.project, r.id],
+              )
+            ).rows
+          : [];
+        const nowMs = await now(t);
+        const shown: HeldResource[] = [];
+        for (const l of held) shown.push({ lease: leaseFromDb(l), waiters: await leases.waitersOf(t, l) });
+        const d = decide(r && agentFromDb(r), shown, nowMs);
+        if (d.write) await writeAgent(t, d.write);
+        const project = d.write?.project ?? r?.project;
+        if (project === undefined && (changesOf(d).length > 0 || d.leases?.length)) throw new Error("a decision on an unknown agent wrote leases or changes");
+        for (const c of changesOf(d)) await record(project!, c.stream, c.body, nowMs);
+        for (const { key, decision } of d.leases ?? []) {
+          const row = held.find((l) => l.project === key.project && l.name === key.name);
+          if (!row) throw new Error(`an agent decision tried to decide lease ${JSON.stringify(key)}, which it was not shown`);
+          await leases.apply(t, key, row, row, decision, record, nowMs);
+        }
+        return d.result;
+      });
+    },
+
+    forgetAgents(retainMs) {
+      return tx(async (t) => {
+        const nowMs = await now(t);
+        const gone = (
+          await t.query<AgentDb>(
+            `DELETE FROM agents a WHERE a.id IN (
+               SELECT id FROM agents c WHERE c.online = false AND c.last_seen_at <= $1
+                 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = c.id OR m.from_id = c.id))
+                 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = c.project AND l.holder_agent_id = c.id AND l.expires_at > $2)
+               ORDER BY c.reg_seq FOR UPDATE SKIP LOCKED)
+             RETURNING ${agentColumns.split(", ").map((c) => `a.${c}`).join(", ")}`,
+            [nowMs - retainMs, nowMs],
+          )
+        ).rows;
+        const ids = gone.map((a) => a.id);
+        if (ids.length > 0) {
+          await t.query("DELETE FROM inbox_events WHERE agent_id = ANY($1)", [ids]);
+          await t.query("DELETE FROM inbox_streams WHERE agent_id = ANY($1)", [ids]);
+        }
+        return gone.map(agentFromDb);
+      });
+    },
+
+    async markAllAgentsOffline(change) {
+      await offline("online", undefined, change);
+    },
+
+    sweepStaleAgents: (staleAfterMs, change) => offline("online AND last_seen_at < $1", staleAfterMs, change),
+
+    decideRuntime(project, runtimeId, decide) {
+      return changeTx(async (t, record) => {
+        const [r] = (await t.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE", [project, runtimeId])).rows;
+        const nowMs = await now(t);
+        const d = decide(r && runtimeFromDb(r), nowMs);
+        if (d.write) {
+          await t.query(
+            `INSERT INTO runtime_presence (project, runtime_id, host, registered_at, heartbeat_at) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (project, runtime_id) DO UPDATE SET host = excluded.host,
+               registered_at = excluded.registered_at, heartbeat_at = excluded.heartbeat_at, expiry_noted = false`,
+            [d.write.project, d.write.runtimeId, d.write.host ?? null, d.write.registeredAtMs, d.write.heartbeatAtMs],
+          );
+        }
+        for (const c of changesOf(d)) await record(project, c.stream, c.body, nowMs);
+        return d.result;
+      });
+    },
+
+    async listRuntimes(project): Promise<RuntimeRow[]> {
+      return (await rows<RuntimeDb>(runtimesOfProject, [project])).map(runtimeFromDb);
+    },
+
+    sweepExpiredRuntimes(staleAfterMs, change) {
+      return changeTx(async (t, record) => {
+        const nowMs = await now(t);
+        // Locked in key order, and skipped when another replica's sweep holds them: that sweep
+        // records their lapse.
+        const expired = (
+          await t.query<RuntimeDb>(
+            `WITH due AS (SELECT project, runtime_id FROM runtime_presence WHERE NOT expiry_noted AND heartbeat_at <= $1
+               ORDER BY project, runtime_id FOR UPDATE SKIP LOCKED)
+             UPDATE runtime_presence r SET expiry_noted = true FROM due WHERE r.project = due.project AND r.runtime_id = due.runtime_id
+             RETURNING r.*`,
+            [nowMs - staleAfterMs],
+          )
+        ).rows
+          .map(runtimeFromDb)
+          .sort((a, b) => (a.project === b.project ? cmp(a.runtimeId, b.runtimeId) : cmp(a.project, b.project)));
+        for (const r of expired) {
+          const c = change(r, nowMs);
+          await record(r.project, c.stream, c.body, nowMs);
+        }
+        return expired;
+      });
+    },
+
+    presenceSnapshot(project) {
+      return snapshot(async (t) => ({
+        agents: (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).rows.map(agentFromDb),
+        runtimes: (await t.query<RuntimeDb>(runtimesOfProject, [project])).rows.map(runtimeFromDb),
+        head: await head(t, project, "presence"),
+      }));
+    },
+  };
+}
+
+const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

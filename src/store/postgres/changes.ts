@@ -1,0 +1,103 @@
+import { randomUUID } from "node:crypto";
+import type { ChangeFeed, ChangeRead, ChangeStream, StreamChange } from "../change-feed.js";
+import { ChangeListeners } from "../change-listeners.js";
+import type { createTail } from "./tail.js";
+import type { PgAccess, PgTx } from "./transaction.js";
+
+/**
+ * Numbers and stores one change. The head row is locked from here to the commit, so the changes
+ * of a (project, stream) are numbered in commit order without gaps on every replica; decisions
+ * record their change last, to hold that lock for as short a time as they can. A stream's first
+ * change is numbered from the fence base, which a restore raises.
+ */
+const recordChange = `WITH h AS (
+    INSERT INTO watch_heads (project, stream, head) SELECT $1, $2, floor + 1 FROM fence_base WHERE id = 1
+    ON CONFLICT (project, stream) DO UPDATE SET head = watch_heads.head + 1 RETURNING head)
+  INSERT INTO watch_changes (project, stream, seq, at_ms, body, origin) SELECT $1, $2, head, $3, $4, $5 FROM h RETURNING seq`;
+
+const changeHead = `coalesce((SELECT head FROM watch_heads WHERE project = $1 AND stream = $2), (SELECT floor FROM fence_base WHERE id = 1))`;
+
+/**
+ * The change feed of the PostgreSQL store, and the statement that numbers and stores a change
+ * inside a decision (the store's changeTx calls `append`, then `emit` once the decision has
+ * committed). This store's own changes reach its listeners at commit; the other replicas' come
+ * from the tail (tail.ts).
+ */
+export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "rows" | "now">, tail: ReturnType<typeof createTail>) {
+  const listeners = new ChangeListeners();
+  /** Marks the changes this store writes, so its tail skips them (they were handed over at commit). */
+  const origin = randomUUID();
+
+  const feed: ChangeFeed = {
+    /** The changes and the head in one statement: one snapshot. */
+    async readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead> {
+      const found = await rows<{ head: number; seq: number | null; at_ms: number | null; body: string | null }>(
+        `SELECT h.head, c.seq, c.at_ms, c.body FROM (SELECT ${changeHead} AS head) h
+         LEFT JOIN LATERAL (SELECT seq, at_ms, body FROM watch_changes WHERE project = $1 AND stream = $2 AND seq > $3 ORDER BY seq LIMIT $4) c ON true
+         ORDER BY c.seq`,
+        [project, stream, afterSeq, limit],
+      );
+      return {
+        head: found[0]!.head,
+        changes: found
+          .filter((r) => r.seq !== null)
+          .map((r) => ({ project, stream, seq: r.seq!, atMs: r.at_ms!, body: JSON.parse(r.body!) as unknown })),
+      };
+    },
+
+    /**
+     * This store's own changes as soon as they commit; the other replicas' from the tail, every
+     * tick of it, in the order of the transactions that wrote them (a watcher reads the store for
+     * any gap that leaves).
+     */
+    tailChanges(onChange: (change: StreamChange) => void): () => void {
+      const removeOwn = listeners.add(onChange);
+      const removeTail = tail.add(async (from, to) => {
+        const found = await rows<{ project: string; stream: ChangeStream; seq: number; at_ms: number; body: string }>(
+          `SELECT project, stream, seq, at_ms, body FROM watch_changes
+           WHERE xid >= $1::xid8 AND xid < $2::xid8 AND origin <> $3 ORDER BY xid, project, stream, seq`,
+          [from, to, origin],
+        );
+        for (const r of found) onChange({ project: r.project, stream: r.stream, seq: r.seq, atMs: r.at_ms, body: JSON.parse(r.body) as unknown });
+      });
+      return () => {
+        removeOwn();
+        removeTail();
+      };
+    },
+
+    /** Stream by stream, each its own transaction: a stream's old changes are a prefix of it. */
+    async purgeChanges(retainMs: number, keep: number): Promise<number> {
+      const heads = await rows<{ project: string; stream: string; head: number }>("SELECT project, stream, head FROM watch_heads");
+      let purged = 0;
+      for (const h of heads) {
+        purged += await tx(async (t) => {
+          const cutoff = (await now(t)) - retainMs;
+          const r = await t.query(
+            `DELETE FROM watch_changes WHERE project = $1 AND stream = $2 AND seq < coalesce(
+               (SELECT seq FROM watch_changes WHERE project = $1 AND stream = $2 AND seq >= $3 AND at_ms >= $4 ORDER BY seq LIMIT 1),
+               $5 + 1)`,
+            [h.project, h.stream, h.head - keep + 1, cutoff, h.head],
+          );
+          return r.rowCount ?? 0;
+        });
+      }
+      return purged;
+    },
+  };
+
+  return {
+    feed,
+    /** The newest number of a stream (its base when it has none), as `t` sees it. */
+    async head(t: PgTx, project: string, stream: ChangeStream): Promise<number> {
+      return (await t.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, stream])).rows[0]!.head;
+    },
+    /** Numbers and stores one change inside the caller's decision; returns it as listeners get it. */
+    async append(t: PgTx, project: string, stream: ChangeStream, body: unknown, atMs: number): Promise<StreamChange> {
+      const r = await t.query<{ seq: number }>(recordChange, [project, stream, atMs, JSON.stringify(body), origin]);
+      return { project, stream, seq: r.rows[0]!.seq, atMs, body };
+    },
+    /** Hands a committed decision's changes to the listeners. */
+    emit: (changes: readonly StreamChange[]) => listeners.emit(changes),
+  };
+}

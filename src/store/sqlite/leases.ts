@@ -1,0 +1,150 @@
+import type Database from "better-sqlite3";
+import { changesOf } from "../change-feed.js";
+import type { LeaseDecision, LeaseKey, LeaseRow, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
+import { agentFromDb, floorRow, leaseFromDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
+import type { RecordChange, StoreAccess } from "./batch.js";
+
+/**
+ * The lease concern of the SQLite store. A decision reads the row (or the resource's floor), its
+ * queue and the would-be holder, decides, and writes row, queue and changes in one savepoint of
+ * a batch. `apply` and `heldBy` serve the agent decisions that end an instance (agents.ts).
+ */
+export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, now, head }: StoreAccess) {
+  const q = {
+    lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
+    holder: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
+    fenceBase: db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base"),
+    upsertLease: db.prepare(
+      `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+       VALUES (@project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at)
+       ON CONFLICT (project, name) DO UPDATE SET holder_agent_id = excluded.holder_agent_id,
+         holder_agent_name = excluded.holder_agent_name, fencing_token = excluded.fencing_token,
+         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
+    ),
+    listLeases: db.prepare<[string, string, number, number, number], LeaseDb>(
+      `SELECT * FROM leases WHERE project = ? AND name > ? AND holder_agent_id IS NOT NULL
+         AND (? = 1 OR expires_at > ?) ORDER BY name LIMIT ?`,
+    ),
+    lapsedLeases: db.prepare<[number], LeaseDb>("SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= ?"),
+    purgeLeases: db.prepare(
+      `UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL
+       WHERE holder_agent_id IS NOT NULL AND expires_at <= ?`,
+    ),
+    liveLeases: db.prepare<[string, number], LeaseDb>(
+      "SELECT * FROM leases WHERE project = ? AND holder_agent_id IS NOT NULL AND expires_at > ? ORDER BY name",
+    ),
+    waiters: db.prepare<[string, string], WaiterDb>("SELECT * FROM lease_waiters WHERE project = ? AND name = ? ORDER BY seq"),
+    removeWaiter: db.prepare("DELETE FROM lease_waiters WHERE project = ? AND name = ? AND id = ?"),
+    addWaiter: db.prepare(
+      `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
+       SELECT @project, @name, coalesce(max(seq), 0) + 1, @id, @agent_id, @agent_name, @ttl_ms, @deadline_ms, @since_ms
+       FROM lease_waiters WHERE project = @project AND name = @name`,
+    ),
+    clearWaiters: db.prepare("DELETE FROM lease_waiters"),
+    waitersOfProject: db.prepare<[string], WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = ? ORDER BY name, seq"),
+    leasesOfAgent: db.prepare<{ project: string; agent: string }, LeaseDb>(
+      `SELECT * FROM leases WHERE project = @project AND (holder_agent_id = @agent
+         OR name IN (SELECT name FROM lease_waiters WHERE project = @project AND agent_id = @agent)) ORDER BY name`,
+    ),
+  };
+
+  /** The floor row of a resource that has none, or undefined while the fence base is 0. */
+  function floorOf(key: LeaseKey): LeaseDb | undefined {
+    const base = q.fenceBase.get()!.floor;
+    return base > 0 ? floorRow(key, base) : undefined;
+  }
+
+  const waitersOf = (project: string, name: string): LeaseWaiter[] => q.waiters.all(project, name).map(waiterFromDb);
+
+  /** Writes what a lease decision on `key` decided (its row `r` as read), inside the caller's transaction. */
+  function apply(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>, record: RecordChange, nowMs: number): void {
+    for (const id of d.queue?.remove ?? []) q.removeWaiter.run(key.project, key.name, id);
+    const add = d.queue?.add;
+    if (add) q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs, since_ms: add.sinceMs });
+    if (d.write) {
+      // A decision writes the row it was shown, never another key: that is the isolation.
+      if (d.write.project !== key.project || d.write.name !== key.name) {
+        throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
+      }
+      if (r && d.write.fencingToken < r.fencing_token) {
+        // The fence only grows; a decision that would lower it is a bug, never a write.
+        throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${r.fencing_token}`);
+      }
+      q.upsertLease.run({
+        project: d.write.project,
+        name: d.write.name,
+        holder_agent_id: d.write.holderAgentId,
+        holder_agent_name: d.write.holderAgentName,
+        fencing_token: d.write.fencingToken,
+        acquired_at: d.write.acquiredAtMs,
+        expires_at: d.write.expiresAtMs,
+      });
+    }
+    for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
+  }
+
+  const store: LeaseStore = {
+    decideLease(key, decide, holderId) {
+      return changeTx((record) => {
+        // A resource without a row stands on the store's fence base (0 until a restore raised it):
+        // the rules see it as a released floor, so its first grant is base + 1 (decision D45).
+        const r = q.lease.get(key.project, key.name) ?? floorOf(key);
+        const nowMs = now();
+        const h = holderId === undefined ? undefined : q.holder.get(holderId);
+        const d = decide(r && leaseFromDb(r), nowMs, waitersOf(key.project, key.name), h && agentFromDb(h));
+        apply(key, r, d, record, nowMs);
+        return d.result;
+      });
+    },
+
+    leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]> {
+      return read(() =>
+        name === undefined
+          ? q.waitersOfProject.all(project).map(namedWaiterFromDb)
+          : q.waiters.all(project, name).map((w) => ({ ...waiterFromDb(w), name })),
+      );
+    },
+
+    async clearLeaseWaiters(): Promise<void> {
+      await tx(() => q.clearWaiters.run());
+    },
+
+    getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
+      return read(() => {
+        const r = q.lease.get(key.project, key.name);
+        return r && leaseFromDb(r);
+      });
+    },
+
+    listLeases(query: ListLeasesQuery): Promise<LeaseRow[]> {
+      return read(() =>
+        q.listLeases.all(query.project, query.afterName ?? "", query.includeExpired ? 1 : 0, query.nowMs, query.limit).map(leaseFromDb),
+      );
+    },
+
+    purgeLapsedLeases(afterMs: number): Promise<LeaseRow[]> {
+      return tx(() => {
+        const cutoffMs = now() - afterMs;
+        const before = q.lapsedLeases.all(cutoffMs);
+        q.purgeLeases.run(cutoffMs);
+        return before.map(leaseFromDb);
+      });
+    },
+
+    leaseSnapshot(project: string, nowMs: number) {
+      return read(() => ({
+        leases: q.liveLeases.all(project, nowMs).map(leaseFromDb),
+        waiters: q.waitersOfProject.all(project).map(namedWaiterFromDb),
+        head: head(project, "leases"),
+      }));
+    },
+  };
+
+  return {
+    store,
+    apply,
+    waitersOf,
+    /** The leases an agent of `project` holds or waits for, by name, inside the caller's decision. */
+    heldBy: (project: string, agentId: string): LeaseDb[] => q.leasesOfAgent.all({ project, agent: agentId }),
+  };
+}
