@@ -45,7 +45,7 @@ export class HeldLease {
     return this.#lease.name;
   }
 
-  /** The fencing token: present it with every write to the guarded resource (README, "The fence"). */
+  /** The fencing token: present it with every write to the guarded resource (docs/leases.md, "Fencing a real resource"). */
   get token(): bigint {
     return this.#lease.fencingToken;
   }
