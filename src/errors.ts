@@ -3,6 +3,7 @@
  * factories below; each face maps them once (server/interceptors/errors.ts for RPC,
  * transcode/rest-errors.ts for REST) using this table.
  */
+import type { LeaseView } from "./domain.js";
 
 /** Connect codes by name, kept free of the Connect import so domain code stays transport-free. */
 export type ConnectCodeName =
@@ -64,28 +65,6 @@ export const errorTable = {
 } as const satisfies Record<string, Row>;
 
 export type HubCode = keyof typeof errorTable;
-
-/** The lease attached to lease refusals (REST extra `lease`, RPC typed detail). */
-export interface LeaseView {
-  resource: string;
-  project: string;
-  name: string;
-  holderAgentId: string;
-  holderAgentName: string;
-  fencingToken: number;
-  acquiredAtMs: number;
-  expiresAtMs: number;
-  /** The calls waiting in its queue, first in line first (views and changes; absent in refusals). */
-  waiters?: WaiterView[];
-}
-
-/** A call waiting in a lease's queue, as views show it. */
-export interface WaiterView {
-  agentId: string;
-  agentName: string;
-  sinceMs: number;
-  deadlineMs: number;
-}
 
 export interface HubErrorInit {
   /** Facts for the caller: ErrorInfo metadata on RPC; REST extras where the table says. */

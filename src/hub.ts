@@ -11,7 +11,8 @@ import { createBus } from "./events/bus.js";
 import { changeRetention } from "./events/watch.js";
 import { createLeases, leaseChangeOf, type LeaseChange } from "./lease/leases.js";
 import { createInboxStreams } from "./peer/inbox-stream.js";
-import { createMessages, type InboxNotice } from "./peer/messages.js";
+import { createMessages } from "./peer/messages.js";
+import type { InboxNotice } from "./domain.js";
 import type { Observer } from "./observe.js";
 import { createOpsRoutes } from "./ops/http.js";
 import { createMetrics } from "./ops/metrics.js";
@@ -100,8 +101,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const inboxBus = createBus<InboxNotice>((n) => n.agentId);
   /** Managed project tokens revoked or expired, by id: the streams opened with them end. */
   const endedTokens = createBus<string>((id) => id);
-  // Hubs sharing a database hear of the inbox events the others commit (PostgreSQL).
-  const stopInboxTail = store.messages.tailInbox?.((agentId, seq) => inboxBus.publish({ agentId, seq }));
+  // Every change reaches the streams from the store, once durable: inbox events (this hub's with
+  // the event, on PostgreSQL every hub's) here, and the watch changes below.
+  const stopInboxTail = store.messages.tailInbox((n) => inboxBus.publish(n));
   // Presence, lease, message and run changes are stored by the decisions that make them; the
   // store hands each over once it is durable (and, on PostgreSQL, the ones other hubs commit).
   const stopChangeTail = store.changes.tailChanges((c) => {
@@ -123,7 +125,6 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const messages = createMessages({
     store,
     observer,
-    inboxBus,
     messageTtlMs: config.messageTtlMs,
     messageRetentionMs: config.messageRetentionMs,
   });
@@ -338,7 +339,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
           });
         }
         await prepare.close();
-        stopInboxTail?.();
+        stopInboxTail();
         stopChangeTail();
         await store.close();
         observer.log("hub_stopped", { forced, durationMs: Math.round(performance.now() - startedAtMs) });

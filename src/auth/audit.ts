@@ -1,8 +1,9 @@
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { AuditRecord, AuditRow, TokenStore } from "../store/token-store.js";
+import type { TokenStore } from "../store/token-store.js";
 import { intInRange, projectName } from "../validate.js";
+import type { AuditRecord, AuditRow } from "../domain.js";
 
 /**
  * The audit trail operators read (OpsService.ListAuditEvents, the operator page): token

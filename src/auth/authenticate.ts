@@ -3,11 +3,12 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import { secretEquals, secretMatchesHash } from "../ids.js";
 import type { Presence } from "../presence/presence.js";
-import type { AgentRow, AgentStore } from "../store/agent-store.js";
-import type { ProjectTokenRow, TokenScope, TokenStore } from "../store/token-store.js";
+import type { AgentStore } from "../store/agent-store.js";
+import type { TokenStore } from "../store/token-store.js";
 import { projectName } from "../validate.js";
 import { neededScope, type AuthRule } from "./rules.js";
 import { scopeAllows, tokenIdOfSecret, tokenState } from "./tokens.js";
+import type { AgentRow, ProjectTokenRow, TokenScope } from "../domain.js";
 
 /** What a request presents. */
 export interface Credentials {

@@ -1,7 +1,7 @@
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { ProjectTokenRow, TokenScope, TokenStore } from "../store/token-store.js";
+import type { TokenStore } from "../store/token-store.js";
 import { intInRange, projectName } from "../validate.js";
 import {
   decideCreate,
@@ -14,6 +14,7 @@ import {
   ttlRange,
   type TokenState,
 } from "./tokens.js";
+import type { ProjectTokenRow, TokenScope } from "../domain.js";
 
 /** A token as operators see it: never its secret or hash. */
 export interface TokenView {

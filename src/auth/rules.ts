@@ -1,4 +1,4 @@
-import type { TokenScope } from "../store/token-store.js";
+import type { TokenScope } from "../domain.js";
 
 /**
  * How each RPC authenticates, keyed by `<service type name>/<method name>`. One table, read by

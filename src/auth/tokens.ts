@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import { errors } from "../errors.js";
 import { sha256Hex } from "../ids.js";
 import type { ChangeRecord } from "../store/change-feed.js";
-import type { AuditRecord, ProjectTokenRow, TokenDecision, TokenScope } from "../store/token-store.js";
+import type { TokenDecision } from "../store/token-store.js";
+import type { AuditRecord, ProjectTokenRow, TokenScope } from "../domain.js";
 
 /**
  * The rules of managed project tokens, pure functions of what the store read: the secret's

@@ -1,13 +1,12 @@
 import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
-import { errors, isHubError, type HubError, type LeaseView } from "../errors.js";
+import { errors, isHubError, type HubError } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
 import { newId } from "../ids.js";
-import type { AgentRow } from "../store/agent-store.js";
 import type { ChangeFeed, StreamChange } from "../store/change-feed.js";
-import type { LeaseKey, LeaseRow, LeaseStore, LeaseWaiter, NamedWaiter } from "../store/lease-store.js";
+import type { LeaseStore, LeaseWaiter, NamedWaiter } from "../store/lease-store.js";
 import { intInRange, requireString } from "../validate.js";
 import { reportForceRelease } from "./report.js";
 import {
@@ -27,6 +26,7 @@ import {
   type LeaseHolder,
   type LeaseOutcome,
 } from "./rules.js";
+import type { AgentRow, LeaseKey, LeaseRow, LeaseView } from "../domain.js";
 
 export const leaseTtl = { minMs: 5_000, maxMs: 600_000, defaultMs: 300_000 } as const;
 /** How long an acquire may wait for a held lease (waitMs); 0, the default, does not wait. */

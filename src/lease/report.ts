@@ -1,5 +1,5 @@
-import type { LeaseView } from "../errors.js";
 import type { Observer } from "../observe.js";
+import type { LeaseView } from "../domain.js";
 
 /** Who ended a holder's lease without it: an operator, or the hub on an agent's takeover, resume or eviction. */
 export type ForceReleasedBy = "operator" | "takeover" | "resume" | "eviction";

@@ -1,6 +1,7 @@
-import { errors, type LeaseView, type WaiterView } from "../errors.js";
+import { errors } from "../errors.js";
 import type { Decision } from "../store/change-feed.js";
-import type { LeaseDecision, LeaseRow, LeaseWaiter } from "../store/lease-store.js";
+import type { LeaseDecision, LeaseWaiter } from "../store/lease-store.js";
+import type { LeaseRow, LeaseView, WaiterView } from "../domain.js";
 
 /**
  * The lease decisions, pure: given the resource's current row, the caller and the hub time,

@@ -1,12 +1,12 @@
 import type { Clock } from "../clock.js";
-import type { LeaseView } from "../errors.js";
 import type { Leases } from "../lease/leases.js";
 import type { Messages } from "../peer/messages.js";
 import type { AgentView, Presence, RuntimeView } from "../presence/presence.js";
-import type { MessageRow, MessageStore } from "../store/message-store.js";
+import type { MessageStore } from "../store/message-store.js";
 import type { HubStore } from "../store/store.js";
-import type { SyncRunView, SyncStore } from "../store/sync-store.js";
+import type { SyncStore } from "../store/sync-store.js";
 import { projectName } from "../validate.js";
+import type { LeaseView, MessageRow, SyncRunView } from "../domain.js";
 
 export interface HomeRuntimeRun {
   projectId: string;

@@ -3,9 +3,11 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
-import type { InboxEvent, MessageStore } from "../store/message-store.js";
+import type { MessageStore } from "../store/message-store.js";
 import { intInRange } from "../validate.js";
-import type { InboxNotice, Messages } from "./messages.js";
+import type { Messages } from "./messages.js";
+import type { InboxNotice } from "../domain.js";
+import type { InboxEvent } from "../domain.js";
 
 export interface InboxReadDeps {
   store: { messages: MessageStore };

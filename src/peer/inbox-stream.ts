@@ -5,8 +5,10 @@ import type { Bus } from "../events/bus.js";
 import { takeContiguous } from "../events/contiguous.js";
 import { createWaker } from "../events/wait.js";
 import type { AgentView, Presence, PresenceChange } from "../presence/presence.js";
-import type { InboxEvent, MessageStore } from "../store/message-store.js";
-import type { InboxNotice, Messages } from "./messages.js";
+import type { MessageStore } from "../store/message-store.js";
+import type { Messages } from "./messages.js";
+import type { InboxNotice } from "../domain.js";
+import type { InboxEvent } from "../domain.js";
 
 export type InboxFrame =
   | { kind: "ready"; agent: AgentView; cursor: number }

@@ -1,9 +1,8 @@
 import type { AgentCaller } from "../caller.js";
 import { errors } from "../errors.js";
-import type { Bus } from "../events/bus.js";
 import { newId } from "../ids.js";
 import type { Observer } from "../observe.js";
-import type { Delivery, InboxEvent, MessageRow, MessageStatus, MessageStore } from "../store/message-store.js";
+import type { MessageStore } from "../store/message-store.js";
 import { intInRange, optionalString, requireString } from "../validate.js";
 import {
   decideAck,
@@ -15,23 +14,11 @@ import {
   visibleTo,
   type SendInput,
 } from "./rules.js";
-
-/**
- * "Agent X's stream has a committed, durable event N." With the event as the store returned it
- * when this hub decided it: a live stream that is exactly one event behind takes it from here
- * instead of reading it back (inbox-stream.ts). Without it when another hub on the same database
- * decided it (the store's inbox tail): the stream reads it from the store.
- */
-export interface InboxNotice {
-  agentId: string;
-  seq: number;
-  event?: InboxEvent;
-}
+import type { Delivery, InboxEvent, MessageRow, MessageStatus } from "../domain.js";
 
 export interface MessagesDeps {
   store: { messages: MessageStore };
   observer: Observer;
-  inboxBus: Bus<InboxNotice>;
   /** Default TTL of a message (KXM_MESSAGE_TTL_MS). */
   messageTtlMs: number;
   /** How long ended messages are kept (KXM_MESSAGE_RETENTION_MS). */
@@ -68,13 +55,9 @@ const isDelivery = (d: string): d is Delivery => deliveries.includes(d);
 
 const content = (value: string | undefined) => requireString("content", value, messageLimits.contentMax);
 
-/** Peer messages: validation in the reference's order, one store decision per call, stream notices after commit. */
+/** Peer messages: validation in the reference's order, one store decision per call (the store hands each inbox event to the streams once durable: MessageStore.tailInbox). */
 export function createMessages(deps: MessagesDeps) {
-  const { store, observer, inboxBus } = deps;
-
-  const notify = (events: InboxEvent[]) => {
-    for (const e of events) inboxBus.publish({ agentId: e.agentId, seq: e.seq, event: e });
-  };
+  const { store, observer } = deps;
 
   const logFields = (m: MessageRow) => ({
     messageId: m.id,
@@ -96,7 +79,6 @@ export function createMessages(deps: MessagesDeps) {
       observer.count("messagesExpired");
       observer.log("message_expired", logFields(m));
     }
-    notify(events);
     return expired.size;
   }
 
@@ -162,8 +144,7 @@ export function createMessages(deps: MessagesDeps) {
         observer.count("messagesSent");
         observer.log("message_sent", { ...logFields(result.message), hops: result.message.hops });
       }
-      notify(events);
-      return { message: events[0]?.message ?? result.message, idempotent: result.idempotent };
+        return { message: events[0]?.message ?? result.message, idempotent: result.idempotent };
     },
 
     /** Recipient acknowledges; advances its stream cursor. */
@@ -177,26 +158,24 @@ export function createMessages(deps: MessagesDeps) {
     /** Recipient replies once; the sender's stream gets a reply event. */
     async reply(caller: AgentCaller, id: string, text: string | undefined): Promise<MessageRow> {
       await expireDue();
-      const { result, events } = await store.messages.decideMessage(id, (cur, nowMs) =>
+      const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) }),
       );
       observer.count("messagesReplied");
       observer.log("message_replied", logFields(result));
-      notify(events);
       return result;
     },
 
     /** Sender cancels; the recipient's stream gets a cancelled event. */
     async cancel(caller: AgentCaller, id: string): Promise<MessageRow> {
       await expireDue();
-      const { result, events } = await store.messages.decideMessage(id, (cur, nowMs) =>
+      const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }),
       );
       if (result.changed) {
         observer.count("messagesCancelled");
         observer.log("message_cancelled", logFields(result.message));
       }
-      notify(events);
       return result.message;
     },
 

@@ -1,7 +1,7 @@
 import { errors } from "../errors.js";
-import type { AgentRow } from "../store/agent-store.js";
 import type { ChangeRecord } from "../store/change-feed.js";
-import type { Delivery, MessageDecision, MessageRow, MessageStatus, SendContext } from "../store/message-store.js";
+import type { MessageDecision, SendContext } from "../store/message-store.js";
+import type { AgentRow, Delivery, MessageRow, MessageStatus } from "../domain.js";
 
 /**
  * The message decisions, pure: given the stored message (or the send context), the caller and

@@ -3,13 +3,13 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import { newId, sha256Hex } from "../ids.js";
 import type { Observer } from "../observe.js";
-import type { LeaseView } from "../errors.js";
 import { reportForceRelease } from "../lease/report.js";
 import { decideDropWaiters, decideForceRelease } from "../lease/rules.js";
-import type { AgentRow, AgentStore, RuntimeRow } from "../store/agent-store.js";
+import type { AgentStore } from "../store/agent-store.js";
 import type { ChangeFeed, ChangeRead, StreamChange } from "../store/change-feed.js";
 import type { HeldResource } from "../store/lease-store.js";
 import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
+import type { AgentRow, LeaseView, RuntimeRow } from "../domain.js";
 
 export type PresenceState = "online" | "stale" | "offline";
 

@@ -1,10 +1,8 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
-import type { LeaseView } from "../errors.js";
 import type { HomeRuntime, HomeRuntimeRun } from "../operator/snapshot.js";
 import type { MessageChangeBody } from "../peer/rules.js";
 import type { AgentView, RuntimeView } from "../presence/presence.js";
-import type { Delivery as DomainDelivery, MessageRow, MessageStatus as DomainStatus } from "../store/message-store.js";
 import {
   Delivery,
   type Message,
@@ -29,6 +27,7 @@ import {
   RuntimePresenceSchema,
   RuntimePresenceState,
 } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import type { Delivery as DomainDelivery, LeaseView, MessageRow, MessageStatus as DomainStatus } from "../domain.js";
 
 /** Domain records -> protobuf messages. The only place that knows both shapes. */
 

@@ -3,12 +3,12 @@ import type { InboxReader } from "../peer/inbox-read.js";
 import type { InboxStreams } from "../peer/inbox-stream.js";
 import { errors } from "../errors.js";
 import type { Messages } from "../peer/messages.js";
-import type { MessageStatus as DomainStatus } from "../store/message-store.js";
 import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { PeerService, SubscribeResponseSchema } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { agentOf } from "./caller.js";
 import { agentToProto, boxFromProto, deliveryFromProto, messageToProto, statusFromProto } from "./convert.js";
+import type { MessageStatus as DomainStatus } from "../domain.js";
 
 /** PeerService over the message domain. */
 export function peerHandlers(messages: Messages, openInbox: InboxStreams, readInbox: InboxReader): ServiceImpl<typeof PeerService> {

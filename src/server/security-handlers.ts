@@ -3,9 +3,7 @@ import type { MessageInitShape } from "@bufbuild/protobuf";
 import type { ProjectTokens, TokenView } from "../auth/project-tokens.js";
 import type { TokenState as DomainTokenState } from "../auth/tokens.js";
 import { errors } from "../errors.js";
-import type { TokenScope as DomainTokenScope } from "../store/token-store.js";
 import type { Audit } from "../auth/audit.js";
-import type { AuditKind as DomainAuditKind, AuditRow } from "../store/token-store.js";
 import {
   AuditKind,
   ProjectTokenSchema,
@@ -15,6 +13,7 @@ import {
   type CreateProjectTokenRequest,
   type ListAuditEventsRequest,
 } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
+import type { AuditKind as DomainAuditKind, AuditRow, TokenScope as DomainTokenScope } from "../domain.js";
 
 const scopeToProto: Record<DomainTokenScope, TokenScope> = {
   agent: TokenScope.AGENT,

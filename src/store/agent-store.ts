@@ -1,33 +1,12 @@
 import type { ChangeOf, Decision } from "./change-feed.js";
-import type { HeldResource, LeaseDecision, LeaseKey } from "./lease-store.js";
+import type { HeldResource, LeaseDecision } from "./lease-store.js";
+import type { AgentRow, LeaseKey, RuntimeRow } from "../domain.js";
 
 /**
  * The presence concern of the store: agents, their instances' leases as one decision, and
  * runtimes. Each backend implements it in one file (sqlite/agents.ts, postgres/agents.ts); the
  * presence domain takes this interface (and authentication reads agents through it).
  */
-
-export interface AgentRow {
-  id: string;
-  project: string;
-  name: string;
-  purpose: string;
-  model?: string;
-  host?: string;
-  /** SHA-256 hex of the current agent key; the key itself is never stored. */
-  keyHash: string;
-  connectedAtMs: number;
-  lastSeenAtMs: number;
-  online: boolean;
-}
-
-export interface RuntimeRow {
-  project: string;
-  runtimeId: string;
-  host?: string;
-  registeredAtMs: number;
-  heartbeatAtMs: number;
-}
 
 /**
  * A decision on an agent and every lease it holds, in one transaction (an eviction, a takeover

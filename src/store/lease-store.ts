@@ -1,33 +1,11 @@
-import type { AgentRow } from "./agent-store.js";
 import type { Decision } from "./change-feed.js";
+import type { AgentRow, LeaseKey, LeaseRow } from "../domain.js";
 
 /**
  * The lease concern of the store: leases by (project, name), their fences and their queues of
  * waiters. Each backend implements it in one file (sqlite/leases.ts, postgres/leases.ts); the
  * lease domain takes this interface (with the change feed it watches).
  */
-
-/**
- * Which lease: a project and a name, always as two values. No joined string stands for a
- * lease anywhere below the views (decision D44), so project `alpha/repo` and name `main` never
- * meet project `alpha` and name `repo/main`.
- */
-export interface LeaseKey {
-  project: string;
-  name: string;
-}
-
-/**
- * A resource's lease row, keyed by (project, name). A released resource keeps its row with no
- * holder: its token is the floor the next grant goes above.
- */
-export interface LeaseRow extends LeaseKey {
-  holderAgentId: string | null;
-  holderAgentName: string | null;
-  fencingToken: number;
-  acquiredAtMs: number;
-  expiresAtMs: number;
-}
 
 /** A call waiting for a held lease (AcquireLease with waitMs), in the resource's queue. */
 export interface LeaseWaiter {

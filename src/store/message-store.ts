@@ -1,50 +1,11 @@
-import type { AgentRow } from "./agent-store.js";
 import type { ChangeOf, ChangeRecord } from "./change-feed.js";
+import type { AgentRow, InboxEvent, InboxEventKind, InboxNotice, MessageRow, MessageStatus } from "../domain.js";
 
 /**
  * The peer-message concern of the store: messages, each agent's numbered stream of inbox events
  * and its cursors. Each backend implements it in one file (sqlite/messages.ts,
  * postgres/messages.ts); the peer domain takes this interface.
  */
-
-export type MessageStatus = "queued" | "delivered" | "replied" | "cancelled" | "expired" | "error";
-export type Delivery = "followUp" | "steer" | "nextTurn";
-
-export interface MessageRow {
-  id: string;
-  project: string;
-  fromId: string;
-  fromName: string;
-  toId: string;
-  toName: string;
-  content: string;
-  delivery: Delivery;
-  hops: number;
-  maxHops: number;
-  /** The number of the message's `message` event in the recipient's stream (store-assigned). */
-  seq: number;
-  correlationId?: string;
-  replyTo?: string;
-  idempotencyKey?: string;
-  createdAtMs: number;
-  expiresAtMs: number;
-  deliveredAtMs?: number;
-  repliedAtMs?: number;
-  cancelledAtMs?: number;
-  status: MessageStatus;
-  reply?: { content: string; createdAtMs: number };
-  error?: string;
-}
-
-export type InboxEventKind = "message" | "reply" | "cancelled" | "expired";
-
-/** One event of an agent's stream, with the message as it is now. */
-export interface InboxEvent {
-  agentId: string;
-  seq: number;
-  kind: InboxEventKind;
-  message: MessageRow;
-}
 
 /** Where an agent's stream stands. */
 export interface InboxState {
@@ -119,9 +80,9 @@ export interface MessageStore {
   /** Queued or delivered messages to the agent with afterSeq < seq <= uptoSeq, by seq. */
   pendingMessages(agentId: string, afterSeq: number, uptoSeq: number): Promise<MessageRow[]>;
   /**
-   * For a store several hubs share (PostgreSQL): calls `onEvent` for each inbox event any hub
-   * commits from now on (this one's included), each agent's in order, until the returned
-   * function is called. Absent on a store only one process uses: its own decisions are all.
+   * Every inbox event once it is durable, each agent's in order, until the returned function is
+   * called: this store's own decisions with the event itself (the same channel as the change
+   * feed's), and on PostgreSQL the ones every hub commits, by agent and sequence.
    */
-  tailInbox?(onEvent: (agentId: string, seq: number) => void): () => void;
+  tailInbox(onNotice: (notice: InboxNotice) => void): () => void;
 }

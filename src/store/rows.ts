@@ -1,9 +1,7 @@
-import type { AuditRow, ProjectTokenRow, TokenScope } from "./token-store.js";
-import type { AgentRow, RuntimeRow } from "./agent-store.js";
 import type { ChangeOf } from "./change-feed.js";
-import type { LeaseRow, LeaseWaiter, NamedWaiter } from "./lease-store.js";
-import type { InboxEventKind, MessageDecision, MessageRow } from "./message-store.js";
-import type { SyncRunView } from "./sync-store.js";
+import type { LeaseWaiter, NamedWaiter } from "./lease-store.js";
+import type { MessageDecision } from "./message-store.js";
+import type { AgentRow, AuditRow, InboxEventKind, LeaseRow, MessageRow, ProjectTokenRow, RuntimeRow, SyncRunView, TokenScope } from "../domain.js";
 
 /**
  * Row shapes both stores keep (the same columns on SQLite and PostgreSQL) and their mapping to

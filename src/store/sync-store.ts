@@ -1,5 +1,5 @@
-import type { RuntimeRow } from "./agent-store.js";
 import type { ChangeRecord } from "./change-feed.js";
+import type { RuntimeRow, SyncRunView } from "../domain.js";
 
 /**
  * The run-facts concern of the store: pushed sync events, the runs they describe and each run's
@@ -40,25 +40,6 @@ export type IngestOutcome =
   | { outcome: "accepted" }
   | { outcome: "duplicate" }
   | { outcome: "conflict"; reason: "sequence_reused" | "project_mismatch" | "home_runtime_mismatch"; existingHash?: string };
-
-/**
- * A run as its gapless prefix (sequences 1..cursor) describes it, for the operator views: the
- * last value of each field in the prefix.
- */
-export interface SyncRunView {
-  projectId: string;
-  runId: string;
-  homeRuntimeId: string;
-  cursor: number;
-  /** Events stored for the run, prefix or not. */
-  stored: number;
-  /** occurredAt of the prefix's last event. */
-  updatedAt?: string;
-  /** payload.status of the prefix's last run.* event that has one. */
-  status?: string;
-  workflowId?: string;
-  displayTitle?: string;
-}
 
 /** The changes a push records for watchers of its hub project (WatchRuns), made by the domain. */
 export interface SyncChanges {

@@ -1,52 +1,11 @@
 import type { ChangeRecord } from "./change-feed.js";
+import type { AuditRecord, AuditRow, ProjectTokenRow } from "../domain.js";
 
 /**
  * The credentials concern of the store: project tokens and the audit trail. Each backend
  * implements it in one file (sqlite/tokens.ts, postgres/tokens.ts); the auth domain takes only
  * this interface.
  */
-
-/** What a project token may do; each scope allows what the ones after it allow. */
-export type TokenScope = "agent" | "read" | "check";
-
-/** A project token as stored: its secret only as a SHA-256 hash (hex). */
-export interface ProjectTokenRow {
-  /** `pt_` and 16 hex digits. */
-  id: string;
-  project: string;
-  scope: TokenScope;
-  label: string;
-  hash: string;
-  createdAtMs: number;
-  expiresAtMs?: number;
-  revokedAtMs?: number;
-  /** The sweep has recorded its expiry (audit entry, change for open streams). */
-  expiryNoted: boolean;
-}
-
-/** What the audit trail keeps: what happened, to which project ("" for the hub as a whole). */
-export type AuditKind =
-  | "token_created"
-  | "token_revoked"
-  | "token_expired"
-  | "restore"
-  | "fence_raised"
-  | "sync_conflict"
-  | "auth_refusals";
-
-export interface AuditRecord {
-  kind: AuditKind;
-  /** The project it concerns; "" for the hub as a whole. */
-  project: string;
-  /** Facts for people and tools; never a secret. */
-  detail: Record<string, unknown>;
-}
-
-export interface AuditRow extends AuditRecord {
-  /** Numbered in the order the entries were stored. */
-  seq: number;
-  atMs: number;
-}
 
 /** A token decision: the row it writes, the change open streams hear of, the audit entry, the answer. */
 export interface TokenDecision<T> {

@@ -2,9 +2,10 @@ import type { Audit } from "../auth/audit.js";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
-import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView, SyncStore } from "../store/sync-store.js";
+import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncStore } from "../store/sync-store.js";
 import { projectName, runtimeIdPattern } from "../validate.js";
 import { createPreparePool, type PreparePool } from "./prepare-pool.js";
+import type { SyncRunView } from "../domain.js";
 
 export { contentHash } from "./prepare.js";
 

@@ -2,11 +2,11 @@ import { describe, expect, it } from "vitest";
 import { FenceReason } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import type { HubConfig } from "../../src/config.js";
 import { decideFence } from "../../src/lease/rules.js";
-import type { LeaseRow } from "../../src/store/lease-store.js";
 import { hubClients, protocols, withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { expectAuthRefused, expectRestError, expectRestOk, iso, type Json } from "../fixtures/rest.js";
 import { refused } from "../fixtures/rpc.js";
+import type { LeaseRow } from "../../src/domain.js";
 
 /**
  * CheckFence (issue 22): a resource a lease protects asks whether the fencing token a writer

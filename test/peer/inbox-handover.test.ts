@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { takeContiguous } from "../../src/events/contiguous.js";
-import type { InboxEvent } from "../../src/store/message-store.js";
+import type { InboxEvent } from "../../src/domain.js";
 
 const ev = (seq: number) => ({ agentId: "a", seq, kind: "message" }) as InboxEvent;
 const seqs = (events: InboxEvent[]) => events.map((e) => e.seq);

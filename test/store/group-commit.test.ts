@@ -11,8 +11,8 @@ import { createPresence } from "../../src/presence/presence.js";
 import { DurabilityLost } from "../../src/store/group-commit.js";
 import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
-import type { LeaseRow } from "../../src/store/lease-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
+import type { LeaseRow } from "../../src/domain.js";
 
 const silentObserver: Observer = { log: () => {}, count: () => {} };
 

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import type { Decision } from "../../src/store/change-feed.js";
-import type { LeaseKey, LeaseRow } from "../../src/store/lease-store.js";
 import { StoreOpenError } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
+import type { LeaseKey, LeaseRow } from "../../src/domain.js";
 
 /**
  * What the PostgreSQL store must do beyond the contract suite: several stores on one database

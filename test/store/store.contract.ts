@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import type { AgentRow } from "../../src/store/agent-store.js";
 import type { StreamChange } from "../../src/store/change-feed.js";
-import type { LeaseKey, LeaseRow, ListLeasesQuery } from "../../src/store/lease-store.js";
+import type { ListLeasesQuery } from "../../src/store/lease-store.js";
 import type { HubStore, StoreClock } from "../../src/store/store.js";
+import type { AgentRow, LeaseKey, LeaseRow } from "../../src/domain.js";
 
 /** A clock the test moves: the time every decision of the store is made at. */
 export class TestStoreClock implements StoreClock {

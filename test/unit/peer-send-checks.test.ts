@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { HubCode } from "../../src/errors.js";
-import { createBus } from "../../src/events/bus.js";
-import { createMessages, messageLimits, type InboxNotice, type MessagesDeps, type SendRequest } from "../../src/peer/messages.js";
+import { createMessages, messageLimits, type MessagesDeps, type SendRequest } from "../../src/peer/messages.js";
 import type { AgentCaller } from "../../src/caller.js";
 import { PROJECT, alice, bob, type MessageRow, type SendContext } from "./peer-fixtures.js";
 import { NOW, decideOf, dependencyCall, passesChecks, quietObserver, refusalOf, titled, untouchable } from "./support.js";
@@ -13,7 +12,7 @@ import { NOW, decideOf, dependencyCall, passesChecks, quietObserver, refusalOf, 
 
 describe("send request bounds (validated before any store decision)", () => {
   const caller: AgentCaller = { kind: "agent", agentId: alice.id, agentName: alice.name, project: PROJECT };
-  const deps = { observer: quietObserver, inboxBus: createBus<InboxNotice>((n) => n.agentId), messageTtlMs: 86_400_000, messageRetentionMs: 604_800_000 };
+  const deps = { observer: quietObserver, messageTtlMs: 86_400_000, messageRetentionMs: 604_800_000 };
   /** Messages whose store is never reached by a request the checks refuse. */
   const messages = () => createMessages({ ...deps, store: untouchable<MessagesDeps["store"]>("store") });
   const req = (over: Partial<SendRequest> = {}): SendRequest => ({ target: bob.id, content: "hello", ...over });

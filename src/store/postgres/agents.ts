@@ -1,10 +1,11 @@
-import type { AgentRow, AgentStore, RuntimeRow } from "../agent-store.js";
+import type { AgentStore } from "../agent-store.js";
 import { changesOf, type ChangeOf } from "../change-feed.js";
 import type { HeldResource } from "../lease-store.js";
 import { agentFromDb, byRegistration, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
 import type { createPostgresLeases } from "./leases.js";
 import { agentColumns } from "./rows.js";
 import type { PgAccess, PgTx } from "./transaction.js";
+import type { AgentRow, RuntimeRow } from "../../domain.js";
 
 const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, model, host, key_hash, connected_at, last_seen_at, online)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)

@@ -1,8 +1,9 @@
 import { changesOf } from "../change-feed.js";
-import type { LeaseDecision, LeaseKey, LeaseRow, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
+import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
 import { agentFromDb, floorRow, leaseFromDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import { agentColumns } from "./rows.js";
 import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
+import type { LeaseKey, LeaseRow } from "../../domain.js";
 
 /**
  * The lease concern of the PostgreSQL store, the same decisions as on SQLite (sqlite/leases.ts).

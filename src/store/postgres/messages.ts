@@ -1,9 +1,11 @@
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type { ChangeOf } from "../change-feed.js";
-import type { InboxEvent, InboxEventKind, InboxState, ListMessagesQuery, MessageDecision, MessageRow, MessageStore, SendContext } from "../message-store.js";
+import type { InboxState, ListMessagesQuery, MessageDecision, MessageStore, SendContext } from "../message-store.js";
 import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
 import { agentColumns } from "./rows.js";
 import type { createTail } from "./tail.js";
+import type { InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
+import { ChangeListeners } from "../change-listeners.js";
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
@@ -64,9 +66,18 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
     return events;
   }
 
+  /** Who hears of this store's own inbox events once their decision has committed (tailInbox). */
+  const inbox = new ChangeListeners<InboxNotice>();
+  /** `decided`, handed to the inbox listeners once it resolved (committed), then returned. */
+  async function handedOver<R extends { events: InboxEvent[] }>(decided: Promise<R>): Promise<R> {
+    const out = await decided;
+    inbox.emit(out.events.map((event) => ({ agentId: event.agentId, seq: event.seq, event })));
+    return out;
+  }
+
   return {
     decideSend<T>(query: { senderId: string; idempotencyKey?: string; project: string; target: string }, decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>) {
-      return changeTx(async (t, record) => {
+      return handedOver(changeTx(async (t, record) => {
         const existing = query.idempotencyKey
           ? (await t.query<MessageDb>("SELECT * FROM messages WHERE from_id = $1 AND idempotency_key = $2", [query.senderId, query.idempotencyKey])).rows[0]
           : undefined;
@@ -79,15 +90,15 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
         ).rows.map(agentFromDb);
         const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, await now(t));
         return { result: d.result, events: await apply(t, d, record) };
-      });
+      }));
     },
 
     decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
-      return changeTx(async (t, record) => {
+      return handedOver(changeTx(async (t, record) => {
         const [r] = (await t.query<MessageDb>("SELECT * FROM messages WHERE id = $1 FOR UPDATE", [id])).rows;
         const d = decide(r && messageFromDb(r), await now(t));
         return { result: d.result, events: await apply(t, d, record) };
-      });
+      }));
     },
 
     async getMessage(id: string) {
@@ -133,8 +144,8 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
       }));
     },
 
-    expireMessages(error: string, change: ChangeOf<MessageRow>) {
-      return changeTx(async (t, record) => {
+    async expireMessages(error: string, change: ChangeOf<MessageRow>) {
+      const { events } = await handedOver(changeTx(async (t, record) => {
         const nowMs = await now(t);
         // Locked, and re-checked after a wait: a message another replica expired meanwhile drops out.
         const due = (
@@ -145,8 +156,9 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
         ).rows;
         const events: InboxEvent[] = [];
         for (const r of due) events.push(...(await apply(t, expiryDecision(messageFromDb(r), nowMs, error, change), record)));
-        return events;
-      });
+        return { events };
+      }));
+      return events;
     },
 
     purgeMessages(retainMs: number) {
@@ -192,14 +204,20 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
     },
 
     /** From the tail (postgres/tail.ts): each inbox event the window's transactions wrote. */
-    tailInbox(onEvent: (agentId: string, seq: number) => void): () => void {
-      return tail.add(async (from, to) => {
+    /** This store's own inbox events at commit, with the event; every hub's from the tail, by agent and sequence. */
+    tailInbox(onNotice: (notice: InboxNotice) => void): () => void {
+      const removeOwn = inbox.add(onNotice);
+      const removeTail = tail.add(async (from, to) => {
         const events = await rows<{ agent_id: string; seq: number }>(
           "SELECT agent_id, seq FROM inbox_events WHERE xid >= $1::xid8 AND xid < $2::xid8 ORDER BY xid, agent_id, seq",
           [from, to],
         );
-        for (const e of events) onEvent(e.agent_id, e.seq);
+        for (const e of events) onNotice({ agentId: e.agent_id, seq: e.seq });
       });
+      return () => {
+        removeOwn();
+        removeTail();
+      };
     },
 
     async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {

@@ -1,8 +1,9 @@
 import type { ChangeRecord } from "../change-feed.js";
-import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView, SyncStore } from "../sync-store.js";
+import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncStore } from "../sync-store.js";
 import type { PgAccess } from "./transaction.js";
 import { runFromDb, runtimeFromDb, runViewColumns, type RunDb as RunViewDb, type RuntimeDb } from "../rows.js";
 import { runtimesOfProject } from "./agents.js";
+import type { SyncRunView } from "../../domain.js";
 
 interface RunDb {
   project_id: string;

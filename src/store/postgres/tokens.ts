@@ -1,6 +1,7 @@
 import { auditFromDb, tokenFromDb, tokenToDb, type AuditDb, type TokenDb } from "../rows.js";
-import type { AuditRecord, ProjectTokenRow, TokenStore } from "../token-store.js";
+import type { TokenStore } from "../token-store.js";
 import type { PgAccess, PgTx } from "./transaction.js";
+import type { AuditRecord, ProjectTokenRow } from "../../domain.js";
 
 const columns = Object.keys(tokenToDb({} as ProjectTokenRow));
 const upsertToken = `INSERT INTO project_tokens (${columns.join(", ")})

@@ -1,9 +1,10 @@
 import type Database from "better-sqlite3";
-import type { AgentRow, AgentStore, RuntimeRow } from "../agent-store.js";
+import type { AgentStore } from "../agent-store.js";
 import { changesOf, type ChangeOf } from "../change-feed.js";
 import { agentFromDb, byRegistration, leaseFromDb, runtimeFromDb, type AgentDb, type RuntimeDb } from "../rows.js";
 import type { StoreAccess } from "./batch.js";
 import type { createSqliteLeases } from "./leases.js";
+import type { AgentRow, RuntimeRow } from "../../domain.js";
 
 /**
  * The presence concern of the SQLite store: agents and runtimes, each decision one savepoint of

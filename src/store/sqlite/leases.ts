@@ -1,8 +1,9 @@
 import type Database from "better-sqlite3";
 import { changesOf } from "../change-feed.js";
-import type { LeaseDecision, LeaseKey, LeaseRow, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
+import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
 import { agentFromDb, floorRow, leaseFromDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import type { RecordChange, StoreAccess } from "./batch.js";
+import type { LeaseKey, LeaseRow } from "../../domain.js";
 
 /**
  * The lease concern of the SQLite store. A decision reads the row (or the resource's floor), its

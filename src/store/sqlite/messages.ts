@@ -2,16 +2,9 @@ import type Database from "better-sqlite3";
 import type { RecordChange, StoreAccess } from "./batch.js";
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type { ChangeOf } from "../change-feed.js";
-import type {
-  InboxEvent,
-  InboxEventKind,
-  InboxState,
-  ListMessagesQuery,
-  MessageDecision,
-  MessageRow,
-  MessageStore,
-  SendContext,
-} from "../message-store.js";
+import type { InboxState, ListMessagesQuery, MessageDecision, MessageStore, SendContext } from "../message-store.js";
+import type { InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
+import { ChangeListeners } from "../change-listeners.js";
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
@@ -101,6 +94,16 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     return events;
   }
 
+  /** Who hears of each inbox event once its decision is durable (tailInbox). */
+  const inbox = new ChangeListeners<InboxNotice>();
+  const notices = (events: InboxEvent[]) => events.map((event) => ({ agentId: event.agentId, seq: event.seq, event }));
+  /** `decided`, handed to the inbox listeners once it resolved (durable), then returned. */
+  async function handedOver<R extends { events: InboxEvent[] }>(decided: Promise<R>): Promise<R> {
+    const out = await decided;
+    inbox.emit(notices(out.events));
+    return out;
+  }
+
   function openNow(project: string, limit: number) {
     return { messages: q.open.all(project, limit).map(messageFromDb), total: q.openCount.get(project)!.n };
   }
@@ -110,20 +113,20 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
       query: { senderId: string; idempotencyKey?: string; project: string; target: string },
       decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>,
     ) {
-      return changeTx((record) => {
+      return handedOver(changeTx((record) => {
         const existing = query.idempotencyKey ? q.byKey.get(query.senderId, query.idempotencyKey) : undefined;
         const candidates = q.candidates.all(query.project, query.target, query.target.toLowerCase()).map(agentFromDb);
         const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, now());
         return { result: d.result, events: apply(d, record) };
-      });
+      }));
     },
 
     async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
-      return changeTx((record) => {
+      return handedOver(changeTx((record) => {
         const r = q.byId.get(id);
         const d = decide(r && messageFromDb(r), now());
         return { result: d.result, events: apply(d, record) };
-      });
+      }));
     },
 
     getMessage(id: string) {
@@ -162,10 +165,13 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     },
 
     async expireMessages(error: string, change: ChangeOf<MessageRow>) {
-      return changeTx((record) => {
-        const nowMs = now();
-        return q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error, change), record));
-      });
+      const { events } = await handedOver(
+        changeTx((record) => {
+          const nowMs = now();
+          return { events: q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error, change), record)) };
+        }),
+      );
+      return events;
     },
 
     async purgeMessages(retainMs: number) {
@@ -201,6 +207,10 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
 
     pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
       return read(() => q.pending.all(agentId, afterSeq, uptoSeq).map(messageFromDb));
+    },
+
+    tailInbox(onNotice: (notice: InboxNotice) => void): () => void {
+      return inbox.add(onNotice);
     },
   };
 }

@@ -1,8 +1,8 @@
 import type Database from "better-sqlite3";
 import type { StoreAccess } from "./batch.js";
 import { runFromDb, runViewColumns, type RunDb } from "../rows.js";
-import type { RuntimeRow } from "../agent-store.js";
-import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncRunView, SyncStore } from "../sync-store.js";
+import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncStore } from "../sync-store.js";
+import type { RuntimeRow, SyncRunView } from "../../domain.js";
 
 /** One run as a push sees it: its row (once it has one) and the sequences the push stored. */
 interface RunState {

@@ -1,7 +1,8 @@
 import type Database from "better-sqlite3";
 import type { StoreAccess } from "./batch.js";
 import { auditFromDb, tokenFromDb, tokenToDb, type AuditDb, type TokenDb } from "../rows.js";
-import type { AuditRecord, ProjectTokenRow, TokenStore } from "../token-store.js";
+import type { TokenStore } from "../token-store.js";
+import type { AuditRecord, ProjectTokenRow } from "../../domain.js";
 
 /**
  * The credentials concern of the SQLite store: project tokens and the audit trail. A token decision

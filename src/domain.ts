@@ -1,0 +1,184 @@
+/**
+ * The domain's records, in one place on the ground floor: what the hub knows of agents, runtimes,
+ * leases, messages, runs and tokens, as the domain decides on them, the store keeps them and the
+ * faces convert them. Every layer may import this module; it imports nothing.
+ */
+
+/** The lease attached to lease refusals (REST extra `lease`, RPC typed detail). */
+export interface LeaseView {
+  resource: string;
+  project: string;
+  name: string;
+  holderAgentId: string;
+  holderAgentName: string;
+  fencingToken: number;
+  acquiredAtMs: number;
+  expiresAtMs: number;
+  /** The calls waiting in its queue, first in line first (views and changes; absent in refusals). */
+  waiters?: WaiterView[];
+}
+
+/** A call waiting in a lease's queue, as views show it. */
+export interface WaiterView {
+  agentId: string;
+  agentName: string;
+  sinceMs: number;
+  deadlineMs: number;
+}
+
+export interface AgentRow {
+  id: string;
+  project: string;
+  name: string;
+  purpose: string;
+  model?: string;
+  host?: string;
+  /** SHA-256 hex of the current agent key; the key itself is never stored. */
+  keyHash: string;
+  connectedAtMs: number;
+  lastSeenAtMs: number;
+  online: boolean;
+}
+
+export interface RuntimeRow {
+  project: string;
+  runtimeId: string;
+  host?: string;
+  registeredAtMs: number;
+  heartbeatAtMs: number;
+}
+
+/**
+ * Which lease: a project and a name, always as two values. No joined string stands for a
+ * lease anywhere below the views (decision D44), so project `alpha/repo` and name `main` never
+ * meet project `alpha` and name `repo/main`.
+ */
+export interface LeaseKey {
+  project: string;
+  name: string;
+}
+
+/**
+ * A resource's lease row, keyed by (project, name). A released resource keeps its row with no
+ * holder: its token is the floor the next grant goes above.
+ */
+export interface LeaseRow extends LeaseKey {
+  holderAgentId: string | null;
+  holderAgentName: string | null;
+  fencingToken: number;
+  acquiredAtMs: number;
+  expiresAtMs: number;
+}
+
+export type MessageStatus = "queued" | "delivered" | "replied" | "cancelled" | "expired" | "error";
+
+export type Delivery = "followUp" | "steer" | "nextTurn";
+
+export interface MessageRow {
+  id: string;
+  project: string;
+  fromId: string;
+  fromName: string;
+  toId: string;
+  toName: string;
+  content: string;
+  delivery: Delivery;
+  hops: number;
+  maxHops: number;
+  /** The number of the message's `message` event in the recipient's stream (store-assigned). */
+  seq: number;
+  correlationId?: string;
+  replyTo?: string;
+  idempotencyKey?: string;
+  createdAtMs: number;
+  expiresAtMs: number;
+  deliveredAtMs?: number;
+  repliedAtMs?: number;
+  cancelledAtMs?: number;
+  status: MessageStatus;
+  reply?: { content: string; createdAtMs: number };
+  error?: string;
+}
+
+export type InboxEventKind = "message" | "reply" | "cancelled" | "expired";
+
+/** One event of an agent's stream, with the message as it is now. */
+export interface InboxEvent {
+  agentId: string;
+  seq: number;
+  kind: InboxEventKind;
+  message: MessageRow;
+}
+
+/**
+ * A run as its gapless prefix (sequences 1..cursor) describes it, for the operator views: the
+ * last value of each field in the prefix.
+ */
+export interface SyncRunView {
+  projectId: string;
+  runId: string;
+  homeRuntimeId: string;
+  cursor: number;
+  /** Events stored for the run, prefix or not. */
+  stored: number;
+  /** occurredAt of the prefix's last event. */
+  updatedAt?: string;
+  /** payload.status of the prefix's last run.* event that has one. */
+  status?: string;
+  workflowId?: string;
+  displayTitle?: string;
+}
+
+/** What a project token may do; each scope allows what the ones after it allow. */
+export type TokenScope = "agent" | "read" | "check";
+
+/** A project token as stored: its secret only as a SHA-256 hash (hex). */
+export interface ProjectTokenRow {
+  /** `pt_` and 16 hex digits. */
+  id: string;
+  project: string;
+  scope: TokenScope;
+  label: string;
+  hash: string;
+  createdAtMs: number;
+  expiresAtMs?: number;
+  revokedAtMs?: number;
+  /** The sweep has recorded its expiry (audit entry, change for open streams). */
+  expiryNoted: boolean;
+}
+
+/** What the audit trail keeps: what happened, to which project ("" for the hub as a whole). */
+export type AuditKind =
+  | "token_created"
+  | "token_revoked"
+  | "token_expired"
+  | "restore"
+  | "fence_raised"
+  | "sync_conflict"
+  | "auth_refusals";
+
+export interface AuditRecord {
+  kind: AuditKind;
+  /** The project it concerns; "" for the hub as a whole. */
+  project: string;
+  /** Facts for people and tools; never a secret. */
+  detail: Record<string, unknown>;
+}
+
+export interface AuditRow extends AuditRecord {
+  /** Numbered in the order the entries were stored. */
+  seq: number;
+  atMs: number;
+}
+
+/**
+ * "Agent X's stream has a committed, durable event N." With the event as the store returned it
+ * when this hub decided it: a live stream that is exactly one event behind takes it from here
+ * instead of reading it back (peer/inbox-stream.ts). Without it when another hub on the same
+ * database decided it (the store's inbox tail): the stream reads it from the store.
+ */
+export interface InboxNotice {
+  agentId: string;
+  seq: number;
+  event?: InboxEvent;
+}
