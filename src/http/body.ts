@@ -3,11 +3,9 @@
  * stream events (and replayed to a reader that must see it after all), a Node request's headers
  * as a Headers object, the signal of a client that went away, and a response's drain.
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { ServerResponse } from "node:http";
+import type { Http2ServerResponse } from "node:http2";
+import type { NodeRequest as Req, NodeResponse as Res } from "./types.js";
 
 /** A request body connect must read after all: the bytes read so far, then the rest. */
 export type ReplayBody = AsyncIterable<Uint8Array>;
@@ -57,7 +55,6 @@ export function headersOf(req: Req): Headers {
   }
   return header;
 }
-
 
 /**
  * The signal of a call served in-process: it aborts when the client goes away before its answer

@@ -1,8 +1,5 @@
+import type { NodeRequest as Req } from "./types.js";
 /** The request target and authority as the hub reads them, for every face. */
-import type { IncomingMessage } from "node:http";
-import type { Http2ServerRequest } from "node:http2";
-
-type Req = IncomingMessage | Http2ServerRequest;
 
 /** The request target as the hub reads it: an origin-form path and its query. */
 export interface RequestTarget {

@@ -1,6 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { create, fromJson, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { ProtocolError, ProtocolErrorCode, Server, type Tool } from "@modelcontextprotocol/server";
@@ -18,6 +16,7 @@ import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { serveResources, type ResourceCalls, type Subscriptions } from "./resources.js";
 import { listed, presented, tools, type ToolDef } from "./tools.js";
 import { rpcError } from "./web.js";
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 /**
  * What both protocol eras of the MCP face share: a tool call, a resource read and a resource
@@ -27,9 +26,6 @@ import { rpcError } from "./web.js";
  * adds: a 2025-era session (sessions.ts) binds it once, a 2026-07-28 request (stateless.ts) brings
  * it in its headers every time.
  */
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
 
 export interface McpCallDeps {
   /** The hub's methods behind its interceptors (auth, limits, metrics, errors). */

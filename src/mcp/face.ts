@@ -1,5 +1,3 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { isInitializeRequest, isLegacyRequest, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { Authenticator } from "../auth/authenticate.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
@@ -13,9 +11,7 @@ import { createMcpCalls } from "./calls.js";
 import { createSessions } from "./sessions.js";
 import { createStateless } from "./stateless.js";
 import { rpcError, webRequestOf } from "./web.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface McpFaceDeps {
   /** The hub's methods behind its interceptors (auth, limits, metrics, errors). */

@@ -1,6 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { create } from "@bufbuild/protobuf";
 import { ProtocolErrorCode, WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/server";
 import type { Clock } from "../clock.js";
@@ -12,9 +10,7 @@ import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
 import type { Subscriptions } from "./resources.js";
 import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface SessionDeps {
   clock: Clock;

@@ -1,6 +1,4 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createMcpHandler, ProtocolError, ProtocolErrorCode, type ServerEvent, type ServerEventBus } from "@modelcontextprotocol/server";
 import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
@@ -12,9 +10,7 @@ import { restErrorFromHub, type RestError } from "../transcode/rest-errors.js";
 import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
 import { isResource, resourceWatches, type Watches } from "./resources.js";
 import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface StatelessDeps {
   clock: Clock;

@@ -1,12 +1,8 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Authenticator } from "../auth/authenticate.js";
 import { errors } from "../errors.js";
 import type { HubStore } from "../store/store.js";
 import type { Metrics } from "./metrics.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 function json(res: Res, status: number, body: unknown) {
   const text = JSON.stringify(body);

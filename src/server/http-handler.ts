@@ -1,5 +1,3 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { codeFromHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
 import { errors, isHubError, type HubError } from "../errors.js";
@@ -14,9 +12,7 @@ import { createCors } from "../http/cors.js";
 import type { InProcessCaller } from "../wire/in-process.js";
 import { createRpcAdapter, type WireSwitch } from "../wire/adapter.js";
 import type { RequestTarget } from "../http/target.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 /** The REST face, as the dispatcher sees it (transcode/rest-face.ts). */
 export interface RestFallback {

@@ -1,12 +1,8 @@
 import { createHash } from "node:crypto";
 import fs from "node:fs";
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 /** Where `scripts/build-ui.mjs` writes the page (ui/dist). */
 export const defaultPageDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../ui/dist");

@@ -1,7 +1,7 @@
 import { getOption, type DescField, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
 import { FieldBehavior, field_behavior } from "../../gen/ts/google/api/field_behavior_pb.js";
-import { unknownProperties } from "./unknown-properties.js";
+import { unknownProperties } from "../wire/unknown-properties.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 

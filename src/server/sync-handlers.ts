@@ -6,7 +6,7 @@ import { SyncEventSchema } from "../../gen/ts/kxm/hub/v1/sync_event_pb.js";
 import { SyncOutcome, type SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
 import { callerOf } from "./caller.js";
 import { eventJson } from "./sync-convert.js";
-import { unknownProperties } from "./unknown-properties.js";
+import { unknownProperties } from "../wire/unknown-properties.js";
 
 const outcomes = {
   accepted: SyncOutcome.ACCEPTED,

@@ -1,5 +1,4 @@
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { STATUS_CODES, type ServerResponse } from "node:http";
 import { create, isMessage, type DescMessage, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
@@ -14,15 +13,13 @@ import type { InProcessCaller } from "../wire/in-process.js";
 import { remoteAddressOf } from "../http/listen.js";
 import type { RequestTarget } from "../http/target.js";
 import { requestIdOf, requestIdOfRequest } from "../http/request-id.js";
-import { rateHeaders } from "../server/interceptors/auth.js";
+import { rateHeaders } from "../http/rate-headers.js";
 import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
 import { assertWellFormedJson, RestFieldError, toRestJson } from "./rest-json.js";
 import { restBodyChecks } from "./rest-quirks.js";
 import { restSuccessStatus } from "./rest-status.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface RestFaceDeps {
   routes: RestRoute[];

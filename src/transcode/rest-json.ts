@@ -11,7 +11,7 @@ import { reflect, reflectList, reflectMap, type ReflectMessage } from "@bufbuild
 import { base64Decode, base64Encode } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence, TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { closed, rest_name } from "../../gen/ts/kxm/hub/v1/options_pb.js";
-import { markUnknownProperty } from "../server/unknown-properties.js";
+import { markUnknownProperty } from "../wire/unknown-properties.js";
 
 /** A client error in one field; `field` is the dotted JSON path ("events.3.payload.lease"). */
 export class RestFieldError extends Error {

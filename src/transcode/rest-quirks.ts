@@ -1,5 +1,5 @@
 import type { JsonObject, Message } from "@bufbuild/protobuf";
-import { markUnknownProperty } from "../server/unknown-properties.js";
+import { markUnknownProperty } from "../wire/unknown-properties.js";
 
 /**
  * Body facts of the REST face that the typed request cannot express: a protobuf list cannot be

@@ -1,5 +1,3 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
@@ -11,6 +9,7 @@ import { createConnectStream } from "./stream.js";
 import type { ReplayBody } from "../http/body.js";
 import { parseRequestTarget, validAuthority, type RequestTarget } from "../http/target.js";
 import type { InProcessCaller } from "./in-process.js";
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 /**
  * # The wire layer (src/wire)
@@ -33,9 +32,6 @@ import type { InProcessCaller } from "./in-process.js";
 
 /** The @connectrpc versions the differential suite last passed against (see above). */
 export const heldToConnect = { "@connectrpc/connect": "2.1.2", "@connectrpc/connect-node": "2.1.2" } as const;
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
 
 /** The longest deadline a Node timer can hold (2^31 - 1 ms, about 24.8 days). */
 export const maxDeadlineMs = 2 ** 31 - 1;

@@ -1,5 +1,4 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import type { ServerResponse } from "node:http";
 import { create, isMessage, type DescMethod, type JsonReadOptions, type JsonWriteOptions, type Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { compressedFlag, compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
@@ -7,9 +6,7 @@ import { createEndStreamSerialization, endStreamFlag } from "@connectrpc/connect
 import type { InProcessCaller } from "./in-process.js";
 import { drained, headersOf, readBody, replay, type ReplayBody } from "../http/body.js";
 import { methodSerializations } from "./serialization.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface ConnectStreamOptions {
   /** The hub's server-streaming implementations behind its interceptors (in-process.ts). */

@@ -1,5 +1,3 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { DescMethod, JsonReadOptions, JsonWriteOptions, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
@@ -7,9 +5,7 @@ import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJ
 import type { InProcessCaller } from "./in-process.js";
 import { clientGoneSignal, headersOf, readBody, replay, type ReplayBody } from "../http/body.js";
 import { methodSerializations } from "./serialization.js";
-
-type Req = IncomingMessage | Http2ServerRequest;
-type Res = ServerResponse | Http2ServerResponse;
+import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface ConnectUnaryOptions {
   /** The hub's unary implementations behind its interceptors (in-process.ts). */

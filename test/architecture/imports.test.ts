@@ -41,7 +41,7 @@ const allowed: Record<string, string[]> = {
   "store/postgres": ["store", "store/postgres", "domain.ts"],
   events: ["events", ...shared],
   ...Object.fromEntries(domain.map((d) => [d, [...domain, "events", "store", ...shared]])),
-  ops: ["ops", ...domain, "store", ...shared],
+  ops: ["ops", "http", ...domain, "store", ...shared],
   http: ["http", ...shared],
   wire: ["wire", "http", ...shared],
   server: ["server", "wire", "http", ...domain, "events", "store", ...shared],

@@ -2,7 +2,7 @@ import { describe, it, expect } from "vitest";
 import { create, createFileRegistry, isFieldSet, type JsonObject } from "@bufbuild/protobuf";
 import { timestampFromDate, timestampDate, DurationSchema, FieldDescriptorProto_Type, FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import { fromRestJson, fromRestQuery, toRestJson, RestFieldError } from "../../src/transcode/rest-json.js";
-import { unknownProperties } from "../../src/server/unknown-properties.js";
+import { unknownProperties } from "../../src/wire/unknown-properties.js";
 import {
   AcquireLeaseRequestSchema,
   AcquireLeaseResponseSchema,

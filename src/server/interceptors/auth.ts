@@ -1,7 +1,7 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import type { Authenticator, Credentials } from "../../auth/authenticate.js";
-import { rateKey, type RateLimiter, type RateVerdict } from "../../auth/rate-limit.js";
+import { rateKey, type RateLimiter } from "../../auth/rate-limit.js";
 import { authRules, type AuthRule } from "../../auth/rules.js";
 import type { Caller } from "../../caller.js";
 import type { Clock } from "../../clock.js";
@@ -11,6 +11,7 @@ import type { RefusalMonitor } from "../../auth/audit.js";
 /** The refusals that say a caller failed to prove who it is. */
 const authRefusals = new Set<HubCode>(["invalid_auth", "invalid_agent_identity", "token_scope_insufficient"]);
 import { sha256Hex } from "../../ids.js";
+import { rateHeaders } from "../../http/rate-headers.js";
 import { kCaller, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import { framesWhileTokenLives } from "../token-guard.js";
@@ -25,15 +26,6 @@ export interface AuthInterceptorDeps {
   endedTokens: Bus<string>;
   /** Told of every refused authentication, by remote address (bursts become audit alerts). */
   refusals?: RefusalMonitor;
-}
-
-/** `x-ratelimit-*` (and `retry-after` when refused) for a counted request. */
-export function rateHeaders(v: RateVerdict | undefined, into: Headers): Headers {
-  if (!v) return into;
-  into.set("x-ratelimit-limit", String(v.limit));
-  into.set("x-ratelimit-remaining", String(v.remaining));
-  if (v.retryAfterMs !== undefined) into.set("retry-after", String(Math.ceil(v.retryAfterMs / 1_000)));
-  return into;
 }
 
 /**

@@ -1,0 +1,7 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+
+/** A request as Node hands it to the one port's handler: HTTP/1.1 or HTTP/2 (with or without TLS). */
+export type NodeRequest = IncomingMessage | Http2ServerRequest;
+/** Its response. */
+export type NodeResponse = ServerResponse | Http2ServerResponse;
