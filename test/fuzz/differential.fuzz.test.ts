@@ -95,15 +95,15 @@ async function valid(c: ValidCase): Promise<Checked> {
 }
 
 describe("the wire layer answers as connect does, byte for byte", () => {
-  test.prop([fc.array(validCase, { minLength: 1, maxLength: 6 })], params(150))(
+  test.prop([fc.array(validCase, { minLength: 1, maxLength: 6 })], params(60))(
     "valid calls of every method on every wire",
     async (cases) => {
       await runBatch(w, cases, valid);
     },
-    timeoutFor(150),
+    timeoutFor(60),
   );
 
-  test.prop([fc.array(rpcCase, { minLength: 1, maxLength: 6 })], params(300))(
+  test.prop([fc.array(rpcCase, { minLength: 1, maxLength: 6 })], params(120))(
     "hostile calls of every method on every wire",
     async (cases) => {
       await runBatch(w, cases, async (c) => {
@@ -111,7 +111,7 @@ describe("the wire layer answers as connect does, byte for byte", () => {
         return bothWays(req, protocol, method, `${c.method} ${describeRequest(protocol.transport, req)}`);
       });
     },
-    timeoutFor(300),
+    timeoutFor(120),
   );
 
   it("compares two paths: the switch decides which one serves a plain Connect call", async () => {
