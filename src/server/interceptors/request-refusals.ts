@@ -51,11 +51,24 @@ export function requestRefusal(e: ConnectError, requestHeader: Headers, maxBodyB
  * its fields), so that what reading it raises is known by where it was raised, not by its text
  * (requestRefusal; the end of the call itself, a deadline or the client gone, is no refusal of
  * the request and stays as it is), and a request with no message or more than one is refused
- * the same way on every path.
+ * the same way on every path. A bidirectional stream (server reflection) reads its requests as
+ * they come, while it answers: each read is typed the same way, and nothing reads ahead.
  */
 export function createStreamRequestInterceptor(maxBodyBytes: number): Interceptor {
   return (next) => async (req) => {
     if (!req.stream) return next(req);
+    const typed = (e: unknown) => (e instanceof ConnectError && requestRefusal(e, req.header, maxBodyBytes)) || e;
+    if (req.method.methodKind !== "server_streaming") {
+      const source = req.message;
+      const reads = (async function* () {
+        try {
+          yield* source;
+        } catch (e) {
+          throw typed(e);
+        }
+      })();
+      return next({ ...req, message: reads } as typeof req);
+    }
     const messages: unknown[] = [];
     try {
       for await (const m of req.message) {
@@ -63,7 +76,7 @@ export function createStreamRequestInterceptor(maxBodyBytes: number): Intercepto
         if (messages.length > 1) break;
       }
     } catch (e) {
-      throw (e instanceof ConnectError && requestRefusal(e, req.header, maxBodyBytes)) || e;
+      throw typed(e);
     }
     if (messages.length === 0) throw errors.protocol("a server-streaming call needs exactly one request message");
     if (messages.length > 1) throw errors.protocol("a server-streaming call takes one request message, not more");
