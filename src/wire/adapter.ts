@@ -33,6 +33,11 @@ import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 /** The @connectrpc versions the differential suite last passed against (see above). */
 export const heldToConnect = { "@connectrpc/connect": "2.1.2", "@connectrpc/connect-node": "2.1.2" } as const;
 
+/** The compressions the router reads and writes. */
+const acceptCompression = [compressionGzip, compressionBrotli];
+/** The request encodings the hub reads: the compressions above, and none. */
+export const readableEncodings: ReadonlySet<string> = new Set(["identity", ...acceptCompression.map((c) => c.name)]);
+
 /** The longest deadline a Node timer can hold (2^31 - 1 ms, about 24.8 days). */
 export const maxDeadlineMs = 2 ** 31 - 1;
 const grpcTimeoutUnitMs: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1_000, m: 1, u: 0.001, n: 0.000001 };
@@ -102,7 +107,6 @@ export interface RpcAdapterOptions {
  * the fallback's to answer instead of an exception.
  */
 export function createRpcAdapter(o: RpcAdapterOptions) {
-  const acceptCompression = [compressionGzip, compressionBrotli];
   const router = createConnectRouter({
     interceptors: o.interceptors,
     readMaxBytes: o.readMaxBytes,

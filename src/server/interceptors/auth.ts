@@ -50,7 +50,7 @@ export function createAuthInterceptor({ authenticator, limiter, clock, extraRule
       message = req.message as Record<string, unknown>;
     } else if (req.method.methodKind === "server_streaming") {
       // The one request message, read and checked by the stream-request interceptor before this
-      // one (interceptors/errors.ts): taken out, then handed on.
+      // one (interceptors/request-refusals.ts): taken out, then handed on.
       const first = await req.message[Symbol.asyncIterator]().next();
       message = first.value as Record<string, unknown>;
       req = { ...req, message: createAsyncIterable([first.value]) };

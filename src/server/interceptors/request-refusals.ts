@@ -2,9 +2,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { errors, type HubError } from "../../errors.js";
 import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js";
-
-/** The request encodings the hub reads (the router's acceptCompression, and none). */
-const readableEncodings = new Set(["identity", "gzip", "br"]);
+import { readableEncodings } from "../../wire/adapter.js";
 
 /** The encoding a request declares for its body, by protocol (none: identity). */
 function requestEncoding(header: Headers): string {
@@ -44,7 +42,6 @@ export function requestRefusal(e: ConnectError, requestHeader: Headers, maxBodyB
       return undefined;
   }
 }
-
 
 /**
  * Reads a server stream's one request message, before the auth interceptor (whose rules read
