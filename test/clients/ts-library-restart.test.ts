@@ -1,5 +1,6 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
+import net from "node:net";
 import { describe, expect, it } from "vitest";
 import { connect, HubError } from "../../clients/ts/src/index.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
@@ -116,5 +117,59 @@ describe("TypeScript library: takeover", () => {
     const stale = await fresh.leases.renewLease({ name: "repo/main", fencingToken: held.token, ttlMs: 30_000 }).catch((e: unknown) => HubError.from(e));
     expect(stale).toMatchObject({ code: "lease_superseded" });
     await fresh.close();
+  });
+});
+
+/** A TCP relay in front of the hub that, once armed, resets the next connection that sends a byte. */
+async function resettingRelay(target: string) {
+  const { hostname, port } = new URL(target);
+  let armed = false;
+  let resets = 0;
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(port), hostname);
+    client.on("data", (chunk) => {
+      if (!armed) return void upstream.write(chunk);
+      armed = false;
+      resets++;
+      client.resetAndDestroy(); // the client reads ECONNRESET, as when a hub is killed mid-call
+      upstream.destroy();
+    });
+    upstream.on("data", (chunk) => client.write(chunk));
+    upstream.on("error", () => client.destroy());
+    client.on("error", () => upstream.destroy());
+    upstream.on("close", () => client.destroy());
+    client.on("close", () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port: relayPort } = server.address() as net.AddressInfo;
+  return {
+    url: `http://127.0.0.1:${relayPort}`,
+    arm: () => void (armed = true),
+    resets: () => resets,
+    [Symbol.asyncDispose]: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe("TypeScript library: a connection reset under a renewal", () => {
+  it("tries the renewal again instead of giving the lease up, and keeps it", async () => {
+    await using t = await startTestHub();
+    await using relay = await resettingRelay(t.baseUrl);
+    const s = await connect({ url: relay.url, project: "p", name: "holder", clock: t.clock, heartbeatMs: 60_000 });
+    const ttlMs = 6_000;
+    const held = await s.acquire("db", { ttlMs });
+
+    relay.arm();
+    await idle(t.clock, 2); // the heartbeat, the keeper
+    t.clock.advance(ttlMs / 3); // the renewal's connection is reset while the call is in flight
+    await until(() => relay.resets() === 1, "the relay to reset the renewal's connection");
+    await idle(t.clock, 2);
+    expect(held.lost.aborted, String((held.lost.reason as Error | undefined)?.message)).toBe(false); // before: lost with "unknown"
+
+    t.clock.advance(1_000); // the retry, on a new connection
+    await until(() => Number(held.lease.expiresAt!.seconds) * 1000 > t.clock.now() + ttlMs - 1_000, "the retried renewal");
+    expect(held.lost.aborted).toBe(false);
+    const now = (await s.leases.getLease({ name: "db" })).lease!;
+    expect([now.holderAgentName, now.fencingToken]).toEqual(["holder", held.token]);
+    await s.close();
   });
 });

@@ -79,7 +79,8 @@ func AsError(err error) *Error {
 		out.Code, out.Message = "tls_failed", "TLS with the hub failed: "+ce.Message()
 	case ce.Code() == connect.CodeCanceled:
 		out.Code = "cancelled"
-	case ce.Code() == connect.CodeUnavailable, ce.Code() == connect.CodeDeadlineExceeded, ce.Code() == connect.CodeUnknown, ce.Code() == connect.CodeInternal:
+	// No answer from the hub: it is away, or the connection broke under the call. Try again.
+	case ce.Code() == connect.CodeUnavailable, ce.Code() == connect.CodeDeadlineExceeded, ce.Code() == connect.CodeUnknown, ce.Code() == connect.CodeInternal, ce.Code() == connect.CodeAborted:
 		out.Code, out.Transient = "unavailable", true
 	default:
 		out.Code = "unknown"

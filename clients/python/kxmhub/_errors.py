@@ -5,7 +5,8 @@ from connectrpc.errors import ConnectError
 from google.rpc import error_details_pb2
 from kxm.hub.v1 import lease_pb2
 
-_TRANSIENT = {Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.UNKNOWN, Code.INTERNAL}
+# No answer from the hub: it is away, or the connection broke under the call. Try again.
+_TRANSIENT = {Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.UNKNOWN, Code.INTERNAL, Code.ABORTED}
 
 
 class HubError(Exception):

@@ -41,7 +41,9 @@ export class HubError extends Error {
     const tls = tlsFailure(e);
     if (tls) return HubError.tls(tls, e);
     if (c.code === Code.Canceled) return new HubError("cancelled", c.rawMessage, {}, undefined, false, { cause: e });
-    const transient = c.code === Code.Unavailable || c.code === Code.DeadlineExceeded || c.code === Code.Unknown || c.code === Code.Internal;
+    // No answer from the hub: it is away, or the connection broke under the call (a reset is
+    // Aborted in connect-node, and comes when a hub is killed mid-call). Trying again may work.
+    const transient = [Code.Unavailable, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.Aborted].includes(c.code);
     return new HubError(transient ? "unavailable" : "unknown", c.rawMessage, {}, undefined, transient, { cause: e });
   }
 }
