@@ -12,6 +12,6 @@ export default defineConfig({
     // 13.6 to 9.7 minutes on this project's 2-core machine.
     maxWorkers: Math.max(2, os.availableParallelism() - 1),
     // KXM_TEST_STORE=postgres: the hub suites run on a throwaway PostgreSQL cluster.
-    globalSetup: ["test/fixtures/postgres.global.ts"],
+    globalSetup: ["test/fixtures/build.global.ts", "test/fixtures/postgres.global.ts"],
   },
 });

@@ -43,8 +43,9 @@ export default defineConfig({
     // (startTestHub), so nothing else is shared between files.
     isolate: false,
     // The quick loop is SQLite only, whatever the shell exports: no PostgreSQL cluster starts
-    // (the base config's global setup does when KXM_TEST_STORE=postgres).
-    globalSetup: [],
+    // (the base config's global setup does when KXM_TEST_STORE=postgres). The build is made, for
+    // the test of its sync worker.
+    globalSetup: ["test/fixtures/build.global.ts"],
     env: { ...base.test?.env, KXM_TEST_STORE: "", KXM_TEST_POSTGRES_URL: "" },
   },
 });

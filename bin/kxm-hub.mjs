@@ -1,6 +1,11 @@
 #!/usr/bin/env node
-// The `kxm-hub` command: registers tsx (the hub runs from its TypeScript sources, no build step)
-// and hands over to src/main.ts, which reads process.argv.
-import "tsx";
+// The `kxm-hub` command: the hub's build (dist/kxm-hub.mjs, written by scripts/build.mjs on
+// `npm ci` and `npm start`), which reads process.argv.
+import fs from "node:fs";
 
-await import("../src/main.ts");
+const built = new URL("../dist/kxm-hub.mjs", import.meta.url);
+if (!fs.existsSync(built)) {
+  process.stderr.write("kxm-hub: not built: run `npm ci` or `node scripts/build.mjs` in the hub's folder\n");
+  process.exit(2);
+}
+await import(built.href);

@@ -1,19 +1,19 @@
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { agentTarget, parseFlags, write } from "./agent-target.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { gitDirOf, hooksDirOf, setConfig } from "./guard-git-repo.js";
 import { parseRule, RuleError } from "./guard-git-rules.js";
 import { guardTlsKeys } from "./guard-git.js";
 import { tlsFlags, type TlsFlag } from "./tls-client.js";
+import { packagePath } from "../package-root.js";
 
 /** `kxm-hub guard git --install <repo> ...`: makes a repository run the guard as its pre-receive hook. */
 
 /** The line that marks a hook as written by --install, which may then replace it. */
 const marker = "# Written by kxm-hub guard git --install";
 
-const bin = fileURLToPath(new URL("../../bin/kxm-hub.mjs", import.meta.url));
+const bin = packagePath("bin", "kxm-hub.mjs");
 
 const shellQuote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
 

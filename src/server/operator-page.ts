@@ -1,11 +1,11 @@
 import { createHash } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
+import { packagePath } from "../package-root.js";
 
 /** Where `scripts/build-ui.mjs` writes the page (ui/dist). */
-export const defaultPageDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../ui/dist");
+export const defaultPageDir = packagePath("ui", "dist");
 
 /**
  * The page may load its own script and stylesheet and call its own origin, nothing else: no

@@ -1,6 +1,7 @@
 import { Worker } from "node:worker_threads";
 import { prepareEvent, type PreparedEvent } from "./prepare.js";
 import type { PrepareReply } from "./prepare-worker.js";
+import { fromSources, packagePath } from "../package-root.js";
 
 export interface PreparePoolOptions {
   /** Worker threads; 0 prepares every batch on the calling thread. */
@@ -13,8 +14,12 @@ export interface PreparePoolOptions {
 
 export type Prepared = (PreparedEvent | undefined)[];
 
-/** The worker's entry: it registers tsx in the thread, then loads prepare-worker.ts. */
-const entry = new URL("./prepare-thread.mjs", import.meta.url);
+/**
+ * The worker's entry. From the build, the bundled worker beside the hub's bundle
+ * (scripts/build.mjs); from the sources (tests), prepare-thread.mjs, which registers tsx in the
+ * thread and then loads prepare-worker.ts.
+ */
+const entry = fromSources ? new URL("./prepare-thread.mjs", import.meta.url) : packagePath("dist", "prepare-worker.mjs");
 
 interface Pending {
   events: unknown[];

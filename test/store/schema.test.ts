@@ -168,7 +168,7 @@ describe("SqliteStore open rules", () => {
     const file = craft("newer.db", schemaVersion + 1);
     const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
     Object.assign(env, { KXM_PORT: "0", KXM_DATA_PATH: file, KXM_LOG_PATH: path.join(dir, "hub.jsonl") });
-    const child = spawn(process.execPath, ["--import", "tsx", "src/main.ts"], {
+    const child = spawn(process.execPath, ["bin/kxm-hub.mjs"], {
       cwd: path.resolve(import.meta.dirname, "../.."),
       env,
       stdio: ["ignore", "pipe", "pipe"],

@@ -1,3 +1,5 @@
+import path from "node:path";
+import { Worker } from "node:worker_threads";
 import { afterAll, describe, expect, it } from "vitest";
 import { fc } from "@fast-check/vitest";
 import { createPreparePool } from "../../src/sync/prepare-pool.js";
@@ -73,5 +75,24 @@ describe("the prepare pool", () => {
     // Closed: the calling thread from now on.
     expect(await p.prepare(events.slice(0, 10))).toHaveLength(10);
     expect(p.stats.inline).toBe(1);
+  });
+});
+
+describe("the build's worker", () => {
+  // The hub runs from its build (scripts/build.mjs; test/fixtures/build.global.ts built it for
+  // this run), where the pool starts dist/prepare-worker.mjs rather than the sources' entry.
+  it("dist/prepare-worker.mjs starts without a TypeScript loader and answers as prepareEvent does", async () => {
+    const worker = new Worker(path.resolve(import.meta.dirname, "../../dist/prepare-worker.mjs"));
+    try {
+      const messages: unknown[] = [];
+      const next = () => new Promise((resolve, reject) => (worker.once("message", resolve), worker.once("error", reject)));
+      messages.push(await next());
+      const events: unknown[] = [...Array.from({ length: 10 }, (_, i) => valid(i)), { schema: "kxm.sync-event.v1" }];
+      worker.postMessage({ id: 7, events });
+      messages.push(await next());
+      expect(messages).toEqual(["ready", { id: 7, prepared: events.map(prepareEvent) }]);
+    } finally {
+      await worker.terminate();
+    }
   });
 });

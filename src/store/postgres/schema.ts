@@ -1,8 +1,8 @@
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type pg from "pg";
 import { StoreOpenError } from "../store.js";
+import { packagePath } from "../../package-root.js";
 
 /**
  * The PostgreSQL schema's version lives in `kxm_schema` (one row). Files `migrations/NNN-*.sql`
@@ -10,7 +10,7 @@ import { StoreOpenError } from "../store.js";
  * open under one advisory lock, so N hubs starting together migrate once; a database of a newer
  * release is refused with the same code as a newer SQLite file.
  */
-const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
+const migrationsDir = packagePath("src", "store", "postgres", "migrations");
 
 const migrations = fs
   .readdirSync(migrationsDir)

@@ -1,15 +1,15 @@
 import fs from "node:fs";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import type Database from "better-sqlite3";
 import { StoreOpenError } from "../store.js";
+import { packagePath } from "../../package-root.js";
 
 /**
  * Schema versions live in `PRAGMA user_version`. Files `migrations/NNN-*.sql` each bring the
  * schema to version NNN; the newest one is the hub's version. Versions below the first
  * migration are other layouts (the reference hub's 1..5) and are refused, never converted.
  */
-const migrationsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "migrations");
+const migrationsDir = packagePath("src", "store", "sqlite", "migrations");
 
 interface Migration {
   version: number;
