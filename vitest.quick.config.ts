@@ -38,9 +38,8 @@ export default defineConfig({
       "test/ops/lease-metrics.test.ts",
       "test/ops/hands.test.ts",
     ],
-    // One module cache per worker for all its files: the hub's modules load once per worker
-    // instead of once per file, which was most of this run's time. Each test builds its own hub
-    // (startTestHub), so nothing else is shared between files.
+    // One project, one module cache per worker (as the base config's "hub" project).
+    projects: undefined,
     isolate: false,
     // The quick loop is SQLite only, whatever the shell exports: no PostgreSQL cluster starts
     // (the base config's global setup does when KXM_TEST_STORE=postgres). The build is made, for

@@ -29,7 +29,10 @@ import {
   type OpenSession,
   type Session,
 } from "./matrix.mcp-harness.js";
-import { changes, fingerprint, HubPool, probeAlpha, type MatrixHub } from "./matrix.seed.js";
+import { changes, dropMatrixSeeds, fingerprint, HubPool, type MatrixHub, probeAlpha } from "./matrix.seed.js";
+
+// The seeded state the file's hubs restore (matrix.seed.ts).
+afterAll(dropMatrixSeeds);
 
 /**
  * The authorization matrix over the MCP face (issue 21 item 8): every session class (a set of

@@ -2,7 +2,10 @@ import { afterAll, describe, expect, it } from "vitest";
 import { servedServices } from "../../src/server/routes.js";
 import { callers, methodRows, opsRows, rowName } from "./matrix.cases.js";
 import { restRouteOf, runCase } from "./matrix.harness.js";
-import { HubPool } from "./matrix.seed.js";
+import { dropMatrixSeeds, HubPool } from "./matrix.seed.js";
+
+// The seeded state the file's hubs restore (matrix.seed.ts).
+afterAll(dropMatrixSeeds);
 
 /**
  * The authorization matrix over the REST face: every route derived from the google.api.http

@@ -4,7 +4,10 @@ import { servedServices } from "../../src/server/routes.js";
 import { protocols } from "../fixtures/clients.js";
 import { callers, methodRows, rowName, type CallerClass, type MethodRow } from "./matrix.cases.js";
 import { runCase, type Face } from "./matrix.harness.js";
-import { HubPool } from "./matrix.seed.js";
+import { dropMatrixSeeds, HubPool } from "./matrix.seed.js";
+
+// The seeded state the file's hubs restore (matrix.seed.ts).
+afterAll(dropMatrixSeeds);
 
 /**
  * The authorization matrix over the RPC face: every served RPC × every caller class over

@@ -1,6 +1,12 @@
 import { createHash } from "node:crypto";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import type { JsonObject } from "@bufbuild/protobuf";
+import type { HubConfig } from "../../src/config.js";
+import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { createDatabase } from "../fixtures/postgres.js";
 import { syncEvent } from "../sync/fixtures.js";
 import {
   ADMIN,
@@ -29,29 +35,110 @@ export interface MatrixHub {
   baseline: Map<string, string[]>;
 }
 
-/** One hub reused while cases leave it untouched; a case that changed anything discards it. */
+/**
+ * One hub reused while cases leave it untouched; a case that changed anything discards it, and the
+ * next case gets a fresh hub in the seeded state. The state is seeded over the API once per file
+ * (and configuration) and then copied: the seeded store (a SQLite file on tmpfs, or on PostgreSQL
+ * a database that then serves as the template of the next ones) is restored under a new hub whose
+ * clock reads the seed's time. Seeding anew each time was two thirds of the matrix's time.
+ */
 export class HubPool {
   private hub?: Promise<MatrixHub>;
+  private restored?: { close(): Promise<void> };
   constructor(private readonly withAdmin = true) {}
   get(): Promise<MatrixHub> {
-    return (this.hub ??= startMatrixHub(this.withAdmin));
+    return (this.hub ??= restore(this.withAdmin).then((r) => ((this.restored = r), r.hub)));
   }
   async discard(): Promise<void> {
     const h = this.hub;
     this.hub = undefined;
-    if (h) await (await h).t.close();
+    if (!h) return;
+    await h.catch(() => undefined);
+    const r = this.restored;
+    this.restored = undefined;
+    await r?.close();
   }
 }
 
-async function startMatrixHub(withAdmin: boolean): Promise<MatrixHub> {
+/** The seeded state a file's pools restore, by configuration; `dropMatrixSeeds` (afterAll) removes them. */
+interface SeededState {
+  config: Partial<HubConfig>;
+  seed: Seed;
+  auth: AuthEnv;
+  nowMs: number;
+  /** A SQLite file to copy, or a PostgreSQL database to use as a template. */
+  file?: string;
+  database?: { server: string; name: string };
+}
+const seeded = new Map<boolean, Promise<SeededState>>();
+const scratch = fs.existsSync("/dev/shm") ? "/dev/shm" : os.tmpdir();
+let dir: string | undefined;
+let copies = 0;
+const workDir = () => (dir ??= fs.mkdtempSync(path.join(scratch, "kxm-matrix-")));
+
+export async function dropMatrixSeeds(): Promise<void> {
+  seeded.clear();
+  if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  dir = undefined;
+}
+
+const tokenOf = (seed: Seed, project: string, auth: AuthEnv) => seed.projects[project]?.token ?? auth.admin;
+
+async function seedOnce(withAdmin: boolean): Promise<SeededState> {
   const tokens: Record<string, string> = {};
   for (const p of PROJECTS) if ("token" in p) tokens[p.name] = p.token;
   const auth: AuthEnv = { tokens, loopback: true, ...(withAdmin && { admin: ADMIN }) };
-  const t = await startTestHub({
-    config: { projectTokens: tokens, authToken: auth.admin, streamKeepAliveMs: KEEPALIVE_MS, shutdownGraceMs: 200 },
-  });
+  const config: Partial<HubConfig> = { projectTokens: tokens, authToken: auth.admin, streamKeepAliveMs: KEEPALIVE_MS, shutdownGraceMs: 200 };
+  const server = process.env.KXM_TEST_POSTGRES_URL;
+  const id = `matrix_${process.pid}_${++copies}`;
+  const database = server ? { server, name: id } : undefined;
+  const file = server ? undefined : path.join(workDir(), `${id}.db`);
+  const where = database ? { databaseUrl: await createDatabase(server!, database.name) } : { dataPath: file };
+  const t = await startTestHub({ config: { ...config, ...where } });
   const seed = await seedHub(t, auth);
-  return { t, seed, auth, baseline: await fingerprint(t, seed) };
+  const nowMs = t.clock.now();
+  await t.close();
+  return { config, seed, auth, nowMs, file, database };
+}
+
+/** A hub on a copy of the seeded state, and how to close it and remove the copy. */
+async function restore(withAdmin: boolean): Promise<{ hub: MatrixHub; close(): Promise<void> }> {
+  let state = seeded.get(withAdmin);
+  if (!state) seeded.set(withAdmin, (state = seedOnce(withAdmin)));
+  const { config, seed, auth, nowMs, file, database } = await state;
+  const id = `matrix_${process.pid}_${++copies}`;
+  let where: Partial<HubConfig>;
+  let copy: string | undefined;
+  if (database) where = { databaseUrl: await createDatabase(database.server, id, database.name) };
+  else {
+    copy = path.join(workDir(), `${id}.db`);
+    // Closed, the seeding hub checkpointed its log into the file; a log left beside it goes along.
+    fs.copyFileSync(file!, copy);
+    if (fs.existsSync(`${file}-wal`)) fs.copyFileSync(`${file}-wal`, `${copy}-wal`);
+    where = { dataPath: copy };
+  }
+  const t = await startTestHub({ clock: new FakeClock(nowMs), config: { ...config, ...where } });
+  // A SQLite hub's start takes every agent offline (nobody is connected yet): the seeded agents
+  // call again, and 5 s pass, so any activity write shows, as after the seed.
+  if (!database) {
+    const live = [...seed.agents.values()].filter((a) => a.live);
+    await Promise.all(
+      live.map(async (a) => {
+        const headers = { ...bearerHeader(tokenOf(seed, a.project, auth)), "x-kxm-agent-id": a.id, "x-kxm-agent-key": a.key };
+        const res = await t.rest(`/v1/agents/${a.id}/heartbeat`, { json: {}, headers });
+        if (!res.ok) throw new Error(`restore: heartbeat of ${a.name}: ${res.status} ${await res.text()}`);
+      }),
+    );
+    t.clock.advance(5_000);
+  }
+  const hub = { t, seed, auth, baseline: await fingerprint(t, seed) };
+  return {
+    hub,
+    close: async () => {
+      await t.close();
+      if (copy) for (const f of [copy, `${copy}-wal`, `${copy}-shm`]) fs.rmSync(f, { force: true });
+    },
+  };
 }
 
 const bearerHeader = (b: string | undefined): Record<string, string> => (b ? { authorization: `Bearer ${b}` } : {});
