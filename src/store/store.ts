@@ -98,7 +98,8 @@ export class StoreUnavailable extends Error {
  * - `runtime_store_invalid`: the file is not a SQLite database (or a damaged one);
  * - `runtime_path_invalid`: the path (or its directory) cannot be opened or created;
  * - `runtime_store_locked`: another hub process holds the file (one process per data file);
- * - `runtime_store_unreachable`: the PostgreSQL database cannot be reached or logged into.
+ * - `runtime_store_unreachable`: the PostgreSQL database cannot be reached or logged into;
+ * - `runtime_driver_unavailable`: the SQLite driver's native module does not load in this Node.
  */
 export class StoreOpenError extends Error {
   constructor(
@@ -109,7 +110,8 @@ export class StoreOpenError extends Error {
       | "runtime_store_invalid"
       | "runtime_path_invalid"
       | "runtime_store_locked"
-      | "runtime_store_unreachable",
+      | "runtime_store_unreachable"
+      | "runtime_driver_unavailable",
     message: string,
   ) {
     super(message);

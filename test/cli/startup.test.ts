@@ -72,6 +72,15 @@ const refusals: Record<string, RefusalCase> = {
       return { env: { ...paths(dir), KXM_DATA_PATH: path.join(dir, "newer.db") } };
     },
   },
+  "a SQLite driver built for another Node (its native module does not load), before any file is made": {
+    code: "runtime_driver_unavailable",
+    message: "NODE_MODULE_VERSION 115",
+    given: async (dir) => {
+      // What Node throws when better-sqlite3 was built for Node 20 and runs on a newer one.
+      const hook = `process.dlopen = () => { const e = new Error("The module 'better_sqlite3.node' was compiled against a different Node.js version using NODE_MODULE_VERSION 115."); e.code = "ERR_DLOPEN_FAILED"; throw e; };`;
+      return { env: { ...paths(dir), NODE_OPTIONS: `--import=data:text/javascript,${encodeURIComponent(hook)}` } };
+    },
+  },
   "a log path that is a directory": {
     code: "log_path_invalid",
     given: async (dir) => {

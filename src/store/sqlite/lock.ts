@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import Database from "better-sqlite3";
 import { StoreOpenError } from "../store.js";
+import { requireDriver } from "./driver.js";
 
 /**
  * One process per data file. The lock is a companion SQLite file `<db>.lock` held by a
@@ -24,8 +25,9 @@ export interface StoreLock {
 
 export const lockPathOf = (dbPath: string) => `${dbPath}.lock`;
 
-/** Takes the data file's lock; throws StoreOpenError `runtime_store_locked` or `runtime_path_invalid`. */
+/** Takes the data file's lock; throws StoreOpenError `runtime_store_locked`, `runtime_path_invalid` or `runtime_driver_unavailable`. */
 export function lockStore(dbPath: string): StoreLock {
+  requireDriver();
   const lockPath = lockPathOf(dbPath);
   let existed = false;
   try {

@@ -3,6 +3,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { makeDirs } from "../dirs.js";
 import { StoreOpenError } from "../store.js";
+import { requireDriver } from "./driver.js";
 import { lockStore, type StoreLock } from "./lock.js";
 import { checkDataPath, openSchema } from "./schema.js";
 
@@ -74,6 +75,7 @@ function configure(db: Database.Database): void {
  * removed again, while the lock is still held, so no other hub can be using them.
  */
 export function openDatabase(file: string): OpenedDatabase {
+  requireDriver();
   if (file === ":memory:") {
     const db = new Database(file);
     configure(db);
