@@ -4,8 +4,8 @@
 # binaries, installed when missing by scripts/setup-postgres.sh: the PostgreSQL suites start and
 # stop throwaway clusters of their own), the RPC suites again with every call through connect's
 # own handlers (KXM_TEST_WIRE=connect), then the client checks
-# (TypeScript, Go, Python, browser, buf curl) one file at a time, since they start toolchains
-# and a browser beside the hub. Installs what it needs itself (scripts/tools.sh,
+# (TypeScript, Go, Python, browser, buf curl) one file at a time in two lanes, since they start
+# toolchains and a browser beside the hub. Installs what it needs itself (scripts/tools.sh,
 # scripts/setup-browser.sh, test/clients/python/setup.sh); `npm ci` must have run first (the
 # README's test command does it).
 set -euo pipefail
@@ -32,11 +32,21 @@ KXM_TEST_STORE=postgres vitest run test/lease test/presence test/peer test/sync 
 KXM_TEST_WIRE=connect vitest run test/server test/lease/lease.rpc.test.ts test/peer/peer.rpc.test.ts \
   test/presence/presence.rpc.test.ts test/peer/subscribe.test.ts test/lease/watch.test.ts test/presence/watch.test.ts \
   --reporter=default --reporter=json --outputFile=.kxm/vitest-hub-connect.json "$@" || status=$?
-vitest run test/clients --no-file-parallelism --reporter=default --reporter=json --outputFile=.kxm/vitest-clients.json "$@" || status=$?
+# The client checks, one file at a time in each of two lanes side by side: the lane that shares
+# the Python venv (test/clients/python/setup.sh reinstalls into it) and the Chromium install, and
+# the lane of the Go and TypeScript checks. The first lane's output is printed when both are done.
+lane_python_browser=(test/clients/python.test.ts test/clients/mcp.test.ts test/clients/browser.test.ts test/clients/operator-page.test.ts)
+vitest run "${lane_python_browser[@]}" --no-file-parallelism --reporter=default --reporter=json \
+  --outputFile=.kxm/vitest-clients-python-browser.json "$@" >.kxm/clients-python-browser.log 2>&1 &
+lane=$!
+vitest run test/clients "${lane_python_browser[@]/#/--exclude=}" --no-file-parallelism \
+  --reporter=default --reporter=json --outputFile=.kxm/vitest-clients.json "$@" || status=$?
+wait "$lane" || status=$?
+cat .kxm/clients-python-browser.log
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
-  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-hub-connect.json", ".kxm/vitest-clients.json"]) {
+  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-hub-connect.json", ".kxm/vitest-clients.json", ".kxm/vitest-clients-python-browser.json"]) {
     if (!fs.existsSync(f)) { failed++; console.log(`missing report ${f}`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
     passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
