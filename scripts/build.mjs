@@ -37,7 +37,7 @@ await build({
   bundle: true,
   platform: "node",
   format: "esm",
-  target: "node20.11",
+  target: "node22.12",
   packages: "external",
   // The commands main.ts imports when they run become chunks of their own, so `kxm-hub lease
   // check` does not load the server, the MCP SDK or the PostgreSQL driver.

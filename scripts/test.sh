@@ -5,12 +5,15 @@
 # stop throwaway clusters of their own), the RPC suites again with every call through connect's
 # own handlers (KXM_TEST_WIRE=connect), then the client checks
 # (TypeScript, Go, Python, browser, buf curl) one file at a time in two lanes, since they start
-# toolchains and a browser beside the hub. Installs what it needs itself (scripts/tools.sh,
-# scripts/setup-browser.sh, test/clients/python/setup.sh); `npm ci` must have run first (the
-# README's test command does it).
+# toolchains and a browser beside the hub; last, the hub's suites once more on Node 22. All of it
+# runs on Node 24, whatever Node the machine has. Installs what it needs itself (scripts/node.sh,
+# scripts/tools.sh, scripts/setup-browser.sh, test/clients/python/setup.sh); `npm ci` must have run
+# first (the README's test command does it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+[[ "${KXM_NODE_LINE:-}" == 24 ]] || exec bash scripts/node.sh 24 -- bash scripts/test.sh "$@"
 export PATH="$PWD/node_modules/.bin:$PATH"
+echo "test: Node $(node --version)"
 
 bash scripts/check-gen.sh
 bash scripts/setup-postgres.sh
@@ -43,10 +46,13 @@ vitest run test/clients "${lane_python_browser[@]/#/--exclude=}" --no-file-paral
   --reporter=default --reporter=json --outputFile=.kxm/vitest-clients.json "$@" || status=$?
 wait "$lane" || status=$?
 cat .kxm/clients-python-browser.log
+# The hub's suites (SQLite) on Node 22, the older line package.json's `engines` allows.
+bash scripts/node.sh 22 -- vitest run --project hub --reporter=default --reporter=json \
+  --outputFile=.kxm/vitest-hub-node22.json "$@" || status=$?
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
-  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-hub-connect.json", ".kxm/vitest-clients.json", ".kxm/vitest-clients-python-browser.json"]) {
+  for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-hub-connect.json", ".kxm/vitest-clients.json", ".kxm/vitest-clients-python-browser.json", ".kxm/vitest-hub-node22.json"]) {
     if (!fs.existsSync(f)) { failed++; console.log(`missing report ${f}`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
     passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;

@@ -1,6 +1,5 @@
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { cors as connectCors } from "@connectrpc/connect";
+import type { NodeRequest, NodeResponse } from "./types.js";
 
 /** What MCP's Streamable HTTP transport sends and reads (the MCP face at /mcp), and the headers that name its agent. */
 const mcpRequestHeaders = ["Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name", "Last-Event-ID", "X-Kxm-Project", "X-Kxm-Agent", "X-Kxm-Host", "X-Kxm-Purpose"];
@@ -28,8 +27,8 @@ export function createCors(origins: string[]) {
   const any = origins.includes("*");
   const allowed = new Set(origins);
   return function handleCors(
-    req: IncomingMessage | Http2ServerRequest,
-    res: ServerResponse | Http2ServerResponse,
+    req: NodeRequest,
+    res: NodeResponse,
   ): boolean {
     const origin = req.headers.origin;
     if (typeof origin !== "string" || origins.length === 0) return false;

@@ -31,7 +31,7 @@ import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
  */
 
 /** The @connectrpc versions the differential suite last passed against (see above). */
-export const heldToConnect = { "@connectrpc/connect": "2.1.2", "@connectrpc/connect-node": "2.1.2" } as const;
+export const heldToConnect = { "@connectrpc/connect": "2.3.0", "@connectrpc/connect-node": "2.3.0" } as const;
 
 /** The compressions the router reads and writes. */
 const acceptCompression = [compressionGzip, compressionBrotli];
