@@ -221,6 +221,8 @@ export const runViewColumns = `r.project_id, r.run_id, r.home_runtime_id, r.curs
      AND e.display_title IS NOT NULL ORDER BY e.sequence DESC LIMIT 1) AS display_title`;
 
 export interface WaiterDb {
+  /** Queue order within the resource. */
+  seq: number;
   id: string;
   agent_id: string;
   agent_name: string;

@@ -46,7 +46,8 @@ export interface TokenStore {
   listTokens(project: string, limit: number): Promise<ProjectTokenRow[]>;
   /**
    * True when the project has, or ever had, a token of its own in the store. `durable`: only
-   * what is durable counts (a refusal's ground); else what is committed, without waiting.
+   * what is durable counts (a refusal's ground); else a quick answer without waiting, which may
+   * say yes for a row not (or not yet) durable but never says no for one that is.
    */
   projectHasTokens(project: string, durable: boolean): Promise<boolean>;
   /**

@@ -226,6 +226,10 @@ describe("project tokens", () => {
       const second = await hub({ config: { dataPath: copy } });
       expect((await registerWith(second, bearer(made.secret), "after-restart")).status).toBe(201);
       expect((await list(second, "p")).tokens.map((x) => x.tokenId)).toEqual([made.token.tokenId]);
+      // The project stays closed to the admin token (the store knows its projects with tokens
+      // from the file it opens), and another project still takes it.
+      expect(await codeOf(await registerWith(second, admin, "admin-after-restart"))).toBe("401 invalid_auth");
+      expect((await registerWith(second, admin, "q-after-restart", "q")).status).toBe(201);
     } finally {
       await Promise.all(hubs.map((h) => h.close()));
       hubs = [];

@@ -169,6 +169,46 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
+    it("peekAgent shows each agent as last committed, after every kind of write to it", async () => {
+      const clock = new TestStoreClock(1_000);
+      const store = await open(clock);
+      const a = agent("agt_1", "p", "a");
+      await store.agents.decideAgent("agt_1", () => ({ write: a, result: 0 }));
+      await store.agents.decideAgent("agt_2", () => ({ write: agent("agt_2", "p", "b"), result: 0 }));
+      expect(await store.agents.peekAgent("agt_1")).toEqual(a);
+      // A decision that writes (a key rotated).
+      await store.agents.decideAgent("agt_1", (cur) => ({ write: { ...cur!, keyHash: "11" }, result: 0 }));
+      expect((await store.agents.peekAgent("agt_1"))?.keyHash).toBe("11");
+      // A decision whose write is made and then undone: the store writes the row, then reading
+      // the decision's change throws, so the decision is rolled back.
+      await expect(
+        store.agents.decideAgent("agt_1", (cur) => ({
+          write: { ...cur!, keyHash: "22" },
+          result: 0,
+          get change(): never {
+            throw new Error("refused");
+          },
+        })),
+      ).rejects.toThrow("refused");
+      expect((await store.agents.peekAgent("agt_1"))?.keyHash).toBe("11");
+      expect((await store.agents.getAgent("agt_1"))?.keyHash).toBe("11");
+      // The sweeps.
+      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(true);
+      clock.ms = 10_000;
+      await store.agents.sweepStaleAgents(1_000, (r) => ({ stream: "presence", body: { id: r.id } }));
+      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(false);
+      await store.agents.decideAgent("agt_2", (cur) => ({ write: { ...cur!, online: true, lastSeenAtMs: 10_000 }, result: 0 }));
+      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(true);
+      await store.agents.markAllAgentsOffline((r) => ({ stream: "presence", body: { id: r.id } }));
+      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(false);
+      // Forgotten agents are gone.
+      clock.ms = 1_000_000;
+      await store.agents.forgetAgents(1_000);
+      expect(await store.agents.peekAgent("agt_1")).toBeUndefined();
+      expect(await store.agents.peekAgent("agt_2")).toBeUndefined();
+      await store.close();
+    });
+
     it("records a runtime's lapse once, on the store's time, until it heartbeats again", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);

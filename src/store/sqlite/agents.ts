@@ -59,10 +59,36 @@ export function createSqliteAgents(
     return r && agentFromDb(r);
   };
 
+  /**
+   * Rows `peekAgent` read, by id, so that an authenticated call (a peek of its agent) reads
+   * nothing. Filled only by peeks, which run outside any batch (a batch goes from BEGIN to COMMIT
+   * without yielding), and an id is dropped by every statement that writes its row, in the same
+   * batch: so an entry is always the row as last committed. Only this store writes the file.
+   * Emptied past `peekedMax` entries.
+   */
+  const peeked = new Map<string, AgentRow>();
+  const peekedMax = 65_536;
+  const peekRow = (id: string): AgentRow | undefined => {
+    const hit = peeked.get(id);
+    if (hit) return hit;
+    const row = agentRow(id);
+    if (row) {
+      if (peeked.size >= peekedMax) peeked.clear();
+      peeked.set(id, row);
+    }
+    return row;
+  };
+  /** The rows a statement wrote or is about to write leave `peeked`. */
+  const unpeek = <R extends { id: string }>(rows: R[]): R[] => {
+    for (const r of rows) peeked.delete(r.id);
+    return rows;
+  };
+
   /** A project's runtimes by id, inside the caller's read (the run snapshot's too: sync.ts). */
   const runtimesNow = (project: string): RuntimeRow[] => q.runtimesOfProject.all(project).map(runtimeFromDb);
 
   function writeAgent(a: AgentRow): void {
+    unpeek([a]);
     q.upsertAgent.run({
       id: a.id,
       project: a.project,
@@ -94,7 +120,7 @@ export function createSqliteAgents(
   const store: AgentStore = {
     getAgent: (id) => read(() => agentRow(id)),
     // async: a statement that throws (the file closed) rejects, as the durable read would.
-    peekAgent: async (id) => peek(() => agentRow(id)),
+    peekAgent: async (id) => peek(() => peekRow(id)),
     listAgents: (project) => read(() => q.agentsOfProject.all(project).map(agentFromDb)),
     countOnlineAgents: () => read(() => q.onlineCount.get()!.n),
 
@@ -151,6 +177,7 @@ export function createSqliteAgents(
         for (const a of gone) {
           q.deleteInboxEvents.run(a.id);
           q.deleteInboxStream.run(a.id);
+          unpeek([a]);
           q.deleteAgent.run(a.id);
         }
         return gone;
@@ -158,11 +185,11 @@ export function createSqliteAgents(
     },
 
     async markAllAgentsOffline(change) {
-      await sweep(() => byRegistration(q.allOffline.all()).map(agentFromDb), change);
+      await sweep(() => unpeek(byRegistration(q.allOffline.all()).map(agentFromDb)), change);
     },
 
     sweepStaleAgents: (staleAfterMs, change) =>
-      sweep((nowMs) => byRegistration(q.staleAgents.all(nowMs - staleAfterMs)).map(agentFromDb), change),
+      sweep((nowMs) => unpeek(byRegistration(q.staleAgents.all(nowMs - staleAfterMs)).map(agentFromDb)), change),
 
     decideRuntime(project, runtimeId, decide) {
       return changeTx((record) => {

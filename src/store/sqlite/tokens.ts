@@ -23,6 +23,7 @@ export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, 
       "SELECT * FROM project_tokens WHERE project = ? ORDER BY created_at DESC, id DESC LIMIT ?",
     ),
     any: db.prepare<[string], { n: number }>("SELECT 1 AS n FROM project_tokens WHERE project = ? LIMIT 1"),
+    projects: db.prepare<[], { project: string }>("SELECT DISTINCT project FROM project_tokens"),
     due: db.prepare<[number], TokenDb>(
       "SELECT * FROM project_tokens WHERE expiry_noted = 0 AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at",
     ),
@@ -44,6 +45,14 @@ export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, 
     const r = q.byId.get(id);
     return r && tokenFromDb(r);
   };
+  /**
+   * The projects with a token row, kept in memory so that a call of a project without one (the
+   * question every authenticated call asks) reads nothing: rows are never deleted and only this
+   * store writes the file. A project is added when its row is written, before the batch commits;
+   * should the batch not commit, the yes stays, and a yes is only ever a reason to read the
+   * durable row (src/auth/authenticate.ts), so it is never wrong, only a read.
+   */
+  const withTokens = new Set(q.projects.all().map((r) => r.project));
 
   return {
     decideToken: (project, id, decide) =>
@@ -51,7 +60,10 @@ export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, 
         const nowMs = now();
         const found = row(id);
         const d = decide(found, q.live.get(project, nowMs)!.n, nowMs);
-        if (d.write) q.upsert.run(tokenToDb(d.write));
+        if (d.write) {
+          q.upsert.run(tokenToDb(d.write));
+          withTokens.add(d.write.project);
+        }
         if (d.change) record(project, d.change.stream, d.change.body, nowMs);
         if (d.audit) appendOne(d.audit, nowMs);
         return d.result;
@@ -59,7 +71,8 @@ export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, 
     peekToken: (id) => peek(() => row(id)),
     getToken: (id) => read(() => row(id)),
     listTokens: (project, limit) => read(() => q.ofProject.all(project, limit).map(tokenFromDb)),
-    projectHasTokens: (project, durable) => (durable ? read : peek)(() => q.any.get(project) !== undefined),
+    projectHasTokens: (project, durable) =>
+      durable ? read(() => q.any.get(project) !== undefined) : peek(() => withTokens.has(project)),
     async noteExpiredTokens(note) {
       const due = await read(() => q.due.all(now()).map(tokenFromDb));
       const noted: ProjectTokenRow[] = [];
