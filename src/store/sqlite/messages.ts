@@ -1,9 +1,9 @@
 import type Database from "better-sqlite3";
 import type { RecordChange, StoreAccess } from "./batch.js";
-import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
+import { agentFromDb, byRegistration, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type { ChangeOf } from "../change-feed.js";
 import type { InboxState, ListMessagesQuery, MessageDecision, MessageStore, SendContext } from "../message-store.js";
-import type { InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
+import type { AgentRow, InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
 import { ChangeListeners } from "../change-listeners.js";
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
@@ -18,8 +18,11 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
   const q = {
     byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
     byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
-    candidates: db.prepare<[string, string, string], AgentDb>(
-      "SELECT * FROM agents WHERE project = ? AND (id = ? OR name_key = ?) ORDER BY rowid",
+    // The agents a target may name, by id and by name: two point reads. One statement with
+    // `(id = ? OR name_key = ?) ORDER BY rowid` cost ~10x as much, re-planned at every binding.
+    candidateById: db.prepare<[string, string], AgentDb & { reg: number }>("SELECT rowid AS reg, * FROM agents WHERE id = ? AND project = ?"),
+    candidateByName: db.prepare<[string, string], AgentDb & { reg: number }>(
+      "SELECT rowid AS reg, * FROM agents WHERE project = ? AND name_key = ?",
     ),
     upsert: db.prepare(
       `INSERT INTO messages (id, project, from_id, from_name, to_id, to_name, content, delivery, hops, max_hops, seq,
@@ -73,6 +76,14 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     ),
   };
 
+  /** The project's agents whose id is `target` or whose name is, in registration order. */
+  const candidatesOf = (project: string, target: string): AgentRow[] => {
+    const byId = q.candidateById.get(target, project);
+    const byName = q.candidateByName.get(project, target.toLowerCase());
+    const rows = byId && byName && byId.id !== byName.id ? byRegistration([byId, byName]) : byId ? [byId] : byName ? [byName] : [];
+    return rows.map(agentFromDb);
+  };
+
   /**
    * Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor,
    * records its change.
@@ -115,7 +126,7 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     ) {
       return handedOver(changeTx((record) => {
         const existing = query.idempotencyKey ? q.byKey.get(query.senderId, query.idempotencyKey) : undefined;
-        const candidates = q.candidates.all(query.project, query.target, query.target.toLowerCase()).map(agentFromDb);
+        const candidates = candidatesOf(query.project, query.target);
         const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, now());
         return { result: d.result, events: apply(d, record) };
       }));
