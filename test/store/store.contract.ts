@@ -276,6 +276,40 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
+    it("numbers changes without a gap when a decision that recorded one is rolled back, in the same batch or alone", async () => {
+      const store = await open();
+      const seen: StreamChange[] = [];
+      const stop = store.changes.tailChanges((c) => seen.push(c));
+      // A decision that records its change, then fails (reading its result throws): rolled back.
+      const decide = (id: string, body: string, fail = false) =>
+        store.agents.decideAgent(id, (cur) => {
+          const d = { write: cur ?? agent(id, "p", id), change: { stream: "presence" as const, body } };
+          return fail
+            ? {
+                ...d,
+                get result(): never {
+                  throw new Error("refused");
+                },
+              }
+            : { ...d, result: 0 };
+        });
+      // Submitted together: one batch on a store that batches.
+      const outcomes = await Promise.allSettled([decide("agt_1", "a"), decide("agt_2", "b", true), decide("agt_3", "c"), decide("agt_4", "d", true)]);
+      expect(outcomes.map((o) => o.status)).toEqual(["fulfilled", "rejected", "fulfilled", "rejected"]);
+      await expect(decide("agt_5", "e", true)).rejects.toThrow("refused");
+      await decide("agt_6", "f");
+      // The two that committed together take 1 and 2, in either order on a store that runs them
+      // side by side; the next one 3.
+      const bySeq = [...seen].sort((a, b) => a.seq - b.seq);
+      expect(bySeq.map((c) => c.seq)).toEqual([1, 2, 3]);
+      expect(bySeq.slice(0, 2).map((c) => c.body).sort()).toEqual(["a", "c"]);
+      expect(bySeq[2]!.body).toBe("f");
+      expect(await store.changes.readChanges("p", "presence", 0, 10)).toEqual({ head: 3, changes: bySeq });
+      expect(await store.agents.getAgent("agt_2")).toBeUndefined();
+      stop();
+      await store.close();
+    });
+
     it("snapshots the live leases and the presence with the head of their changes", async () => {
       const clock = new TestStoreClock(5_000);
       const store = await open(clock);

@@ -76,6 +76,14 @@ export interface BatchHooks {
   beforeBatch(): void;
   /** After each COMMIT that wrote something. */
   wrote(): void;
+  /** A work's savepoint is open. */
+  workStarted?(): void;
+  /** A work threw and its savepoint was rolled back. */
+  workRolledBack?(): void;
+  /** Every work is done; the batch's last writes go here, inside its transaction. */
+  beforeCommit?(): void;
+  /** The batch's transaction was rolled back: nothing of it is in the file. */
+  batchRolledBack?(): void;
 }
 
 export function sqliteBatches(
@@ -104,6 +112,7 @@ export function sqliteBatches(
       try {
         for (const work of works) {
           s.savepoint.run();
+          hooks.workStarted?.();
           try {
             const value = work();
             s.release.run();
@@ -117,13 +126,16 @@ export function sqliteBatches(
             if (!db.inTransaction) throw error;
             s.rollbackTo.run();
             s.release.run();
+            hooks.workRolledBack?.();
             outcomes.push({ ok: false, error });
             seen = s.changes.get()!.n;
           }
         }
+        hooks.beforeCommit?.();
         s.commit.run();
       } catch (error) {
         if (db.inTransaction) s.rollback.run();
+        hooks.batchRolledBack?.();
         return Promise.reject(error);
       }
       if (changed) hooks.wrote();

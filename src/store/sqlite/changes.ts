@@ -10,12 +10,10 @@ import type { StoreAccess } from "./batch.js";
  */
 export function createSqliteChanges(db: Database.Database, { tx, read, now }: StoreAccess) {
   const q = {
-    nextChange: db.prepare<[string, string], { head: number }>(
-      "UPDATE watch_heads SET head = head + 1 WHERE project = ? AND stream = ? RETURNING head",
-    ),
-    // A stream's first change is numbered from the fence base, which a restore raises.
-    firstChange: db.prepare<[string, string], { head: number }>(
-      "INSERT INTO watch_heads (project, stream, head) SELECT ?, ?, coalesce(max(floor), 0) + 1 FROM fence_base RETURNING head",
+    // A stream's head is written once per batch (writeHeads); its first change is numbered from
+    // the fence base, which a restore raises (changeHead).
+    writeHead: db.prepare<[string, string, number]>(
+      "INSERT INTO watch_heads (project, stream, head) VALUES (?, ?, ?) ON CONFLICT (project, stream) DO UPDATE SET head = excluded.head",
     ),
     insertChange: db.prepare("INSERT INTO watch_changes (project, stream, seq, at_ms, body) VALUES (?, ?, ?, ?, ?)"),
     changeHead: db.prepare<[string, string], { head: number }>(
@@ -35,7 +33,31 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
     ),
   };
   const listeners = new ChangeListeners();
-  const head = (project: string, stream: ChangeStream) => q.changeHead.get(project, stream)!.head;
+
+  /**
+   * The heads of the streams this store has numbered changes of, so numbering one reads and
+   * writes no head row: a stream's head is read from the file when it is first used, advanced by
+   * each change, and written back once per batch, before its COMMIT (`beforeCommit`). A work
+   * rolled back puts back the heads it advanced (`workRolledBack`), and a batch rolled back
+   * forgets them all, to be read again (`batchRolledBack`): a number is never skipped.
+   */
+  interface Head {
+    project: string;
+    stream: ChangeStream;
+    head: number;
+  }
+  const heads = new Map<string, Head>();
+  /** The heads advanced by this batch, to write before its COMMIT. */
+  const advanced = new Set<Head>();
+  /** What the current work advanced, and from where: undone if it is rolled back. */
+  let undo: [Head, number][] = [];
+  const headOf = (project: string, stream: ChangeStream): Head => {
+    const key = `${stream}\u0000${project}`;
+    let h = heads.get(key);
+    if (!h) heads.set(key, (h = { project, stream, head: q.changeHead.get(project, stream)!.head }));
+    return h;
+  };
+  const head = (project: string, stream: ChangeStream) => headOf(project, stream).head;
 
   const feed: ChangeFeed = {
     readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead> {
@@ -55,8 +77,9 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
       return tx(() => {
         const cutoff = now() - retainMs;
         let purged = 0;
-        for (const h of q.heads.all()) {
-          purged += q.purgeStream.run({ project: h.project, stream: h.stream, cutoff, lowest: h.head - keep + 1, head: h.head }).changes;
+        for (const { project, stream } of q.heads.all()) {
+          const h = head(project, stream as ChangeStream);
+          purged += q.purgeStream.run({ project, stream, cutoff, lowest: h - keep + 1, head: h }).changes;
         }
         return purged;
       });
@@ -69,9 +92,32 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
     head,
     /** Numbers and stores one change, inside the caller's decision; returns it as listeners get it. */
     append(project: string, stream: ChangeStream, body: unknown, atMs: number): StreamChange {
-      const seq = (q.nextChange.get(project, stream) ?? q.firstChange.get(project, stream)!).head;
+      const h = headOf(project, stream);
+      const seq = h.head + 1;
       q.insertChange.run(project, stream, seq, atMs, JSON.stringify(body));
+      undo.push([h, h.head]);
+      h.head = seq;
+      advanced.add(h);
       return { project, stream, seq, atMs, body };
+    },
+    /** What the store's batches tell the numbering (batch.ts BatchHooks). */
+    hooks: {
+      workStarted() {
+        undo = [];
+      },
+      workRolledBack() {
+        for (let i = undo.length - 1; i >= 0; i--) undo[i]![0].head = undo[i]![1];
+        undo = [];
+      },
+      beforeCommit() {
+        for (const h of advanced) q.writeHead.run(h.project, h.stream, h.head);
+        advanced.clear();
+      },
+      batchRolledBack() {
+        heads.clear();
+        advanced.clear();
+        undo = [];
+      },
     },
     /** Hands a durable decision's changes to the listeners. */
     emit: (changes: readonly StreamChange[]) => listeners.emit(changes),

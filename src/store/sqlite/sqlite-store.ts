@@ -80,6 +80,8 @@ export class SqliteStore implements HubStore {
       this.checkpointer = new Checkpointer(options.path, options.restartFrames);
     }
     const checkpointer = this.checkpointer;
+    // The change numbering's hooks, bound once the change log exists (below).
+    const numbering = () => this.changeLog.hooks;
     this.commits = new GroupCommit(
       sqliteBatches(db, () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined), {
         beforeBatch() {
@@ -88,6 +90,10 @@ export class SqliteStore implements HubStore {
           checkpointer.restarted();
         },
         wrote: () => checkpointer?.committed(),
+        workStarted: () => numbering().workStarted(),
+        workRolledBack: () => numbering().workRolledBack(),
+        beforeCommit: () => numbering().beforeCommit(),
+        batchRolledBack: () => numbering().batchRolledBack(),
       }),
       options.maxBatch,
     );
