@@ -10,8 +10,8 @@ import type { StoreAccess } from "./batch.js";
  */
 export function createSqliteChanges(db: Database.Database, { tx, read, now }: StoreAccess) {
   const q = {
-    // A stream's head is written once per batch (writeHeads); its first change is numbered from
-    // the fence base, which a restore raises (changeHead).
+    // A stream's head is written once per batch (hooks.beforeCommit); its first change is numbered
+    // from the fence base, which a restore raises (changeHead).
     writeHead: db.prepare<[string, string, number]>(
       "INSERT INTO watch_heads (project, stream, head) VALUES (?, ?, ?) ON CONFLICT (project, stream) DO UPDATE SET head = excluded.head",
     ),
@@ -36,10 +36,12 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
 
   /**
    * The heads of the streams this store has numbered changes of, so numbering one reads and
-   * writes no head row: a stream's head is read from the file when it is first used, advanced by
+   * writes no head row: a stream's head is read from the file at its first change, advanced by
    * each change, and written back once per batch, before its COMMIT (`beforeCommit`). A work
    * rolled back puts back the heads it advanced (`workRolledBack`), and a batch rolled back
-   * forgets them all, to be read again (`batchRolledBack`): a number is never skipped.
+   * forgets them all, to be read again (`batchRolledBack`): a number is never skipped. Only
+   * streams with changes are kept: reading the head of any other (a watch of a project nobody
+   * writes to) reads the file and keeps nothing.
    */
   interface Head {
     project: string;
@@ -51,13 +53,9 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
   const advanced = new Set<Head>();
   /** What the current work advanced, and from where: undone if it is rolled back. */
   let undo: [Head, number][] = [];
-  const headOf = (project: string, stream: ChangeStream): Head => {
-    const key = `${stream}\u0000${project}`;
-    let h = heads.get(key);
-    if (!h) heads.set(key, (h = { project, stream, head: q.changeHead.get(project, stream)!.head }));
-    return h;
-  };
-  const head = (project: string, stream: ChangeStream) => headOf(project, stream).head;
+  const keyOf = (project: string, stream: ChangeStream) => `${stream}\u0000${project}`;
+  const fileHead = (project: string, stream: ChangeStream) => q.changeHead.get(project, stream)!.head;
+  const head = (project: string, stream: ChangeStream) => heads.get(keyOf(project, stream))?.head ?? fileHead(project, stream);
 
   const feed: ChangeFeed = {
     readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead> {
@@ -92,7 +90,9 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
     head,
     /** Numbers and stores one change, inside the caller's decision; returns it as listeners get it. */
     append(project: string, stream: ChangeStream, body: unknown, atMs: number): StreamChange {
-      const h = headOf(project, stream);
+      const key = keyOf(project, stream);
+      let h = heads.get(key);
+      if (!h) heads.set(key, (h = { project, stream, head: fileHead(project, stream) }));
       const seq = h.head + 1;
       q.insertChange.run(project, stream, seq, atMs, JSON.stringify(body));
       undo.push([h, h.head]);

@@ -35,7 +35,7 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
       "SELECT * FROM leases WHERE project = ? AND holder_agent_id IS NOT NULL AND expires_at > ? ORDER BY name",
     ),
     // No ORDER BY: with it, SQLite re-plans the statement at every binding (about 7 us each on
-    // the lease path; bench/README "The lean request path"), so the queue is put in order below.
+    // the lease path; bench/README "Against etcd as etcd is used"), so the queue is sorted below.
     waiters: db.prepare<[string, string], WaiterDb>("SELECT * FROM lease_waiters WHERE project = ? AND name = ?"),
     removeWaiter: db.prepare("DELETE FROM lease_waiters WHERE project = ? AND name = ? AND id = ?"),
     addWaiter: db.prepare(
