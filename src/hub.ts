@@ -22,7 +22,8 @@ import { createOperatorView } from "./operator/snapshot.js";
 import { createSweeper } from "./ops/sweep.js";
 import { createPresence, presenceChangeOf, type PresenceChange } from "./presence/presence.js";
 import { createHttpHandler } from "./server/http-handler.js";
-import { createAuthInterceptor } from "./server/interceptors/auth.js";
+import { createAuthInterceptor, createAuthorize } from "./server/interceptors/auth.js";
+import { createUnaryRules } from "./server/unary-rules.js";
 import { createErrorInterceptor, toConnectError } from "./server/interceptors/errors.js";
 import { createStreamRequestInterceptor } from "./server/interceptors/request-refusals.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
@@ -178,13 +179,16 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const extraRules = Object.fromEntries(
     extras.flatMap((x) => x.service.methods.map((m) => [`${x.service.typeName}/${m.name}`, x.auth] as const)),
   );
+  const authDeps = { authenticator, limiter, clock, extraRules, endedTokens, refusals };
   const interceptors = [
     createObserveInterceptor(observer),
     createErrorInterceptor(observer),
     createLimitsInterceptor(config.maxBodyBytes),
     createStreamRequestInterceptor(config.maxBodyBytes),
-    createAuthInterceptor({ authenticator, limiter, clock, extraRules, endedTokens, refusals }),
+    createAuthInterceptor(authDeps),
   ];
+  /** The same rules as plain calls, for unary calls made in-process (server/unary-rules.ts). */
+  const unaryRules = createUnaryRules({ observer, maxBodyBytes: config.maxBodyBytes, authorize: createAuthorize(authDeps) });
   /**
    * Connect's cap on every request message it reads, after decompression and without a declared
    * length too (streams over HTTP/2); its refusal is answered as payload_too_large.
@@ -201,9 +205,12 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     hubRoutes(router);
     for (const x of extras) router.service(x.service, x.impl);
   };
-  // The REST face, and plain Connect unary calls, reach the same implementations through the
-  // same interceptors in-process.
-  const inProcess = createInProcessCaller(serviceRoutes, interceptors, shutdown.signal);
+  /** Which path serves plain Connect calls, and in-process unary calls; tests flip it to send one request both ways. */
+  const wire: WireSwitch = { mode: config.wire, fastServed: 0, directServed: 0 };
+  // The REST face, plain Connect unary calls and MCP tool calls reach the same implementations
+  // under the same rules in-process: as plain calls (unaryRules), or through the interceptor
+  // chain itself when the wire switch says "connect".
+  const inProcess = createInProcessCaller(serviceRoutes, interceptors, shutdown.signal, { rules: unaryRules, wire });
   const rest = createRestFace({
     routes: buildRestRoutes(servedServices),
     call: inProcess,
@@ -228,8 +235,6 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     version: hubVersion(),
     shutdownSignal: shutdown.signal,
   });
-  /** Which path serves plain Connect calls; tests flip it to send one request both ways. */
-  const wire: WireSwitch = { mode: config.wire, fastServed: 0 };
   const handler = createHttpHandler({
     routes: serviceRoutes,
     interceptors,

@@ -1,5 +1,6 @@
 import { createContextKey } from "@connectrpc/connect";
 import type { Caller } from "../caller.js";
+import { HeaderBag, type HeaderView, type HeaderWriter } from "./header-bag.js";
 
 /** The authenticated caller, set by the auth interceptor before any handler runs. */
 export const kCaller = createContextKey<Caller | undefined>(undefined, { description: "authenticated caller" });
@@ -14,4 +15,4 @@ export const kRequestId = createContextKey<string>("", { description: "request i
  * Headers to add to the response whether the call succeeds or fails (rate-limit headers); the
  * error interceptor creates it and copies it out.
  */
-export const kResponseHeaders = createContextKey<Headers>(new Headers(), { description: "extra response headers" });
+export const kResponseHeaders = createContextKey<HeaderView & HeaderWriter>(new HeaderBag(), { description: "extra response headers" });

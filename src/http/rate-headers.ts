@@ -1,3 +1,5 @@
+import type { HeaderWriter } from "./header-bag.js";
+
 /** The rate limiter's verdict on a counted request, as its headers need it (auth/rate-limit.ts). */
 export interface RateHeaderVerdict {
   limit: number;
@@ -6,7 +8,7 @@ export interface RateHeaderVerdict {
 }
 
 /** `x-ratelimit-*` (and `retry-after` when refused) for a counted request, on every face. */
-export function rateHeaders(v: RateHeaderVerdict | undefined, into: Headers): Headers {
+export function rateHeaders<T extends HeaderWriter>(v: RateHeaderVerdict | undefined, into: T): T {
   if (!v) return into;
   into.set("x-ratelimit-limit", String(v.limit));
   into.set("x-ratelimit-remaining", String(v.remaining));

@@ -14,6 +14,7 @@ import { remoteAddressOf } from "../http/listen.js";
 import type { RequestTarget } from "../http/target.js";
 import { requestIdOf, requestIdOfRequest } from "../http/request-id.js";
 import { rateHeaders } from "../http/rate-headers.js";
+import { HeaderBag, noHeaders, type HeaderView } from "../http/header-bag.js";
 import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
 import { assertWellFormedJson, RestFieldError, toRestJson } from "./rest-json.js";
@@ -49,10 +50,10 @@ const passedBack = ["x-ratelimit-limit", "x-ratelimit-remaining", "retry-after"]
  * reference hub's JSON: every field, numbers as numbers, its statuses and its error bodies.
  */
 export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes, shutdownSignal }: RestFaceDeps) {
-  function send(res: Res, status: number, requestId: string, body: JsonObject | undefined, headers: Headers) {
+  function send(res: Res, status: number, requestId: string, body: JsonObject | undefined, headers: HeaderView, own?: Record<string, string>) {
     const out: Record<string, string> = { "x-request-id": requestId, "referrer-policy": "no-referrer", "cache-control": "no-store" };
     for (const name of passedBack) {
-      const v = headers.get(name);
+      const v = own?.[name] ?? headers.get(name);
       if (v !== null) out[name] = v;
     }
     if (body === undefined) {
@@ -68,9 +69,9 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     res.end(text);
   }
 
-  function refuse(res: Res, err: RestError, requestId: string, headers = new Headers()) {
-    for (const [k, v] of Object.entries(err.headers)) headers.set(k, v);
-    send(res, err.status, requestId, err.body, headers);
+  /** Writes a refusal: its own headers over those of the call (`headers`). */
+  function refuse(res: Res, err: RestError, requestId: string, headers: HeaderView = noHeaders) {
+    send(res, err.status, requestId, err.body, headers, err.headers);
   }
 
   /** Reports the call once its answer is written. */
@@ -82,7 +83,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
    * A refusal of the REST face itself: counted here (RPC refusals are by the interceptor), and
    * reported as the call's outcome.
    */
-  function refuseLocally(res: Res, e: HubError, requestId: string, call: CallRecord, headers = new Headers()) {
+  function refuseLocally(res: Res, e: HubError, requestId: string, call: CallRecord, headers: HeaderView = noHeaders) {
     observer.count("errors");
     const err = restErrorFromHub(e, requestId);
     refuse(res, err, requestId, headers);
@@ -143,8 +144,8 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
   }
 
   /** The request headers the RPC handler sees. */
-  function forwardedHeaders(req: Req, requestId: string): Headers {
-    const header = new Headers({ "x-request-id": requestId });
+  function forwardedHeaders(req: Req, requestId: string): HeaderBag {
+    const header = new HeaderBag({ "x-request-id": requestId });
     for (const name of forwarded) {
       const v = req.headers[name];
       if (typeof v === "string") header.set(name, v);
@@ -162,9 +163,9 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
         signal: clientGoneSignal(res),
       });
-      return { message: out.message, headers: out.header };
+      return { message: out.message, headers: out.header as HeaderView };
     } catch (e) {
-      if (e instanceof ConnectError) return { error: e, headers: e.metadata };
+      if (e instanceof ConnectError) return { error: e, headers: e.metadata as HeaderView };
       throw e;
     }
   }
@@ -193,7 +194,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       const match = matchPath(req, target.pathname);
       if (!match) {
         const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
-        const headers = rateHeaders(verdict, new Headers());
+        const headers = rateHeaders(verdict, new HeaderBag());
         if (verdict?.retryAfterMs !== undefined) return refuseLocally(res, errors.rateLimited(verdict.retryAfterMs), requestId, call, headers);
         return refuseLocally(res, errors.routeNotFound(), requestId, call, headers);
       }
@@ -272,7 +273,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         const refusal = e instanceof ConnectError ? e : isHubError(e) ? e : undefined;
         if (!refusal) throw e;
         const err = refusal instanceof ConnectError ? restErrorFromConnect(refusal, requestId) : restErrorFromHub(refusal, requestId);
-        refuse(res, err, requestId, refusal instanceof ConnectError ? refusal.metadata : new Headers());
+        refuse(res, err, requestId, refusal instanceof ConnectError ? refusal.metadata : noHeaders);
         if (call.code === undefined) noteOutcome(call, refusal);
         return finish(call, requestId, err.status);
       }

@@ -69,13 +69,16 @@ export const strictJson: Partial<JsonReadOptions & JsonWriteOptions> & { textDec
 
 /**
  * Which path serves the calls the fast path could take: "fast" (the default) or "connect" (every
- * call through connect's own handlers). Read on each request, so a test can send one request
+ * call through connect's own handlers, and every in-process unary call through the interceptor
+ * chain instead of the same rules as plain calls). Read on each request, so a test can send one request
  * both ways (test/fuzz/differential.fuzz.test.ts); configured with KXM_WIRE.
  */
 export interface WireSwitch {
   mode: "fast" | "connect";
   /** Calls the fast path has served: evidence, for a test, that the switch chooses the path. */
   fastServed: number;
+  /** In-process unary calls served by the rules as plain calls (in-process.ts), the same evidence. */
+  directServed?: number;
 }
 
 export interface RpcAdapterOptions {

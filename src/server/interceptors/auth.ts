@@ -7,14 +7,15 @@ import type { Caller } from "../../caller.js";
 import type { Clock } from "../../clock.js";
 import { errors, HubError, type HubCode } from "../../errors.js";
 import type { RefusalMonitor } from "../../auth/audit.js";
-
-/** The refusals that say a caller failed to prove who it is. */
-const authRefusals = new Set<HubCode>(["invalid_auth", "invalid_agent_identity", "token_scope_insufficient"]);
 import { sha256Hex } from "../../ids.js";
 import { rateHeaders } from "../../http/rate-headers.js";
 import { kCaller, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
+import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
 import { framesWhileTokenLives } from "../token-guard.js";
+
+/** The refusals that say a caller failed to prove who it is. */
+const authRefusals = new Set<HubCode>(["invalid_auth", "invalid_agent_identity", "token_scope_insufficient"]);
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
@@ -28,39 +29,37 @@ export interface AuthInterceptorDeps {
   refusals?: RefusalMonitor;
 }
 
+/** One call as the auth rule sees it, whichever way it came (an interceptor, or a direct unary call). */
+export interface AuthInput {
+  /** `<service type name>/<method name>`: the key of its rule. */
+  methodKey: string;
+  header: HeaderView;
+  remote: string;
+  /** The request message, whose fields a rule may name (undefined: a stream that reads as it goes). */
+  message: Record<string, unknown> | undefined;
+  /** Where the rate-limit headers go: they are answered whether the call succeeds or fails. */
+  extraHeaders: HeaderWriter;
+}
+
 /**
- * Authenticates every call by the method's rule (auth/rules.ts), puts the caller in the
- * context (kCaller), then charges the request budget of the authenticated identity; a request
- * that fails authentication is charged to its remote address. A server stream opened with a
- * managed project token ends with invalid_auth when the token is revoked or expires.
+ * The auth rule of every call: authenticates it by the method's rule (auth/rules.ts), then
+ * charges the request budget of the authenticated identity; a request that fails authentication
+ * is charged to its remote address. Resolves with the caller, or rejects with the refusal.
  */
-export function createAuthInterceptor({ authenticator, limiter, clock, extraRules, endedTokens, refusals }: AuthInterceptorDeps): Interceptor {
-  return (next) => async (req) => {
-    const key = `${req.service.typeName}/${req.method.name}`;
-    const rule = authRules[key] ?? extraRules?.[key];
-    if (!rule) throw errors.internal(new Error(`no auth rule for ${req.service.typeName}/${req.method.name}`));
+export function createAuthorize({ authenticator, limiter, clock, extraRules, refusals }: Omit<AuthInterceptorDeps, "endedTokens">) {
+  return async function authorize({ methodKey, header, remote, message, extraHeaders }: AuthInput): Promise<Caller> {
+    const rule = authRules[methodKey] ?? extraRules?.[methodKey];
+    if (!rule) throw errors.internal(new Error(`no auth rule for ${methodKey}`));
     const creds: Credentials = {
-      authorization: req.header.get("authorization"),
-      agentId: req.header.get("x-kxm-agent-id"),
-      agentKey: req.header.get("x-kxm-agent-key"),
+      authorization: header.get("authorization"),
+      agentId: header.get("x-kxm-agent-id"),
+      agentKey: header.get("x-kxm-agent-key"),
     };
-    const remote = req.contextValues.get(kRemoteAddress);
-    let message: Record<string, unknown> | undefined;
-    if (!req.stream) {
-      message = req.message as Record<string, unknown>;
-    } else if (req.method.methodKind === "server_streaming") {
-      // The one request message, read and checked by the stream-request interceptor before this
-      // one (interceptors/request-refusals.ts): taken out, then handed on.
-      const first = await req.message[Symbol.asyncIterator]().next();
-      message = first.value as Record<string, unknown>;
-      req = { ...req, message: createAsyncIterable([first.value]) };
-    }
-    const extraHeaders = req.contextValues.get(kResponseHeaders);
     let caller: Caller;
     try {
       caller = await authenticator.authenticate(rule, creds, (f) => message?.[f]);
     } catch (e) {
-      if (e instanceof HubError && authRefusals.has(e.code)) refusals?.refused(remote ?? "unknown", e.code);
+      if (e instanceof HubError && authRefusals.has(e.code)) refusals?.refused(remote, e.code);
       const verdict = limiter.take(rateKey(undefined, remote), clock.now());
       rateHeaders(verdict, extraHeaders);
       if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
@@ -75,6 +74,38 @@ export function createAuthInterceptor({ authenticator, limiter, clock, extraRule
     const verdict = limiter.take(rateKey(identity, remote), clock.now());
     rateHeaders(verdict, extraHeaders);
     if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
+    return caller;
+  };
+}
+
+export type Authorize = ReturnType<typeof createAuthorize>;
+
+/**
+ * The auth rule (createAuthorize) as an interceptor: puts the caller in the context (kCaller).
+ * A server stream opened with a managed project token ends with invalid_auth when the token is
+ * revoked or expires.
+ */
+export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
+  const authorize = createAuthorize(deps);
+  const { endedTokens, clock } = deps;
+  return (next) => async (req) => {
+    let message: Record<string, unknown> | undefined;
+    if (!req.stream) {
+      message = req.message as Record<string, unknown>;
+    } else if (req.method.methodKind === "server_streaming") {
+      // The one request message, read and checked by the stream-request interceptor before this
+      // one (interceptors/request-refusals.ts): taken out, then handed on.
+      const first = await req.message[Symbol.asyncIterator]().next();
+      message = first.value as Record<string, unknown>;
+      req = { ...req, message: createAsyncIterable([first.value]) };
+    }
+    const caller = await authorize({
+      methodKey: `${req.service.typeName}/${req.method.name}`,
+      header: req.header,
+      remote: req.contextValues.get(kRemoteAddress) ?? "unknown",
+      message,
+      extraHeaders: req.contextValues.get(kResponseHeaders),
+    });
     req.contextValues.set(kCaller, caller);
     const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
     if (!token || !req.stream) return next(req);

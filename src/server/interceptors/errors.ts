@@ -6,6 +6,7 @@ import { ErrorInfoSchema } from "../../../gen/ts/google/rpc/error_details_pb.js"
 import { LeaseSchema } from "../../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { kRequestId, kResponseHeaders } from "../../http/context.js";
 import { requestIdOf } from "../../http/request-id.js";
+import { HeaderBag, type HeaderView } from "../../http/header-bag.js";
 import { leaseToProto } from "../convert.js";
 
 export const errorDomain = "kxm-hub";
@@ -41,12 +42,13 @@ export function toConnectError(e: HubError, headers?: Headers): ConnectError {
 }
 
 /**
- * Gives every call a request id (response header `x-request-id`), and maps every error once:
- * HubErrors become typed ConnectErrors; anything else is `internal`, logged with its cause and
- * never sent. Only the observe interceptor runs outside it, so it sees the mapped outcome.
+ * The error rule of every call: a HubError becomes its typed ConnectError; a store that is away
+ * is store_unavailable; the end of a call (a ConnectError: deadline, shutdown, the client gone)
+ * stays as connect raised it; anything else is `internal`, logged with its cause and never
+ * sent. The call's extra headers (its request id, rate-limit headers) go on the refusal too.
  */
-export function createErrorInterceptor(observer: Observer): Interceptor {
-  function map(e: unknown, requestId: string, extraHeaders: Headers): ConnectError {
+export function createErrorMapping(observer: Observer) {
+  return function mapError(e: unknown, requestId: string, extraHeaders: HeaderView): ConnectError {
     let err: ConnectError;
     if (isHubError(e)) {
       if (e.code === "internal_error") observer.log("internal_error", { requestId, error: String(e.cause ?? e) });
@@ -66,11 +68,24 @@ export function createErrorInterceptor(observer: Observer): Interceptor {
     // The request_error line is the call's report (interceptors/observe.ts), with its method and caller.
     observer.count("errors");
     return err;
-  }
+  };
+}
 
+/** A call's request id (its well-formed `x-request-id`, else a new one) and the headers every answer of it carries. */
+export function callIdentity(requestIdHeader: string | null): { requestId: string; extraHeaders: HeaderBag } {
+  const requestId = requestIdOf(requestIdHeader);
+  return { requestId, extraHeaders: new HeaderBag({ "x-request-id": requestId }) };
+}
+
+/**
+ * The error rule (createErrorMapping) as an interceptor: gives every call a request id (response
+ * header `x-request-id`) and maps every error once. Only the observe interceptor runs outside
+ * it, so it sees the mapped outcome.
+ */
+export function createErrorInterceptor(observer: Observer): Interceptor {
+  const map = createErrorMapping(observer);
   return (next) => async (req) => {
-    const requestId = requestIdOf(req.header.get("x-request-id"));
-    const extraHeaders = new Headers({ "x-request-id": requestId });
+    const { requestId, extraHeaders } = callIdentity(req.header.get("x-request-id"));
     req.contextValues.set(kRequestId, requestId);
     req.contextValues.set(kResponseHeaders, extraHeaders);
     try {

@@ -1,5 +1,6 @@
 import type { Interceptor } from "@connectrpc/connect";
 import { errors } from "../../errors.js";
+import type { HeaderView } from "../../http/header-bag.js";
 
 /**
  * Refuses a request whose declared content length is over `maxBytes` with payload_too_large
@@ -10,8 +11,13 @@ import { errors } from "../../errors.js";
  */
 export function createLimitsInterceptor(maxBytes: number): Interceptor {
   return (next) => async (req) => {
-    const declared = Number(req.header.get("content-length") ?? Number.NaN);
-    if (Number.isFinite(declared) && declared > maxBytes) throw errors.payloadTooLarge(maxBytes);
+    checkDeclaredLength(req.header, maxBytes);
     return next(req);
   };
+}
+
+/** The limit rule: throws payload_too_large when the declared content length is over `maxBytes`. */
+export function checkDeclaredLength(header: HeaderView, maxBytes: number): void {
+  const declared = Number(header.get("content-length") ?? Number.NaN);
+  if (Number.isFinite(declared) && declared > maxBytes) throw errors.payloadTooLarge(maxBytes);
 }
