@@ -60,9 +60,12 @@ try {
   for (const conc of concs) {
     const rows: string[] = [];
     for (let r = 0; r < rounds; r++) {
+      const s0 = { ...hub.store.commitStats() };
       const m = await run(conc);
+      const s1 = hub.store.commitStats();
+      const batches = s1.commits - s0.commits;
       rows.push(
-        `${(m.hubUs / m.cycles).toFixed(0)} us (${(m.sysUs / m.cycles).toFixed(0)} in the kernel; ${((m.cycles / m.ms) * 1000).toFixed(0)}/s${m.errors ? `, ${m.errors} errors` : ""})`,
+        `${(m.hubUs / m.cycles).toFixed(0)} us (${(m.sysUs / m.cycles).toFixed(0)} in the kernel; ${((m.cycles / m.ms) * 1000).toFixed(0)}/s${m.errors ? `, ${m.errors} errors` : ""}; ${((s1.works - s0.works) / batches).toFixed(1)} decisions a batch)`,
       );
     }
     console.log(`  conc ${String(conc).padStart(3)}: hub thread CPU per cycle ${rows.join(", ")}`);

@@ -62,7 +62,12 @@ export function noteOutcome(call: CallRecord | undefined, error?: unknown): void
     call.reason = error.code;
   } else if (error instanceof ConnectError) {
     call.code = codeToString(error.code);
-    call.reason = error.findDetails(ErrorInfoSchema)[0]?.reason.toLowerCase();
+    // A typed refusal carries its HubError as the cause (interceptors/errors.ts): its code is the
+    // ErrorInfo's reason, read without decoding the detail again.
+    call.reason =
+      isHubError(error.cause) && errorTable[error.cause.code].connect === call.code
+        ? error.cause.code
+        : error.findDetails(ErrorInfoSchema)[0]?.reason.toLowerCase();
   } else {
     call.code = "internal";
     call.reason = "internal_error";
