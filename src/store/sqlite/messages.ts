@@ -19,8 +19,10 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
     byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
     // The agents a target may name, by id and by name: two point reads. One statement with
-    // `(id = ? OR name_key = ?) ORDER BY rowid` cost ~10x as much, re-planned at every binding.
-    candidateById: db.prepare<[string, string], AgentDb & { reg: number }>("SELECT rowid AS reg, * FROM agents WHERE id = ? AND project = ?"),
+    // `(id = ? OR name_key = ?) ORDER BY rowid` cost ~10x as much, re-planned at every binding;
+    // so did `id = ? AND project = ?` (4x), where the planner weighed the project's index: the
+    // project is compared below.
+    candidateById: db.prepare<[string], AgentDb & { reg: number }>("SELECT rowid AS reg, * FROM agents WHERE id = ?"),
     candidateByName: db.prepare<[string, string], AgentDb & { reg: number }>(
       "SELECT rowid AS reg, * FROM agents WHERE project = ? AND name_key = ?",
     ),
@@ -78,7 +80,8 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
 
   /** The project's agents whose id is `target` or whose name is, in registration order. */
   const candidatesOf = (project: string, target: string): AgentRow[] => {
-    const byId = q.candidateById.get(target, project);
+    const found = q.candidateById.get(target);
+    const byId = found?.project === project ? found : undefined;
     const byName = q.candidateByName.get(project, target.toLowerCase());
     const rows = byId && byName && byId.id !== byName.id ? byRegistration([byId, byName]) : byId ? [byId] : byName ? [byName] : [];
     return rows.map(agentFromDb);
