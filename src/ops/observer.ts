@@ -50,6 +50,7 @@ const serverFaults = new Set(["internal", "unknown", "data_loss"]);
  * hub itself failed.
  */
 export function callLogLine(r: CallReport): { level: "debug" | "info" | "error"; event: string; fields: Record<string, unknown> } {
+  const level = callLogLevel(r);
   const fields: Record<string, unknown> = {
     requestId: r.requestId,
     face: r.face,
@@ -62,9 +63,11 @@ export function callLogLine(r: CallReport): { level: "debug" | "info" | "error";
     connectCode: r.code,
     durationMs: Math.round(r.durationMs * 1_000) / 1_000,
   };
-  if (r.code === "ok") return { level: "debug", event: "request_completed", fields };
-  return { level: serverFaults.has(r.code) ? "error" : "info", event: "request_error", fields };
+  return { level, event: level === "debug" ? "request_completed" : "request_error", fields };
 }
+
+/** The level of a finished call's log line (callLogLine), known before its fields are gathered. */
+const callLogLevel = (r: CallReport): "debug" | "info" | "error" => (r.code === "ok" ? "debug" : serverFaults.has(r.code) ? "error" : "info");
 
 /**
  * The Observer domain code reports to: log lines and Prometheus metrics. `tap` (tests) sees
@@ -82,9 +85,12 @@ export function createObserver(logger: pino.Logger | undefined, metrics: Metrics
     },
     call(report) {
       metrics.call(report);
-      const line = callLogLine(report);
-      logger?.[line.level]({ event: line.event, ...line.fields });
-      tap?.log?.(line.event, line.fields);
+      // A success's line is at debug: its fields are gathered only when something reads them.
+      if (tap?.log || logger?.isLevelEnabled(callLogLevel(report))) {
+        const line = callLogLine(report);
+        logger?.[line.level]({ event: line.event, ...line.fields });
+        tap?.log?.(line.event, line.fields);
+      }
       tap?.call?.(report);
     },
     stream(kind, delta) {
