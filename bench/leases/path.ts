@@ -2,8 +2,9 @@
  * The lease request path's CPU: the hub's own thread time per acquire + release cycle over REST,
  * the calls ../shared/bench/lease-compare.mjs makes, with the load on a worker thread
  * (path-client.mjs) so that the hub thread's time (process.threadCpuUsage) is the hub's alone.
- * A hub in this process as `npm start` runs it: file database with FULL durability, the log
- * file on, an admin token. CPU time per cycle moves less than cycles per second on a shared
+ * A hub in this process as `npm start` runs it: bundled by esbuild as scripts/build.mjs does
+ * (tsx's own transform names every function it creates, a cost the build does not have), file
+ * database with FULL durability, the log file on, an admin token. CPU time per cycle moves less than cycles per second on a shared
  * machine, so it is what compares two builds; run each a few times. Prints figures only.
  *
  *   npm run bench:path [-- --cycles 4000 --conc 1,32 --rounds 3]
@@ -12,9 +13,11 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
+import { build } from "esbuild";
 import { systemClock } from "../../src/clock.js";
-import { createHub } from "../../src/hub.js";
+import { packagePath } from "../../src/package-root.js";
 import { benchHubConfig } from "../common/hub-config.js";
 
 const { values } = parseArgs({
@@ -28,6 +31,22 @@ const cycles = Number(values.cycles);
 const concs = values.conc!.split(",").map(Number);
 const rounds = Number(values.rounds);
 const token = "A";
+
+// The hub as the build runs it: src/hub.ts bundled with the build's settings, under dist/ so
+// that it finds the package's files (migrations) as the build does.
+const bundle = packagePath("dist", "bench", `path-hub-${process.pid}.mjs`);
+await build({
+  entryPoints: [packagePath("src", "hub.ts")],
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node22.12",
+  packages: "external",
+  outfile: bundle,
+  logLevel: "warning",
+});
+const { createHub } = (await import(pathToFileURL(bundle).href)) as typeof import("../../src/hub.js");
+fs.rmSync(bundle, { force: true });
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-bench-path-"));
 const hub = await createHub(benchHubConfig(dir, "full", { authToken: token, logPath: path.join(dir, "hub.log.jsonl") }), { clock: systemClock });
@@ -45,10 +64,10 @@ try {
     agents.push({ id: j.agent.id, key: j.agentKey });
   }
   console.log(`kxm-hub lease path: node ${process.version}, ${os.cpus().length} CPUs; REST acquire + release, ${cycles} cycles a run`);
-  const run = (conc: number) =>
+  const run = (conc: number, n = cycles) =>
     new Promise<{ cycles: number; errors: number; ms: number; hubUs: number; sysUs: number }>((resolve, reject) => {
       const t0 = process.threadCpuUsage();
-      const w = new Worker(new URL("./path-client.mjs", import.meta.url), { workerData: { port, agents, cycles, conc, token } });
+      const w = new Worker(new URL("./path-client.mjs", import.meta.url), { workerData: { port, agents, cycles: n, conc, token } });
       w.once("error", reject);
       w.once("message", (m: { cycles: number; errors: number; ms: number }) => {
         const t = process.threadCpuUsage(t0);
@@ -56,7 +75,9 @@ try {
         void w.terminate();
       });
     });
-  await run(1); // warm-up: the JIT, the page cache
+  // Warm-up (the JIT, the page cache) at the highest concurrency, so that a profile of the run
+  // (--cpu-prof) is mostly of the load it measures.
+  await run(Math.max(...concs), Math.ceil(cycles / 4));
   for (const conc of concs) {
     const rows: string[] = [];
     for (let r = 0; r < rounds; r++) {

@@ -114,6 +114,28 @@ function assertNotAmbiguous(a: RestRoute, b: RestRoute): void {
   if (overlap) throw new Error(`ambiguous REST routes: ${a.verb} ${a.template} and ${b.verb} ${b.template}`);
 }
 
+interface Candidate {
+  route: RestRoute;
+  segs: readonly Segment[];
+  literals: number;
+}
+
+/** A route table's routes by verb and segment count (`"POST 4"`), in table order: what a path can only match. */
+const candidateCache = new WeakMap<readonly RestRoute[], Map<string, Candidate[]>>();
+function candidatesOf(routes: readonly RestRoute[]): Map<string, Candidate[]> {
+  let byShape = candidateCache.get(routes);
+  if (!byShape) {
+    byShape = new Map();
+    for (const route of routes) {
+      const segs = segmentsOf(route);
+      const key = `${route.verb} ${segs.length}`;
+      byShape.set(key, [...(byShape.get(key) ?? []), { route, segs, literals: literalCount(segs) }]);
+    }
+    candidateCache.set(routes, byShape);
+  }
+  return byShape;
+}
+
 /**
  * Finds the route for a raw (still percent-encoded) path. Matching happens on the encoded
  * segments, so "%2F" inside a variable never splits the path; variables are decoded after the
@@ -126,15 +148,10 @@ export function matchRestRoute(
 ): { route: RestRoute; params: Record<string, string> } | undefined {
   if (!pathname.startsWith("/")) return undefined;
   const parts = pathname.slice(1).split("/");
-  let best: { route: RestRoute; segs: readonly Segment[]; literals: number } | undefined;
-  for (const route of routes) {
-    if (route.verb !== verb) continue;
-    const segs = segmentsOf(route);
-    if (segs.length !== parts.length) continue;
-    const ok = segs.every((s, i) => ("literal" in s ? s.literal === parts[i] : parts[i] !== ""));
-    if (!ok) continue;
-    const literals = literalCount(segs);
-    if (!best || literals > best.literals) best = { route, segs, literals };
+  let best: Candidate | undefined;
+  for (const c of candidatesOf(routes).get(`${verb} ${parts.length}`) ?? []) {
+    const ok = c.segs.every((s, i) => ("literal" in s ? s.literal === parts[i] : parts[i] !== ""));
+    if (ok && (!best || c.literals > best.literals)) best = c;
   }
   if (!best) return undefined;
   const params: Record<string, string> = {};

@@ -22,6 +22,11 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
          holder_agent_name = excluded.holder_agent_name, fencing_token = excluded.fencing_token,
          acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`,
     ),
+    // A decision on a row it read updates that row in place: no insert tried first.
+    updateLease: db.prepare<[string | null, string | null, number, number, number, string, string]>(
+      `UPDATE leases SET holder_agent_id = ?, holder_agent_name = ?, fencing_token = ?, acquired_at = ?, expires_at = ?
+       WHERE project = ? AND name = ?`,
+    ),
     listLeases: db.prepare<[string, string, number, number, number], LeaseDb>(
       `SELECT * FROM leases WHERE project = ? AND name > ? AND holder_agent_id IS NOT NULL
          AND (? = 1 OR expires_at > ?) ORDER BY name LIMIT ?`,
@@ -62,8 +67,11 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
     return (rows.length > 1 ? rows.sort((a, b) => a.seq - b.seq) : rows).map(waiterFromDb);
   };
 
-  /** Writes what a lease decision on `key` decided (its row `r` as read), inside the caller's transaction. */
-  function apply(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>, record: RecordChange, nowMs: number): void {
+  /**
+   * Writes what a lease decision on `key` decided (its row `r` as read: `stored` when it is the
+   * stored row, not the fence base's floor), inside the caller's transaction.
+   */
+  function apply(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>, record: RecordChange, nowMs: number, stored = r !== undefined): void {
     for (const id of d.queue?.remove ?? []) q.removeWaiter.run(key.project, key.name, id);
     const add = d.queue?.add;
     if (add) q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs, since_ms: add.sinceMs });
@@ -76,7 +84,9 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
         // The fence only grows; a decision that would lower it is a bug, never a write.
         throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${r.fencing_token}`);
       }
-      q.upsertLease.run({
+      const w = d.write;
+      if (stored) q.updateLease.run(w.holderAgentId, w.holderAgentName, w.fencingToken, w.acquiredAtMs, w.expiresAtMs, w.project, w.name);
+      else q.upsertLease.run({
         project: d.write.project,
         name: d.write.name,
         holder_agent_id: d.write.holderAgentId,
@@ -94,11 +104,12 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
       return changeTx((record) => {
         // A resource without a row stands on the store's fence base (0 until a restore raised it):
         // the rules see it as a released floor, so its first grant is base + 1 (decision D45).
-        const r = q.lease.get(key.project, key.name) ?? floorOf(key);
+        const row = q.lease.get(key.project, key.name);
+        const r = row ?? floorOf(key);
         const nowMs = now();
         const h = holderId === undefined ? undefined : q.holder.get(holderId);
         const d = decide(r && leaseFromDb(r), nowMs, waitersOf(key.project, key.name), h && agentFromDb(h));
-        apply(key, r, d, record, nowMs);
+        apply(key, r, d, record, nowMs, row !== undefined);
         return d.result;
       });
     },
