@@ -2,8 +2,7 @@
  * The lease request path's CPU: the hub's own thread time per acquire + release cycle over REST,
  * the calls ../shared/bench/lease-compare.mjs makes, with the load on a worker thread
  * (path-client.mjs) so that the hub thread's time (process.threadCpuUsage) is the hub's alone.
- * A hub in this process as `npm start` runs it: bundled by esbuild as scripts/build.mjs does
- * (tsx's own transform names every function it creates, a cost the build does not have), file
+ * A hub in this process as `npm start` runs it: the build's bundle (common/built-hub.ts), file
  * database with FULL durability, the log file on, an admin token. CPU time per cycle moves less than cycles per second on a shared
  * machine, so it is what compares two builds; run each a few times. Prints figures only.
  *
@@ -13,11 +12,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { pathToFileURL } from "node:url";
 import { Worker } from "node:worker_threads";
-import { build } from "esbuild";
 import { systemClock } from "../../src/clock.js";
-import { packagePath } from "../../src/package-root.js";
+import { createHub } from "../common/built-hub.js";
 import { benchHubConfig } from "../common/hub-config.js";
 
 const { values } = parseArgs({
@@ -31,22 +28,6 @@ const cycles = Number(values.cycles);
 const concs = values.conc!.split(",").map(Number);
 const rounds = Number(values.rounds);
 const token = "A";
-
-// The hub as the build runs it: src/hub.ts bundled with the build's settings, under dist/ so
-// that it finds the package's files (migrations) as the build does.
-const bundle = packagePath("dist", "bench", `path-hub-${process.pid}.mjs`);
-await build({
-  entryPoints: [packagePath("src", "hub.ts")],
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node22.12",
-  packages: "external",
-  outfile: bundle,
-  logLevel: "warning",
-});
-const { createHub } = (await import(pathToFileURL(bundle).href)) as typeof import("../../src/hub.js");
-fs.rmSync(bundle, { force: true });
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-bench-path-"));
 const hub = await createHub(benchHubConfig(dir, "full", { authToken: token, logPath: path.join(dir, "hub.log.jsonl") }), { clock: systemClock });

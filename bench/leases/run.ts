@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { createClient } from "@connectrpc/connect";
 import { systemClock } from "../../src/clock.js";
-import { createHub } from "../../src/hub.js";
+import { createHub } from "../common/built-hub.js";
 import { createBus } from "../../src/events/bus.js";
 import { createLeases, type LeaseChange } from "../../src/lease/leases.js";
 import type { AgentCaller } from "../../src/caller.js";

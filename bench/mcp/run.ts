@@ -20,7 +20,7 @@ import { performance, type EventLoopUtilization } from "node:perf_hooks";
 import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { systemClock } from "../../src/clock.js";
-import { createHub } from "../../src/hub.js";
+import { createHub } from "../common/built-hub.js";
 import { flagReaders, runBench } from "../common/flags.js";
 import { benchHubConfig } from "../common/hub-config.js";
 import type { Scenario, ScenarioResult, WorkerMessage } from "./worker.js";

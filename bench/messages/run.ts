@@ -16,7 +16,7 @@ import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { systemClock } from "../../src/clock.js";
 import { defaultConfig } from "../../src/config.js";
-import { createHub } from "../../src/hub.js";
+import { createHub } from "../common/built-hub.js";
 import { performance, type EventLoopUtilization } from "node:perf_hooks";
 import { flagReaders, runBench } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";

@@ -22,7 +22,7 @@ import { Session } from "node:inspector/promises";
 import { performance, PerformanceObserver, constants as perfConstants, type EventLoopUtilization } from "node:perf_hooks";
 import { systemClock } from "../../src/clock.js";
 import { defaultConfig } from "../../src/config.js";
-import { createHub } from "../../src/hub.js";
+import { createHub } from "../common/built-hub.js";
 import { flagReaders, runBench } from "../common/flags.js";
 import { fmtSummary, monoMs } from "../common/stats.js";
 import type { MemSample, OpenResult, StreamsOptions, StreamsResult, Usage } from "./load.js";
