@@ -15,7 +15,7 @@ import { fc, test } from "@fast-check/vitest";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { describeRequest } from "./checks.js";
 import { params, report, runBatch, startWorld, stopWorld, timeoutFor, type Checked, type Violation, type World } from "./harness.js";
-import { send, type RawRequest, type RawResponse } from "./raw.js";
+import { comparable, send, type RawRequest, type RawResponse } from "./raw.js";
 import { jsonSample, materializeRpc, rpcCase, rpcMethods } from "./rpc-generators.js";
 import { rpcProtocols, rpcRequest, type RpcProtocol } from "./rpc-wire.js";
 import { credHeaders, credsKinds, sampleBinary, type Creds } from "./samples.js";
@@ -31,17 +31,7 @@ afterAll(async () => {
   await stopWorld(w);
 });
 
-/** Headers that frame the message on the wire rather than say anything in it. */
-const framing = new Set(["date", "content-length", "transfer-encoding", "connection", "keep-alive"]);
 const readOnly = /^(Get|List|Read|Watch|Check|Subscribe|ServerReflectionInfo)/;
-
-const comparable = (r: RawResponse) => ({
-  outcome: r.outcome,
-  status: r.status,
-  headers: Object.fromEntries(Object.entries(r.headers).filter(([k]) => !framing.has(k))),
-  body: r.body.toString("base64"),
-  trailers: r.trailers,
-});
 
 /** Sends `req` with the switch on each setting; the answers must match. */
 async function bothWays(req: RawRequest, p: RpcProtocol, m: DescMethod, label: string): Promise<Checked> {

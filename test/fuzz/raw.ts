@@ -33,6 +33,18 @@ export interface RawResponse {
   detail?: string;
 }
 
+/** Headers that frame the message on the wire rather than say anything in it. */
+const framing = new Set(["date", "content-length", "transfer-encoding", "connection", "keep-alive"]);
+
+/** What two answers must share to be the same HTTP message (the differential suites): all but the framing. */
+export const comparable = (r: RawResponse) => ({
+  outcome: r.outcome,
+  status: r.status,
+  headers: Object.fromEntries(Object.entries(r.headers).filter(([k]) => !framing.has(k))),
+  body: r.body.toString("base64"),
+  trailers: r.trailers,
+});
+
 const TIMEOUT_MS = Number(process.env.FUZZ_TIMEOUT_MS ?? 5_000);
 
 /** Set by a world that runs on TLS (harness.ts, FUZZ_TLS=1): every exchange goes over TLS with this CA. */

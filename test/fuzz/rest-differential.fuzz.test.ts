@@ -14,7 +14,7 @@ import { fc, test } from "@fast-check/vitest";
 import { describeRequest } from "./checks.js";
 import { jsonContentTypes, pathVariables, restCase, restRoutes as routes, routed, routeName } from "./generators.js";
 import { params, report, runBatch, startWorld, stopWorld, timeoutFor, type Checked, type Violation, type World } from "./harness.js";
-import { send, type RawRequest, type RawResponse, type Transport } from "./raw.js";
+import { comparable, send, type RawRequest, type RawResponse, type Transport } from "./raw.js";
 import { byName, label, materialize, sampleQuery } from "./rest-cases.js";
 import { credHeaders, credsKinds, pathValue, sampleJson, type Creds } from "./samples.js";
 import { startTestHub } from "../fixtures/hub.js";
@@ -30,15 +30,6 @@ afterAll(async () => {
   await stopWorld(w);
 });
 
-/** Headers that frame the message on the wire rather than say anything in it. */
-const framing = new Set(["date", "content-length", "transfer-encoding", "connection", "keep-alive"]);
-
-const comparable = (r: RawResponse) => ({
-  outcome: r.outcome,
-  status: r.status,
-  headers: Object.fromEntries(Object.entries(r.headers).filter(([k]) => !framing.has(k))),
-  body: r.body.toString("base64"),
-});
 
 /** `req` with one well-formed request id of its own (a generated one would differ between the two answers). */
 const withRequestId = (req: RawRequest): RawRequest => ({
