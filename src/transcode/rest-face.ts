@@ -1,4 +1,3 @@
-import { isUtf8 } from "node:buffer";
 import { STATUS_CODES, type ServerResponse } from "node:http";
 import { create, isMessage, type DescMessage, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
@@ -35,16 +34,8 @@ export interface RestFaceDeps {
   shutdownSignal: AbortSignal;
 }
 
-/**
- * The body as text: bytes that are not UTF-8 are refused instead of replaced (a name must not
- * change), and a leading byte order mark is dropped, as a fatal TextDecoder reads it; checked
- * with isUtf8 and decoded by Buffer, several times cheaper per body than the decoder.
- */
-function utf8Text(bytes: Buffer): string {
-  if (!isUtf8(bytes)) throw new TypeError("the body is not UTF-8");
-  const bom = bytes.length >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
-  return bytes.toString("utf8", bom ? 3 : 0);
-}
+/** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
+const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 /** Headers the REST face forwards to the RPC handler. */
 const forwarded = ["authorization", "x-kxm-agent-id", "x-kxm-agent-key"];
@@ -138,7 +129,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     if (type !== "application/json") throw errors.unsupportedMediaType();
     let parsed: unknown;
     try {
-      parsed = JSON.parse(utf8Text(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+      parsed = JSON.parse(utf8.decode(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
     } catch {
       throw errors.invalidJson("request body must be a JSON object in UTF-8");
     }
@@ -172,7 +163,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
         signal: clientGoneSignal(res),
       });
-      return { message: out.message, headers: out.header as HeaderView };
+      return { message: out.message, headers: out.header };
     } catch (e) {
       if (e instanceof ConnectError) return { error: e, headers: e.metadata as HeaderView };
       throw e;
