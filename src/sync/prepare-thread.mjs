@@ -1,5 +1,6 @@
-// The prepare pool's worker thread starts here (prepare-pool.ts): on Node 20 a worker thread does
-// not inherit tsx's loader, so this registers it, then loads the worker module from its source.
+// The prepare pool's worker thread starts here (prepare-pool.ts) when the hub runs from its
+// sources (the tests): it registers tsx's loader in the thread, then loads the worker module from
+// its source. The build starts dist/prepare-worker.mjs instead.
 import { register } from "tsx/esm/api";
 
 register();
