@@ -165,7 +165,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       });
       return { message: out.message, headers: out.header };
     } catch (e) {
-      if (e instanceof ConnectError) return { error: e, headers: e.metadata as HeaderView };
+      if (e instanceof ConnectError) return { error: e, headers: e.metadata };
       throw e;
     }
   }

@@ -13,6 +13,7 @@ import {
 } from "@connectrpc/connect";
 import { errors } from "../errors.js";
 import { asHeaders, type HeaderView } from "../http/header-bag.js";
+import type { WireSwitch } from "./adapter.js";
 
 /** A unary call made in-process: the request message, its headers and context values. */
 export interface InProcessCall {
@@ -47,12 +48,6 @@ export interface UnaryRules {
   run(method: DescMethod, input: InProcessCall, invoke: () => Promise<ImplAnswer>): Promise<InProcessAnswer>;
 }
 
-/** Which way in-process unary calls go: "connect" runs them through the interceptor chain itself. */
-export interface DirectSwitch {
-  mode: "fast" | "connect";
-  /** Counts the calls served by the rules as plain calls (a test's evidence of the way taken). */
-  directServed?: number;
-}
 
 /** A server-streaming call made in-process: its signal ends the stream (client gone, shutdown). */
 export interface InProcessStreamCall extends InProcessCall {
@@ -86,7 +81,8 @@ export function createInProcessCaller(
   register: (router: ConnectRouter) => void,
   interceptors: Interceptor[],
   signal: AbortSignal,
-  direct?: { rules: UnaryRules; wire: DirectSwitch },
+  /** The rules as plain calls, unless the wire switch says "connect" (then the chain itself). */
+  direct?: { rules: UnaryRules; wire: WireSwitch },
 ) {
   const specs = new Map<string, UnarySpec>();
   const streamSpecs = new Map<string, StreamSpec>();

@@ -122,8 +122,8 @@ export function sqliteBatches(
   db: Database.Database,
   walSync: () => WalSync | undefined,
   hooks: BatchHooks = { beforeBatch() {}, wrote() {} },
-  writes: { readonly count: number } = countWrites(db),
 ): BatchBackend<Work> {
+  const writes = countWrites(db);
   const s = {
     begin: db.prepare("BEGIN IMMEDIATE"),
     commit: db.prepare("COMMIT"),
