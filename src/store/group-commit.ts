@@ -58,6 +58,8 @@ export class GroupCommit<W> {
   constructor(
     private readonly backend: BatchBackend<W>,
     private readonly maxBatch = 128,
+    /** Called each time nothing is left queued or in flight. */
+    private readonly onIdle?: () => void,
   ) {}
 
   /** Queues one work; resolves with its value (or rejects with its error) once durable. */
@@ -138,5 +140,6 @@ export class GroupCommit<W> {
 
   private wake(): void {
     for (const resolve of this.drained.splice(0)) resolve();
+    this.onIdle?.();
   }
 }

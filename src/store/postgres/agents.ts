@@ -22,7 +22,7 @@ export const runtimesOfProject = "SELECT * FROM runtime_presence WHERE project =
  * order, every lease it holds or waits for, and writes them through the lease concern (leases.ts).
  */
 export function createPostgresAgents(
-  { tx, changeTx, rows, now, snapshot, head }: PgAccess,
+  { tx, changeTx, rows, now, hubNow, snapshot, head }: PgAccess,
   leases: Pick<ReturnType<typeof createPostgresLeases>, "apply" | "waitersOf">,
 ): AgentStore {
   async function writeAgent(t: PgTx, a: AgentRow): Promise<void> {
@@ -41,16 +41,22 @@ export function createPostgresAgents(
     ]);
   }
 
-  /** Marks offline the agents `where` selects (locked in registration order), recording a change for each. */
-  function offline(where: string, staleAfterMs: number | undefined, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
-    return changeTx(async (t, record) => {
+  /**
+   * Marks offline the agents `where` selects (locked in registration order), recording a change
+   * for each. The projects they are in are read first, and their heads locked before the agents;
+   * an agent of another project that goes stale meanwhile is left to the next sweep.
+   */
+  async function offline(where: string, staleAfterMs: number | undefined, change: ChangeOf<AgentRow>): Promise<AgentRow[]> {
+    const params = (nowMs: number) => (staleAfterMs === undefined ? [] : [nowMs - staleAfterMs]);
+    const projects = (await rows<{ project: string }>(`SELECT DISTINCT project FROM agents WHERE ${where}`, params(hubNow()))).map((r) => r.project);
+    if (projects.length === 0) return [];
+    return changeTx(projects, async (t, record) => {
       const nowMs = await now(t);
-      const params = staleAfterMs === undefined ? [] : [nowMs - staleAfterMs];
       const found = (
         await t.query<AgentDb & { reg: number }>(
-          `WITH locked AS (SELECT id FROM agents WHERE ${where} ORDER BY reg_seq FOR UPDATE)
+          `WITH locked AS (SELECT id FROM agents WHERE ${where} AND project = ANY($${params(0).length + 1}::text[]) ORDER BY reg_seq FOR UPDATE)
            UPDATE agents a SET online = false FROM locked WHERE a.id = locked.id RETURNING a.reg_seq AS reg, ${agentColumns.split(", ").map((c) => `a.${c}`).join(", ")}`,
-          params,
+          [...params(nowMs), projects],
         )
       ).rows;
       const swept = byRegistration(found).map(agentFromDb);
@@ -61,6 +67,12 @@ export function createPostgresAgents(
       return swept;
     });
   }
+
+  /**
+   * The project of agent `id`, which never changes: the project its decisions declare (none for
+   * an unknown agent, whose decision records nothing).
+   */
+  const projectOf = async (id: string): Promise<string[]> => (await rows<{ project: string }>("SELECT project FROM agents WHERE id = $1", [id])).map((r) => r.project);
 
   const getAgent = async (id: string): Promise<AgentRow | undefined> => {
     const [r] = await rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1`, [id]);
@@ -81,7 +93,7 @@ export function createPostgresAgents(
     },
 
     decideRegistration(project, nameKey, decide) {
-      return changeTx(async (t, record) => {
+      return changeTx(project, async (t, record) => {
         const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [project, nameKey])).rows;
         const nowMs = await now(t);
         const d = decide(r && agentFromDb(r), nowMs);
@@ -91,8 +103,8 @@ export function createPostgresAgents(
       });
     },
 
-    decideAgent(id, decide) {
-      return changeTx(async (t, record) => {
+    async decideAgent(id, decide) {
+      return changeTx(await projectOf(id), async (t, record) => {
         const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
         const nowMs = await now(t);
         const d = decide(r && agentFromDb(r), nowMs);
@@ -106,8 +118,8 @@ export function createPostgresAgents(
       });
     },
 
-    decideAgentLeases(find, decide) {
-      return changeTx(async (t, record) => {
+    async decideAgentLeases(find, decide) {
+      return changeTx("agentId" in find ? await projectOf(find.agentId) : find.project, async (t, record) => {
         const [r] = (
           "agentId" in find
             ? await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [find.agentId])
@@ -170,7 +182,7 @@ export function createPostgresAgents(
     sweepStaleAgents: (staleAfterMs, change) => offline("online AND last_seen_at < $1", staleAfterMs, change),
 
     decideRuntime(project, runtimeId, decide) {
-      return changeTx(async (t, record) => {
+      return changeTx(project, async (t, record) => {
         const [r] = (await t.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE", [project, runtimeId])).rows;
         const nowMs = await now(t);
         const d = decide(r && runtimeFromDb(r), nowMs);
@@ -191,18 +203,22 @@ export function createPostgresAgents(
       return (await rows<RuntimeDb>(runtimesOfProject, [project])).map(runtimeFromDb);
     },
 
-    sweepExpiredRuntimes(staleAfterMs, change) {
-      return changeTx(async (t, record) => {
+    async sweepExpiredRuntimes(staleAfterMs, change) {
+      // Their projects first, whose heads are locked before the runtimes (as for agents, above).
+      const stale = "NOT expiry_noted AND heartbeat_at <= $1";
+      const projects = (await rows<{ project: string }>(`SELECT DISTINCT project FROM runtime_presence WHERE ${stale}`, [hubNow() - staleAfterMs])).map((r) => r.project);
+      if (projects.length === 0) return [];
+      return changeTx(projects, async (t, record) => {
         const nowMs = await now(t);
         // Locked in key order, and skipped when another replica's sweep holds them: that sweep
         // records their lapse.
         const expired = (
           await t.query<RuntimeDb>(
-            `WITH due AS (SELECT project, runtime_id FROM runtime_presence WHERE NOT expiry_noted AND heartbeat_at <= $1
+            `WITH due AS (SELECT project, runtime_id FROM runtime_presence WHERE ${stale} AND project = ANY($2::text[])
                ORDER BY project, runtime_id FOR UPDATE SKIP LOCKED)
              UPDATE runtime_presence r SET expiry_noted = true FROM due WHERE r.project = due.project AND r.runtime_id = due.runtime_id
              RETURNING r.*`,
-            [nowMs - staleAfterMs],
+            [nowMs - staleAfterMs, projects],
           )
         ).rows
           .map(runtimeFromDb)

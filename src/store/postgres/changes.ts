@@ -5,15 +5,31 @@ import type { createTail } from "./tail.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 
 /**
- * Numbers and stores one change. The head row is locked from here to the commit, so the changes
- * of a (project, stream) are numbered in commit order without gaps on every replica; decisions
- * record their change last, to hold that lock for as short a time as they can. A stream's first
- * change is numbered from the fence base, which a restore raises.
+ * Numbers and stores one change. The head row is locked (lockHeads, first in the transaction) until
+ * the commit, so the changes of a (project, stream) are numbered in commit order without gaps on
+ * every replica. A stream's first change is numbered from the fence base, which a restore raises.
  */
 const recordChange = `WITH h AS (
     INSERT INTO watch_heads (project, stream, head) SELECT $1, $2, floor + 1 FROM fence_base WHERE id = 1
     ON CONFLICT (project, stream) DO UPDATE SET head = watch_heads.head + 1 RETURNING head)
   INSERT INTO watch_changes (project, stream, seq, at_ms, body, origin) SELECT $1, $2, head, $3, $4, $5 FROM h RETURNING seq`;
+
+/** Every stream a project's changes go to, in the order their head rows are locked (see lockHeads). */
+const streams: readonly ChangeStream[] = ["leases", "messages", "presence", "runs", "tokens"];
+
+/**
+ * Locks the head rows of `projects` (every stream of each), in (project, stream) order, before
+ * the transaction locks anything else. Every transaction that records a change does this first,
+ * so one that holds a head never waits for a transaction that wants it: batches of decisions
+ * (batches.ts) hold their project's heads from their first statement to their COMMIT without
+ * deadlocking with other hubs. Rows a project does not have yet are created at the fence base (a
+ * head at the base is what no row means), then locked in the same order.
+ */
+const lockHeadRows = `SELECT count(*)::int AS n FROM (
+    SELECT 1 FROM watch_heads WHERE project = ANY($1::text[]) ORDER BY project, stream FOR UPDATE) locked`;
+const createHeadRows = `INSERT INTO watch_heads (project, stream, head)
+  SELECT p, s, f.floor FROM unnest($1::text[]) p, unnest($2::text[]) s, fence_base f WHERE f.id = 1 ORDER BY p, s
+  ON CONFLICT (project, stream) DO NOTHING`;
 
 const changeHead = `coalesce((SELECT head FROM watch_heads WHERE project = $1 AND stream = $2), (SELECT floor FROM fence_base WHERE id = 1))`;
 
@@ -91,6 +107,13 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
     /** The newest number of a stream (its base when it has none), as `t` sees it. */
     async head(t: PgTx, project: string, stream: ChangeStream): Promise<number> {
       return (await t.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, stream])).rows[0]!.head;
+    },
+    /** Locks the head rows of `projects` before anything else in `t` (see lockHeadRows). */
+    async lockHeads(t: PgTx, projects: readonly string[]): Promise<void> {
+      const want = projects.length * streams.length;
+      if ((await t.query<{ n: number }>(lockHeadRows, [projects])).rows[0]!.n === want) return;
+      await t.query(createHeadRows, [projects, streams]);
+      await t.query(lockHeadRows, [projects]);
     },
     /** Numbers and stores one change inside the caller's decision; returns it as listeners get it. */
     async append(t: PgTx, project: string, stream: ChangeStream, body: unknown, atMs: number): Promise<StreamChange> {

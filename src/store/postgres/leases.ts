@@ -67,7 +67,7 @@ export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }
 
   const store: LeaseStore = {
     decideLease(key, decide, holderId) {
-      return changeTx(async (t, record) => {
+      return changeTx(key.project, async (t, record) => {
         // The would-be holder first, share-locked: an eviction (agent, then its leases, both locked
         // for update) is either committed before this reads it, or waits for this decision.
         const [agent] =

@@ -24,7 +24,10 @@ const upsertMessage = `INSERT INTO messages (${columns.join(", ")})
  * way (`FOR UPDATE`). Two replicas sending with one idempotency key race on the unique index:
  * the loser's decision runs again and sees the winner's message (postgres/transaction.ts).
  */
-export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head }: PgAccess, tail: ReturnType<typeof createTail>): MessageStore {
+/** The messages an expiry sweep may end. */
+const due = "status IN ('queued', 'delivered')";
+
+export function createPostgresMessages({ tx, changeTx, rows, now, hubNow, snapshot, head }: PgAccess, tail: ReturnType<typeof createTail>): MessageStore {
   /**
    * Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor;
    * records its change last.
@@ -77,7 +80,7 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
 
   return {
     decideSend<T>(query: { senderId: string; idempotencyKey?: string; project: string; target: string }, decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>) {
-      return handedOver(changeTx(async (t, record) => {
+      return handedOver(changeTx(query.project, async (t, record) => {
         const existing = query.idempotencyKey
           ? (await t.query<MessageDb>("SELECT * FROM messages WHERE from_id = $1 AND idempotency_key = $2", [query.senderId, query.idempotencyKey])).rows[0]
           : undefined;
@@ -93,8 +96,10 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
       }));
     },
 
-    decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
-      return handedOver(changeTx(async (t, record) => {
+    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
+      // A message's project never changes: read first, it is the project the decision declares.
+      const [of] = await rows<{ project: string }>("SELECT project FROM messages WHERE id = $1", [id]);
+      return handedOver(changeTx(of ? of.project : [], async (t, record) => {
         const [r] = (await t.query<MessageDb>("SELECT * FROM messages WHERE id = $1 FOR UPDATE", [id])).rows;
         const d = decide(r && messageFromDb(r), await now(t));
         return { result: d.result, events: await apply(t, d, record) };
@@ -145,17 +150,21 @@ export function createPostgresMessages({ tx, changeTx, rows, now, snapshot, head
     },
 
     async expireMessages(error: string, change: ChangeOf<MessageRow>) {
-      const { events } = await handedOver(changeTx(async (t, record) => {
+      // The projects with messages due, whose heads the sweep locks first; messages of other
+      // projects that fall due meanwhile are left to the next sweep.
+      const projects = (await rows<{ project: string }>(`SELECT DISTINCT project FROM messages WHERE ${due} AND expires_at <= $1`, [hubNow()])).map((r) => r.project);
+      if (projects.length === 0) return [];
+      const { events } = await handedOver(changeTx(projects, async (t, record) => {
         const nowMs = await now(t);
         // Locked, and re-checked after a wait: a message another replica expired meanwhile drops out.
-        const due = (
+        const found = (
           await t.query<MessageDb>(
-            "SELECT * FROM messages WHERE status IN ('queued', 'delivered') AND expires_at <= $1 ORDER BY expires_at, id FOR UPDATE",
-            [nowMs],
+            `SELECT * FROM messages WHERE ${due} AND expires_at <= $1 AND project = ANY($2::text[]) ORDER BY expires_at, id FOR UPDATE`,
+            [nowMs, projects],
           )
         ).rows;
         const events: InboxEvent[] = [];
-        for (const r of due) events.push(...(await apply(t, expiryDecision(messageFromDb(r), nowMs, error, change), record)));
+        for (const r of found) events.push(...(await apply(t, expiryDecision(messageFromDb(r), nowMs, error, change), record)));
         return { events };
       }));
       return events;

@@ -14,7 +14,9 @@ import { migrate } from "./schema.js";
 import { createPostgresSync } from "./sync.js";
 import { createTail } from "./tail.js";
 import { createPostgresTokens } from "./tokens.js";
-import { runTransaction, storeError, type PgAccess, type PgRecordChange, type PgTx } from "./transaction.js";
+import { GroupCommit } from "../group-commit.js";
+import { pgBatches, recorder } from "./batches.js";
+import { runTransaction, storeError, type PgAccess, type PgChangeWork, type PgTx } from "./transaction.js";
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database` */
@@ -35,6 +37,12 @@ export interface PostgresStoreOptions {
  * change before a watcher there does (plus the commit of any older transaction still running).
  */
 const tailIntervalMs = 20;
+
+/**
+ * The most decisions of one project a batch holds. A batch holds the project's head rows from its
+ * first statement to its COMMIT, so the decisions of other hubs on that project wait for it.
+ */
+const maxBatch = 64;
 
 /** bigint columns come back as numbers: every one the hub stores (ms times, tokens) is below 2^53. */
 export const bigintAsNumber = {
@@ -57,6 +65,8 @@ export class PostgresStore implements HubStore {
   private readonly stats: CommitStats = { commits: 0, works: 0 };
   /** Decisions running now (close waits for them). */
   private readonly running = new Set<Promise<unknown>>();
+  /** The batches of each project with decisions queued or in flight on this hub (batches.ts). */
+  private readonly batches = new Map<string, GroupCommit<PgChangeWork>>();
   private readonly changeLog: ReturnType<typeof createPostgresChanges>;
   readonly agents: AgentStore;
   readonly leases: LeaseStore;
@@ -73,9 +83,10 @@ export class PostgresStore implements HubStore {
   ) {
     const access: PgAccess = {
       tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work),
-      changeTx: (work) => this.changeTx(work),
+      changeTx: (projects, work) => this.changeTx(projects, work),
       rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params),
       now: (tx: PgTx) => this.decisionTime(tx),
+      hubNow: () => this.now(),
       snapshot: (read) => this.snapshotRead(read),
       head: (tx, project, stream) => this.changeLog.head(tx, project, stream),
     };
@@ -147,6 +158,10 @@ export class PostgresStore implements HubStore {
       this.stats.works++;
       return value;
     });
+    return this.track(p);
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
     this.running.add(p);
     const done = () => this.running.delete(p);
     p.then(done, done);
@@ -154,20 +169,38 @@ export class PostgresStore implements HubStore {
   }
 
   /**
-   * One decision that may record changes (`record`, inside its transaction); they are handed to
-   * the change listeners once it has committed, never when it rolled back or ran again.
+   * One decision that may record changes in the projects it declares. A decision on one project
+   * joins the next batch of that project on this hub (batches.ts); one on several (a sweep), or
+   * on none, is a transaction of its own that locks their heads first, in the same order. Its
+   * changes are handed to the listeners once it has committed, never when it rolled back.
    */
-  private changeTx<T>(work: (tx: PgTx, record: PgRecordChange) => Promise<T>): Promise<T> {
+  private changeTx<T>(projects: string | readonly string[], work: PgChangeWork<T>): Promise<T> {
+    const declared = typeof projects === "string" ? [projects] : [...new Set(projects)];
+    if (declared.length === 1) return this.track(this.batchOf(declared[0]!).submit<T>(work as PgChangeWork));
     let changes: StreamChange[] = [];
     return this.tx(async (tx) => {
       changes = [];
-      return work(tx, async (project, stream, body, atMs) => {
-        changes.push(await this.changeLog.append(tx, project, stream, body, atMs));
-      });
+      if (declared.length > 0) await this.changeLog.lockHeads(tx, declared);
+      return work(tx, recorder(tx, declared, this.changeLog, changes));
     }).then((result) => {
       this.changeLog.emit(changes);
       return result;
     });
+  }
+
+  /** The batches of `project`, made on its first decision and dropped when they are idle. */
+  private batchOf(project: string): GroupCommit<PgChangeWork> {
+    let batches = this.batches.get(project);
+    if (batches) return batches;
+    const backend = pgBatches(this.pool, project, this.changeLog, (works) => {
+      this.stats.commits++;
+      this.stats.works += works;
+    });
+    batches = new GroupCommit(backend, maxBatch, () => {
+      if (this.batches.get(project) === batches) this.batches.delete(project);
+    });
+    this.batches.set(project, batches);
+    return batches;
   }
 
   private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
@@ -178,7 +211,7 @@ export class PostgresStore implements HubStore {
     }
   }
 
-  /** Committed decisions, one transaction each (a commit and a work per decision). */
+  /** Committed transactions (a batch of a project's decisions is one) and the decisions in them. */
   commitStats(): Readonly<CommitStats> {
     return this.stats;
   }

@@ -48,8 +48,10 @@ const insertTypes = ["text", "text", "bigint", "text", "text", "text", "text", "
 export function createPostgresSync({ changeTx, rows, now, snapshot, head }: PgAccess): SyncStore {
   return {
     pushSyncEvents(events: SyncEventRow[], decide: (event: SyncEventRow, ctx: IngestContext) => IngestOutcome, changes: SyncChanges) {
-      return changeTx(async (t, record) => {
-        /** The changes for watchers, recorded last (each locks its stream's head until the commit). */
+      // A push records changes only in the hub projects of its events (an event is accepted only
+      // into a run of its own hub project), whose heads it locks first.
+      return changeTx([...new Set(events.map((e) => e.hubProject))], async (t, record) => {
+        /** The changes for watchers, recorded last. */
         const recorded: { project: string; change: ChangeRecord }[] = [];
         const projectIds = [...new Set(events.map((e) => e.projectId))];
         const runPairs = [...new Map(events.map((e) => [keyOf(e.projectId, e.runId), e])).values()];

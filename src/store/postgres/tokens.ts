@@ -26,7 +26,7 @@ export function createPostgresTokens({ tx, changeTx, rows, now }: PgAccess): Tok
 
   return {
     decideToken: (project, id, decide) =>
-      changeTx(async (t, record) => {
+      changeTx(project, async (t, record) => {
         await t.query(lockProject, [project]);
         const [found] = (await t.query<TokenDb>("SELECT * FROM project_tokens WHERE id = $1 FOR UPDATE", [id])).rows;
         const nowMs = await now(t);
@@ -58,7 +58,7 @@ export function createPostgresTokens({ tx, changeTx, rows, now }: PgAccess): Tok
       });
       const noted: ProjectTokenRow[] = [];
       for (const d of due) {
-        const done = await changeTx(async (t, record) => {
+        const done = await changeTx(d.project, async (t, record) => {
           const [r] = (await t.query<TokenDb>("UPDATE project_tokens SET expiry_noted = true WHERE id = $1 AND NOT expiry_noted RETURNING *", [d.id])).rows;
           if (!r) return undefined; // another hub noted it meanwhile
           const nowMs = await now(t);

@@ -15,15 +15,22 @@ export interface PgAccess {
   /** One decision, its own transaction; resolves once it is committed. */
   tx<T>(work: (tx: PgTx) => Promise<T>): Promise<T>;
   /**
-   * One decision that may record changes for watchers (`record`, inside its transaction, last:
-   * it locks the stream's head row until the commit); they are handed to the change listeners
-   * once it has committed.
+   * One decision that may record changes for watchers (`record`, inside its transaction), in the
+   * projects it declares beforehand: their head rows are locked first (changes.ts lockHeads), and
+   * recording in a project it did not declare is a bug that throws. The changes are handed to the
+   * change listeners once it has committed. A decision on one project joins that project's next
+   * batch (batches.ts); one on several (a sweep) or none runs on its own.
    */
-  changeTx<T>(work: (tx: PgTx, record: PgRecordChange) => Promise<T>): Promise<T>;
+  changeTx<T>(projects: string | readonly string[], work: PgChangeWork<T>): Promise<T>;
   /** A read on the pool: what is committed. */
   rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
   /** The time of a decision, inside its transaction (the database's clock unless one is injected). */
   now(tx: PgTx): Promise<number>;
+  /**
+   * The time as this hub follows the database's clock (the injected clock in tests), for reads
+   * that choose what a decision will lock: the decision reads `now` again inside.
+   */
+  hubNow(): number;
   /** Several reads that see one snapshot of the database (REPEATABLE READ, read only). */
   snapshot<T>(read: (tx: PgTx) => Promise<T>): Promise<T>;
   /** The newest number of a project's stream as `tx` sees it (changes.ts). */
@@ -33,6 +40,9 @@ export interface PgAccess {
 /** A decision's body: reads, the pure decide, writes; returns its result. */
 export type PgWork<T> = (tx: PgTx) => Promise<T>;
 
+/** The body of a decision that may record changes. */
+export type PgChangeWork<T = unknown> = (tx: PgTx, record: PgRecordChange) => Promise<T>;
+
 /**
  * PostgreSQL errors after which a decision's transaction is rolled back and run again, on what is
  * committed by then: another hub created the same row first (`unique_violation`: the insert
@@ -41,7 +51,13 @@ export type PgWork<T> = (tx: PgTx) => Promise<T>;
  * of what it reads, so running it again is safe.
  */
 const retryable = new Set(["23505", "40P01", "40001"]);
-const maxAttempts = 5;
+export const maxAttempts = 5;
+
+/** Whether a decision that threw `e` runs again (above). */
+export function isRetryable(e: unknown): boolean {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" && retryable.has(code);
+}
 
 /**
  * The error as the store reports it: a database that cannot be reached is StoreUnavailable (a
@@ -62,10 +78,8 @@ export function storeError(e: unknown): unknown {
  * Runs one decision as one transaction on a pooled connection and resolves once its COMMIT,
  * durable in PostgreSQL (`synchronous_commit` on by default), has returned. Decisions run
  * concurrently, one connection each, so the pool's size is the store's parallelism; PostgreSQL
- * flushes the WAL of commits that arrive together at once, which is group commit done by the
- * database. (One transaction per batch of decisions, as on SQLite, would hold every row a batch
- * locked until its end: hubs whose batches lock rows in different orders would deadlock, and a
- * deadlock is only found after `deadlock_timeout`.) A decision that throws is rolled back; one
+ * flushes the WAL of commits that arrive together at once. (The decisions that record changes
+ * of one project run in batches instead, batches.ts.) A decision that throws is rolled back; one
  * that loses a race (above) runs again; a connection that fails is StoreUnavailable, and the
  * decision is not answered.
  */
@@ -89,8 +103,7 @@ export async function runTransaction<T>(pool: pg.Pool, work: PgWork<T>, begin = 
       } catch (rollback) {
         broken = rollback as Error; // the connection is gone: it is not handed out again
       }
-      const code = (e as { code?: unknown }).code;
-      if (!broken && typeof code === "string" && retryable.has(code) && attempt < maxAttempts) continue;
+      if (!broken && isRetryable(e) && attempt < maxAttempts) continue;
       throw storeError(e);
     } finally {
       client.release(broken);
