@@ -4,32 +4,43 @@ import { ChangeListeners } from "../change-listeners.js";
 import type { createTail } from "./tail.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 
-/**
- * Numbers and stores one change. The head row is locked (lockHeads, first in the transaction) until
- * the commit, so the changes of a (project, stream) are numbered in commit order without gaps on
- * every replica. A stream's first change is numbered from the fence base, which a restore raises.
- */
-const recordChange = `WITH h AS (
-    INSERT INTO watch_heads (project, stream, head) SELECT $1, $2, floor + 1 FROM fence_base WHERE id = 1
-    ON CONFLICT (project, stream) DO UPDATE SET head = watch_heads.head + 1 RETURNING head)
-  INSERT INTO watch_changes (project, stream, seq, at_ms, body, origin) SELECT $1, $2, head, $3, $4, $5 FROM h RETURNING seq`;
-
 /** Every stream a project's changes go to, in the order their head rows are locked (see lockHeads). */
 const streams: readonly ChangeStream[] = ["leases", "messages", "presence", "runs", "tokens"];
 
 /**
  * Locks the head rows of `projects` (every stream of each), in (project, stream) order, before
- * the transaction locks anything else. Every transaction that records a change does this first,
- * so one that holds a head never waits for a transaction that wants it: batches of decisions
- * (batches.ts) hold their project's heads from their first statement to their COMMIT without
- * deadlocking with other hubs. Rows a project does not have yet are created at the fence base (a
- * head at the base is what no row means), then locked in the same order.
+ * the transaction locks anything else, and reads them with the database's clock. Every
+ * transaction that records a change does this first, so one that holds a head never waits for a
+ * transaction that wants it: batches of decisions (batches.ts) hold their project's heads from
+ * their first statement to their COMMIT without deadlocking with other hubs. Rows a project does
+ * not have yet are created at the fence base (a head at the base is what no row means), then
+ * locked in the same order.
  */
-const lockHeadRows = `SELECT count(*)::int AS n FROM (
-    SELECT 1 FROM watch_heads WHERE project = ANY($1::text[]) ORDER BY project, stream FOR UPDATE) locked`;
+const lockHeadRows = `SELECT project, stream, head, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+  FROM watch_heads WHERE project = ANY($1::text[]) ORDER BY project, stream FOR UPDATE`;
 const createHeadRows = `INSERT INTO watch_heads (project, stream, head)
   SELECT p, s, f.floor FROM unnest($1::text[]) p, unnest($2::text[]) s, fence_base f WHERE f.id = 1 ORDER BY p, s
   ON CONFLICT (project, stream) DO NOTHING`;
+
+/**
+ * Stores a transaction's changes, numbered (numberChanges) from the heads it locked, and moves
+ * those heads, in one statement at the end of the transaction.
+ */
+const writeChanges = `WITH c AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS c (project, stream, seq, at_ms, body)),
+  h AS (
+    UPDATE watch_heads w SET head = m.seq FROM (SELECT project, stream, max(seq) AS seq FROM c GROUP BY project, stream) m
+    WHERE w.project = m.project AND w.stream = m.stream)
+  INSERT INTO watch_changes (project, stream, seq, at_ms, body, origin) SELECT project, stream, seq, at_ms, body, $6 FROM c`;
+
+/** A change a decision recorded, not numbered yet. */
+export type RecordedChange = Omit<StreamChange, "seq">;
+
+/** The head rows a transaction holds (by `project\0stream`), and the database's clock when it locked them. */
+export interface LockedHeads {
+  heads: Map<string, number>;
+  nowMs: number;
+}
 
 const changeHead = `coalesce((SELECT head FROM watch_heads WHERE project = $1 AND stream = $2), (SELECT floor FROM fence_base WHERE id = 1))`;
 
@@ -108,17 +119,38 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
     async head(t: PgTx, project: string, stream: ChangeStream): Promise<number> {
       return (await t.query<{ head: number }>(`SELECT ${changeHead} AS head`, [project, stream])).rows[0]!.head;
     },
-    /** Locks the head rows of `projects` before anything else in `t` (see lockHeadRows). */
-    async lockHeads(t: PgTx, projects: readonly string[]): Promise<void> {
-      const want = projects.length * streams.length;
-      if ((await t.query<{ n: number }>(lockHeadRows, [projects])).rows[0]!.n === want) return;
-      await t.query(createHeadRows, [projects, streams]);
-      await t.query(lockHeadRows, [projects]);
+    /** Locks the head rows of `projects` before anything else in `t` (see lockHeadRows), into `into`. */
+    async lockHeads(t: PgTx, projects: readonly string[], into: LockedHeads): Promise<void> {
+      let found = (await t.query<{ project: string; stream: string; head: number; now_ms: number }>(lockHeadRows, [projects])).rows;
+      if (found.length < projects.length * streams.length) {
+        await t.query(createHeadRows, [projects, streams]);
+        found = (await t.query<{ project: string; stream: string; head: number; now_ms: number }>(lockHeadRows, [projects])).rows;
+      }
+      for (const r of found) into.heads.set(`${r.project}\0${r.stream}`, r.head);
+      into.nowMs = found[0]!.now_ms;
     },
-    /** Numbers and stores one change inside the caller's decision; returns it as listeners get it. */
-    async append(t: PgTx, project: string, stream: ChangeStream, body: unknown, atMs: number): Promise<StreamChange> {
-      const r = await t.query<{ seq: number }>(recordChange, [project, stream, atMs, JSON.stringify(body), origin]);
-      return { project, stream, seq: r.rows[0]!.seq, atMs, body };
+    /**
+     * Numbers `recorded` in order from the heads in `locked` (which move on), stores them and their
+     * heads in `t`; returns them as the listeners get them once `t` has committed.
+     */
+    async writeChanges(t: PgTx, locked: LockedHeads, recorded: readonly RecordedChange[]): Promise<StreamChange[]> {
+      if (recorded.length === 0) return [];
+      const changes = recorded.map((c) => {
+        const key = `${c.project}\0${c.stream}`;
+        const seq = locked.heads.get(key);
+        if (seq === undefined) throw new Error(`a change in ${key.replace("\0", "/")} was recorded without its head locked`);
+        locked.heads.set(key, seq + 1);
+        return { ...c, seq: seq + 1 };
+      });
+      await t.query(writeChanges, [
+        changes.map((c) => c.project),
+        changes.map((c) => c.stream),
+        changes.map((c) => c.seq),
+        changes.map((c) => c.atMs),
+        changes.map((c) => JSON.stringify(c.body)),
+        origin,
+      ]);
+      return changes;
     },
     /** Hands a committed decision's changes to the listeners. */
     emit: (changes: readonly StreamChange[]) => listeners.emit(changes),

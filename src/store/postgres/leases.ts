@@ -6,6 +6,22 @@ import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
 import type { LeaseKey, LeaseRow } from "../../domain.js";
 
 /**
+ * What a lease decision is shown, in one statement, locked in this order:
+ * - the would-be holder (when there is one), share-locked: an eviction (agent, then its leases,
+ *   both locked for update) is either committed before this reads it, or waits for this decision;
+ * - the lease row, locked until the decision commits (decisions on one resource from every
+ *   replica take turns; a resource without a row stands on the fence base, 0 until a restore
+ *   raised it);
+ * - its queue. The statement's snapshot is taken after the decision's transaction locked the
+ *   project's heads, and every transaction that changes a project's queues holds those heads
+ *   (changes.ts lockHeads), so the queue it reads is the latest.
+ */
+const decisionRows = `WITH l AS (SELECT * FROM leases WHERE project = $1 AND name = $2 FOR UPDATE)
+  SELECT (SELECT to_json(a) FROM (SELECT ${agentColumns} FROM agents WHERE id = $3 FOR SHARE) a) AS agent,
+    (SELECT to_json(l) FROM l) AS lease,
+    (SELECT coalesce(json_agg(w ORDER BY w.seq), '[]') FROM lease_waiters w WHERE w.project = $1 AND w.name = $2) AS waiters`;
+
+/**
  * The lease concern of the PostgreSQL store, the same decisions as on SQLite (sqlite/leases.ts).
  * A decision locks the would-be holder (shared), then the lease row, until it commits: decisions
  * on one resource from every replica take turns. `apply` and `waitersOf` serve the agent
@@ -68,23 +84,18 @@ export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }
   const store: LeaseStore = {
     decideLease(key, decide, holderId) {
       return changeTx(key.project, async (t, record) => {
-        // The would-be holder first, share-locked: an eviction (agent, then its leases, both locked
-        // for update) is either committed before this reads it, or waits for this decision.
-        const [agent] =
-          holderId === undefined ? [] : (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR SHARE`, [holderId])).rows;
-        // The row, locked until the decision commits: decisions on one resource from every replica
-        // take turns. A resource without a row stands on the fence base (0 until a restore raised it).
-        const [row] = (await t.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND name = $2 FOR UPDATE", [key.project, key.name])).rows;
-        let current = row;
+        const { agent, lease: row, waiters: queued } = (
+          await t.query<{ agent: AgentDb | null; lease: LeaseDb | null; waiters: WaiterDb[] }>(decisionRows, [key.project, key.name, holderId ?? null])
+        ).rows[0]!;
+        let current = row ?? undefined;
         if (!current) {
           const base = (await t.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1")).rows[0]?.floor ?? 0;
           if (base > 0) current = floorRow(key, base);
         }
         const nowMs = await now(t);
-        // The queue is read under the lease row's lock: waiters are added only by decisions that hold it.
-        const waiters = row ? await waitersOf(t, key) : [];
-        const d = decide(current && leaseFromDb(current), nowMs, waiters, agent && agentFromDb(agent));
-        await apply(t, key, row, current, d, record, nowMs);
+        const waiters = row ? queued.map(waiterFromDb) : [];
+        const d = decide(current && leaseFromDb(current), nowMs, waiters, agent ? agentFromDb(agent) : undefined);
+        await apply(t, key, row ?? undefined, current, d, record, nowMs);
         return d.result;
       });
     },
@@ -119,9 +130,16 @@ export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }
     purgeLapsedLeases(afterMs: number): Promise<LeaseRow[]> {
       return tx(async (t) => {
         const cutoffMs = (await now(t)) - afterMs;
-        // The rows as they were, then cleared; their tokens stay as floors.
-        const before = (await t.query<LeaseDb>("SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= $1 ORDER BY project, name FOR UPDATE", [cutoffMs])).rows;
-        await t.query("UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL WHERE holder_agent_id IS NOT NULL AND expires_at <= $1", [cutoffMs]);
+        // The rows as they were, then cleared; their tokens stay as floors. A row a decision holds
+        // is skipped, not waited for (that decision may hold rows this one locked: the next sweep
+        // clears it).
+        const before = (
+          await t.query<LeaseDb>("SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= $1 ORDER BY project, name FOR UPDATE SKIP LOCKED", [cutoffMs])
+        ).rows;
+        await t.query("UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL WHERE (project, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))", [
+          before.map((l) => l.project),
+          before.map((l) => l.name),
+        ]);
         return before.map(leaseFromDb);
       });
     },

@@ -173,9 +173,10 @@ export function createPostgresMessages({ tx, changeTx, rows, now, hubNow, snapsh
     purgeMessages(retainMs: number) {
       return tx(async (t) => {
         const cutoffMs = (await now(t)) - retainMs;
+        // A message a decision holds is skipped, not waited for: the next purge takes it.
         const ended = (
           await t.query<MessageDb>(
-            `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id FOR UPDATE`,
+            `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id FOR UPDATE SKIP LOCKED`,
             [cutoffMs],
           )
         ).rows;

@@ -7,7 +7,7 @@ import { StoreOpenError, type CommitStats, type HubStore, type ProjectCounts, ty
 import type { SyncStore } from "../sync-store.js";
 import type { TokenStore } from "../token-store.js";
 import { createPostgresAgents } from "./agents.js";
-import { createPostgresChanges } from "./changes.js";
+import { createPostgresChanges, type LockedHeads, type RecordedChange } from "./changes.js";
 import { createPostgresLeases } from "./leases.js";
 import { createPostgresMessages } from "./messages.js";
 import { migrate } from "./schema.js";
@@ -136,8 +136,9 @@ export class PostgresStore implements HubStore {
    */
   private async decisionTime(tx: PgTx): Promise<number> {
     if (this.clock) return this.clock.now();
-    const r = await tx.query<{ now: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now");
-    const dbNow = r.rows[0]!.now;
+    const dbNow = tx.clockMs
+      ? tx.clockMs()
+      : (await tx.query<{ now: number }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now")).rows[0]!.now;
     this.reading = { dbMs: dbNow, atMs: performance.now() };
     return dbNow;
   }
@@ -179,9 +180,12 @@ export class PostgresStore implements HubStore {
     if (declared.length === 1) return this.track(this.batchOf(declared[0]!).submit<T>(work as PgChangeWork));
     let changes: StreamChange[] = [];
     return this.tx(async (tx) => {
-      changes = [];
-      if (declared.length > 0) await this.changeLog.lockHeads(tx, declared);
-      return work(tx, recorder(tx, declared, this.changeLog, changes));
+      const locked: LockedHeads = { heads: new Map(), nowMs: 0 };
+      const recorded: RecordedChange[] = [];
+      if (declared.length > 0) await this.changeLog.lockHeads(tx, declared, locked);
+      const result = await work(tx, recorder(tx, declared, this.changeLog, locked, recorded));
+      changes = await this.changeLog.writeChanges(tx, locked, recorded);
+      return result;
     }).then((result) => {
       this.changeLog.emit(changes);
       return result;

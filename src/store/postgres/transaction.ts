@@ -5,6 +5,8 @@ import { StoreUnavailable } from "../store.js";
 /** How a decision runs its statements: inside its own transaction, on its pooled connection. */
 export interface PgTx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<pg.QueryResult<R>>;
+  /** The database's time for the decisions of a batch (batches.ts), when it runs in one. */
+  clockMs?(): number;
 }
 
 /** Numbers and stores one change of a project's stream, inside the decision. */
