@@ -56,7 +56,9 @@ interface Hub {
 /** `kxm-hub serve` with `env`; resolves at its start-up line. */
 function startHub(env: Record<string, string>): Promise<Hub> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
-  const child = spawn(process.execPath, [bin, "serve"], {
+  // BENCH_HUB_NODE_ARGS: Node flags for the hubs (`--cpu-prof --cpu-prof-dir=DIR` to profile them).
+  const nodeArgs = process.env.BENCH_HUB_NODE_ARGS?.split(" ").filter(Boolean) ?? [];
+  const child = spawn(process.execPath, [...nodeArgs, bin, "serve"], {
     cwd: repo,
     env: { ...base, KXM_PORT: "0", KXM_LOG_PATH: "-", KXM_LOG_LEVEL: process.env.BENCH_HUB_ERRORS ? "info" : "error", KXM_RATE_LIMIT_MAX: "100000000", ...env },
     stdio: ["ignore", "pipe", "inherit"],

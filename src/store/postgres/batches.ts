@@ -74,6 +74,39 @@ function batchTx(client: pg.ClientBase, locked: LockedHeads): BatchTx {
   return tx as BatchTx;
 }
 
+/**
+ * Decisions of one kind that a batch runs together, in memory (a run of lease decisions, say):
+ * what they decide on is read and locked in one statement, each is decided in order against
+ * that and what the earlier ones decided, and what they decided is written in one statement.
+ * Three round trips however many decisions, where each would take two or three on its own.
+ */
+export interface SegmentKind<I> {
+  /** A segment's state for one run of decisions of `project`. */
+  open(project: string): Segment<I>;
+}
+
+export interface Segment<I> {
+  /** Reads and locks, in one statement, what `items` decide on. */
+  load(tx: PgTx, items: readonly I[]): Promise<void>;
+  /**
+   * Decides one item at `nowMs`, against what is loaded and what the earlier items decided;
+   * records its changes (in the batch's project) and returns its result. One that throws must
+   * have changed nothing: it is a refusal.
+   */
+  decide(item: I, nowMs: number, record: (stream: RecordedChange["stream"], body: unknown, atMs: number) => void): unknown;
+  /** Writes what the items decided. */
+  flush(tx: PgTx): Promise<void>;
+}
+
+/** A decision run in a segment: its kind, and what it decides on. */
+export interface SegmentWork<I = unknown> {
+  kind: SegmentKind<I>;
+  item: I;
+}
+
+/** What a project's batches run: decisions that run their own statements, and segment decisions. */
+export type BatchWork = PgChangeWork | SegmentWork;
+
 /** A work whose failure cannot be undone without a savepoint: the batch runs again with one per work. */
 class NeedsSavepoints extends Error {}
 
@@ -93,10 +126,16 @@ class NeedsSavepoints extends Error {}
  * A batch whose connection fails, or whose head lock or COMMIT fails, is rejected whole: none of
  * it is answered, none of it applied (a race there runs the whole batch again).
  */
-export function pgBatches(pool: pg.Pool, project: string, log: ChangeLog, committed: (works: number) => void): BatchBackend<PgChangeWork> {
+export function pgBatches(
+  pool: pg.Pool,
+  project: string,
+  log: ChangeLog,
+  now: (tx: PgTx) => Promise<number>,
+  committed: (works: number) => void,
+): BatchBackend<BatchWork> {
   const declared = [project];
   return {
-    async commit(works: PgChangeWork[]): Promise<WorkOutcome[]> {
+    async commit(works: BatchWork[]): Promise<WorkOutcome[]> {
       let savepoints = false;
       for (let attempt = 1; ; attempt++) {
         let client: pg.PoolClient;
@@ -113,14 +152,27 @@ export function pgBatches(pool: pg.Pool, project: string, log: ChangeLog, commit
           await log.lockHeads(tx, declared, locked);
           const outcomes: WorkOutcome[] = [];
           const recorded: RecordedChange[] = [];
-          if (works.length === 1) {
-            // Alone, a decision needs no savepoint: what it throws rolls back the transaction.
-            const value = await works[0]!(tx, recorder(tx, declared, log, locked, recorded));
-            outcomes.push({ ok: true, value, wrote: recorded.length > 0 });
-          } else {
-            for (const [i, work] of works.entries()) {
-              if (savepoints) await client.query(i === 0 ? "SAVEPOINT decision" : "RELEASE SAVEPOINT decision; SAVEPOINT decision");
+          /** Whether a savepoint is open (savepoints are only used around decisions that run their own statements). */
+          let open = false;
+          for (let i = 0; i < works.length; ) {
+            const work = works[i]!;
+            if (typeof work !== "function") {
+              let end = i + 1;
+              while (end < works.length && (works[end] as SegmentWork).kind === work.kind) end++;
+              if (open) await client.query("RELEASE SAVEPOINT decision");
+              open = false;
+              outcomes.push(...(await runSegment(tx, project, works.slice(i, end) as SegmentWork[], await now(tx), recorded)));
+              i = end;
+            } else if (works.length === 1) {
+              // Alone, a decision needs no savepoint: what it throws rolls back the transaction.
+              const value = await work(tx, recorder(tx, declared, log, locked, recorded));
+              outcomes.push({ ok: true, value, wrote: recorded.length > 0 });
+              i++;
+            } else {
+              if (savepoints) await client.query(open ? "RELEASE SAVEPOINT decision; SAVEPOINT decision" : "SAVEPOINT decision");
+              open = savepoints;
               outcomes.push(await runOne(client, tx, work, savepoints, recorder.bind(null, tx, declared, log, locked), recorded));
+              i++;
             }
           }
           const changes = await log.writeChanges(tx, locked, recorded);
@@ -147,6 +199,27 @@ export function pgBatches(pool: pg.Pool, project: string, log: ChangeLog, commit
       }
     },
   };
+}
+
+/** A run of segment decisions of one kind: loaded, decided in order at `nowMs`, flushed; their outcomes. */
+async function runSegment(tx: PgTx, project: string, works: readonly SegmentWork[], nowMs: number, recorded: RecordedChange[]): Promise<WorkOutcome[]> {
+  const segment = works[0]!.kind.open(project);
+  await segment.load(
+    tx,
+    works.map((w) => w.item),
+  );
+  const outcomes = works.map((w): WorkOutcome => {
+    const own: RecordedChange[] = [];
+    try {
+      const value = segment.decide(w.item, nowMs, (stream, body, atMs) => own.push({ project, stream, body, atMs }));
+      recorded.push(...own);
+      return { ok: true, value, wrote: own.length > 0 };
+    } catch (error) {
+      return { ok: false, error };
+    }
+  });
+  await segment.flush(tx);
+  return outcomes;
 }
 
 /**

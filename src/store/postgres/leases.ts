@@ -2,24 +2,171 @@ import { changesOf } from "../change-feed.js";
 import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
 import { agentFromDb, floorRow, leaseFromDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import { agentColumns } from "./rows.js";
+import type { SegmentKind } from "./batches.js";
 import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
-import type { LeaseKey, LeaseRow } from "../../domain.js";
+import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
 
 /**
- * What a lease decision is shown, in one statement, locked in this order:
- * - the would-be holder (when there is one), share-locked: an eviction (agent, then its leases,
- *   both locked for update) is either committed before this reads it, or waits for this decision;
- * - the lease row, locked until the decision commits (decisions on one resource from every
- *   replica take turns; a resource without a row stands on the fence base, 0 until a restore
- *   raised it);
- * - its queue. The statement's snapshot is taken after the decision's transaction locked the
- *   project's heads, and every transaction that changes a project's queues holds those heads
- *   (changes.ts lockHeads), so the queue it reads is the latest.
+ * What a run of lease decisions of one project is shown (leaseSegment), in one statement, locked
+ * in this order:
+ * - their would-be holders, share-locked by id: an eviction (agent, then its leases, both locked
+ *   for update) is either committed before this reads them, or waits for these decisions;
+ * - their lease rows, locked by name until the batch commits (decisions on one resource from
+ *   every replica take turns; a resource without a row stands on the fence base, 0 until a
+ *   restore raised it);
+ * - their queues. The statement's snapshot is taken after the batch locked the project's heads,
+ *   and every transaction that changes a project's queues holds those heads (changes.ts
+ *   lockHeads), so the queues it reads are the latest.
  */
-const decisionRows = `WITH l AS (SELECT * FROM leases WHERE project = $1 AND name = $2 FOR UPDATE)
-  SELECT (SELECT to_json(a) FROM (SELECT ${agentColumns} FROM agents WHERE id = $3 FOR SHARE) a) AS agent,
-    (SELECT to_json(l) FROM l) AS lease,
-    (SELECT coalesce(json_agg(w ORDER BY w.seq), '[]') FROM lease_waiters w WHERE w.project = $1 AND w.name = $2) AS waiters`;
+const loadSegment = `WITH a AS (SELECT ${agentColumns} FROM agents WHERE id = ANY($3::text[]) ORDER BY id FOR SHARE),
+    l AS (SELECT * FROM leases WHERE project = $1 AND name = ANY($2::text[]) ORDER BY name FOR UPDATE)
+  SELECT (SELECT coalesce(json_agg(a), '[]') FROM a) AS agents,
+    (SELECT coalesce(json_agg(l), '[]') FROM l) AS leases,
+    (SELECT coalesce(json_agg(w ORDER BY w.name, w.seq), '[]') FROM lease_waiters w WHERE w.project = $1 AND w.name = ANY($2::text[])) AS waiters,
+    (SELECT floor FROM fence_base WHERE id = 1) AS floor`;
+
+/** What a run of lease decisions decided, written in one statement (the waiters gone with the rows). */
+const flushSegment = `WITH gone AS (DELETE FROM lease_waiters WHERE project = $1 AND id = ANY($2::text[]))
+  INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+  SELECT $1, * FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[])
+  ON CONFLICT (project, name) DO UPDATE SET holder_agent_id = excluded.holder_agent_id, holder_agent_name = excluded.holder_agent_name,
+    fencing_token = excluded.fencing_token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`;
+
+/** The waiters a run of lease decisions queued, after flushSegment removed those that left. */
+const queueWaiters = `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
+  SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])`;
+
+/** One lease decision of a batch: what `decideLease` was given. */
+interface LeaseItem {
+  key: LeaseKey;
+  decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], holder: AgentRow | undefined) => LeaseDecision<unknown>;
+  holderId: string | undefined;
+}
+
+/**
+ * Checks what a lease decision on `key` decided, shown `current` (`row` when the resource has
+ * one): it writes that key only, never lowers the fence, and queues a waiter only behind a row.
+ * A decision that breaks one of these is a bug, never a write: it throws.
+ */
+function checkLeaseDecision(key: LeaseKey, row: LeaseDb | undefined, current: LeaseDb | undefined, d: LeaseDecision<unknown>): void {
+  if (d.queue?.add && !row) throw new Error(`a waiter for ${JSON.stringify(key)} is queued behind no lease`);
+  if (d.write) {
+    // A decision writes the row it was shown, never another key: that is the isolation.
+    if (d.write.project !== key.project || d.write.name !== key.name) {
+      throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
+    }
+    if (current && d.write.fencingToken < current.fencing_token) {
+      // The fence only grows; a decision that would lower it is a bug, never a write.
+      throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${current.fencing_token}`);
+    }
+  }
+}
+
+const leaseToDb = (l: LeaseRow): LeaseDb => ({
+  project: l.project,
+  name: l.name,
+  holder_agent_id: l.holderAgentId,
+  holder_agent_name: l.holderAgentName,
+  fencing_token: l.fencingToken,
+  acquired_at: l.acquiredAtMs,
+  expires_at: l.expiresAtMs,
+});
+
+/**
+ * Lease decisions run together in a batch (batches.ts): their rows, holders and queues read in
+ * one statement, each decided in order against them (a later decision on the same resource sees
+ * what the earlier one decided), and what they decided written in one or two statements.
+ */
+const leaseSegment: SegmentKind<LeaseItem> = {
+  open(project) {
+    const rows = new Map<string, LeaseDb>();
+    const queues = new Map<string, WaiterDb[]>();
+    const holders = new Map<string, AgentDb>();
+    let floor = 0;
+    const written = new Set<string>();
+    const left: string[] = [];
+    const queued: (WaiterDb & { name: string })[] = [];
+    return {
+      async load(tx, items) {
+        const names = [...new Set(items.map((i) => i.key.name))];
+        const ids = [...new Set(items.flatMap((i) => (i.holderId === undefined ? [] : [i.holderId])))];
+        const found = (
+          await tx.query<{ agents: AgentDb[]; leases: LeaseDb[]; waiters: (WaiterDb & { name: string })[]; floor: number | null }>(loadSegment, [project, names, ids])
+        ).rows[0]!;
+        for (const a of found.agents) holders.set(a.id, a);
+        for (const l of found.leases) rows.set(l.name, l);
+        for (const w of found.waiters) (queues.get(w.name) ?? queues.set(w.name, []).get(w.name)!).push(w);
+        floor = found.floor ?? 0;
+      },
+      decide({ key, decide, holderId }, nowMs, record) {
+        const row = rows.get(key.name);
+        const current = row ?? (floor > 0 ? floorRow(key, floor) : undefined);
+        const queue = row ? (queues.get(key.name) ?? []) : [];
+        const holder = holderId === undefined ? undefined : holders.get(holderId);
+        const d = decide(current && leaseFromDb(current), nowMs, queue.map(waiterFromDb), holder && agentFromDb(holder));
+        // Everything that may throw comes first: a refusal changes nothing.
+        const result = d.result;
+        checkLeaseDecision(key, row, current, d);
+        const remove = new Set(d.queue?.remove ?? []);
+        let next = queue.filter((w) => !remove.has(w.id));
+        for (const w of queue) if (remove.has(w.id)) left.push(w.id);
+        const add = d.queue?.add;
+        if (add) {
+          const w = {
+            seq: next.reduce((max, x) => Math.max(max, x.seq), 0) + 1,
+            id: add.id,
+            agent_id: add.agentId,
+            agent_name: add.agentName,
+            ttl_ms: add.ttlMs,
+            deadline_ms: add.deadlineMs,
+            since_ms: add.sinceMs,
+          };
+          next = [...next, w];
+          queued.push({ ...w, name: key.name });
+        }
+        queues.set(key.name, next);
+        if (d.write) {
+          rows.set(key.name, leaseToDb(d.write));
+          written.add(key.name);
+        }
+        for (const c of changesOf(d)) record(c.stream, c.body, nowMs);
+        return result;
+      },
+      async flush(tx) {
+        // A waiter queued and gone again within the run was never written: it is neither deleted nor inserted.
+        const stays = queued.filter((w) => !left.includes(w.id));
+        const newIds = new Set(queued.map((w) => w.id));
+        const gone = left.filter((id) => !newIds.has(id));
+        const leases = [...written].map((name) => rows.get(name)!);
+        if (gone.length > 0 || leases.length > 0) {
+          await tx.query(flushSegment, [
+            project,
+            gone,
+            leases.map((l) => l.name),
+            leases.map((l) => l.holder_agent_id),
+            leases.map((l) => l.holder_agent_name),
+            leases.map((l) => l.fencing_token),
+            leases.map((l) => l.acquired_at),
+            leases.map((l) => l.expires_at),
+          ]);
+        }
+        if (stays.length > 0) {
+          await tx.query(queueWaiters, [
+            project,
+            stays.map((w) => w.name),
+            stays.map((w) => w.seq),
+            stays.map((w) => w.id),
+            stays.map((w) => w.agent_id),
+            stays.map((w) => w.agent_name),
+            stays.map((w) => w.ttl_ms),
+            stays.map((w) => w.deadline_ms),
+            stays.map((w) => w.since_ms),
+          ]);
+        }
+      },
+    };
+  },
+};
 
 /**
  * The lease concern of the PostgreSQL store, the same decisions as on SQLite (sqlite/leases.ts).
@@ -27,7 +174,7 @@ const decisionRows = `WITH l AS (SELECT * FROM leases WHERE project = $1 AND nam
  * on one resource from every replica take turns. `apply` and `waitersOf` serve the agent
  * decisions that end an instance (agents.ts).
  */
-export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }: PgAccess) {
+export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }: PgAccess) {
   async function waitersOf(t: PgTx, key: LeaseKey): Promise<LeaseWaiter[]> {
     return (await t.query<WaiterDb>("SELECT * FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq", [key.project, key.name])).rows.map(waiterFromDb);
   }
@@ -37,12 +184,12 @@ export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }
    * locked row (absent: none yet), `current` what the decision was shown (a floor row for none).
    */
   async function apply(t: PgTx, key: LeaseKey, row: LeaseDb | undefined, current: LeaseDb | undefined, d: LeaseDecision<unknown>, record: PgRecordChange, nowMs: number): Promise<void> {
+    checkLeaseDecision(key, row, current, d);
     for (const id of d.queue?.remove ?? []) {
       await t.query("DELETE FROM lease_waiters WHERE project = $1 AND name = $2 AND id = $3", [key.project, key.name, id]);
     }
     const add = d.queue?.add;
     if (add) {
-      if (!row) throw new Error(`a waiter for ${JSON.stringify(key)} is queued behind no lease`);
       await t.query(
         `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
          SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7, $8 FROM lease_waiters WHERE project = $1 AND name = $2`,
@@ -50,14 +197,6 @@ export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }
       );
     }
     if (d.write) {
-      // A decision writes the row it was shown, never another key: that is the isolation.
-      if (d.write.project !== key.project || d.write.name !== key.name) {
-        throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
-      }
-      if (current && d.write.fencingToken < current.fencing_token) {
-        // The fence only grows; a decision that would lower it is a bug, never a write.
-        throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${current.fencing_token}`);
-      }
       const values = [
         d.write.project,
         d.write.name,
@@ -67,8 +206,6 @@ export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }
         d.write.acquiredAtMs,
         d.write.expiresAtMs,
       ];
-      // A new row is a plain INSERT: if another replica inserted it meanwhile, this one waits
-      // for it and fails with unique_violation, and the decision runs again on its row.
       await t.query(
         row
           ? `UPDATE leases SET holder_agent_id = $3, holder_agent_name = $4, fencing_token = $5, acquired_at = $6, expires_at = $7
@@ -82,22 +219,8 @@ export function createPostgresLeases({ tx, changeTx, rows, now, snapshot, head }
   }
 
   const store: LeaseStore = {
-    decideLease(key, decide, holderId) {
-      return changeTx(key.project, async (t, record) => {
-        const { agent, lease: row, waiters: queued } = (
-          await t.query<{ agent: AgentDb | null; lease: LeaseDb | null; waiters: WaiterDb[] }>(decisionRows, [key.project, key.name, holderId ?? null])
-        ).rows[0]!;
-        let current = row ?? undefined;
-        if (!current) {
-          const base = (await t.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1")).rows[0]?.floor ?? 0;
-          if (base > 0) current = floorRow(key, base);
-        }
-        const nowMs = await now(t);
-        const waiters = row ? queued.map(waiterFromDb) : [];
-        const d = decide(current && leaseFromDb(current), nowMs, waiters, agent ? agentFromDb(agent) : undefined);
-        await apply(t, key, row ?? undefined, current, d, record, nowMs);
-        return d.result;
-      });
+    decideLease<T>(key: LeaseKey, decide: LeaseItem["decide"], holderId?: string) {
+      return batched<LeaseItem, T>(key.project, leaseSegment, { key, decide, holderId });
     },
 
     async leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]> {

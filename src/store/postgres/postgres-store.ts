@@ -15,7 +15,7 @@ import { createPostgresSync } from "./sync.js";
 import { createTail } from "./tail.js";
 import { createPostgresTokens } from "./tokens.js";
 import { GroupCommit } from "../group-commit.js";
-import { pgBatches, recorder } from "./batches.js";
+import { pgBatches, recorder, type BatchWork, type SegmentKind } from "./batches.js";
 import { runTransaction, storeError, type PgAccess, type PgChangeWork, type PgTx } from "./transaction.js";
 
 export interface PostgresStoreOptions {
@@ -66,7 +66,7 @@ export class PostgresStore implements HubStore {
   /** Decisions running now (close waits for them). */
   private readonly running = new Set<Promise<unknown>>();
   /** The batches of each project with decisions queued or in flight on this hub (batches.ts). */
-  private readonly batches = new Map<string, GroupCommit<PgChangeWork>>();
+  private readonly batches = new Map<string, GroupCommit<BatchWork>>();
   private readonly changeLog: ReturnType<typeof createPostgresChanges>;
   readonly agents: AgentStore;
   readonly leases: LeaseStore;
@@ -84,6 +84,7 @@ export class PostgresStore implements HubStore {
     const access: PgAccess = {
       tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work),
       changeTx: (projects, work) => this.changeTx(projects, work),
+      batched: <I, T>(project: string, kind: SegmentKind<I>, item: I) => this.track(this.batchOf(project).submit<T>({ kind: kind as SegmentKind<unknown>, item })),
       rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params),
       now: (tx: PgTx) => this.decisionTime(tx),
       hubNow: () => this.now(),
@@ -193,10 +194,10 @@ export class PostgresStore implements HubStore {
   }
 
   /** The batches of `project`, made on its first decision and dropped when they are idle. */
-  private batchOf(project: string): GroupCommit<PgChangeWork> {
+  private batchOf(project: string): GroupCommit<BatchWork> {
     let batches = this.batches.get(project);
     if (batches) return batches;
-    const backend = pgBatches(this.pool, project, this.changeLog, (works) => {
+    const backend = pgBatches(this.pool, project, this.changeLog, (tx) => this.decisionTime(tx), (works) => {
       this.stats.commits++;
       this.stats.works += works;
     });

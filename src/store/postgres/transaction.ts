@@ -1,5 +1,6 @@
 import type pg from "pg";
 import type { ChangeStream } from "../change-feed.js";
+import type { SegmentKind } from "./batches.js";
 import { StoreUnavailable } from "../store.js";
 
 /** How a decision runs its statements: inside its own transaction, on its pooled connection. */
@@ -24,6 +25,11 @@ export interface PgAccess {
    * batch (batches.ts); one on several (a sweep) or none runs on its own.
    */
   changeTx<T>(projects: string | readonly string[], work: PgChangeWork<T>): Promise<T>;
+  /**
+   * A decision of a kind that runs in segments (batches.ts SegmentKind), in `project`'s next
+   * batch on this hub; resolves once that batch has committed.
+   */
+  batched<I, T>(project: string, kind: SegmentKind<I>, item: I): Promise<T>;
   /** A read on the pool: what is committed. */
   rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
   /** The time of a decision, inside its transaction (the database's clock unless one is injected). */
