@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { StreamChange } from "../change-feed.js";
 import type { BatchBackend, WorkOutcome } from "../group-commit.js";
 import type { LockedHeads, RecordedChange } from "./changes.js";
-import { isRetryable, maxAttempts, storeError, type PgChangeWork, type PgRecordChange, type PgTx } from "./transaction.js";
+import { isRetryable, maxAttempts, namedStatement, storeError, type PgChangeWork, type PgRecordChange, type PgTx } from "./transaction.js";
 
 /** What a transaction that records changes needs of the change log (changes.ts). */
 export interface ChangeLog {
@@ -31,10 +31,6 @@ export function recorder(t: PgTx, projects: readonly string[], log: ChangeLog, l
   };
 }
 
-/** Each statement's name on every connection, and whether it may write. */
-const statements = new Map<string, { name: string; writes: boolean }>();
-/** Beyond this many texts, statements run unnamed (a safeguard: the decisions' statements are a fixed set). */
-const maxNamed = 512;
 
 /**
  * A connection inside a batch: runs each statement as a named prepared statement, so PostgreSQL
@@ -61,8 +57,7 @@ function batchTx(client: pg.ClientBase, locked: LockedHeads): BatchTx {
       return Math.round(lockedMs + (performance.now() - lockedAt));
     },
     query(text: string, values?: unknown[]) {
-      let s = statements.get(text);
-      if (s === undefined && statements.size < maxNamed) statements.set(text, (s = { name: `kxm_${statements.size + 1}`, writes: !/^\s*SELECT\b/i.test(text) }));
+      const s = namedStatement(text);
       if (s === undefined || s.writes) marks++;
       const run = s === undefined ? client.query(text, values) : client.query({ name: s.name, text, values: values ?? [] });
       return run.catch((e: unknown) => {

@@ -16,7 +16,7 @@ import { createTail } from "./tail.js";
 import { createPostgresTokens } from "./tokens.js";
 import { GroupCommit } from "../group-commit.js";
 import { pgBatches, recorder, type BatchWork, type SegmentKind } from "./batches.js";
-import { runTransaction, storeError, type PgAccess, type PgChangeWork, type PgTx } from "./transaction.js";
+import { namedStatement, runTransaction, storeError, type PgAccess, type PgChangeWork, type PgTx } from "./transaction.js";
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database` */
@@ -210,7 +210,8 @@ export class PostgresStore implements HubStore {
 
   private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
     try {
-      return (await this.pool.query<R>(sql, params)).rows;
+      const s = namedStatement(sql);
+      return (await (s ? this.pool.query<R>({ name: s.name, text: sql, values: params }) : this.pool.query<R>(sql, params))).rows;
     } catch (e) {
       throw storeError(e);
     }

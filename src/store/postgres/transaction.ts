@@ -45,6 +45,23 @@ export interface PgAccess {
   head(tx: PgTx, project: string, stream: ChangeStream): Promise<number>;
 }
 
+/** Each statement's name on every connection, and whether it may write. */
+const statementNames = new Map<string, { name: string; writes: boolean }>();
+/** Beyond this many texts, statements run unnamed (a safeguard: the store's statements are a fixed set). */
+const maxNamed = 512;
+
+/**
+ * The name statement `text` runs under: PostgreSQL parses and plans a named statement once per
+ * connection instead of at every run. Undefined once the safeguard's count of texts is reached.
+ */
+export function namedStatement(text: string): { name: string; writes: boolean } | undefined {
+  let s = statementNames.get(text);
+  if (s === undefined && statementNames.size < maxNamed) {
+    statementNames.set(text, (s = { name: `kxm_${statementNames.size + 1}`, writes: !/^\s*SELECT\b/i.test(text) }));
+  }
+  return s;
+}
+
 /** A decision's body: reads, the pure decide, writes; returns its result. */
 export type PgWork<T> = (tx: PgTx) => Promise<T>;
 
