@@ -42,10 +42,11 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
   /** Projects known to have had a managed token: a fact that never becomes false. */
   const withTokens = new Set<string>();
 
-  async function hasOwnTokens(project: string): Promise<boolean> {
+  /** `committed`: what projectHasTokens(project, false) answers, when it was read already (peekCaller). */
+  async function hasOwnTokens(project: string, committed?: boolean): Promise<boolean> {
     if (withTokens.has(project)) return true;
     // What is committed says no: nothing durable says yes. A yes refuses, so it must be durable.
-    const has = (await store.tokens.projectHasTokens(project, false)) && (await store.tokens.projectHasTokens(project, true));
+    const has = (committed ?? (await store.tokens.projectHasTokens(project, false))) && (await store.tokens.projectHasTokens(project, true));
     if (has) withTokens.add(project);
     return has;
   }
@@ -67,7 +68,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
    * open. Only the table's own entries count: a project called `constructor` or `__proto__` is
    * a project like any other, not a member of Object.prototype. Returns the managed token used.
    */
-  async function checkProjectToken(project: string, creds: Credentials, need: TokenScope): Promise<TokenGrant | undefined> {
+  async function checkProjectToken(project: string, creds: Credentials, need: TokenScope, committedHasTokens?: boolean): Promise<TokenGrant | undefined> {
     const presented = bearer(creds.authorization);
     const own = Object.hasOwn(projectTokens, project) ? projectTokens[project] : undefined;
     if (own && secretEquals(presented, own)) return undefined;
@@ -78,7 +79,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       if (!scopeAllows(t.scope, need)) throw errors.tokenScopeInsufficient(t.scope, need);
       return { id: t.id, project: t.project, ...(t.expiresAtMs !== undefined && { expiresAtMs: t.expiresAtMs }) };
     }
-    if (own || (await hasOwnTokens(project))) throw errors.invalidAuth();
+    if (own || (await hasOwnTokens(project, committedHasTokens))) throw errors.invalidAuth();
     if (adminToken === undefined) return undefined;
     if (!secretEquals(presented, adminToken)) throw errors.invalidAuth();
     return undefined;
@@ -96,12 +97,15 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     const known = (a: AgentRow | undefined): a is AgentRow => a !== undefined && secretMatchesHash(creds.agentKey, a.keyHash);
     // The latest row serves a success (what the call answers waits for durability anyway); a
     // refusal is an answer, so it comes only from the durable row.
-    let agent = await store.agents.peekAgent(id);
+    const peeked = await store.agents.peekCaller(id);
+    let agent = peeked?.agent;
+    let committedHasTokens = peeked?.projectHasTokens;
     if (!known(agent)) {
       agent = await store.agents.getAgent(id);
+      committedHasTokens = undefined;
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
-    const token = await checkProjectToken(agent.project, creds, "agent");
+    const token = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
     await presence.recordActivity(agent.id, agent);
     return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash, ...(token && { token }) };
   }

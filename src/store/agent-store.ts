@@ -17,14 +17,23 @@ export interface AgentLeasesDecision<T> extends Decision<AgentRow, T> {
   leases?: { key: LeaseKey; decision: LeaseDecision<unknown> }[];
 }
 
+/** What peekCaller reads. */
+export interface PeekedCaller {
+  agent: AgentRow;
+  projectHasTokens: boolean;
+}
+
 export interface AgentStore {
   getAgent(id: string): Promise<AgentRow | undefined>;
   /**
-   * The agent as the latest commit left it, without waiting for that commit to be durable: for
-   * authentication only, whose success is never an answer by itself (the call's own decision or
-   * read comes after it, and waits). A refusal must come from getAgent.
+   * The agent as the latest commit left it, without waiting for that commit to be durable, and,
+   * read with it, whether its project has managed tokens as committed (what
+   * TokenStore.projectHasTokens(project, false) answers): what authenticating an agent's call
+   * reads, in one read. For authentication only, whose success is never an answer by itself
+   * (the call's own decision or read comes after it, and waits). A refusal must come from
+   * getAgent.
    */
-  peekAgent(id: string): Promise<AgentRow | undefined>;
+  peekCaller(id: string): Promise<PeekedCaller | undefined>;
   /** Agents of a project in registration order. */
   listAgents(project: string): Promise<AgentRow[]>;
   countOnlineAgents(): Promise<number>;

@@ -202,14 +202,14 @@ describe("group commit", () => {
     expect(normal).toBe(0);
   });
 
-  it("peekAgent (authentication) sees a committed agent before its sync; getAgent waits for it", async () => {
+  it("peekCaller (authentication) sees a committed agent before its sync; getAgent waits for it", async () => {
     const held = heldSync();
     const store = open({ walSync: held.factory });
     const row = { id: "agt_1", project: "p", name: "a", purpose: "", keyHash: sha256Hex("key_1"), connectedAtMs: 1, lastSeenAtMs: 1, online: true };
     const registered = watch(store.agents.decideRegistration("p", "a", () => ({ write: row, result: 0 })));
     await turn();
     expect(held.pending()).toBe(1);
-    expect(await store.agents.peekAgent("agt_1")).toEqual(row);
+    expect((await store.agents.peekCaller("agt_1"))?.agent).toEqual(row);
     const durable = watch(store.agents.getAgent("agt_1"));
     await turn();
     expect(durable.settled).toBe(false);

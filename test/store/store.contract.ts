@@ -169,16 +169,16 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
-    it("peekAgent shows each agent as last committed, after every kind of write to it", async () => {
+    it("peekCaller shows each agent as last committed, after every kind of write to it", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);
       const a = agent("agt_1", "p", "a");
       await store.agents.decideAgent("agt_1", () => ({ write: a, result: 0 }));
       await store.agents.decideAgent("agt_2", () => ({ write: agent("agt_2", "p", "b"), result: 0 }));
-      expect(await store.agents.peekAgent("agt_1")).toEqual(a);
+      expect((await store.agents.peekCaller("agt_1"))?.agent).toEqual(a);
       // A decision that writes (a key rotated).
       await store.agents.decideAgent("agt_1", (cur) => ({ write: { ...cur!, keyHash: "11" }, result: 0 }));
-      expect((await store.agents.peekAgent("agt_1"))?.keyHash).toBe("11");
+      expect((await store.agents.peekCaller("agt_1"))?.agent?.keyHash).toBe("11");
       // A decision whose write is made and then undone: the store writes the row, then reading
       // the decision's change throws, so the decision is rolled back.
       await expect(
@@ -190,22 +190,35 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
           },
         })),
       ).rejects.toThrow("refused");
-      expect((await store.agents.peekAgent("agt_1"))?.keyHash).toBe("11");
+      expect((await store.agents.peekCaller("agt_1"))?.agent?.keyHash).toBe("11");
       expect((await store.agents.getAgent("agt_1"))?.keyHash).toBe("11");
       // The sweeps.
-      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(true);
+      expect((await store.agents.peekCaller("agt_2"))?.agent?.online).toBe(true);
       clock.ms = 10_000;
       await store.agents.sweepStaleAgents(1_000, (r) => ({ stream: "presence", body: { id: r.id } }));
-      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(false);
+      expect((await store.agents.peekCaller("agt_2"))?.agent?.online).toBe(false);
       await store.agents.decideAgent("agt_2", (cur) => ({ write: { ...cur!, online: true, lastSeenAtMs: 10_000 }, result: 0 }));
-      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(true);
+      expect((await store.agents.peekCaller("agt_2"))?.agent?.online).toBe(true);
       await store.agents.markAllAgentsOffline((r) => ({ stream: "presence", body: { id: r.id } }));
-      expect((await store.agents.peekAgent("agt_2"))?.online).toBe(false);
+      expect((await store.agents.peekCaller("agt_2"))?.agent?.online).toBe(false);
       // Forgotten agents are gone.
       clock.ms = 1_000_000;
       await store.agents.forgetAgents(1_000);
-      expect(await store.agents.peekAgent("agt_1")).toBeUndefined();
-      expect(await store.agents.peekAgent("agt_2")).toBeUndefined();
+      expect((await store.agents.peekCaller("agt_1"))?.agent).toBeUndefined();
+      expect((await store.agents.peekCaller("agt_2"))?.agent).toBeUndefined();
+      await store.close();
+    });
+
+    it("peekCaller says whether the agent's project has managed tokens, from the first one written on", async () => {
+      const store = await open();
+      await store.agents.decideAgent("agt_1", () => ({ write: agent("agt_1", "p", "a"), result: 0 }));
+      await store.agents.decideAgent("agt_2", () => ({ write: agent("agt_2", "q", "b"), result: 0 }));
+      expect((await store.agents.peekCaller("agt_1"))?.projectHasTokens).toBe(false);
+      const token = { id: "pt_0000000000000001", project: "p", scope: "agent" as const, label: "", hash: "h", createdAtMs: 1, expiryNoted: false };
+      await store.tokens.decideToken("p", token.id, () => ({ write: token, result: 0 }));
+      expect(await store.agents.peekCaller("agt_1")).toEqual({ agent: agent("agt_1", "p", "a"), projectHasTokens: true });
+      expect((await store.agents.peekCaller("agt_2"))?.projectHasTokens).toBe(false);
+      expect(await store.agents.peekCaller("agt_3")).toBeUndefined();
       await store.close();
     });
 

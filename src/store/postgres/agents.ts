@@ -82,7 +82,13 @@ export function createPostgresAgents(
   return {
     getAgent,
     /** Committed in PostgreSQL means durable: the latest row is the durable one. */
-    peekAgent: getAgent,
+    async peekCaller(id) {
+      const [r] = await rows<AgentDb & { has_tokens: boolean }>(
+        `SELECT ${agentColumns}, EXISTS (SELECT 1 FROM project_tokens t WHERE t.project = agents.project) AS has_tokens FROM agents WHERE id = $1`,
+        [id],
+      );
+      return r && { agent: agentFromDb(r), projectHasTokens: r.has_tokens };
+    },
 
     async listAgents(project) {
       return (await rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).map(agentFromDb);

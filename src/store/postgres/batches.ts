@@ -2,12 +2,12 @@ import type pg from "pg";
 import type { StreamChange } from "../change-feed.js";
 import type { BatchBackend, WorkOutcome } from "../group-commit.js";
 import type { LockedHeads, RecordedChange } from "./changes.js";
-import { isRetryable, maxAttempts, namedStatement, storeError, type PgChangeWork, type PgRecordChange, type PgTx } from "./transaction.js";
+import { isRetryable, maxAttempts, namedStatement, storeError, together, type PgChangeWork, type PgRecordChange, type PgTx, type Statement } from "./transaction.js";
 
 /** What a transaction that records changes needs of the change log (changes.ts). */
 export interface ChangeLog {
   lockHeads(t: PgTx, projects: readonly string[], into: LockedHeads): Promise<void>;
-  writeChanges(t: PgTx, locked: LockedHeads, recorded: readonly RecordedChange[]): Promise<StreamChange[]>;
+  numberChanges(locked: LockedHeads, recorded: readonly RecordedChange[]): { changes: StreamChange[]; statements: Statement[] };
   emit(changes: readonly StreamChange[]): void;
 }
 
@@ -89,8 +89,12 @@ export interface Segment<I> {
    * have changed nothing: it is a refusal.
    */
   decide(item: I, nowMs: number, record: (stream: RecordedChange["stream"], body: unknown, atMs: number) => void): unknown;
-  /** Writes what the items decided. */
-  flush(tx: PgTx): Promise<void>;
+  /**
+   * The statements that write what the items decided, in order. Those of `together` go as one
+   * statement with the batch's changes when the segment ends the batch (see transaction.ts
+   * together: each writes a table of its own, none has a WITH); `after` run after them.
+   */
+  flush(): { together: Statement[]; after: Statement[] };
 }
 
 /** A decision run in a segment: its kind, and what it decides on. */
@@ -149,6 +153,8 @@ export function pgBatches(
           const recorded: RecordedChange[] = [];
           /** Whether a savepoint is open (savepoints are only used around decisions that run their own statements). */
           let open = false;
+          /** What the last segment writes, when it ends the batch: it goes with the changes. */
+          let last: { together: Statement[]; after: Statement[] } = { together: [], after: [] };
           for (let i = 0; i < works.length; ) {
             const work = works[i]!;
             if (typeof work !== "function") {
@@ -156,7 +162,10 @@ export function pgBatches(
               while (end < works.length && (works[end] as SegmentWork).kind === work.kind) end++;
               if (open) await client.query("RELEASE SAVEPOINT decision");
               open = false;
-              outcomes.push(...(await runSegment(tx, project, works.slice(i, end) as SegmentWork[], await now(tx), recorded)));
+              const run = await runSegment(tx, project, works.slice(i, end) as SegmentWork[], await now(tx), recorded);
+              outcomes.push(...run.outcomes);
+              if (end < works.length) await write(tx, run.writes.together, run.writes.after);
+              else last = run.writes;
               i = end;
             } else if (works.length === 1) {
               // Alone, a decision needs no savepoint: what it throws rolls back the transaction.
@@ -170,7 +179,8 @@ export function pgBatches(
               i++;
             }
           }
-          const changes = await log.writeChanges(tx, locked, recorded);
+          const { changes, statements } = log.numberChanges(locked, recorded);
+          await write(tx, [...last.together, ...statements], last.after);
           await client.query("COMMIT");
           committed(works.length);
           log.emit(changes);
@@ -197,7 +207,21 @@ export function pgBatches(
 }
 
 /** A run of segment decisions of one kind: loaded, decided in order at `nowMs`, flushed; their outcomes. */
-async function runSegment(tx: PgTx, project: string, works: readonly SegmentWork[], nowMs: number, recorded: RecordedChange[]): Promise<WorkOutcome[]> {
+/** Runs `first` as one statement (transaction.ts together), then `after` one by one. */
+async function write(tx: PgTx, first: readonly Statement[], after: readonly Statement[]): Promise<void> {
+  const one = together(first);
+  if (one) await tx.query(one.text, one.values);
+  for (const st of after) await tx.query(st.text, st.values);
+}
+
+/** A run of segment decisions of one kind: loaded, decided in order at `nowMs`; their outcomes and what they write. */
+async function runSegment(
+  tx: PgTx,
+  project: string,
+  works: readonly SegmentWork[],
+  nowMs: number,
+  recorded: RecordedChange[],
+): Promise<{ outcomes: WorkOutcome[]; writes: ReturnType<Segment<unknown>["flush"]> }> {
   const segment = works[0]!.kind.open(project);
   await segment.load(
     tx,
@@ -213,8 +237,7 @@ async function runSegment(tx: PgTx, project: string, works: readonly SegmentWork
       return { ok: false, error };
     }
   });
-  await segment.flush(tx);
-  return outcomes;
+  return { outcomes, writes: segment.flush() };
 }
 
 /**

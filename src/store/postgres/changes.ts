@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { ChangeFeed, ChangeRead, ChangeStream, StreamChange } from "../change-feed.js";
 import { ChangeListeners } from "../change-listeners.js";
 import type { createTail } from "./tail.js";
-import type { PgAccess, PgTx } from "./transaction.js";
+import type { PgAccess, PgTx, Statement } from "./transaction.js";
 
 /** Every stream a project's changes go to, in the order their head rows are locked (see lockHeads). */
 const streams: readonly ChangeStream[] = ["leases", "messages", "presence", "runs", "tokens"];
@@ -23,15 +23,13 @@ const createHeadRows = `INSERT INTO watch_heads (project, stream, head)
   ON CONFLICT (project, stream) DO NOTHING`;
 
 /**
- * Stores a transaction's changes, numbered (numberChanges) from the heads it locked, and moves
- * those heads, in one statement at the end of the transaction.
+ * What a transaction's changes, numbered (numberChanges) from the heads it locked, write at its
+ * end: the heads moved on, and the changes stored.
  */
-const writeChanges = `WITH c AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[]) AS c (project, stream, seq, at_ms, body)),
-  h AS (
-    UPDATE watch_heads w SET head = m.seq FROM (SELECT project, stream, max(seq) AS seq FROM c GROUP BY project, stream) m
-    WHERE w.project = m.project AND w.stream = m.stream)
-  INSERT INTO watch_changes (project, stream, seq, at_ms, body, origin) SELECT project, stream, seq, at_ms, body, $6 FROM c`;
+const moveHeads = `UPDATE watch_heads w SET head = v.head FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v (project, stream, head)
+  WHERE w.project = v.project AND w.stream = v.stream`;
+const storeChanges = `INSERT INTO watch_changes (project, stream, seq, at_ms, body, origin)
+  SELECT *, $6 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[])`;
 
 /** A change a decision recorded, not numbered yet. */
 export type RecordedChange = Omit<StreamChange, "seq">;
@@ -130,27 +128,39 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
       into.nowMs = found[0]!.now_ms;
     },
     /**
-     * Numbers `recorded` in order from the heads in `locked` (which move on), stores them and their
-     * heads in `t`; returns them as the listeners get them once `t` has committed.
+     * Numbers `recorded` in order from the heads in `locked` (which move on); returns them as the
+     * listeners get them once their transaction has committed, and the statements that store
+     * them and move their heads (none when there are none).
      */
-    async writeChanges(t: PgTx, locked: LockedHeads, recorded: readonly RecordedChange[]): Promise<StreamChange[]> {
-      if (recorded.length === 0) return [];
+    numberChanges(locked: LockedHeads, recorded: readonly RecordedChange[]): { changes: StreamChange[]; statements: Statement[] } {
+      if (recorded.length === 0) return { changes: [], statements: [] };
+      const moved = new Map<string, { project: string; stream: string; head: number }>();
       const changes = recorded.map((c) => {
         const key = `${c.project}\0${c.stream}`;
         const seq = locked.heads.get(key);
-        if (seq === undefined) throw new Error(`a change in ${key.replace("\0", "/")} was recorded without its head locked`);
+        if (seq === undefined) throw new Error(`a change in ${c.project}/${c.stream} was recorded without its head locked`);
         locked.heads.set(key, seq + 1);
+        moved.set(key, { project: c.project, stream: c.stream, head: seq + 1 });
         return { ...c, seq: seq + 1 };
       });
-      await t.query(writeChanges, [
-        changes.map((c) => c.project),
-        changes.map((c) => c.stream),
-        changes.map((c) => c.seq),
-        changes.map((c) => c.atMs),
-        changes.map((c) => JSON.stringify(c.body)),
-        origin,
-      ]);
-      return changes;
+      const heads = [...moved.values()];
+      return {
+        changes,
+        statements: [
+          { text: moveHeads, values: [heads.map((h) => h.project), heads.map((h) => h.stream), heads.map((h) => h.head)] },
+          {
+            text: storeChanges,
+            values: [
+              changes.map((c) => c.project),
+              changes.map((c) => c.stream),
+              changes.map((c) => c.seq),
+              changes.map((c) => c.atMs),
+              changes.map((c) => JSON.stringify(c.body)),
+              origin,
+            ],
+          },
+        ],
+      };
     },
     /** Hands a committed decision's changes to the listeners. */
     emit: (changes: readonly StreamChange[]) => listeners.emit(changes),

@@ -3,7 +3,7 @@ import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWait
 import { agentFromDb, floorRow, leaseFromDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import { agentColumns } from "./rows.js";
 import type { SegmentKind } from "./batches.js";
-import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
+import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
 import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
 
 /**
@@ -25,14 +25,14 @@ const loadSegment = `WITH a AS (SELECT ${agentColumns} FROM agents WHERE id = AN
     (SELECT coalesce(json_agg(w ORDER BY w.name, w.seq), '[]') FROM lease_waiters w WHERE w.project = $1 AND w.name = ANY($2::text[])) AS waiters,
     (SELECT floor FROM fence_base WHERE id = 1) AS floor`;
 
-/** What a run of lease decisions decided, written in one statement (the waiters gone with the rows). */
-const flushSegment = `WITH gone AS (DELETE FROM lease_waiters WHERE project = $1 AND id = ANY($2::text[]))
-  INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
-  SELECT $1, * FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::bigint[])
+/** What a run of lease decisions decided: the waiters that left, and the rows written. */
+const dropWaiters = `DELETE FROM lease_waiters WHERE project = $1 AND id = ANY($2::text[])`;
+const writeLeases = `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+  SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[])
   ON CONFLICT (project, name) DO UPDATE SET holder_agent_id = excluded.holder_agent_id, holder_agent_name = excluded.holder_agent_name,
     fencing_token = excluded.fencing_token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at`;
 
-/** The waiters a run of lease decisions queued, after flushSegment removed those that left. */
+/** The waiters a run of lease decisions queued, after dropWaiters removed those that left (a queue's numbers may be used again). */
 const queueWaiters = `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
   SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])`;
 
@@ -132,37 +132,46 @@ const leaseSegment: SegmentKind<LeaseItem> = {
         for (const c of changesOf(d)) record(c.stream, c.body, nowMs);
         return result;
       },
-      async flush(tx) {
+      flush() {
         // A waiter queued and gone again within the run was never written: it is neither deleted nor inserted.
         const stays = queued.filter((w) => !left.includes(w.id));
         const newIds = new Set(queued.map((w) => w.id));
         const gone = left.filter((id) => !newIds.has(id));
         const leases = [...written].map((name) => rows.get(name)!);
-        if (gone.length > 0 || leases.length > 0) {
-          await tx.query(flushSegment, [
-            project,
-            gone,
-            leases.map((l) => l.name),
-            leases.map((l) => l.holder_agent_id),
-            leases.map((l) => l.holder_agent_name),
-            leases.map((l) => l.fencing_token),
-            leases.map((l) => l.acquired_at),
-            leases.map((l) => l.expires_at),
-          ]);
+        const first: Statement[] = [];
+        if (gone.length > 0) first.push({ text: dropWaiters, values: [project, gone] });
+        if (leases.length > 0) {
+          first.push({
+            text: writeLeases,
+            values: [
+              project,
+              leases.map((l) => l.name),
+              leases.map((l) => l.holder_agent_id),
+              leases.map((l) => l.holder_agent_name),
+              leases.map((l) => l.fencing_token),
+              leases.map((l) => l.acquired_at),
+              leases.map((l) => l.expires_at),
+            ],
+          });
         }
+        const after: Statement[] = [];
         if (stays.length > 0) {
-          await tx.query(queueWaiters, [
-            project,
-            stays.map((w) => w.name),
-            stays.map((w) => w.seq),
-            stays.map((w) => w.id),
-            stays.map((w) => w.agent_id),
-            stays.map((w) => w.agent_name),
-            stays.map((w) => w.ttl_ms),
-            stays.map((w) => w.deadline_ms),
-            stays.map((w) => w.since_ms),
-          ]);
+          after.push({
+            text: queueWaiters,
+            values: [
+              project,
+              stays.map((w) => w.name),
+              stays.map((w) => w.seq),
+              stays.map((w) => w.id),
+              stays.map((w) => w.agent_id),
+              stays.map((w) => w.agent_name),
+              stays.map((w) => w.ttl_ms),
+              stays.map((w) => w.deadline_ms),
+              stays.map((w) => w.since_ms),
+            ],
+          });
         }
+        return { together: first, after };
       },
     };
   },

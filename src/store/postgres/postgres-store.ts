@@ -16,7 +16,7 @@ import { createTail } from "./tail.js";
 import { createPostgresTokens } from "./tokens.js";
 import { GroupCommit } from "../group-commit.js";
 import { pgBatches, recorder, type BatchWork, type SegmentKind } from "./batches.js";
-import { namedStatement, runTransaction, storeError, type PgAccess, type PgChangeWork, type PgTx } from "./transaction.js";
+import { namedStatement, runTransaction, storeError, together, type PgAccess, type PgChangeWork, type PgTx } from "./transaction.js";
 
 export interface PostgresStoreOptions {
   /** `postgres://user:password@host:port/database` */
@@ -185,7 +185,10 @@ export class PostgresStore implements HubStore {
       const recorded: RecordedChange[] = [];
       if (declared.length > 0) await this.changeLog.lockHeads(tx, declared, locked);
       const result = await work(tx, recorder(tx, declared, this.changeLog, locked, recorded));
-      changes = await this.changeLog.writeChanges(tx, locked, recorded);
+      const numbered = this.changeLog.numberChanges(locked, recorded);
+      const write = together(numbered.statements);
+      if (write) await tx.query(write.text, write.values);
+      changes = numbered.changes;
       return result;
     }).then((result) => {
       this.changeLog.emit(changes);

@@ -10,6 +10,33 @@ export interface PgTx {
   clockMs?(): number;
 }
 
+/** A statement and its parameters, to run later. */
+export interface Statement {
+  text: string;
+  values: unknown[];
+}
+
+/**
+ * Statements as one: all but the last become data-modifying WITH queries of the last, their
+ * parameters renumbered after the previous ones'. They run on one snapshot and none sees the
+ * others' writes, so each must write a table no other one reads or writes, and none may have a
+ * WITH of its own (PostgreSQL allows data-modifying WITH queries at the top level only).
+ */
+export function together(statements: readonly Statement[]): Statement | undefined {
+  if (statements.length <= 1) return statements[0];
+  let offset = 0;
+  const values: unknown[] = [];
+  const parts = statements.map((st) => {
+    if (/^\s*WITH\b/i.test(st.text)) throw new Error("a statement with a WITH of its own cannot be put together with others");
+    const from = offset;
+    offset += st.values.length;
+    values.push(...st.values);
+    return st.text.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + from}`);
+  });
+  const last = parts.pop()!;
+  return { text: `WITH ${parts.map((p, i) => `s${i + 1} AS (${p})`).join(", ")} ${last}`, values };
+}
+
 /** Numbers and stores one change of a project's stream, inside the decision. */
 export type PgRecordChange = (project: string, stream: ChangeStream, body: unknown, atMs: number) => Promise<void>;
 

@@ -15,6 +15,8 @@ export function createSqliteAgents(
   db: Database.Database,
   { tx, changeTx, read, peek, now, head }: StoreAccess,
   leases: Pick<ReturnType<typeof createSqliteLeases>, "apply" | "waitersOf" | "heldBy">,
+  /** Whether a project has managed tokens as committed (sqlite/tokens.ts), inside a peek. */
+  projectHasTokens: (project: string) => boolean,
 ) {
   const q = {
     agentById: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
@@ -120,7 +122,11 @@ export function createSqliteAgents(
   const store: AgentStore = {
     getAgent: (id) => read(() => agentRow(id)),
     // async: a statement that throws (the file closed) rejects, as the durable read would.
-    peekAgent: async (id) => peek(() => peekRow(id)),
+    peekCaller: async (id) =>
+      peek(() => {
+        const agent = peekRow(id);
+        return agent && { agent, projectHasTokens: projectHasTokens(agent.project) };
+      }),
     listAgents: (project) => read(() => q.agentsOfProject.all(project).map(agentFromDb)),
     countOnlineAgents: () => read(() => q.onlineCount.get()!.n),
 

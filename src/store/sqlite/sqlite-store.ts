@@ -123,11 +123,12 @@ export class SqliteStore implements HubStore {
     this.changes = this.changeLog.feed;
     const leases = createSqliteLeases(db, access);
     this.leases = leases.store;
-    const agents = createSqliteAgents(db, access, leases);
+    const tokens = createSqliteTokens(db, access);
+    this.tokens = tokens.store;
+    const agents = createSqliteAgents(db, access, leases, tokens.hasTokens);
     this.agents = agents.store;
     this.messages = createSqliteMessages(db, access);
     this.sync = createSqliteSync(db, access, agents.runtimesNow);
-    this.tokens = createSqliteTokens(db, access);
   }
 
   /**

@@ -8,7 +8,7 @@ import type { AuditRecord, ProjectTokenRow } from "../../domain.js";
  * The credentials concern of the SQLite store: project tokens and the audit trail. A token decision
  * writes its row, its change and its audit entry in one savepoint of a batch, all or nothing.
  */
-export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, peek, now }: StoreAccess): TokenStore {
+export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, peek, now }: StoreAccess): { store: TokenStore; hasTokens(project: string): boolean } {
   const q = {
     byId: db.prepare<[string], TokenDb>("SELECT * FROM project_tokens WHERE id = ?"),
     live: db.prepare<[string, number], { n: number }>(
@@ -54,7 +54,7 @@ export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, 
    */
   const withTokens = new Set(q.projects.all().map((r) => r.project));
 
-  return {
+  const store: TokenStore = {
     decideToken: (project, id, decide) =>
       changeTx((record) => {
         const nowMs = now();
@@ -103,4 +103,5 @@ export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, 
     purgeAudit: (retainMs, keep) =>
       tx(() => q.purgeOld.run(now() - retainMs).changes + q.purgeBeyond.run(keep).changes),
   };
+  return { store, hasTokens: (project) => withTokens.has(project) };
 }
