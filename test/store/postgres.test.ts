@@ -5,7 +5,7 @@ import { StoreOpenError } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
-import type { LeaseKey, LeaseRow } from "../../src/domain.js";
+import type { AgentRow, LeaseKey, LeaseRow } from "../../src/domain.js";
 
 /**
  * What the PostgreSQL store must do beyond the contract suite: several stores on one database
@@ -54,6 +54,73 @@ describe("PostgreSQL store", () => {
       expect((await stores[2]!.leases.getLease(key))?.fencingToken).toBe(20);
     } finally {
       await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
+  it("three stores deciding on one project at once batch their decisions, never deadlock, and number its changes without a gap", async () => {
+    const url = await server.createDatabase();
+    const stores = await Promise.all([1, 2, 3].map(() => PostgresStore.open({ url })));
+    try {
+      const names = ["n0", "n1", "n2", "n3"];
+      const agent = (i: number): AgentRow => ({ id: `agt_${i}`, project: "p", name: `a${i}`, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
+      for (let i = 0; i < names.length; i++) {
+        await stores[0]!.agents.decideRegistration("p", `a${i}`, () => ({ write: agent(i), change: { stream: "presence", body: { i } }, result: 0 }));
+      }
+      // Each lease decision flips its lease (held by its agent, or released) and records a change.
+      const flip = (i: number) => (cur: LeaseRow | undefined, nowMs: number, _w: unknown, holder: AgentRow | undefined) => {
+        const held = cur?.holderAgentId != null;
+        const write: LeaseRow = {
+          project: "p",
+          name: names[i]!,
+          holderAgentId: held ? null : holder!.id,
+          holderAgentName: held ? null : holder!.name,
+          fencingToken: (cur?.fencingToken ?? 0) + (held ? 0 : 1),
+          acquiredAtMs: nowMs,
+          expiresAtMs: nowMs + 60_000,
+        };
+        return { write, change: { stream: "leases" as const, body: { name: names[i], held: !held } }, result: write.fencingToken };
+      };
+      const decided: Promise<unknown>[] = [];
+      for (let round = 0; round < 15; round++) {
+        for (const [s, store] of stores.entries()) {
+          for (let i = 0; i < names.length; i++) decided.push(store.leases.decideLease({ project: "p", name: names[i]! }, flip(i), `agt_${i}`));
+          // Between them, decisions on the agents (what an eviction or a key rotation locks) and a sweep.
+          decided.push(
+            store.agents.decideAgent(`agt_${(round + s) % names.length}`, (cur) => ({ write: { ...cur!, lastSeenAtMs: round }, change: { stream: "presence", body: { round } }, result: 0 })),
+          );
+          decided.push(store.agents.sweepStaleAgents(3_600_000, (a) => ({ stream: "presence", body: { stale: a.id } })));
+        }
+      }
+      const outcomes = await Promise.allSettled(decided);
+      expect(outcomes.filter((o) => o.status === "rejected")).toEqual([]);
+      // Batches formed: more decisions than commits.
+      const stats = stores.map((st) => st.commitStats());
+      expect(stats.reduce((n, st) => n + st.works, 0)).toBeGreaterThan(stats.reduce((n, st) => n + st.commits, 0));
+      // Every change numbered once, 1..N in each stream, whichever store made it.
+      const leaseChanges = await stores[1]!.changes.readChanges("p", "leases", 0, 10_000);
+      expect(leaseChanges.changes.map((c) => c.seq)).toEqual(Array.from({ length: 15 * 3 * names.length }, (_, k) => k + 1));
+      const presence = await stores[2]!.changes.readChanges("p", "presence", 0, 10_000);
+      // Registrations, agent decisions, and each agent swept offline once (last seen long ago; nothing sets it online again).
+      expect(presence.changes.map((c) => c.seq)).toEqual(Array.from({ length: names.length + 15 * 3 + names.length }, (_, k) => k + 1));
+      expect(presence.changes.filter((c) => (c.body as { stale?: string }).stale !== undefined)).toHaveLength(names.length);
+      // Each lease's token went up by one per grant: 45 decisions, alternately grant and release.
+      for (const name of names) expect((await stores[0]!.leases.getLease({ project: "p", name }))?.fencingToken).toBe(23);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+    // No deadlock was found: each connection's statistics are reported when it ends.
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      for (;;) {
+        const [row] = (await c.query<{ others: number }>("SELECT count(*)::int AS others FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")).rows;
+        if (row!.others === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      const [stats] = (await c.query<{ deadlocks: string }>("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")).rows;
+      expect(Number(stats!.deadlocks)).toBe(0);
+    } finally {
+      await c.end();
     }
   });
 

@@ -51,11 +51,11 @@ export const bigintAsNumber = {
 };
 
 /**
- * The store for several hub replicas on one PostgreSQL database. Each decision is one
- * transaction on a pooled connection, answered once its COMMIT (durable in PostgreSQL) returns
- * (postgres/transaction.ts: decisions run concurrently and PostgreSQL flushes commits that arrive
- * together at once). A decision locks the rows it decides on (`FOR UPDATE`), so decisions on one
- * row made by different replicas are serialised by the database; reads see what is committed.
+ * The store for several hub replicas on one PostgreSQL database. The decisions of one project run
+ * in batches, one transaction each on a pooled connection, answered once its COMMIT (durable in
+ * PostgreSQL) returns (postgres/batches.ts, D55); other work is a transaction of its own
+ * (postgres/transaction.ts). A decision locks the rows it decides on (`FOR UPDATE`), so decisions
+ * on one row made by different replicas are serialised by the database; reads see what is committed.
  * This class opens the pool and runs the transactions; each concern's statements live in a file
  * of their own (agents.ts, leases.ts, messages.ts, sync.ts, changes.ts, tokens.ts), all on the
  * one `PgAccess`.
