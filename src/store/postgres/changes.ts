@@ -77,13 +77,14 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
      */
     tailChanges(onChange: (change: StreamChange) => void): () => void {
       const removeOwn = listeners.add(onChange);
-      const removeTail = tail.add(async (from, to) => {
-        const found = await rows<{ project: string; stream: ChangeStream; seq: number; at_ms: number; body: string }>(
-          `SELECT project, stream, seq, at_ms, body FROM watch_changes
-           WHERE xid >= $1::xid8 AND xid < $2::xid8 AND origin <> $3 ORDER BY xid, project, stream, seq`,
-          [from, to, origin],
-        );
-        for (const r of found) onChange({ project: r.project, stream: r.stream, seq: r.seq, atMs: r.at_ms, body: JSON.parse(r.body) as unknown });
+      const removeTail = tail.add<{ project: string; stream: ChangeStream; seq: number; at_ms: number; body: string }>({
+        sql: `SELECT coalesce(json_agg(json_build_object('project', project, 'stream', stream, 'seq', seq, 'at_ms', at_ms, 'body', body)
+                ORDER BY xid, project, stream, seq), '[]')
+              FROM watch_changes WHERE xid >= $1::xid8 AND xid < window_end AND origin <> $2`,
+        params: [origin],
+        deliver: (found) => {
+          for (const r of found) onChange({ project: r.project, stream: r.stream, seq: r.seq, atMs: r.at_ms, body: JSON.parse(r.body) as unknown });
+        },
       });
       return () => {
         removeOwn();

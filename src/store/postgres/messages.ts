@@ -213,16 +213,16 @@ export function createPostgresMessages({ tx, changeTx, rows, now, hubNow, snapsh
       ).map((r) => ({ agentId: r.ev_agent, seq: r.ev_seq, kind: r.ev_kind as InboxEventKind, message: messageFromDb(r) }));
     },
 
-    /** From the tail (postgres/tail.ts): each inbox event the window's transactions wrote. */
     /** This store's own inbox events at commit, with the event; every hub's from the tail, by agent and sequence. */
     tailInbox(onNotice: (notice: InboxNotice) => void): () => void {
       const removeOwn = inbox.add(onNotice);
-      const removeTail = tail.add(async (from, to) => {
-        const events = await rows<{ agent_id: string; seq: number }>(
-          "SELECT agent_id, seq FROM inbox_events WHERE xid >= $1::xid8 AND xid < $2::xid8 ORDER BY xid, agent_id, seq",
-          [from, to],
-        );
-        for (const e of events) onNotice({ agentId: e.agent_id, seq: e.seq });
+      const removeTail = tail.add<{ agent_id: string; seq: number }>({
+        sql: `SELECT coalesce(json_agg(json_build_object('agent_id', agent_id, 'seq', seq) ORDER BY xid, agent_id, seq), '[]')
+              FROM inbox_events WHERE xid >= $1::xid8 AND xid < window_end`,
+        params: [],
+        deliver: (events) => {
+          for (const e of events) onNotice({ agentId: e.agent_id, seq: e.seq });
+        },
       });
       return () => {
         removeOwn();

@@ -92,7 +92,8 @@ export class PostgresStore implements HubStore {
       head: (tx, project, stream) => this.changeLog.head(tx, project, stream),
     };
     // One loop looks for what other replicas committed, for every reader (tail.ts).
-    const tail = createTail(access.rows, tailIntervalMs);
+    // Unnamed: a prepared statement's generic plan would not know how narrow a window is.
+    const tail = createTail((sql, params) => this.rows(sql, params, false), tailIntervalMs);
     this.changeLog = createPostgresChanges(access, tail);
     this.changes = this.changeLog.feed;
     const leases = createPostgresLeases(access);
@@ -211,9 +212,9 @@ export class PostgresStore implements HubStore {
     return batches;
   }
 
-  private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = []): Promise<R[]> {
+  private async rows<R extends pg.QueryResultRow>(sql: string, params: unknown[] = [], named = true): Promise<R[]> {
     try {
-      const s = namedStatement(sql);
+      const s = named ? namedStatement(sql) : undefined;
       return (await (s ? this.pool.query<R>({ name: s.name, text: sql, values: params }) : this.pool.query<R>(sql, params))).rows;
     } catch (e) {
       throw storeError(e);

@@ -1,18 +1,26 @@
 import type pg from "pg";
 
 /**
- * Reads the rows of one table that transactions in [from, to) wrote (xid8 bounds as text).
- * Called with windows that follow each other; a window is read again after a failure, so a
- * reader's listener may hear of a row twice (every listener skips what it has).
+ * What one reader of the tail reads of each window: `sql` is an expression of one JSON array,
+ * the rows of one table that transactions in the window wrote, in the order they are handed to
+ * `deliver`. In it `$1` is the window's start (xid8 as text) and `window_end` its end: the rows
+ * are those with `xid >= $1::xid8 AND xid < window_end`. Its own parameters are `$2` on, from
+ * `params`. A window is read again after a failure, so a reader may hear of a row twice (every
+ * listener skips what it has).
  */
-export type TailReader = (from: string, to: string) => Promise<void>;
+export interface TailReader<R = unknown> {
+  sql: string;
+  params: readonly unknown[];
+  deliver(rows: R[]): void;
+}
 
 /**
  * How a replica learns what the others commit. Rows that readers tail carry the id of the
  * transaction that wrote them (`xid`, default `pg_current_xact_id()`). Every transaction below a
  * snapshot's xmin has ended, so the rows with xid in [the xmin read last time, the xmin now) are
  * exactly the ones committed in between, whatever order their transactions committed in. One
- * loop for every reader: one xmin read per tick.
+ * loop, and one statement per tick for every reader: the xmin and each reader's rows, read on one
+ * snapshot (readers with the same query share it).
  */
 export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>, intervalMs: number) {
   const readers = new Set<TailReader>();
@@ -20,15 +28,43 @@ export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, para
   let timer: NodeJS.Timeout | undefined;
   let running = false;
 
-  async function look(): Promise<void> {
-    const [r] = await rows<{ xmin: string }>("SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin");
-    const xmin = r!.xmin;
-    if (from !== undefined && BigInt(xmin) > BigInt(from)) {
-      for (const read of readers) await read(from, xmin);
+  /** The tick's statement for the readers there are now: one array per distinct query. */
+  function statement(): { sql: string; params: unknown[]; groups: TailReader[][] } {
+    const byQuery = new Map<string, TailReader[]>();
+    for (const r of readers) {
+      const key = JSON.stringify([r.sql, r.params]);
+      (byQuery.get(key) ?? byQuery.set(key, []).get(key)!).push(r);
     }
-    // `from` moves only past what every reader has read: a database that is away is looked at
+    const groups = [...byQuery.values()];
+    const params: unknown[] = [from];
+    const columns = groups.map((group, i) => {
+      const offset = params.length - 1;
+      params.push(...group[0]!.params);
+      const sql = group[0]!.sql.replace(/\$(\d+)/g, (whole, n: string) => (n === "1" ? whole : `$${Number(n) + offset}`));
+      return `(${sql}) AS r${i}`;
+    });
+    return {
+      sql: `WITH w AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS window_end) SELECT w.window_end::text AS xmin${columns.map((c) => `, ${c}`).join("")} FROM w`,
+      params,
+      groups,
+    };
+  }
+
+  async function look(): Promise<void> {
+    if (from === undefined) {
+      // The first tick only finds where the windows start.
+      from = (await rows<{ xmin: string }>("SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin"))[0]!.xmin;
+      return;
+    }
+    const { sql, params, groups } = statement();
+    const [r] = await rows<Record<string, unknown> & { xmin: string }>(sql, params);
+    groups.forEach((group, i) => {
+      const found = r![`r${i}`] as unknown[];
+      if (found.length > 0) for (const reader of group) reader.deliver(found);
+    });
+    // `from` moves only once every reader has its rows: a database that is away is looked at
     // again on the next tick, and nothing is skipped.
-    if (from === undefined || BigInt(xmin) > BigInt(from)) from = xmin;
+    if (BigInt(r!.xmin) > BigInt(from)) from = r!.xmin;
   }
 
   function tick(): void {
@@ -46,14 +82,15 @@ export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, para
 
   return {
     /** Adds a reader (the loop starts with the first); returns the function that removes it. */
-    add(read: TailReader): () => void {
-      readers.add(read);
+    add<R>(reader: TailReader<R>): () => void {
+      const r = reader as TailReader;
+      readers.add(r);
       if (!running) {
         running = true;
         tick();
       }
       return () => {
-        readers.delete(read);
+        readers.delete(r);
         if (readers.size === 0) clearTimeout(timer);
       };
     },
