@@ -25,6 +25,12 @@ export type WorkOutcome = { ok: true; value: unknown; wrote?: boolean } | { ok: 
 
 export interface BatchBackend<W> {
   /**
+   * Runs before a batch's works are taken from the queue (the PostgreSQL backend begins its
+   * transaction and waits there for its project's locks), so that what is queued while it waits
+   * joins this batch instead of the next. What it throws fails the works then queued.
+   */
+  prepare?(): Promise<void>;
+  /**
    * Runs `works` in order inside one transaction, each isolated so that one that throws is undone
    * alone, commits, and resolves with one outcome per work once the commit is durable. Rejects
    * when the batch failed as a whole: then none of it is answered, and none of it stays applied.
@@ -97,10 +103,20 @@ export class GroupCommit<W> {
     this.scheduled = false;
     if (this.inFlight) return;
     if (this.queue.length === 0) return this.wake();
-    const batch = this.queue.splice(0, this.maxBatch);
+    const batch: Pending<W>[] = [];
+    const take = () => batch.push(...this.queue.splice(0, this.maxBatch));
+    const commit = () => {
+      take();
+      return this.backend.commit(batch.map((p) => p.work));
+    };
     let committed: Promise<WorkOutcome[]>;
     try {
-      committed = this.backend.commit(batch.map((p) => p.work));
+      committed = this.backend.prepare
+        ? this.backend.prepare().then(commit, (e: unknown) => {
+            take();
+            throw e;
+          })
+        : commit();
     } catch (e) {
       committed = Promise.reject(e);
     }

@@ -133,22 +133,57 @@ export function pgBatches(
   committed: (works: number) => void,
 ): BatchBackend<BatchWork> {
   const declared = [project];
+
+  /** A connection with a batch's transaction begun and the project's heads locked. */
+  async function open(): Promise<{ client: pg.PoolClient; tx: BatchTx; locked: LockedHeads }> {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (e) {
+      throw storeError(e);
+    }
+    const locked: LockedHeads = { heads: new Map(), nowMs: 0 };
+    const tx = batchTx(client, locked);
+    try {
+      await client.query("BEGIN");
+      await log.lockHeads(tx, declared, locked);
+      return { client, tx, locked };
+    } catch (e) {
+      let broken: Error | undefined;
+      await client.query("ROLLBACK").catch((rollback: Error) => (broken = rollback));
+      client.release(broken);
+      throw e;
+    }
+  }
+
+  /** The transaction `prepare` opened, for the next commit. */
+  let opened: Awaited<ReturnType<typeof open>> | undefined;
+
   return {
+    /**
+     * Begins the next batch's transaction and locks the heads before the batch is taken: while
+     * another hub's batch holds them, what this hub queues meanwhile joins this batch. A failure
+     * here is left to commit, which opens again (and retries a lost race).
+     */
+    async prepare(): Promise<void> {
+      opened = await open().catch(() => undefined);
+    },
+
     async commit(works: BatchWork[]): Promise<WorkOutcome[]> {
       let savepoints = false;
       for (let attempt = 1; ; attempt++) {
-        let client: pg.PoolClient;
+        let begun: Awaited<ReturnType<typeof open>>;
         try {
-          client = await pool.connect();
+          begun = opened ?? (await open());
         } catch (e) {
+          if (isRetryable(e) && attempt < maxAttempts) continue;
           throw storeError(e);
+        } finally {
+          opened = undefined;
         }
+        const { client, tx, locked } = begun;
         let broken: Error | undefined;
-        const locked: LockedHeads = { heads: new Map(), nowMs: 0 };
-        const tx = batchTx(client, locked);
         try {
-          await client.query("BEGIN");
-          await log.lockHeads(tx, declared, locked);
           const outcomes: WorkOutcome[] = [];
           const recorded: RecordedChange[] = [];
           /** Whether a savepoint is open (savepoints are only used around decisions that run their own statements). */
