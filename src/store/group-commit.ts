@@ -8,7 +8,8 @@
  * `setImmediate`, so everything that arrives in the same event-loop turn joins it and a lone
  * decision waits for no timer. While a batch is being made durable, new work queues up and
  * forms the next batch (at most `maxBatch` works), which starts right after: the batch size
- * follows the load by itself.
+ * follows the load by itself. A backend that must wait before it can run a batch (PostgreSQL,
+ * for its project's locks) prepares first, and the batch is taken from the queue once it has.
  *
  * Answers: all at once, when the batch is durable; those whose work changed something first
  * (in batch order: a change is published in the order it was committed), then the others.

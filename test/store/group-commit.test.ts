@@ -8,7 +8,7 @@ import { sha256Hex } from "../../src/ids.js";
 import { decideAcquire } from "../../src/lease/rules.js";
 import type { Observer } from "../../src/observe.js";
 import { createPresence } from "../../src/presence/presence.js";
-import { DurabilityLost } from "../../src/store/group-commit.js";
+import { DurabilityLost, GroupCommit, type BatchBackend } from "../../src/store/group-commit.js";
 import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
@@ -261,6 +261,50 @@ describe("group commit", () => {
     const again = new SqliteStore({ path: file, synchronous: "full" });
     stores.push(again);
     expect((await again.leases.getLease({ project: "p", name: "late" }))?.fencingToken).toBe(1);
+  });
+});
+
+describe("group commit with a backend that prepares", () => {
+  /** A backend whose prepare the test ends by hand; it records each batch's works. */
+  function preparing() {
+    const batches: number[][] = [];
+    let ready: { resolve(): void; reject(e: Error): void } | undefined;
+    const backend: BatchBackend<number> = {
+      prepare: () => new Promise<void>((resolve, reject) => (ready = { resolve, reject })),
+      commit: async (works) => {
+        batches.push(works);
+        return works.map((w) => ({ ok: true as const, value: w * 10, wrote: true }));
+      },
+    };
+    return { backend, batches, ready: () => ready!, preparing: () => ready !== undefined };
+  }
+
+  it("takes the batch once prepare is done: what was queued while it waited joins it", async () => {
+    const b = preparing();
+    const group = new GroupCommit(b.backend);
+    const first = group.submit<number>(1);
+    await turn();
+    expect(b.preparing()).toBe(true);
+    const later = [group.submit<number>(2), group.submit<number>(3)];
+    b.ready().resolve();
+    expect(await Promise.all([first, ...later])).toEqual([10, 20, 30]);
+    expect(b.batches).toEqual([[1, 2, 3]]);
+  });
+
+  it("a prepare that fails fails the works queued by then, and the next batch runs", async () => {
+    const b = preparing();
+    const group = new GroupCommit(b.backend);
+    const first = group.submit<number>(1);
+    await turn();
+    const second = group.submit<number>(2);
+    b.ready().reject(new Error("no connection"));
+    await expect(first).rejects.toThrow("no connection");
+    await expect(second).rejects.toThrow("no connection");
+    const third = group.submit<number>(3);
+    await turn();
+    b.ready().resolve();
+    expect(await third).toBe(30);
+    expect(b.batches).toEqual([[3]]);
   });
 });
 
