@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { StreamChange } from "../change-feed.js";
 import type { BatchBackend, WorkOutcome } from "../group-commit.js";
 import type { LockedHeads, RecordedChange } from "./changes.js";
-import { isRetryable, maxAttempts, namedStatement, storeError, together, type PgChangeWork, type PgRecordChange, type PgTx, type Statement } from "./transaction.js";
+import { connect, isRetryable, maxAttempts, namedStatement, rollback, storeError, together, type PgChangeWork, type PgRecordChange, type PgTx, type Statement } from "./transaction.js";
 
 /** What a transaction that records changes needs of the change log (changes.ts). */
 export interface ChangeLog {
@@ -136,12 +136,7 @@ export function pgBatches(
 
   /** A connection with a batch's transaction begun and the project's heads locked. */
   async function open(): Promise<{ client: pg.PoolClient; tx: BatchTx; locked: LockedHeads }> {
-    let client: pg.PoolClient;
-    try {
-      client = await pool.connect();
-    } catch (e) {
-      throw storeError(e);
-    }
+    const client = await connect(pool);
     const locked: LockedHeads = { heads: new Map(), nowMs: 0 };
     const tx = batchTx(client, locked);
     try {
@@ -149,9 +144,7 @@ export function pgBatches(
       await log.lockHeads(tx, declared, locked);
       return { client, tx, locked };
     } catch (e) {
-      let broken: Error | undefined;
-      await client.query("ROLLBACK").catch((rollback: Error) => (broken = rollback));
-      client.release(broken);
+      client.release(await rollback(client));
       throw e;
     }
   }
@@ -221,11 +214,7 @@ export function pgBatches(
           log.emit(changes);
           return outcomes;
         } catch (e) {
-          try {
-            await client.query("ROLLBACK");
-          } catch (rollback) {
-            broken = rollback as Error; // the connection is gone: it is not handed out again
-          }
+          broken = await rollback(client);
           if (!broken && e instanceof NeedsSavepoints && !savepoints) {
             savepoints = true;
             attempt--;

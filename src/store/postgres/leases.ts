@@ -36,6 +36,9 @@ const writeLeases = `INSERT INTO leases (project, name, holder_agent_id, holder_
 const queueWaiters = `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
   SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])`;
 
+/** `rows` as one array per column, in the order of `keys` (the parameters of an `unnest`). */
+const columns = <R, K extends keyof R>(rows: readonly R[], keys: readonly K[]): R[K][][] => keys.map((k) => rows.map((r) => r[k]));
+
 /** One lease decision of a batch: what `decideLease` was given. */
 interface LeaseItem {
   key: LeaseKey;
@@ -143,32 +146,14 @@ const leaseSegment: SegmentKind<LeaseItem> = {
         if (leases.length > 0) {
           first.push({
             text: writeLeases,
-            values: [
-              project,
-              leases.map((l) => l.name),
-              leases.map((l) => l.holder_agent_id),
-              leases.map((l) => l.holder_agent_name),
-              leases.map((l) => l.fencing_token),
-              leases.map((l) => l.acquired_at),
-              leases.map((l) => l.expires_at),
-            ],
+            values: [project, ...columns(leases, ["name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at"])],
           });
         }
         const after: Statement[] = [];
         if (stays.length > 0) {
           after.push({
             text: queueWaiters,
-            values: [
-              project,
-              stays.map((w) => w.name),
-              stays.map((w) => w.seq),
-              stays.map((w) => w.id),
-              stays.map((w) => w.agent_id),
-              stays.map((w) => w.agent_name),
-              stays.map((w) => w.ttl_ms),
-              stays.map((w) => w.deadline_ms),
-              stays.map((w) => w.since_ms),
-            ],
+            values: [project, ...columns(stays, ["name", "seq", "id", "agent_id", "agent_name", "ttl_ms", "deadline_ms", "since_ms"])],
           });
         }
         return { together: first, after };

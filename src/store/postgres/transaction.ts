@@ -126,6 +126,28 @@ export function storeError(e: unknown): unknown {
   return unreachable ? new StoreUnavailable(`the database cannot be reached: ${e.message}`, { cause: e }) : e;
 }
 
+/** A pooled connection; one the database refuses is StoreUnavailable. */
+export async function connect(pool: pg.Pool): Promise<pg.PoolClient> {
+  try {
+    return await pool.connect();
+  } catch (e) {
+    throw storeError(e);
+  }
+}
+
+/**
+ * Rolls back the transaction open on `client`; returns the error when that failed (the
+ * connection is gone, and must be released with it, so that it is not handed out again).
+ */
+export async function rollback(client: pg.ClientBase): Promise<Error | undefined> {
+  try {
+    await client.query("ROLLBACK");
+    return undefined;
+  } catch (e) {
+    return e as Error;
+  }
+}
+
 /**
  * Runs one decision as one transaction on a pooled connection and resolves once its COMMIT,
  * durable in PostgreSQL (`synchronous_commit` on by default), has returned. Decisions run
@@ -137,12 +159,7 @@ export function storeError(e: unknown): unknown {
  */
 export async function runTransaction<T>(pool: pg.Pool, work: PgWork<T>, begin = "BEGIN"): Promise<T> {
   for (let attempt = 1; ; attempt++) {
-    let client: pg.PoolClient;
-    try {
-      client = await pool.connect();
-    } catch (e) {
-      throw storeError(e);
-    }
+    const client = await connect(pool);
     let broken: Error | undefined;
     try {
       await client.query(begin);
@@ -150,11 +167,7 @@ export async function runTransaction<T>(pool: pg.Pool, work: PgWork<T>, begin = 
       await client.query("COMMIT");
       return value;
     } catch (e) {
-      try {
-        await client.query("ROLLBACK");
-      } catch (rollback) {
-        broken = rollback as Error; // the connection is gone: it is not handed out again
-      }
+      broken = await rollback(client);
       if (!broken && isRetryable(e) && attempt < maxAttempts) continue;
       throw storeError(e);
     } finally {
