@@ -31,7 +31,6 @@ export function recorder(t: PgTx, projects: readonly string[], log: ChangeLog, l
   };
 }
 
-
 /**
  * A connection inside a batch: runs each statement as a named prepared statement, so PostgreSQL
  * parses and plans it once per connection instead of at every run; counts the statements that
@@ -180,7 +179,7 @@ export function pgBatches(
           const outcomes: WorkOutcome[] = [];
           const recorded: RecordedChange[] = [];
           /** Whether a savepoint is open (savepoints are only used around decisions that run their own statements). */
-          let open = false;
+          let inSavepoint = false;
           /** What the last segment writes, when it ends the batch: it goes with the changes. */
           let last: { together: Statement[]; after: Statement[] } = { together: [], after: [] };
           for (let i = 0; i < works.length; ) {
@@ -188,8 +187,8 @@ export function pgBatches(
             if (typeof work !== "function") {
               let end = i + 1;
               while (end < works.length && (works[end] as SegmentWork).kind === work.kind) end++;
-              if (open) await client.query("RELEASE SAVEPOINT decision");
-              open = false;
+              if (inSavepoint) await client.query("RELEASE SAVEPOINT decision");
+              inSavepoint = false;
               const run = await runSegment(tx, project, works.slice(i, end) as SegmentWork[], await now(tx), recorded);
               outcomes.push(...run.outcomes);
               if (end < works.length) await write(tx, run.writes.together, run.writes.after);
@@ -201,8 +200,8 @@ export function pgBatches(
               outcomes.push({ ok: true, value, wrote: recorded.length > 0 });
               i++;
             } else {
-              if (savepoints) await client.query(open ? "RELEASE SAVEPOINT decision; SAVEPOINT decision" : "SAVEPOINT decision");
-              open = savepoints;
+              if (savepoints) await client.query(inSavepoint ? "RELEASE SAVEPOINT decision; SAVEPOINT decision" : "SAVEPOINT decision");
+              inSavepoint = savepoints;
               outcomes.push(await runOne(client, tx, work, savepoints, recorder.bind(null, tx, declared, log, locked), recorded));
               i++;
             }
@@ -230,7 +229,6 @@ export function pgBatches(
   };
 }
 
-/** A run of segment decisions of one kind: loaded, decided in order at `nowMs`, flushed; their outcomes. */
 /** Runs `first` as one statement (transaction.ts together), then `after` one by one. */
 async function write(tx: PgTx, first: readonly Statement[], after: readonly Statement[]): Promise<void> {
   const one = together(first);

@@ -272,6 +272,8 @@ export class PostgresStore implements HubStore {
     return this.tx(async (tx) => {
       // Locks the fence base first: decisions of hubs still running wait, or are refused after.
       const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1 FOR UPDATE")).rows[0]!.floor;
+      // Then every head, in their order, before any lease: as a batch locks them (batches.ts).
+      await tx.query("SELECT 1 FROM watch_heads ORDER BY project, stream FOR UPDATE");
       const [{ highest, held }] = (
         await tx.query<{ highest: number; held: number }>(
           "SELECT coalesce(max(fencing_token), 0)::bigint AS highest, (count(*) FILTER (WHERE holder_agent_id IS NOT NULL))::int AS held FROM leases",
