@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import type { Decision } from "../../src/store/change-feed.js";
-import { StoreOpenError } from "../../src/store/store.js";
+import { StoreOpenError, StoreUnavailable } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
@@ -121,6 +121,46 @@ describe("PostgreSQL store", () => {
       expect(Number(stats!.deadlocks)).toBe(0);
     } finally {
       await c.end();
+    }
+  });
+
+  it("a connection lost in the middle of a batch answers none of it, keeps none of it, and the next batch runs", async () => {
+    const url = await server.createDatabase();
+    const store = await PostgresStore.open({ url });
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      const row: AgentRow = { id: "agt_k", project: "p", name: "k", purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true };
+      await store.agents.decideRegistration("p", "k", () => ({ write: row, result: 0 }));
+      // Another session holds the agent's row, so the batch's second decision waits for it.
+      await other.query("BEGIN");
+      await other.query("SELECT 1 FROM agents WHERE id = 'agt_k' FOR UPDATE");
+      const granted = (cur: LeaseRow | undefined, nowMs: number) => ({
+        write: { ...key, holderAgentId: "agt_k", holderAgentName: "k", fencingToken: (cur?.fencingToken ?? 0) + 1, acquiredAtMs: nowMs, expiresAtMs: nowMs + 60_000 },
+        change: { stream: "leases" as const, body: { granted: true } },
+        result: 1,
+      });
+      // Submitted together: one batch, the lease decided and written first, then the registration waits.
+      const lease = store.leases.decideLease(key, granted);
+      const registration = store.agents.decideRegistration("p", "k", (cur) => ({ write: { ...cur!, lastSeenAtMs: 2 }, result: 0 }));
+      let waiting: number | undefined;
+      while (waiting === undefined) {
+        const [w] = (await other.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows;
+        waiting = w?.pid;
+      }
+      await other.query("SELECT pg_terminate_backend($1)", [waiting]);
+      await expect(lease).rejects.toBeInstanceOf(StoreUnavailable);
+      await expect(registration).rejects.toBeInstanceOf(StoreUnavailable);
+      await other.query("ROLLBACK");
+      // Nothing of the batch stayed: no lease row, no change; the next batch decides on what is there.
+      expect(await store.leases.getLease(key)).toBeUndefined();
+      expect(await store.changes.readChanges("p", "leases", 0, 10)).toEqual({ head: 0, changes: [] });
+      expect(await store.leases.decideLease(key, granted)).toBe(1);
+      expect((await store.leases.getLease(key))?.fencingToken).toBe(1);
+      expect((await store.changes.readChanges("p", "leases", 0, 10)).changes.map((c) => c.seq)).toEqual([1]);
+    } finally {
+      await other.end();
+      await store.close();
     }
   });
 

@@ -105,8 +105,15 @@ export interface SegmentWork<I = unknown> {
 /** What a project's batches run: decisions that run their own statements, and segment decisions. */
 export type BatchWork = PgChangeWork | SegmentWork;
 
-/** A work whose failure cannot be undone without a savepoint: the batch runs again with one per work. */
-class NeedsSavepoints extends Error {}
+/**
+ * A work whose failure cannot be undone without a savepoint: the batch runs again with one per
+ * work. Its cause is what the work threw, which the batch reports when it cannot run again.
+ */
+class NeedsSavepoints extends Error {
+  constructor(cause: unknown) {
+    super("a decision must be undone alone", { cause });
+  }
+}
 
 /**
  * The PostgreSQL half of group commit (store/group-commit.ts) for the decisions of one project
@@ -219,8 +226,9 @@ export function pgBatches(
             attempt--;
             continue;
           }
-          if (!broken && isRetryable(e) && attempt < maxAttempts) continue;
-          throw storeError(e);
+          const cause = e instanceof NeedsSavepoints ? e.cause : e;
+          if (!broken && isRetryable(cause) && attempt < maxAttempts) continue;
+          throw storeError(cause);
         } finally {
           client.release(broken);
         }
@@ -285,7 +293,7 @@ async function runOne(
       return { ok: true, value, wrote: own.length > 0 };
     } catch (error) {
       if (!savepoint) {
-        if (tx.marks !== marks) throw new NeedsSavepoints();
+        if (tx.marks !== marks) throw new NeedsSavepoints(error);
         return { ok: false, error: storeError(error) };
       }
       await client.query("ROLLBACK TO SAVEPOINT decision");

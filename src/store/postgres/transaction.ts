@@ -126,13 +126,27 @@ export function storeError(e: unknown): unknown {
   return unreachable ? new StoreUnavailable(`the database cannot be reached: ${e.message}`, { cause: e }) : e;
 }
 
-/** A pooled connection; one the database refuses is StoreUnavailable. */
+/** Connections that have their listener for a connection lost while checked out. */
+const listened = new WeakSet<pg.PoolClient>();
+
+/**
+ * A pooled connection; one the database refuses is StoreUnavailable. A connection lost while it
+ * is checked out (the server gone, the backend terminated) rejects the query in flight, and its
+ * holder releases it as broken; the pool listens for that only while a connection is idle, so
+ * without this listener the client's `error` event would end the process.
+ */
 export async function connect(pool: pg.Pool): Promise<pg.PoolClient> {
+  let client: pg.PoolClient;
   try {
-    return await pool.connect();
+    client = await pool.connect();
   } catch (e) {
     throw storeError(e);
   }
+  if (!listened.has(client)) {
+    listened.add(client);
+    client.on("error", () => {});
+  }
+  return client;
 }
 
 /**
