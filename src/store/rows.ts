@@ -58,6 +58,31 @@ export const leaseFromDb = (r: LeaseDb): LeaseRow => ({
   expiresAtMs: r.expires_at,
 });
 
+export const leaseToDb = (l: LeaseRow): LeaseDb => ({
+  project: l.project,
+  name: l.name,
+  holder_agent_id: l.holderAgentId,
+  holder_agent_name: l.holderAgentName,
+  fencing_token: l.fencingToken,
+  acquired_at: l.acquiredAtMs,
+  expires_at: l.expiresAtMs,
+});
+
+/**
+ * What every store checks of a lease decision's write on `key`, shown `current`: it writes the
+ * row it was shown, never another key (that is the isolation), and never lowers the fence. A
+ * decision that breaks either is a bug, never a write: it throws.
+ */
+export function checkLeaseWrite(key: { project: string; name: string }, current: LeaseDb | undefined, write: LeaseRow | undefined): void {
+  if (!write) return;
+  if (write.project !== key.project || write.name !== key.name) {
+    throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
+  }
+  if (current && write.fencingToken < current.fencing_token) {
+    throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${current.fencing_token}`);
+  }
+}
+
 /** An unleased resource's row: no holder, the fence base as its token. */
 export const floorRow = (key: { project: string; name: string }, base: number): LeaseDb => ({
   project: key.project,

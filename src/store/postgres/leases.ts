@@ -1,6 +1,6 @@
 import { changesOf } from "../change-feed.js";
 import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
-import { agentFromDb, floorRow, leaseFromDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
+import { agentFromDb, checkLeaseWrite, floorRow, leaseFromDb, leaseToDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import { agentColumns } from "./rows.js";
 import type { SegmentKind } from "./batches.js";
 import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
@@ -48,32 +48,13 @@ interface LeaseItem {
 
 /**
  * Checks what a lease decision on `key` decided, shown `current` (`row` when the resource has
- * one): it writes that key only, never lowers the fence, and queues a waiter only behind a row.
- * A decision that breaks one of these is a bug, never a write: it throws.
+ * one): the write every store checks (rows.ts checkLeaseWrite), and a waiter queued only behind
+ * a row. A decision that breaks one of these is a bug, never a write: it throws.
  */
 function checkLeaseDecision(key: LeaseKey, row: LeaseDb | undefined, current: LeaseDb | undefined, d: LeaseDecision<unknown>): void {
   if (d.queue?.add && !row) throw new Error(`a waiter for ${JSON.stringify(key)} is queued behind no lease`);
-  if (d.write) {
-    // A decision writes the row it was shown, never another key: that is the isolation.
-    if (d.write.project !== key.project || d.write.name !== key.name) {
-      throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
-    }
-    if (current && d.write.fencingToken < current.fencing_token) {
-      // The fence only grows; a decision that would lower it is a bug, never a write.
-      throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${current.fencing_token}`);
-    }
-  }
+  checkLeaseWrite(key, current, d.write);
 }
-
-const leaseToDb = (l: LeaseRow): LeaseDb => ({
-  project: l.project,
-  name: l.name,
-  holder_agent_id: l.holderAgentId,
-  holder_agent_name: l.holderAgentName,
-  fencing_token: l.fencingToken,
-  acquired_at: l.acquiredAtMs,
-  expires_at: l.expiresAtMs,
-});
 
 /**
  * Lease decisions run together in a batch (batches.ts): their rows, holders and queues read in

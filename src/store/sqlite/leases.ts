@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { changesOf } from "../change-feed.js";
 import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
-import { agentFromDb, floorRow, leaseFromDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
+import { agentFromDb, checkLeaseWrite, floorRow, leaseFromDb, leaseToDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import type { RecordChange, StoreAccess } from "./batch.js";
 import type { LeaseKey, LeaseRow } from "../../domain.js";
 
@@ -75,26 +75,11 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
     for (const id of d.queue?.remove ?? []) q.removeWaiter.run(key.project, key.name, id);
     const add = d.queue?.add;
     if (add) q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs, since_ms: add.sinceMs });
+    checkLeaseWrite(key, r, d.write);
     if (d.write) {
-      // A decision writes the row it was shown, never another key: that is the isolation.
-      if (d.write.project !== key.project || d.write.name !== key.name) {
-        throw new Error(`a lease decision on ${JSON.stringify(key)} tried to write another lease`);
-      }
-      if (r && d.write.fencingToken < r.fencing_token) {
-        // The fence only grows; a decision that would lower it is a bug, never a write.
-        throw new Error(`fencing token for ${JSON.stringify(key)} would go down from ${r.fencing_token}`);
-      }
       const w = d.write;
       if (stored) q.updateLease.run(w.holderAgentId, w.holderAgentName, w.fencingToken, w.acquiredAtMs, w.expiresAtMs, w.project, w.name);
-      else q.upsertLease.run({
-        project: d.write.project,
-        name: d.write.name,
-        holder_agent_id: d.write.holderAgentId,
-        holder_agent_name: d.write.holderAgentName,
-        fencing_token: d.write.fencingToken,
-        acquired_at: d.write.acquiredAtMs,
-        expires_at: d.write.expiresAtMs,
-      });
+      else q.upsertLease.run(leaseToDb(w));
     }
     for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
   }
