@@ -163,6 +163,9 @@ export function watchTlsFiles({ files, current, intervalMs, apply, observer }: T
     pending.unref();
   };
   for (const p of paths) fs.watchFile(p, { interval: intervalMs, persistent: false }, changed);
+  // A watcher's first look is its baseline: files written after they were read and before that
+  // look would go unseen until they change again. One reload compares them with what is served.
+  changed();
   return () => {
     for (const p of paths) fs.unwatchFile(p, changed);
     clearTimeout(pending);
