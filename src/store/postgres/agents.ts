@@ -3,6 +3,7 @@ import { changesOf, type ChangeOf } from "../change-feed.js";
 import type { HeldResource } from "../lease-store.js";
 import { agentFromDb, byRegistration, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
 import type { createPostgresLeases } from "./leases.js";
+import { CoalescedReads } from "./coalesce.js";
 import { agentColumns } from "./rows.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 import type { AgentRow, RuntimeRow } from "../../domain.js";
@@ -79,16 +80,20 @@ export function createPostgresAgents(
     return r && agentFromDb(r);
   };
 
+  const callers = new CoalescedReads(async (ids: string[]) => {
+    const found = await rows<AgentDb & { has_tokens: boolean }>(
+      `SELECT ${agentColumns}, EXISTS (SELECT 1 FROM project_tokens t WHERE t.project = agents.project) AS has_tokens
+       FROM agents WHERE id = ANY($1::text[])`,
+      [ids],
+    );
+    return new Map(found.map((r) => [r.id, { agent: agentFromDb(r), projectHasTokens: r.has_tokens }]));
+  });
+
   return {
     getAgent,
     /** Committed in PostgreSQL means durable: the latest row is the durable one. */
-    async peekCaller(id) {
-      const [r] = await rows<AgentDb & { has_tokens: boolean }>(
-        `SELECT ${agentColumns}, EXISTS (SELECT 1 FROM project_tokens t WHERE t.project = agents.project) AS has_tokens FROM agents WHERE id = $1`,
-        [id],
-      );
-      return r && { agent: agentFromDb(r), projectHasTokens: r.has_tokens };
-    },
+    /** Every call's authentication reads this: the reads that arrive together go as one statement. */
+    peekCaller: (id) => callers.read(id),
 
     async listAgents(project) {
       return (await rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).map(agentFromDb);

@@ -146,8 +146,9 @@ export function pgBatches(
     const locked: LockedHeads = { heads: new Map(), nowMs: 0 };
     const tx = batchTx(client, locked);
     try {
-      await client.query("BEGIN");
-      await log.lockHeads(tx, declared, locked);
+      // Pipelined (the pool's connections are, postgres-store.ts): the head rows' read goes with
+      // BEGIN, one round trip for both.
+      await Promise.all([client.query("BEGIN"), log.lockHeads(tx, declared, locked)]);
       return { client, tx, locked };
     } catch (e) {
       client.release(await rollback(client));
@@ -214,8 +215,7 @@ export function pgBatches(
             }
           }
           const { changes, statements } = log.numberChanges(locked, recorded);
-          await write(tx, [...last.together, ...statements], last.after);
-          await client.query("COMMIT");
+          await write(tx, [...last.together, ...statements], last.after, client);
           committed(works.length);
           log.emit(changes);
           return outcomes;
@@ -237,11 +237,21 @@ export function pgBatches(
   };
 }
 
-/** Runs `first` as one statement (transaction.ts together), then `after` one by one. */
-async function write(tx: PgTx, first: readonly Statement[], after: readonly Statement[]): Promise<void> {
+/**
+ * Runs `first` as one statement (transaction.ts together), then `after` in order, and then, given
+ * the batch's connection, COMMIT: all sent at once (pipelined), one round trip. A statement that
+ * fails aborts the transaction, so the ones behind it fail too and the COMMIT only ends it (as a
+ * ROLLBACK): this rejects with the first failure, which comes back first.
+ */
+async function write(tx: PgTx, first: readonly Statement[], after: readonly Statement[], commit?: pg.ClientBase): Promise<void> {
   const one = together(first);
-  if (one) await tx.query(one.text, one.values);
-  for (const st of after) await tx.query(st.text, st.values);
+  const sent = [...(one ? [one] : []), ...after].map((st) => tx.query(st.text, st.values));
+  if (commit === undefined) {
+    await Promise.all(sent);
+    return;
+  }
+  const [, ended] = await Promise.all([Promise.all(sent), commit.query("COMMIT")]);
+  if (ended.command !== "COMMIT") throw new Error(`the batch's COMMIT ended as ${ended.command}`);
 }
 
 /** A run of segment decisions of one kind: loaded, decided in order at `nowMs`; their outcomes and what they write. */

@@ -106,7 +106,7 @@ export class PostgresStore implements HubStore {
 
   /** Connects, brings the schema to this release's version (or refuses the database), and opens. */
   static async open(o: PostgresStoreOptions): Promise<PostgresStore> {
-    const pool = new pg.Pool({ connectionString: o.url, max: o.poolSize ?? 10, types: bigintAsNumber, connectionTimeoutMillis: 5_000 });
+    const pool = new pg.Pool({ connectionString: o.url, max: o.poolSize ?? 10, types: bigintAsNumber, connectionTimeoutMillis: 5_000, pipeline: true });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
     try {
