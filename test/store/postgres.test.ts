@@ -4,6 +4,7 @@ import type { Decision } from "../../src/store/change-feed.js";
 import { StoreOpenError, StoreUnavailable } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
+import { sendTogether } from "../../src/store/postgres/transaction.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 import type { AgentRow, LeaseKey, LeaseRow } from "../../src/domain.js";
 
@@ -198,6 +199,66 @@ describe("PostgreSQL store", () => {
       await store.close();
     } finally {
       await own.stop();
+    }
+  });
+});
+
+/**
+ * What the batches (store/postgres/batches.ts) take for granted of a pipelined connection (the
+ * pool's, postgres-store.ts): statements asked together under sendTogether go in one write, in
+ * order; and when one of them fails, the COMMIT sent behind it only ends the transaction, as a
+ * ROLLBACK, so that a batch is rejected with the statement's own error and keeps nothing.
+ */
+describe("pipelined connections", () => {
+  async function pipelined(): Promise<{ client: pg.Client; writes: () => number }> {
+    const client = new pg.Client({ connectionString: await server.createDatabase(), pipeline: true });
+    await client.connect();
+    const socket = client.connection.stream as unknown as { _write: (...a: unknown[]) => void; _writev?: (...a: unknown[]) => void };
+    let writes = 0;
+    for (const m of ["_write", "_writev"] as const) {
+      const own = socket[m];
+      if (own) socket[m] = (...a: unknown[]) => (writes++, own.apply(socket, a));
+    }
+    return { client, writes: () => writes };
+  }
+
+  it("sends the statements asked under sendTogether in one write, and answers each in order", async () => {
+    const { client, writes } = await pipelined();
+    try {
+      const before = writes();
+      const answers = await sendTogether(client, () =>
+        Promise.all([1, 2, 3].map((n) => client.query<{ n: number }>({ name: "kxm_test_n", text: "SELECT $1::int AS n", values: [n] }))),
+      );
+      expect(answers.map((a) => a.rows[0]!.n)).toEqual([1, 2, 3]);
+      expect(writes() - before).toBe(1);
+      // Asked together without it, each is a write of its own.
+      const apart = writes();
+      await Promise.all([4, 5].map((n) => client.query({ name: "kxm_test_n", text: "SELECT $1::int AS n", values: [n] })));
+      expect(writes() - apart).toBe(2);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("a failed statement fails those behind it, and the COMMIT behind them ends the transaction as a ROLLBACK", async () => {
+    const { client } = await pipelined();
+    try {
+      await client.query("CREATE TABLE t (k int PRIMARY KEY)");
+      await client.query("BEGIN");
+      const sent = sendTogether(client, () => [
+        client.query("INSERT INTO t VALUES ($1)", [1]),
+        client.query("INSERT INTO t VALUES ($1)", [1]),
+        client.query("INSERT INTO t VALUES ($1)", [2]),
+        client.query("COMMIT"),
+      ]);
+      const settled = await Promise.allSettled(sent);
+      expect(settled.map((s) => s.status)).toEqual(["fulfilled", "rejected", "rejected", "fulfilled"]);
+      expect(((settled[1] as PromiseRejectedResult).reason as { code: string }).code).toBe("23505");
+      expect(((settled[2] as PromiseRejectedResult).reason as { code: string }).code).toBe("25P02");
+      expect((settled[3] as PromiseFulfilledResult<pg.QueryResult>).value.command).toBe("ROLLBACK");
+      expect((await client.query("SELECT count(*)::int AS n FROM t")).rows[0]).toEqual({ n: 0 });
+    } finally {
+      await client.end();
     }
   });
 });

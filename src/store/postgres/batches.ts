@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { StreamChange } from "../change-feed.js";
 import type { BatchBackend, WorkOutcome } from "../group-commit.js";
 import type { LockedHeads, RecordedChange } from "./changes.js";
-import { connect, isRetryable, maxAttempts, namedStatement, rollback, storeError, together, type PgChangeWork, type PgRecordChange, type PgTx, type Statement } from "./transaction.js";
+import { connect, isRetryable, maxAttempts, namedStatement, rollback, sendTogether, storeError, together, type PgChangeWork, type PgRecordChange, type PgTx, type Statement } from "./transaction.js";
 
 /** What a transaction that records changes needs of the change log (changes.ts). */
 export interface ChangeLog {
@@ -148,7 +148,7 @@ export function pgBatches(
     try {
       // Pipelined (the pool's connections are, postgres-store.ts): the head rows' read goes with
       // BEGIN, one round trip for both.
-      await Promise.all([client.query("BEGIN"), log.lockHeads(tx, declared, locked)]);
+      await sendTogether(client, () => Promise.all([client.query("BEGIN"), log.lockHeads(tx, declared, locked)]));
       return { client, tx, locked };
     } catch (e) {
       client.release(await rollback(client));
@@ -245,12 +245,14 @@ export function pgBatches(
  */
 async function write(tx: PgTx, first: readonly Statement[], after: readonly Statement[], commit?: pg.ClientBase): Promise<void> {
   const one = together(first);
-  const sent = [...(one ? [one] : []), ...after].map((st) => tx.query(st.text, st.values));
+  const statements = [...(one ? [one] : []), ...after];
   if (commit === undefined) {
-    await Promise.all(sent);
+    await Promise.all(statements.map((st) => tx.query(st.text, st.values)));
     return;
   }
-  const [, ended] = await Promise.all([Promise.all(sent), commit.query("COMMIT")]);
+  const [, ended] = await sendTogether(commit, () =>
+    Promise.all([Promise.all(statements.map((st) => tx.query(st.text, st.values))), commit.query("COMMIT")]),
+  );
   if (ended.command !== "COMMIT") throw new Error(`the batch's COMMIT ended as ${ended.command}`);
 }
 

@@ -126,6 +126,23 @@ export function storeError(e: unknown): unknown {
   return unreachable ? new StoreUnavailable(`the database cannot be reached: ${e.message}`, { cause: e }) : e;
 }
 
+/**
+ * Runs `send`, which asks `client` for several statements without waiting, and writes them to
+ * the database in one system call: the pool's connections are pipelined (postgres-store.ts), so
+ * each statement is written as it is asked, a `writev` of its own, which on a loopback TCP
+ * socket is the most expensive call a hub makes per statement (the kernel delivers to the
+ * server in it). The socket is corked around them.
+ */
+export function sendTogether<T>(client: pg.ClientBase, send: () => T): T {
+  const stream = (client as pg.Client).connection?.stream;
+  stream?.cork();
+  try {
+    return send();
+  } finally {
+    stream?.uncork();
+  }
+}
+
 /** Connections that have their listener for a connection lost while checked out. */
 const listened = new WeakSet<pg.PoolClient>();
 
