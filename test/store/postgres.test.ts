@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import type { Decision } from "../../src/store/change-feed.js";
+import { decideSend } from "../../src/peer/rules.js";
 import { StoreOpenError, StoreUnavailable } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { sendTogether } from "../../src/store/postgres/transaction.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
-import type { AgentRow, LeaseKey, LeaseRow } from "../../src/domain.js";
+import type { AgentRow, Delivery, LeaseKey, LeaseRow } from "../../src/domain.js";
 
 /**
  * What the PostgreSQL store must do beyond the contract suite: several stores on one database
@@ -122,6 +123,51 @@ describe("PostgreSQL store", () => {
       expect(Number(stats!.deadlocks)).toBe(0);
     } finally {
       await c.end();
+    }
+  });
+
+  it("three stores sending in one project at once number each inbox without a gap, and keep one message per idempotency key", async () => {
+    const url = await server.createDatabase();
+    const stores = await Promise.all([1, 2, 3].map(() => PostgresStore.open({ url })));
+    try {
+      const agent = (i: number): AgentRow => ({ id: `agt_${i}`, project: "p", name: `A${i}`, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
+      for (let i = 0; i < 4; i++) await stores[0]!.agents.decideRegistration("p", `a${i}`, () => ({ write: agent(i), result: 0 }));
+      const send = (store: PostgresStore, from: number, target: string, n: number, key?: string) => {
+        const sender = { agentId: `agt_${from}`, agentName: `A${from}`, project: "p" };
+        const input = { target, content: key ?? `m${n}`, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 60_000, allowOffline: false, ...(key && { idempotencyKey: key }) };
+        return store.messages.decideSend({ senderId: sender.agentId, project: "p", target, ...(key && { idempotencyKey: key }) }, (ctx, nowMs) =>
+          decideSend(ctx, { sender, input, id: `msg_${n}`, nowMs }),
+        );
+      };
+      const sent: Promise<{ result: { message: { id: string }; idempotent: boolean } }>[] = [];
+      let n = 0;
+      for (let round = 0; round < 20; round++) {
+        for (const store of stores) {
+          // To agt_0 by id and by its name in another case, to agt_1; and a key sent twice a round (the same request).
+          sent.push(send(store, 2, "agt_0", n++), send(store, 3, "a0", n++), send(store, 2, "agt_1", n++));
+          sent.push(send(store, 3, "agt_1", n++, `k${round}`), send(store, 3, "agt_1", n++, `k${round}`));
+        }
+      }
+      // A refusal among them changes nothing: an unknown target.
+      const refused = send(stores[1]!, 2, "nobody", n++).catch((e: unknown) => e);
+      const answers = await Promise.all(sent);
+      expect(await refused).toMatchObject({ code: "target_not_found" });
+      const stats = stores.map((st) => st.commitStats());
+      expect(stats.reduce((k, st) => k + st.works, 0)).toBeGreaterThan(stats.reduce((k, st) => k + st.commits, 0));
+      // One message per key: 20 rounds x 3 stores x 2 sends of it, one kept per round.
+      const keyed = answers.filter((_, i) => i % 5 >= 3);
+      expect(new Set(keyed.map((a) => a.result.message.id)).size).toBe(20);
+      expect(keyed.filter((a) => !a.result.idempotent)).toHaveLength(20);
+      for (const [agentId, count] of [["agt_0", 120], ["agt_1", 80]] as const) {
+        const events = await stores[2]!.messages.readInbox(agentId, 0, 1_000);
+        expect(events.map((e) => e.seq)).toEqual(Array.from({ length: count }, (_, k) => k + 1));
+        for (const e of events) expect(e.message.seq).toBe(e.seq);
+        expect((await stores[0]!.messages.inboxState(agentId)).head).toBe(count);
+      }
+      const changes = await stores[0]!.changes.readChanges("p", "messages", 0, 10_000);
+      expect(changes.changes.map((c) => c.seq)).toEqual(Array.from({ length: 200 }, (_, k) => k + 1));
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
     }
   });
 

@@ -1,7 +1,8 @@
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
 import type { ChangeOf } from "../change-feed.js";
 import type { InboxState, ListMessagesQuery, MessageDecision, MessageStore, SendContext } from "../message-store.js";
-import type { PgAccess, PgRecordChange, PgTx } from "./transaction.js";
+import type { SegmentKind } from "./batches.js";
+import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
 import { agentColumns } from "./rows.js";
 import type { createTail } from "./tail.js";
 import type { InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
@@ -27,7 +28,117 @@ const upsertMessage = `INSERT INTO messages (${columns.join(", ")})
 /** The messages an expiry sweep may end. */
 const due = "status IN ('queued', 'delivered')";
 
-export function createPostgresMessages({ tx, changeTx, rows, now, hubNow, snapshot, head }: PgAccess, tail: ReturnType<typeof createTail>): MessageStore {
+/**
+ * What a run of sends of one project is shown (sendSegment), in one statement: the senders'
+ * earlier messages with the same idempotency keys, the agents of the project that a target
+ * names (by id, or by name case-insensitively), and those agents' inbox streams, locked until
+ * the batch commits. The batch holds the project's heads, and every decision that numbers an
+ * event of its agents' streams or writes a message of it holds them too (changes.ts lockHeads),
+ * so what this reads stays the latest until the batch commits.
+ */
+const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[]))),
+    s AS (SELECT agent_id, next_seq FROM inbox_streams WHERE agent_id IN (SELECT id FROM c) ORDER BY agent_id FOR UPDATE)
+  SELECT (SELECT coalesce(json_agg(m), '[]') FROM messages m
+            WHERE (m.from_id, m.idempotency_key) IN (SELECT * FROM unnest($2::text[], $3::text[]))) AS existing,
+    (SELECT coalesce(json_agg(c ORDER BY c.reg_seq), '[]') FROM c) AS candidates,
+    (SELECT coalesce(json_agg(s), '[]') FROM s) AS streams`;
+
+/** What a run of sends wrote: the streams' next numbers, the messages, their events (each its own table: see together). */
+const moveStreams = `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) SELECT *, 0, 0 FROM unnest($1::text[], $2::bigint[])
+  ON CONFLICT (agent_id) DO UPDATE SET next_seq = excluded.next_seq`;
+const insertMessages = `INSERT INTO messages (${columns.join(", ")}) SELECT ${columns.join(", ")} FROM json_populate_recordset(NULL::messages, $1::json)`;
+const insertEvents = `INSERT INTO inbox_events (agent_id, seq, kind, message_id, created_at) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])`;
+
+/** One send of a batch: what `decideSend` was given. */
+interface SendItem {
+  query: { senderId: string; idempotencyKey?: string; project: string; target: string };
+  decide: (ctx: SendContext, nowMs: number) => MessageDecision<unknown>;
+}
+
+/**
+ * Sends run together in a batch (batches.ts): what they decide on read in one statement, each
+ * decided in order (a later send sees an earlier one's message under its idempotency key, and
+ * the stream numbers it took), and what they decided written in one statement with the batch's
+ * changes. A send writes a new message and its recipient's `message` event, nothing else.
+ */
+const sendSegment: SegmentKind<SendItem> = {
+  open(project) {
+    const byKey = new Map<string, MessageRow>();
+    const candidates: (AgentDb & { name_key: string })[] = [];
+    /** Each loaded candidate's next stream number (1 for a stream without a row yet). */
+    const next = new Map<string, number>();
+    const moved = new Set<string>();
+    const written: MessageRow[] = [];
+    const events: { agent_id: string; seq: number; kind: InboxEventKind; message_id: string; created_at: number }[] = [];
+    const keyOf = (senderId: string, key: string) => `${senderId}\0${key}`;
+    return {
+      async load(tx, items) {
+        const keyed = items.filter((i) => i.query.idempotencyKey !== undefined);
+        const targets = [...new Set(items.map((i) => i.query.target))];
+        const found = (
+          await tx.query<{ existing: MessageDb[]; candidates: (AgentDb & { name_key: string })[]; streams: { agent_id: string; next_seq: number }[] }>(loadSends, [
+            project,
+            keyed.map((i) => i.query.senderId),
+            keyed.map((i) => i.query.idempotencyKey),
+            targets,
+            targets.map((t) => t.toLowerCase()),
+          ])
+        ).rows[0]!;
+        for (const m of found.existing) byKey.set(keyOf(m.from_id, m.idempotency_key!), messageFromDb(m));
+        candidates.push(...found.candidates);
+        for (const c of found.candidates) next.set(c.id, 1);
+        for (const st of found.streams) next.set(st.agent_id, st.next_seq);
+      },
+      decide({ query, decide }, nowMs, record) {
+        const key = query.idempotencyKey;
+        const existing = key === undefined ? undefined : byKey.get(keyOf(query.senderId, key));
+        const nameKey = query.target.toLowerCase();
+        const ctx: SendContext = {
+          ...(existing && { existing }),
+          candidates: candidates.filter((c) => c.id === query.target || c.name_key === nameKey).map(agentFromDb),
+        };
+        const d = decide(ctx, nowMs);
+        // Everything that may throw comes first: a refusal changes nothing.
+        const numbered = (d.events ?? []).map((e) => {
+          const seq = next.get(e.agentId);
+          if (seq === undefined) throw new Error(`a send numbered an event of agent ${JSON.stringify(e.agentId)}, whose stream it was not shown`);
+          return { ...e, seq };
+        });
+        if (d.ack || (numbered.length > 0 && !d.write)) throw new Error("a send decided what only a decision on a message may");
+        const out: InboxEvent[] = [];
+        if (d.write) {
+          if (d.write.project !== project) throw new Error(`a send of project ${JSON.stringify(project)} wrote a message of another`);
+          const first = numbered.find((e) => e.kind === "message");
+          const row = first ? { ...d.write, seq: first.seq } : d.write;
+          for (const e of numbered) {
+            next.set(e.agentId, e.seq + 1);
+            moved.add(e.agentId);
+            events.push({ agent_id: e.agentId, seq: e.seq, kind: e.kind, message_id: row.id, created_at: d.atMs });
+            out.push({ agentId: e.agentId, seq: e.seq, kind: e.kind, message: row });
+          }
+          written.push(row);
+          if (row.idempotencyKey !== undefined) byKey.set(keyOf(row.fromId, row.idempotencyKey), row);
+          if (d.change) record(d.change.stream, d.change.body, d.atMs);
+        }
+        return { result: d.result, events: out };
+      },
+      flush() {
+        const together: Statement[] = [];
+        if (moved.size > 0) together.push({ text: moveStreams, values: [[...moved], [...moved].map((id) => next.get(id)!)] });
+        if (written.length > 0) together.push({ text: insertMessages, values: [JSON.stringify(written.map(messageToDb))] });
+        if (events.length > 0) {
+          together.push({
+            text: insertEvents,
+            values: [events.map((e) => e.agent_id), events.map((e) => e.seq), events.map((e) => e.kind), events.map((e) => e.message_id), events.map((e) => e.created_at)],
+          });
+        }
+        return { together, after: [] };
+      },
+    };
+  },
+};
+
+export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNow, snapshot, head }: PgAccess, tail: ReturnType<typeof createTail>): MessageStore {
   /**
    * Writes a decision: numbers its events, sets a new message's seq, advances the acked cursor;
    * records its change last.
@@ -79,21 +190,8 @@ export function createPostgresMessages({ tx, changeTx, rows, now, hubNow, snapsh
   }
 
   return {
-    decideSend<T>(query: { senderId: string; idempotencyKey?: string; project: string; target: string }, decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>) {
-      return handedOver(changeTx(query.project, async (t, record) => {
-        const existing = query.idempotencyKey
-          ? (await t.query<MessageDb>("SELECT * FROM messages WHERE from_id = $1 AND idempotency_key = $2", [query.senderId, query.idempotencyKey])).rows[0]
-          : undefined;
-        const candidates = (
-          await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND (id = $2 OR name_key = $3) ORDER BY reg_seq`, [
-            query.project,
-            query.target,
-            query.target.toLowerCase(),
-          ])
-        ).rows.map(agentFromDb);
-        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, await now(t));
-        return { result: d.result, events: await apply(t, d, record) };
-      }));
+    decideSend<T>(query: SendItem["query"], decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>) {
+      return handedOver(batched<SendItem, { result: T; events: InboxEvent[] }>(query.project, sendSegment, { query, decide }));
     },
 
     async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
