@@ -6,6 +6,8 @@ import { StoreOpenError, StoreUnavailable } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { sendTogether } from "../../src/store/postgres/transaction.js";
+import { listenForInbox } from "../../src/store/postgres/inbox-notify.js";
+import { createTail } from "../../src/store/postgres/tail.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 import type { AgentRow, Delivery, LeaseKey, LeaseRow } from "../../src/domain.js";
 
@@ -306,5 +308,86 @@ describe("pipelined connections", () => {
     } finally {
       await client.end();
     }
+  });
+});
+
+/**
+ * How a replica hears of the inbox events another one commits (store/postgres/inbox-notify.ts,
+ * migration 009), and what the tail does when it does (tail.ts wake).
+ */
+describe("inbox events wake the other replicas' tails", () => {
+  it("a statement that adds inbox events notifies every listener but the replica that wrote them, once committed", async () => {
+    const url = await server.createDatabase();
+    const store = await PostgresStore.open({ url }); // migrates
+    await store.close();
+    const heard: string[] = [];
+    let next: (() => void) | undefined;
+    const listener = listenForInbox({ connectionString: url }, "kxm-hub self", () => {
+      heard.push("woken");
+      next?.();
+    });
+    const writer = async (name: string, n: number) => {
+      const c = new pg.Client({ connectionString: url, application_name: name });
+      await c.connect();
+      try {
+        await c.query("BEGIN");
+        await c.query("INSERT INTO inbox_events (agent_id, seq, kind, message_id, created_at) VALUES ('agt_a', $1, 'message', 'msg_a', 1)", [n]);
+        await c.query(n === 0 ? "ROLLBACK" : "COMMIT");
+      } finally {
+        await c.end();
+      }
+    };
+    try {
+      await listener.listening;
+      // Notifications arrive in commit order: when the last one is heard, the ones before it
+      // would have been. A rolled-back insert and its own replica's events are not heard.
+      await writer("kxm-hub other", 0);
+      await writer("kxm-hub self", 1);
+      let woken = new Promise<void>((resolve) => (next = resolve));
+      await writer("kxm-hub other", 2);
+      await woken;
+      expect(heard).toHaveLength(1);
+      woken = new Promise<void>((resolve) => (next = resolve));
+      await writer("kxm-hub other", 3);
+      await woken;
+      expect(heard).toHaveLength(2);
+    } finally {
+      await listener.close();
+    }
+  });
+
+  it("a woken tail looks at once instead of at its next tick, and a wake during a look makes another", async () => {
+    let calls = 0;
+    const looked: (() => void)[] = [];
+    let hold: Promise<void> | undefined;
+    const rows = (async () => {
+      calls++;
+      looked.splice(0).forEach((f) => f());
+      await hold;
+      return [{ xmin: String(100 + calls), r0: [] }];
+    }) as Parameters<typeof createTail>[0];
+    const nextLook = () => new Promise<void>((resolve) => looked.push(resolve));
+    const tail = createTail(rows, 3_600_000, 0);
+    const first = nextLook();
+    const stop = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {} });
+    await first;
+    // The first look found where windows start; the next tick is an hour away.
+    let second = nextLook();
+    tail.wake();
+    await second;
+    expect(calls).toBe(2);
+    // Woken while a look runs: another once it ends.
+    let release!: () => void;
+    hold = new Promise<void>((resolve) => (release = resolve));
+    second = nextLook();
+    tail.wake();
+    await second;
+    const third = nextLook();
+    tail.wake();
+    release();
+    hold = undefined;
+    await third;
+    expect(calls).toBe(4);
+    stop();
   });
 });

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import pg from "pg";
 import type { AgentStore } from "../agent-store.js";
 import type { ChangeFeed, StreamChange } from "../change-feed.js";
@@ -8,6 +9,7 @@ import type { SyncStore } from "../sync-store.js";
 import type { TokenStore } from "../token-store.js";
 import { createPostgresAgents } from "./agents.js";
 import { createPostgresChanges, type LockedHeads, type RecordedChange } from "./changes.js";
+import { listenForInbox } from "./inbox-notify.js";
 import { createPostgresLeases } from "./leases.js";
 import { createPostgresMessages } from "./messages.js";
 import { migrate } from "./schema.js";
@@ -29,6 +31,11 @@ export interface PostgresStoreOptions {
    * theirs.
    */
   clock?: StoreClock;
+  /**
+   * How often the tail looks for what other replicas committed (tail.ts). Default 20 ms; inbox
+   * events also wake it at once (inbox-notify.ts). Tests set it long to see the wake alone.
+   */
+  tailIntervalMs?: number;
 }
 
 /**
@@ -77,9 +84,15 @@ export class PostgresStore implements HubStore {
   /** The last reading of the database's clock, and when (performance.now()) it was read. */
   private reading = { dbMs: Date.now(), atMs: performance.now() };
 
+  /** What tells the tail that another replica committed inbox events (inbox-notify.ts). */
+  private readonly listener: { close(): Promise<void> };
+
   private constructor(
     private readonly pool: pg.Pool,
     private readonly clock: StoreClock | undefined,
+    tailEveryMs: number,
+    listenerConfig: pg.ClientConfig,
+    name: string,
   ) {
     const access: PgAccess = {
       tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work),
@@ -93,7 +106,8 @@ export class PostgresStore implements HubStore {
     };
     // One loop looks for what other replicas committed, for every reader (tail.ts).
     // Unnamed: a prepared statement's generic plan would not know how narrow a window is.
-    const tail = createTail((sql, params) => this.rows(sql, params, false), tailIntervalMs);
+    const tail = createTail((sql, params) => this.rows(sql, params, false), tailEveryMs);
+    this.listener = listenForInbox(listenerConfig, name, () => tail.wake());
     this.changeLog = createPostgresChanges(access, tail);
     this.changes = this.changeLog.feed;
     const leases = createPostgresLeases(access);
@@ -106,7 +120,16 @@ export class PostgresStore implements HubStore {
 
   /** Connects, brings the schema to this release's version (or refuses the database), and opens. */
   static async open(o: PostgresStoreOptions): Promise<PostgresStore> {
-    const pool = new pg.Pool({ connectionString: o.url, max: o.poolSize ?? 10, types: bigintAsNumber, connectionTimeoutMillis: 5_000, pipeline: true });
+    // Each replica names its connections, which names it in what it notifies (inbox-notify.ts).
+    const name = `kxm-hub ${randomUUID()}`;
+    const pool = new pg.Pool({
+      connectionString: o.url,
+      max: o.poolSize ?? 10,
+      types: bigintAsNumber,
+      connectionTimeoutMillis: 5_000,
+      pipeline: true,
+      application_name: name,
+    });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
     try {
@@ -126,7 +149,7 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    const store = new PostgresStore(pool, o.clock);
+    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
     // The first reading of the database's clock, so the hub's views follow it from the start.
     await store.tx((tx) => store.decisionTime(tx));
     return store;
@@ -237,6 +260,7 @@ export class PostgresStore implements HubStore {
   /** Lets the decisions running now end, then closes the pool. */
   async close(): Promise<void> {
     await Promise.allSettled([...this.running]);
+    await this.listener.close();
     await this.pool.end();
   }
 

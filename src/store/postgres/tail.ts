@@ -22,11 +22,17 @@ export interface TailReader<R = unknown> {
  * loop, and one statement per tick for every reader: the xmin and each reader's rows, read on one
  * snapshot (readers with the same query share it).
  */
-export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>, intervalMs: number) {
+export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>, intervalMs: number, minGapMs = 2) {
   const readers = new Set<TailReader>();
   let from: string | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running = false;
+  /** Whether a look is in flight, whether a wake came meanwhile, and when the last look started. */
+  let looking = false;
+  let woken = false;
+  let startedAt = Number.NEGATIVE_INFINITY;
+  /** How long until the next look may start, when woken: `minGapMs` after the last one started. */
+  const gap = () => Math.max(0, startedAt + minGapMs - performance.now());
 
   /** The tick's statement for the readers there are now: one array per distinct query. */
   function statement(): { sql: string; params: unknown[]; groups: TailReader[][] } {
@@ -72,11 +78,15 @@ export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, para
       running = false;
       return;
     }
+    looking = true;
+    startedAt = performance.now();
     look()
       .catch(() => {})
       .finally(() => {
+        looking = false;
         if (readers.size === 0) running = false;
-        else timer = setTimeout(tick, intervalMs).unref();
+        else timer = setTimeout(tick, woken ? gap() : intervalMs).unref();
+        woken = false;
       });
   }
 
@@ -91,8 +101,26 @@ export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, para
       }
       return () => {
         readers.delete(r);
-        if (readers.size === 0) clearTimeout(timer);
+        // The loop stops (a look in flight stops it when it ends): the next reader starts it again.
+        if (readers.size === 0 && !looking) {
+          clearTimeout(timer);
+          running = false;
+        }
       };
+    },
+    /**
+     * Another replica committed rows a reader tails (it said so: inbox-notify.ts): look now
+     * rather than at the next tick, at most every `minGapMs`; one woken during a look looks
+     * again once it ends. The ticks go on: a wake that never comes delays nothing past them.
+     */
+    wake(): void {
+      if (!running) return;
+      if (looking) {
+        woken = true;
+        return;
+      }
+      clearTimeout(timer);
+      timer = setTimeout(tick, gap()).unref();
     },
   };
 }
