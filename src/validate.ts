@@ -11,7 +11,7 @@ export function requireString(label: string, value: string | undefined, max: num
   const v = (value ?? "").trim();
   if (v === "") throw errors.protocol(`${label} cannot be empty`, label);
   if (v.length > max) throw errors.protocol(`${label} exceeds ${max} characters`, label);
-  return v;
+  return storable(label, v);
 }
 
 /** Trims; undefined or empty means absent; refuses longer than `max` characters. */
@@ -19,6 +19,16 @@ export function optionalString(label: string, value: string | undefined, max: nu
   const v = value?.trim();
   if (v === undefined || v === "") return undefined;
   if (v.length > max) throw errors.protocol(`${label} exceeds ${max} characters`, label);
+  return storable(label, v);
+}
+
+/**
+ * Refuses a NUL character (U+0000): PostgreSQL's text cannot hold one, so on that store the
+ * write would fail, and with it every decision batched with this one. Refused on both stores
+ * alike, as a typed error naming the field.
+ */
+function storable(label: string, v: string): string {
+  if (v.includes("\u0000")) throw errors.protocol(`${label} must not contain a NUL character (U+0000)`, label);
   return v;
 }
 

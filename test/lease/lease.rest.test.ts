@@ -142,6 +142,7 @@ describe("POST /v1/leases/{name}/acquire", () => {
     { what: "200 characters", name: "n".repeat(200), status: 200 },
     { what: "201 characters", name: "n".repeat(201), status: 400 },
     { what: "only blanks", name: "%20%20", status: 400 },
+    { what: "a NUL character", name: "d%00b", status: 400 },
   ])("names of $what answer $status", async ({ name, status }) => {
     await using t = await startTestHub();
     const { a } = await setup(t);

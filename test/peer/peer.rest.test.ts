@@ -118,6 +118,9 @@ describe("POST /v1/messages: validation (400 protocol_error)", () => {
     ['allowOffline "true"', { target: "beta", content: "x", allowOffline: "true" }],
     ["allowOffline 1", { target: "beta", content: "x", allowOffline: 1 }],
     ["idempotencyKey over 128", { target: "beta", content: "x", idempotencyKey: "k".repeat(129) }],
+    ["content with a NUL", { target: "beta", content: "a\u0000b" }],
+    ["correlationId with a NUL", { target: "beta", content: "x", correlationId: "c\u0000" }],
+    ["idempotencyKey with a NUL", { target: "beta", content: "x", idempotencyKey: "\u0000k" }],
   ];
   it.each(cases)("%s", async (_what, json) => {
     await using t = await startTestHub();
@@ -134,6 +137,7 @@ describe("POST /v1/messages: validation (400 protocol_error)", () => {
     expect(await msgOf({ target: "beta", content: "c".repeat(32_001) })).toBe("content exceeds 32000 characters");
     expect(await msgOf({ target: "beta", content: "x", maxHops: 21 })).toBe("maxHops must be an integer between 1 and 20");
     expect(await msgOf({ target: "beta", content: "x", allowOffline: "yes" })).toBe("allowOffline must be a boolean");
+    expect(await msgOf({ target: "beta", content: "a\u0000b" })).toBe("content must not contain a NUL character (U+0000)");
   });
 
   it.each([

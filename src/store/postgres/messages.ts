@@ -46,7 +46,14 @@ const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM age
 /** What a run of sends wrote: the streams' next numbers, the messages, their events (each its own table: see together). */
 const moveStreams = `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) SELECT *, 0, 0 FROM unnest($1::text[], $2::bigint[])
   ON CONFLICT (agent_id) DO UPDATE SET next_seq = excluded.next_seq`;
-const insertMessages = `INSERT INTO messages (${columns.join(", ")}) SELECT ${columns.join(", ")} FROM json_populate_recordset(NULL::messages, $1::json)`;
+/** The type of each message column that is not text (migration 002). */
+const numeric: Record<string, string> = { hops: "integer", max_hops: "integer", seq: "bigint", created_at: "bigint", expires_at: "bigint", delivered_at: "bigint", replied_at: "bigint", cancelled_at: "bigint", reply_created_at: "bigint" };
+/**
+ * One array per column, as the other segment writes: a string goes to the server as the driver
+ * encodes it (a lone surrogate as U+FFFD), as when each send wrote its own row.
+ */
+const insertMessages = `INSERT INTO messages (${columns.join(", ")})
+  SELECT * FROM unnest(${columns.map((c, i) => `$${i + 1}::${numeric[c] ?? "text"}[]`).join(", ")})`;
 const insertEvents = `INSERT INTO inbox_events (agent_id, seq, kind, message_id, created_at) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])`;
 
 /** One send of a batch: what `decideSend` was given. */
@@ -125,7 +132,10 @@ const sendSegment: SegmentKind<SendItem> = {
       flush() {
         const together: Statement[] = [];
         if (moved.size > 0) together.push({ text: moveStreams, values: [[...moved], [...moved].map((id) => next.get(id)!)] });
-        if (written.length > 0) together.push({ text: insertMessages, values: [JSON.stringify(written.map(messageToDb))] });
+        if (written.length > 0) {
+          const rows = written.map((m) => messageToDb(m) as Record<string, unknown>);
+          together.push({ text: insertMessages, values: columns.map((c) => rows.map((r) => r[c])) });
+        }
         if (events.length > 0) {
           together.push({
             text: insertEvents,
