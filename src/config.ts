@@ -252,7 +252,7 @@ const flags = {
   "database-pool-size": {
     env: "KXM_DATABASE_POOL_SIZE",
     value: "n",
-    meaning: "connections to PostgreSQL, 2..1000",
+    meaning: "pooled connections to PostgreSQL, 2..1000 (plus one that listens for the other replicas' inbox events)",
     default: String(defaultConfig.databasePoolSize),
   },
   "log-path": {
