@@ -155,7 +155,10 @@ describe("kxm-hub lease run", () => {
     expect(lease).toMatchObject({ holderAgentName: "alpha", fencingToken: 1 });
     expect(env).toMatchObject({ token: "1", name: LEASE, resource: lease!.resource });
 
-    fs.writeFileSync(run.files.go, "7");
+    // Written whole, then renamed into place: the command polls for the file, and one that saw it
+    // created but not yet written would read "" and exit 0.
+    fs.writeFileSync(`${run.files.go}.part`, "7");
+    fs.renameSync(`${run.files.go}.part`, run.files.go);
     const { code, stderr } = await within(run.exited, "lease run's exit");
     expect(code, stderr).toBe(7);
     expect(stderr).toBe("");
