@@ -21,10 +21,16 @@ const pattern =
   (v, p) => {
     if (typeof v !== "string" || v.length > max || !re.test(v)) fail(p, `must be ${what}`);
   };
+/**
+ * A string of min..max characters, without NUL (U+0000): PostgreSQL's text cannot hold one (the
+ * hub keeps a run's title and workflow as columns), and the hub refuses it in every string it
+ * validates, on both stores alike (validate.ts).
+ */
 const text =
   (min: number, max: number): Check =>
   (v, p) => {
     if (typeof v !== "string" || v.length < min || v.length > max) fail(p, `must be a string of ${min}..${max} characters`);
+    if ((v as string).includes("\u0000")) fail(p, "must not contain a NUL character (U+0000)");
   };
 const oneOf =
   (...values: string[]): Check =>

@@ -203,6 +203,8 @@ describe("payload sub-objects: required fields, enums, bounds", () => {
     ["instanceNo 65", { instanceNo: 65 }, "event.payload.instanceNo"],
     ["stepAttempt 0", { stepAttempt: 0 }, "event.payload.stepAttempt"],
     ["displayTitle over 200", { displayTitle: "x".repeat(201) }, "event.payload.displayTitle"],
+    ["displayTitle with a NUL", { displayTitle: "a\u0000b" }, "event.payload.displayTitle"],
+    ["summary with a NUL", { summary: "\u0000" }, "event.payload.summary"],
     ["summary empty", { summary: "" }, "event.payload.summary"],
     ["degraded not a bool", { degraded: 1 }, "event.payload.degraded"],
   ])("refuses %s", (_, over, path) => {

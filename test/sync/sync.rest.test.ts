@@ -109,6 +109,12 @@ describe("PushEvents results", () => {
     expect([t.counters.get("syncAccepted"), t.counters.get("syncDuplicate")]).toEqual([2, 2]);
   });
 
+  it("refuses a NUL character in a run's title as an invalid event, and takes the next event of the batch (on both stores)", async () => {
+    await using t = await hubWithTokens();
+    const body = await pushOk(t, [seq(1, { payload: { status: "running", workflowId: "wf-build", displayTitle: "Build\u0000it" } }), seq(1)]);
+    expect(codes(body)).toEqual(["sync_event_invalid", "accepted"]);
+  });
+
   it("keeps request order in a mixed batch and lists a cursor per run with an accepted or duplicate event", async () => {
     await using t = await hubWithTokens();
     await pushOk(t, [seq(1)]);
