@@ -245,14 +245,12 @@ export function pgBatches(
  */
 async function write(tx: PgTx, first: readonly Statement[], after: readonly Statement[], commit?: pg.ClientBase): Promise<void> {
   const one = together(first);
-  const statements = [...(one ? [one] : []), ...after];
+  const send = () => Promise.all([...(one ? [one] : []), ...after].map((st) => tx.query(st.text, st.values)));
   if (commit === undefined) {
-    await Promise.all(statements.map((st) => tx.query(st.text, st.values)));
+    await send();
     return;
   }
-  const [, ended] = await sendTogether(commit, () =>
-    Promise.all([Promise.all(statements.map((st) => tx.query(st.text, st.values))), commit.query("COMMIT")]),
-  );
+  const [, ended] = await sendTogether(commit, () => Promise.all([send(), commit.query("COMMIT")]));
   if (ended.command !== "COMMIT") throw new Error(`the batch's COMMIT ended as ${ended.command}`);
 }
 

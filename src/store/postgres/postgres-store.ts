@@ -151,7 +151,13 @@ export class PostgresStore implements HubStore {
     }
     const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
     // The first reading of the database's clock, so the hub's views follow it from the start.
-    await store.tx((tx) => store.decisionTime(tx));
+    // A store that cannot take it is closed: its pool and its listening connection go with it.
+    try {
+      await store.tx((tx) => store.decisionTime(tx));
+    } catch (e) {
+      await store.close();
+      throw e;
+    }
     return store;
   }
 
