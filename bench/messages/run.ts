@@ -13,6 +13,7 @@ import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
+import { fork, type ChildProcess } from "node:child_process";
 import { Worker } from "node:worker_threads";
 import { systemClock } from "../../src/clock.js";
 import { defaultConfig } from "../../src/config.js";
@@ -53,9 +54,11 @@ const usage = `usage: node --import tsx bench/messages/run.ts [options]
                       fromBinary per frame (default); connect: connect-node
  general:
   --parts LIST        messages,fanout (default both)
-  --client inline|thread
-                      inline: load generator on the hub's own thread and event loop;
-                      thread: a worker thread of this process (own event loop) (default)
+  --client process|thread|inline
+                      process: load generator in a process of its own (default);
+                      thread: a worker thread of this process (own event loop and heap, but
+                      the process's V8 and libuv thread pools shared with the hub);
+                      inline: on the hub's own thread and event loop
   --sync full|normal  SQLite synchronous pragma (default full, the hub's default)
   --max-lag N         hub streamMaxLag (default 1000000, so no stream is cut off as too slow)
   --dir PATH          directory for the temp database (default: os.tmpdir())
@@ -81,7 +84,7 @@ const { values: flags } = parseArgs({
     "watch-client": { type: "string", default: "lean" },
     "send-client": { type: "string", default: "lean" },
     parts: { type: "string", default: "messages,fanout" },
-    client: { type: "string", default: "thread" },
+    client: { type: "string", default: "process" },
     sync: { type: "string", default: "full" },
     "max-lag": { type: "string", default: "1000000" },
     dir: { type: "string" },
@@ -91,7 +94,10 @@ const { values: flags } = parseArgs({
 });
 const { fail, num, int } = flagReaders(flags, usage);
 const sync = flags.sync === "full" || flags.sync === "normal" ? flags.sync : fail("--sync must be full or normal");
-const client = flags.client === "inline" || flags.client === "thread" ? flags.client : fail("--client must be inline or thread");
+const client =
+  flags.client === "inline" || flags.client === "thread" || flags.client === "process"
+    ? flags.client
+    : fail("--client must be process, thread or inline");
 const watchAs = flags["watch-as"] === "token" || flags["watch-as"] === "agent" ? flags["watch-as"] : fail("--watch-as must be token or agent");
 const sendClient =
   flags["send-client"] === "lean" || flags["send-client"] === "connect" ? flags["send-client"] : fail("--send-client must be lean or connect");
@@ -168,6 +174,20 @@ const onMark: Mark = (phase, label) => {
     cores: (cpu.user + cpu.system) / 1_000 / (monoMs() - b.t),
   });
 };
+type LoadMessage = { mark: { phase: "begin" | "end"; label: string } } | { ok: true; result: LoadResult } | { ok: false; error: string };
+
+/** The load's result from a worker thread or a child process, its marks handed to onMark meanwhile. */
+function fromLoad(from: Worker | ChildProcess): Promise<LoadResult> {
+  return new Promise<LoadResult>((resolve, reject) => {
+    from.on("message", (m: LoadMessage) => {
+      if ("mark" in m) onMark(m.mark.phase, m.mark.label);
+      else if (m.ok) resolve(m.result);
+      else reject(new Error(m.error));
+    });
+    from.once("error", reject);
+    from.once("exit", (code) => reject(new Error(`the load generator exited (${code}) before its result`)));
+  });
+}
 const pct = (x: number | undefined) => (x === undefined ? "-" : `${Math.round(x * 100)}%`);
 
 /** Set once the hub exists: stops it and removes the temp dir (also on failure). */
@@ -202,33 +222,37 @@ async function main() {
       `watchers: --watch-client; set-up: connect-node; Connect binary over h2c, ` +
       (client === "inline"
         ? "IN-PROCESS on the hub's own thread and event loop, sharing its 2 cores"
-        : "in a worker thread of the hub's process: own event loop, but sharing the hub's 2 cores"),
+        : client === "thread"
+          ? "in a worker thread of the hub's process: own event loop, but sharing the hub's 2 cores"
+          : "in a process of its own, sharing the hub's 2 cores"),
   );
-  console.log(`            latencies use process.hrtime (one monotonic clock for every thread of the process)`);
+  console.log(`            latencies: a send's time and its frame's arrival, both taken by the load (process.hrtime)`);
 
   const options = loadOptions(url);
   let result: LoadResult;
   if (client === "inline") {
     result = await runLoad(options, onMark);
-  } else {
+  } else if (client === "thread") {
     const worker = new Worker(new URL("../common/ts-worker.mjs", import.meta.url), {
       workerData: { entry: new URL("./worker.ts", import.meta.url).href, options },
       // A larger young generation for the load: fewer scavenges pausing the thread that takes the
       // timestamps (the hub's own heap keeps Node's defaults).
       resourceLimits: { maxYoungGenerationSizeMb: 64 },
     });
-    result = await new Promise<LoadResult>((resolve, reject) => {
-      worker.on(
-        "message",
-        (m: { mark: { phase: "begin" | "end"; label: string } } | { ok: true; result: LoadResult } | { ok: false; error: string }) => {
-          if ("mark" in m) onMark(m.mark.phase, m.mark.label);
-          else if (m.ok) resolve(m.result);
-          else reject(new Error(m.error));
-        },
-      );
-      worker.once("error", reject);
-    });
+    result = await fromLoad(worker);
     await worker.terminate();
+  } else {
+    // The same larger young generation as the thread's (three semi-spaces of 21 MB).
+    const child = fork(new URL("./process.ts", import.meta.url), [], {
+      execArgv: ["--import", "tsx", "--max-semi-space-size=21"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    child.send({ options });
+    try {
+      result = await fromLoad(child);
+    } finally {
+      child.kill();
+    }
   }
   await cleanup?.();
 
@@ -320,7 +344,7 @@ function printMessages(r: MessagesResult, options: LoadOptions, f: (n: number | 
         (client === "inline"
           ? `the one thread (hub + load) ${pct(u.hubBusy)} busy`
           : `hub thread ${pct(u.hubBusy)} busy, load thread ${pct(r.loadBusy)} busy`) +
-        `; process ${u.cores.toFixed(2)} cores (of ${os.cpus().length}), first send to last frame`,
+        `; ${client === "process" ? "hub process" : "process"} ${u.cores.toFixed(2)} cores (of ${os.cpus().length}), first send to last frame`,
     );
   }
   for (const e of r.streamErrors) console.log(`     STREAM ERROR ${e}`);

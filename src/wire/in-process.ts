@@ -1,4 +1,4 @@
-import { create, isMessage, type DescMessage, type DescMethod, type Message } from "@bufbuild/protobuf";
+import { create, isMessage, type DescMessage, type DescMethod, type DescService, type Message } from "@bufbuild/protobuf";
 import {
   createServiceImplSpec,
   type ConnectRouter,
@@ -63,6 +63,54 @@ export interface InProcessStream {
 
 type UnarySpec = Extract<MethodImplSpec, { kind: "unary" }>;
 type StreamSpec = Extract<MethodImplSpec, { kind: "server_streaming" }>;
+
+/**
+ * The context connect would give an implementation, for a unary call made in-process: its header
+ * objects are made only when the implementation touches them.
+ * @NOTE A class, not an object literal with getters. Each evaluation of a literal with accessors
+ * gets a hidden class of its own, made in V8's old generation and holding the getters, and
+ * through them the whole call, until the next full collection: every call made that way
+ * outlived the young generation's collections, which then copied and promoted a few KiB per
+ * call and paused for 5-14 ms instead of about 1 (decision D57).
+ */
+class DirectContext implements HandlerContext {
+  readonly service: DescService;
+  readonly requestMethod = "POST";
+  /** No implementation reads it. */
+  readonly url: string;
+  readonly values: ContextValues;
+  responseHeaderMade: Headers | undefined;
+  responseTrailerMade: Headers | undefined;
+  private requestHeaderMade: Headers | undefined;
+
+  constructor(
+    readonly method: DescMethod,
+    path: string,
+    readonly protocolName: string,
+    readonly signal: AbortSignal,
+    private readonly input: InProcessCall,
+  ) {
+    this.service = method.parent;
+    this.url = `http://hub.internal${path}`;
+    this.values = input.contextValues;
+  }
+
+  timeoutMs(): number | undefined {
+    return undefined;
+  }
+
+  get requestHeader(): Headers {
+    return (this.requestHeaderMade ??= asHeaders(this.input.header));
+  }
+
+  get responseHeader(): Headers {
+    return (this.responseHeaderMade ??= new Headers());
+  }
+
+  get responseTrailer(): Headers {
+    return (this.responseTrailerMade ??= new Headers());
+  }
+}
 
 /**
  * Calls the hub's unary methods, and opens its server streams, in-process, through the same
@@ -170,30 +218,9 @@ export function createInProcessCaller(
     const method: DescMethod = spec.method;
     const callSignal = input.signal ?? signal;
     return rules.run(method, input, async () => {
-      let requestHeader: Headers | undefined;
-      let responseHeader: Headers | undefined;
-      let responseTrailer: Headers | undefined;
-      const ctx: HandlerContext = {
-        method,
-        service: method.parent,
-        requestMethod: "POST",
-        url: `http://hub.internal${path}`, // no implementation reads it
-        protocolName,
-        signal: callSignal,
-        timeoutMs: () => undefined,
-        get requestHeader() {
-          return (requestHeader ??= asHeaders(input.header));
-        },
-        get responseHeader() {
-          return (responseHeader ??= new Headers());
-        },
-        get responseTrailer() {
-          return (responseTrailer ??= new Headers());
-        },
-        values: input.contextValues,
-      };
+      const ctx = new DirectContext(method, path, protocolName, callSignal, input);
       const out = await (spec.impl as (m: Message, c: HandlerContext) => Promise<unknown>)(input.message, ctx);
-      return { message: normalize(method.output, out), header: responseHeader, trailer: responseTrailer };
+      return { message: normalize(method.output, out), header: ctx.responseHeaderMade, trailer: ctx.responseTrailerMade };
     });
   }
 

@@ -44,28 +44,27 @@ export interface BatchTx extends PgTx {
 }
 
 function batchTx(client: pg.ClientBase, locked: LockedHeads): BatchTx {
-  let marks = 0;
   let lockedAt = performance.now();
   let lockedMs = Number.NaN;
+  // `marks` is a plain property, not a getter: an object literal with an accessor gets a hidden
+  // class of its own per evaluation, which keeps the batch alive past young collections (D57).
   const tx = {
-    get marks() {
-      return marks;
-    },
+    marks: 0,
     clockMs(): number {
       if (lockedMs !== locked.nowMs) [lockedMs, lockedAt] = [locked.nowMs, performance.now()];
       return Math.round(lockedMs + (performance.now() - lockedAt));
     },
     query(text: string, values?: unknown[]) {
       const s = namedStatement(text);
-      if (s === undefined || s.writes) marks++;
+      if (s === undefined || s.writes) tx.marks++;
       const run = s === undefined ? client.query(text, values) : client.query({ name: s.name, text, values: values ?? [] });
       return run.catch((e: unknown) => {
-        marks++;
+        tx.marks++;
         throw e;
       });
     },
   };
-  return tx as BatchTx;
+  return tx;
 }
 
 /**
