@@ -13,6 +13,7 @@ import os from "node:os";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
 import { fork, type ChildProcess } from "node:child_process";
 import { Worker } from "node:worker_threads";
 import { systemClock } from "../../src/clock.js";
@@ -243,8 +244,8 @@ async function main() {
     await worker.terminate();
   } else {
     // The same larger young generation as the thread's (three semi-spaces of 21 MB).
-    const child = fork(new URL("./process.ts", import.meta.url), [], {
-      execArgv: ["--import", "tsx", "--max-semi-space-size=21"],
+    const child = fork(fileURLToPath(new URL("./worker.ts", import.meta.url)), [], {
+      execArgv: ["--import", import.meta.resolve("tsx"), "--max-semi-space-size=21"],
       stdio: ["ignore", "inherit", "inherit", "ipc"],
     });
     child.send({ options });
