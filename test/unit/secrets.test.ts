@@ -24,7 +24,7 @@ describe("presented secrets against expected ones", () => {
     expect(secretMatchesHash(secret, changed)).toBe(false);
   });
 
-  it.prop([fc.string({ minLength: 1 })])("a stored digest that is not 64 hex digits refuses every secret", (secret) => {
+  it.prop([fc.string({ minLength: 1 })])("a stored digest that is not 64 lowercase hex digits refuses every secret", (secret) => {
     const stored = reference(secret);
     for (const bad of ["", stored.slice(0, 63), `${stored}0`, stored.toUpperCase() === stored ? `${stored}x` : stored.toUpperCase()]) {
       expect(secretMatchesHash(secret, bad)).toBe(false);
