@@ -60,12 +60,21 @@ function removeDataDir(file: string, created: string | undefined): void {
  * WAL with `synchronous=NORMAL` whatever the configured durability: a commit writes the WAL
  * without syncing it, and checkpoints sync both files. FULL durability is the store's own WAL
  * sync after each batch's commit (batch.ts), before any of the batch is answered.
+ *
+ * `temp_store = MEMORY` keeps each decision's savepoint journal in memory. A batch opens a
+ * savepoint per decision (batch.ts), and SQLite copies every page a decision first changes into
+ * that journal; past 64 KiB it spills the journal to a temporary file. A sent message changes
+ * about a dozen pages (the message, its five indexes, its inbox event and stream, the change row
+ * and its head), so every send wrote five or more 4 KiB pages to a file nobody reads: a third of
+ * a send's statement time (bench/README.md, "Messages: the savepoint journal"). What a savepoint
+ * journal holds is one decision's pages, never more than the batch's transaction would.
  */
 function configure(db: Database.Database): void {
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
+  db.pragma("temp_store = MEMORY");
 }
 
 /**
