@@ -27,10 +27,12 @@ export type WorkOutcome = { ok: true; value: unknown; wrote?: boolean } | { ok: 
 export interface BatchBackend<W> {
   /**
    * Runs before a batch's works are taken from the queue (the PostgreSQL backend begins its
-   * transaction and waits there for its project's locks), so that what is queued while it waits
-   * joins this batch instead of the next. What it throws fails the works then queued.
+   * transaction and waits there for its project's locks; the SQLite one, now and then, for a
+   * checkpoint), so that what is queued while it waits joins this batch instead of the next.
+   * Undefined: nothing to wait for, the batch starts at once. What it throws fails the works
+   * then queued.
    */
-  prepare?(): Promise<void>;
+  prepare?(): Promise<void> | undefined;
   /**
    * Runs `works` in order inside one transaction, each isolated so that one that throws is undone
    * alone, commits, and resolves with one outcome per work once the commit is durable. Rejects
@@ -112,8 +114,9 @@ export class GroupCommit<W> {
     };
     let committed: Promise<WorkOutcome[]>;
     try {
-      committed = this.backend.prepare
-        ? this.backend.prepare().then(commit, (e: unknown) => {
+      const prepared = this.backend.prepare?.();
+      committed = prepared
+        ? prepared.then(commit, (e: unknown) => {
             take();
             throw e;
           })

@@ -2,7 +2,8 @@ import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { createAuthenticator } from "../../src/auth/authenticate.js";
 import { sha256Hex } from "../../src/ids.js";
 import { decideAcquire } from "../../src/lease/rules.js";
@@ -328,7 +329,10 @@ describe("WAL checkpoints", () => {
 });
 
 describe("WAL size under sustained writes", () => {
-  it("stays bounded: past restartFrames the store folds the WAL back between batches, and SQLite restarts it", async () => {
+  it("stays bounded: past restartFrames the worker folds the WAL back between batches, and SQLite restarts it", async () => {
+    // The checkpoints this thread runs (the worker's connection is in a thread of its own, with
+    // its own copy of the driver): none. The fold runs in the worker while the batch waits.
+    const pragma = vi.spyOn(Database.prototype, "pragma");
     const file = tempFile();
     const store = new SqliteStore({ path: file, synchronous: "full", restartFrames: 1_024 });
     stores.push(store);
@@ -355,6 +359,9 @@ describe("WAL size under sustained writes", () => {
     await Promise.all(Array.from({ length: 64 }, writer));
     // Without the fold, 120,000 decisions leave a WAL of ~40 MB (and growing with every write).
     expect(largest).toBeLessThan(12 * 1024 * 1024);
+    const checkpoints = pragma.mock.calls.filter(([source]) => String(source).includes("wal_checkpoint"));
+    pragma.mockRestore();
+    expect(checkpoints).toEqual([]);
     expect((await store.leases.listLeases({ project: "p", limit: 10_000, includeExpired: true, nowMs: 0 })).length).toBe(5_000);
   }, 60_000);
 });
@@ -380,4 +387,30 @@ describe("closing with a checkpoint worker", () => {
     expect(out.stdout.trim()).toBe("closed");
     expect(fs.existsSync(path.join(dir, "kxm.db-wal"))).toBe(false);
   }, 30_000);
+
+  it("a batch held for a fold keeps a process with nothing else to do alive until it is answered", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-gc-fold-"));
+    dirs.push(dir);
+    const store = new URL("../../src/store/sqlite/sqlite-store.ts", import.meta.url).href;
+    // 16 frames: nearly every worker report asks for a fold, and the loop awaits each decision
+    // with nothing else pending, so only the worker's checkpoint can keep the process up.
+    const script = `
+      import { SqliteStore } from ${JSON.stringify(store)};
+      const store = new SqliteStore({ path: ${JSON.stringify(path.join(dir, "kxm.db"))}, synchronous: "full", restartFrames: 16 });
+      const row = (i) => ({ project: "p", name: "r" + i, holderAgentId: "a", holderAgentName: "a".repeat(500), fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 });
+      for (let i = 0; i < 2000; i++) await store.leases.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i), result: 0 }));
+      const n = (await store.leases.listLeases({ project: "p", limit: 5000, includeExpired: true, nowMs: 0 })).length;
+      await store.close();
+      console.log("closed " + n);`;
+    // A file, not -e: a script given with -e is not ended by a settled-less top-level await.
+    const entry = path.join(dir, "fold.mjs");
+    fs.writeFileSync(entry, script);
+    const out = spawnSync(process.execPath, ["--import", "tsx", entry], {
+      cwd: path.resolve(import.meta.dirname, "../.."),
+      encoding: "utf8",
+      timeout: 50_000,
+    });
+    expect(out.stderr).toBe("");
+    expect(out.stdout.trim()).toBe("closed 2000");
+  }, 60_000);
 });

@@ -72,8 +72,11 @@ export function fdatasyncWal(file: string): WalSync {
  */
 /** What the store's checkpoints need to hear from the batches (checkpointer.ts). */
 export interface BatchHooks {
-  /** Before a batch begins, on the hub's thread with no transaction open. */
-  beforeBatch(): void;
+  /**
+   * Before a batch begins, with no transaction open: a promise holds the batch back until it
+   * settles (the works queued meanwhile join it), undefined lets it start at once.
+   */
+  beforeBatch(): Promise<void> | undefined;
   /** After each COMMIT that wrote something. */
   wrote(): void;
   /** A work's savepoint is open. */
@@ -121,7 +124,7 @@ export function countWrites(db: Database.Database): { readonly count: number } {
 export function sqliteBatches(
   db: Database.Database,
   walSync: () => WalSync | undefined,
-  hooks: BatchHooks = { beforeBatch() {}, wrote() {} },
+  hooks: BatchHooks = { beforeBatch: () => undefined, wrote() {} },
 ): BatchBackend<Work> {
   const writes = countWrites(db);
   const s = {
@@ -134,9 +137,9 @@ export function sqliteBatches(
     changes: db.prepare<[], { n: number }>("SELECT total_changes() AS n"),
   };
   return {
+    prepare: () => hooks.beforeBatch(),
     commit(works: Work[]): Promise<WorkOutcome[]> {
       const outcomes: WorkOutcome[] = [];
-      hooks.beforeBatch();
       // total_changes() counts every row a statement changed, kept or rolled back: read before
       // and after the batch, it says whether the batch wrote (and so needs the WAL synced).
       const before = s.changes.get()!.n;

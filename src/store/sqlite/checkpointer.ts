@@ -13,10 +13,13 @@ import { Worker } from "node:worker_threads";
  *
  * Under sustained writes a PASSIVE checkpoint in another thread never sees the WAL's end (the hub
  * appends while it copies), so SQLite never gets to restart the WAL and the file would grow
- * without bound. Once the worker reports more than `restartFrames` frames, the store runs one
- * PASSIVE checkpoint itself, between two batches (`restartDue`): the worker has already copied
- * nearly everything, so it copies the last frames and syncs, and the next write restarts the WAL
- * (truncated back to `journal_size_limit`).
+ * without bound. Once the worker reports more than `restartFrames` frames (`restartDue`), the
+ * store holds its next batch back until the worker has run one more checkpoint (`fold`): nothing
+ * is appended meanwhile, so that one reaches the WAL's end, and the batch's write restarts the
+ * WAL from its start. The worker has already copied nearly everything, so the hold is one
+ * checkpoint of the last frames and its syncs (1-3 ms), during which the hub's thread goes on
+ * serving: calls are read, checked and queued, and join the held batch. Until 2026-12 the hub's
+ * thread ran that checkpoint itself, syncs included, which stopped it for as long.
  */
 
 /** The worker's code: a script, so it needs no TypeScript loader. */
@@ -51,7 +54,7 @@ export type CheckpointResult = { ok: true; busy: number; log: number; checkpoint
 const commitsPerCheckpoint = 200;
 /** A checkpoint is also asked for when this long has passed since the last one, if anything was committed. */
 const maxCheckpointGapMs = 1_000;
-/** WAL frames (4 KiB pages) above which the hub's thread folds the WAL back itself (below). */
+/** WAL frames (4 KiB pages) above which the store folds the WAL back (below). */
 export const defaultRestartFrames = 4_096;
 
 export class Checkpointer {
@@ -60,6 +63,11 @@ export class Checkpointer {
   private commits = 0;
   private lastAtMs = performance.now();
   private closed = false;
+  /** Folds waiting for a checkpoint that starts after they asked, and those the running one answers. */
+  private asked: (() => void)[] = [];
+  private answering: (() => void)[] = [];
+  /** The last report answered a fold: it says nothing of the WAL the next write restarts. */
+  private folded = false;
   /** The last checkpoint's outcome (tests, diagnostics). */
   last: CheckpointResult | undefined;
 
@@ -68,14 +76,23 @@ export class Checkpointer {
     private readonly restartFrames = defaultRestartFrames,
   ) {}
 
-  /** True when the WAL has grown past `restartFrames` and no worker checkpoint is running. */
+  /** True when the worker last reported a WAL past `restartFrames`, and no fold came since. */
   restartDue(): boolean {
-    return !this.inFlight && this.last?.ok === true && this.last.log >= this.restartFrames;
+    return !this.folded && this.last?.ok === true && this.last.log >= this.restartFrames;
   }
 
-  /** The store folded the WAL back itself: the last report no longer describes it. */
-  restarted(): void {
-    this.last = undefined;
+  /**
+   * Resolves once the worker has run a checkpoint that started after this call: with nothing
+   * written meanwhile (the store holds its next batch until then), it copied the whole WAL.
+   * Never rejects: a checkpoint that failed leaves the WAL to grow, as it would have anyway.
+   */
+  fold(): Promise<void> {
+    return new Promise((resolve) => {
+      this.asked.push(resolve);
+      // The process stays up for it, as for close(): the worker is otherwise unref'd.
+      this.ensureWorker().ref();
+      if (!this.inFlight) this.request();
+    });
   }
 
   /** Called after each batch that wrote: asks for a checkpoint when one is due and none runs. */
@@ -90,22 +107,33 @@ export class Checkpointer {
     this.inFlight = true;
     this.commits = 0;
     this.lastAtMs = performance.now();
+    this.answering = this.asked;
+    this.asked = [];
     this.ensureWorker().postMessage("checkpoint");
+  }
+
+  /** A checkpoint ended (or the worker did): answers the folds it covered, starts the next one asked. */
+  private reported(r: CheckpointResult): void {
+    this.last = r;
+    this.inFlight = false;
+    const answered = this.answering;
+    this.answering = [];
+    this.folded = answered.length > 0;
+    for (const resolve of answered) resolve();
+    if (this.asked.length > 0 && !this.closed) this.request();
+    else if (this.worker) this.worker.unref();
   }
 
   private ensureWorker(): Worker {
     if (this.worker) return this.worker;
     const worker = new Worker(workerSource, { eval: true, workerData: { file: this.file, driver: driverPath } });
     worker.unref();
-    worker.on("message", (r: CheckpointResult) => {
-      this.last = r;
-      this.inFlight = false;
-    });
+    worker.on("message", (r: CheckpointResult) => this.reported(r));
     worker.on("error", (e) => {
       // A checkpoint that cannot run leaves the WAL to grow; SQLite checkpoints at close.
-      this.last = { ok: false, error: e.message };
-      this.inFlight = false;
       this.worker = undefined;
+      this.answering.push(...this.asked.splice(0));
+      this.reported({ ok: false, error: e.message });
     });
     this.worker = worker;
     return worker;

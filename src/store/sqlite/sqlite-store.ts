@@ -73,10 +73,14 @@ export class SqliteStore implements HubStore {
     const syncs = options.synchronous === "full" && this.storage === "sqlite";
     const openSync = options.walSync ?? fdatasyncWal;
     if (this.storage === "sqlite") {
-      // Checkpoints run in a worker thread, never inside a COMMIT on this one (checkpointer.ts);
-      // a restarted WAL is truncated back to 16 MiB.
+      // Checkpoints run in a worker thread, never inside a COMMIT on this one (checkpointer.ts).
+      // A restarted WAL is written again from its start, and truncated only when it grew past
+      // 64 MiB: four times the size at which the store folds it back, which it overshoots by
+      // what is committed while the worker copies. Truncating it at every restart (to 16 MiB,
+      // before) freed and reallocated ~10 MiB of the file each time, and the COMMIT that did
+      // it held the hub's thread 4-6 ms (bench/README.md, "Messages: the savepoint journal").
       db.pragma("wal_autocheckpoint = 0");
-      db.pragma(`journal_size_limit = ${16 * 1024 * 1024}`);
+      db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
       this.checkpointer = new Checkpointer(options.path, options.restartFrames);
     }
     const checkpointer = this.checkpointer;
@@ -84,11 +88,7 @@ export class SqliteStore implements HubStore {
     const numbering = () => this.changeLog.hooks;
     this.commits = new GroupCommit(
       sqliteBatches(db, () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined), {
-        beforeBatch() {
-          if (!checkpointer?.restartDue()) return;
-          db.pragma("wal_checkpoint(PASSIVE)");
-          checkpointer.restarted();
-        },
+        beforeBatch: () => (checkpointer?.restartDue() ? checkpointer.fold() : undefined),
         wrote: () => checkpointer?.committed(),
         workStarted: () => numbering().workStarted(),
         workRolledBack: () => numbering().workRolledBack(),
