@@ -65,9 +65,10 @@ function removeDataDir(file: string, created: string | undefined): void {
  * savepoint per decision (batch.ts), and SQLite copies every page a decision first changes into
  * that journal; past 64 KiB it spills the journal to a temporary file. A sent message changes
  * about a dozen pages (the message, its five indexes, its inbox event and stream, the change row
- * and its head), so every send wrote five or more 4 KiB pages to a file nobody reads: a third of
- * a send's statement time (bench/README.md, "Messages: the savepoint journal"). What a savepoint
- * journal holds is one decision's pages, never more than the batch's transaction would.
+ * and its head), so every send wrote five or more 4 KiB pages to a file nobody reads: about a
+ * third of a send's statement time (bench/README.md, "the savepoint journal and the WAL's
+ * restart"). What a savepoint journal holds is one decision's pages, never more than the
+ * batch's transaction would.
  */
 function configure(db: Database.Database): void {
   db.pragma("journal_mode = WAL");
