@@ -11,6 +11,7 @@ import type { Observer } from "../../src/observe.js";
 import { createPresence } from "../../src/presence/presence.js";
 import { DurabilityLost, GroupCommit, type BatchBackend } from "../../src/store/group-commit.js";
 import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
+import { Checkpointer } from "../../src/store/sqlite/checkpointer.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import type { LeaseRow } from "../../src/domain.js";
@@ -306,6 +307,36 @@ describe("group commit with a backend that prepares", () => {
     b.ready().resolve();
     expect(await third).toBe(30);
     expect(b.batches).toEqual([[3]]);
+  });
+});
+
+describe("folding the WAL back", () => {
+  it("a fold is answered even when the worker cannot run: the batch it holds is never stuck", async () => {
+    // No database at that path: the worker's connection fails as it starts.
+    const checkpointer = new Checkpointer(path.join(tempFile(), "missing.db"));
+    await checkpointer.fold();
+    expect(checkpointer.last).toMatchObject({ ok: false });
+    expect(checkpointer.restartDue()).toBe(false);
+    await checkpointer.close();
+  });
+
+  it("a fold is answered when the worker ends without being asked to", async () => {
+    const file = tempFile();
+    const store = new SqliteStore({ path: file, synchronous: "full" });
+    stores.push(store);
+    await acquire(store, "r", 1);
+    const checkpointer = new Checkpointer(file);
+    await checkpointer.fold();
+    expect(checkpointer.last).toMatchObject({ ok: true });
+    const worker = (checkpointer as unknown as { worker: { terminate(): Promise<number> } }).worker;
+    const folded = checkpointer.fold();
+    await worker.terminate();
+    await folded;
+    expect(checkpointer.last).toMatchObject({ ok: false, error: expect.stringContaining("ended") });
+    // A new worker serves the next one.
+    await checkpointer.fold();
+    expect(checkpointer.last).toMatchObject({ ok: true });
+    await checkpointer.close();
   });
 });
 

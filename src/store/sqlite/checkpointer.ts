@@ -129,12 +129,16 @@ export class Checkpointer {
     const worker = new Worker(workerSource, { eval: true, workerData: { file: this.file, driver: driverPath } });
     worker.unref();
     worker.on("message", (r: CheckpointResult) => this.reported(r));
-    worker.on("error", (e) => {
-      // A checkpoint that cannot run leaves the WAL to grow; SQLite checkpoints at close.
+    // A worker that fails, or ends when not asked to, answers what waits on it: a checkpoint
+    // that cannot run leaves the WAL to grow (SQLite checkpoints at close), it never holds a batch.
+    const lost = (error: string) => {
+      if (this.worker !== worker) return;
       this.worker = undefined;
       this.answering.push(...this.asked.splice(0));
-      this.reported({ ok: false, error: e.message });
-    });
+      this.reported({ ok: false, error });
+    };
+    worker.on("error", (e) => lost(e.message));
+    worker.on("exit", (code) => lost(`the checkpoint worker ended (exit code ${code})`));
     this.worker = worker;
     return worker;
   }
