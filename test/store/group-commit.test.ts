@@ -409,7 +409,10 @@ describe("closing with a checkpoint worker", () => {
       for (let i = 0; i < 300; i++) await store.leases.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i), result: 0 }));
       await store.close();
       console.log("closed");`;
-    const out = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    // A file, not -e: a script given with -e is not ended by a settled-less top-level await.
+    const entry = path.join(dir, "close.mjs");
+    fs.writeFileSync(entry, script);
+    const out = spawnSync(process.execPath, ["--import", "tsx", entry], {
       cwd: path.resolve(import.meta.dirname, "../.."),
       encoding: "utf8",
       timeout: 20_000,
