@@ -398,25 +398,41 @@ describe("WAL size under sustained writes", () => {
 });
 
 describe("closing with a checkpoint worker", () => {
+  const storeModule = new URL("../../src/store/sqlite/sqlite-store.ts", import.meta.url).href;
+
+  /**
+   * Runs `body` in a process of its own, with `store` a SqliteStore on `file` (more options in
+   * `options`), and nothing else pending: only the store's own handles keep that process up. The
+   * script is a file, not -e: given with -e, an unsettled top-level await did not end the process.
+   */
+  function runAlone(dir: string, options: string, body: string, timeoutMs: number) {
+    const file = path.join(dir, "kxm.db");
+    const entry = path.join(dir, "alone.mjs");
+    fs.writeFileSync(
+      entry,
+      `import { SqliteStore } from ${JSON.stringify(storeModule)};
+      const store = new SqliteStore({ path: ${JSON.stringify(file)}, synchronous: "full"${options} });
+      const row = (i, holder) => ({ project: "p", name: "r" + i, holderAgentId: "a", holderAgentName: holder, fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 });
+      ${body}`,
+    );
+    return spawnSync(process.execPath, ["--import", "tsx", entry], {
+      cwd: path.resolve(import.meta.dirname, "../.."),
+      encoding: "utf8",
+      timeout: timeoutMs,
+    });
+  }
+
   it("close resolves (and the WAL is folded back) in a process with nothing else to do, a checkpoint under way", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-gc-close-"));
     dirs.push(dir);
-    const store = new URL("../../src/store/sqlite/sqlite-store.ts", import.meta.url).href;
-    const script = `
-      import { SqliteStore } from ${JSON.stringify(store)};
-      const store = new SqliteStore({ path: ${JSON.stringify(path.join(dir, "kxm.db"))}, synchronous: "full" });
-      const row = (i) => ({ project: "p", name: "r" + i, holderAgentId: "a", holderAgentName: "a", fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 });
-      for (let i = 0; i < 300; i++) await store.leases.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i), result: 0 }));
+    const out = runAlone(
+      dir,
+      "",
+      `for (let i = 0; i < 300; i++) await store.leases.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i, "a"), result: 0 }));
       await store.close();
-      console.log("closed");`;
-    // A file, not -e: a script given with -e is not ended by a settled-less top-level await.
-    const entry = path.join(dir, "close.mjs");
-    fs.writeFileSync(entry, script);
-    const out = spawnSync(process.execPath, ["--import", "tsx", entry], {
-      cwd: path.resolve(import.meta.dirname, "../.."),
-      encoding: "utf8",
-      timeout: 20_000,
-    });
+      console.log("closed");`,
+      20_000,
+    );
     expect(out.stderr).toBe("");
     expect(out.stdout.trim()).toBe("closed");
     expect(fs.existsSync(path.join(dir, "kxm.db-wal"))).toBe(false);
@@ -425,25 +441,17 @@ describe("closing with a checkpoint worker", () => {
   it("a batch held for a fold keeps a process with nothing else to do alive until it is answered", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-gc-fold-"));
     dirs.push(dir);
-    const store = new URL("../../src/store/sqlite/sqlite-store.ts", import.meta.url).href;
     // 16 frames: nearly every worker report asks for a fold, and the loop awaits each decision
     // with nothing else pending, so only the worker's checkpoint can keep the process up.
-    const script = `
-      import { SqliteStore } from ${JSON.stringify(store)};
-      const store = new SqliteStore({ path: ${JSON.stringify(path.join(dir, "kxm.db"))}, synchronous: "full", restartFrames: 16 });
-      const row = (i) => ({ project: "p", name: "r" + i, holderAgentId: "a", holderAgentName: "a".repeat(500), fencingToken: 1, acquiredAtMs: 1, expiresAtMs: 2 });
-      for (let i = 0; i < 2000; i++) await store.leases.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i), result: 0 }));
+    const out = runAlone(
+      dir,
+      ", restartFrames: 16",
+      `for (let i = 0; i < 2000; i++) await store.leases.decideLease({ project: "p", name: "r" + i }, () => ({ write: row(i, "a".repeat(500)), result: 0 }));
       const n = (await store.leases.listLeases({ project: "p", limit: 5000, includeExpired: true, nowMs: 0 })).length;
       await store.close();
-      console.log("closed " + n);`;
-    // A file, not -e: a script given with -e is not ended by a settled-less top-level await.
-    const entry = path.join(dir, "fold.mjs");
-    fs.writeFileSync(entry, script);
-    const out = spawnSync(process.execPath, ["--import", "tsx", entry], {
-      cwd: path.resolve(import.meta.dirname, "../.."),
-      encoding: "utf8",
-      timeout: 50_000,
-    });
+      console.log("closed " + n);`,
+      50_000,
+    );
     expect(out.stderr).toBe("");
     expect(out.stdout.trim()).toBe("closed 2000");
   }, 60_000);
