@@ -18,8 +18,7 @@ import { Worker } from "node:worker_threads";
  * is appended meanwhile, so that one reaches the WAL's end, and the batch's write restarts the
  * WAL from its start. The worker has already copied nearly everything, so the hold is one
  * checkpoint of the last frames and its syncs (1-3 ms), during which the hub's thread goes on
- * serving: calls are read, checked and queued, and join the held batch. Until 2026-12 the hub's
- * thread ran that checkpoint itself, syncs included, which stopped it for as long.
+ * serving: calls are read, checked and queued, and join the held batch (D58).
  */
 
 /** The worker's code: a script, so it needs no TypeScript loader. */
