@@ -7,6 +7,12 @@ export interface Clock {
    * Stream keep-alives wait on it, so tests drive them by moving the clock.
    */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
+  /**
+   * Calls `fire` once `ms` of hub time have passed; the function it returns cancels that (a no-op
+   * once fired). For a loop that arms a timer per event and nearly always cancels it (a stream
+   * waiting for its next frame or its keep-alive): no promise, signal or listener each time.
+   */
+  after(ms: number, fire: () => void): () => void;
 }
 
 export const systemClock: Clock = {
@@ -24,6 +30,10 @@ export const systemClock: Clock = {
       const timer = setTimeout(done, ms);
       signal?.addEventListener("abort", done, { once: true });
     }),
+  after: (ms, fire) => {
+    const timer = setTimeout(fire, ms);
+    return () => clearTimeout(timer);
+  },
 };
 
 /**
@@ -35,4 +45,5 @@ export const systemClock: Clock = {
 export const clockWithTime = (clock: Clock, now: () => number): Clock => ({
   now,
   sleep: (ms, signal) => clock.sleep(ms, signal),
+  after: (ms, fire) => clock.after(ms, fire),
 });

@@ -11,7 +11,11 @@ import type { Observer } from "../../src/observe.js";
 export const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 
 /** A clock stopped at `nowMs`: what a domain factory gets when only its pure checks run. */
-export const fixedClock = (nowMs: number = NOW): Clock => ({ now: () => nowMs, sleep: () => Promise.resolve() });
+export const fixedClock = (nowMs: number = NOW): Clock => ({
+  now: () => nowMs,
+  sleep: () => Promise.resolve(),
+  after: () => () => {}, // never fires: no time passes here
+});
 
 /** An observer that keeps nothing. */
 export const quietObserver: Observer = { log() {}, count() {} };
