@@ -4,7 +4,7 @@ export interface Clock {
   now(): number;
   /**
    * Resolves once `ms` of hub time have passed, or early (without error) when `signal` aborts.
-   * Stream keep-alives wait on it, so tests drive them by moving the clock.
+   * Tests drive it, and `after`, by moving the clock.
    */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
   /**
