@@ -4,6 +4,13 @@
  * faces convert them. Every layer may import this module; it imports nothing.
  */
 
+/**
+ * The most rows one sweep decision expires or purges. A sweep with more to do runs decision after
+ * decision until one does less, so none holds the store (SQLite's thread, PostgreSQL's locks) for
+ * long: deleting 50,000 stored changes in one decision held the hub's thread 53 ms.
+ */
+export const sweepChunk = 500;
+
 /** The lease attached to lease refusals (REST extra `lease`, RPC typed detail). */
 export interface LeaseView {
   resource: string;

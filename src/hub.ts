@@ -258,7 +258,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     presence,
     leases,
     messages,
-    purgeChanges: () => store.changes.purgeChanges(changeRetention.ms, changeRetention.perStream),
+    purgeChanges: (limit) => store.changes.purgeChanges(changeRetention.ms, changeRetention.perStream, limit),
     limiter,
     clock,
     observer,

@@ -1,5 +1,6 @@
 import type { RateLimiter } from "../auth/rate-limit.js";
 import type { Clock } from "../clock.js";
+import { sweepChunk } from "../domain.js";
 import type { Leases } from "../lease/leases.js";
 import type { Observer } from "../observe.js";
 import type { Messages } from "../peer/messages.js";
@@ -9,8 +10,8 @@ export interface SweepDeps {
   presence: Presence;
   leases: Leases;
   messages: Messages;
-  /** Deletes the watch changes older than their retention. */
-  purgeChanges: () => Promise<number>;
+  /** Deletes watch changes past their retention, at most `limit`; returns how many. */
+  purgeChanges: (limit: number) => Promise<number>;
   limiter: RateLimiter;
   clock: Clock;
   observer: Observer;
@@ -43,7 +44,7 @@ export function createSweeper(deps: SweepDeps) {
     await messages.expireDue();
     await messages.purge();
     await leases.purge();
-    await purgeChanges();
+    while ((await purgeChanges(sweepChunk)) >= sweepChunk);
     await presence.forgetOffline(agentRetentionMs);
     await deps.expireIdleSessions?.();
     await deps.noteExpiredTokens?.();

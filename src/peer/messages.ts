@@ -14,7 +14,7 @@ import {
   visibleTo,
   type SendInput,
 } from "./rules.js";
-import type { Delivery, InboxEvent, MessageRow, MessageStatus } from "../domain.js";
+import { sweepChunk, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
 
 export interface MessagesDeps {
   store: { messages: MessageStore };
@@ -70,26 +70,37 @@ export function createMessages(deps: MessagesDeps) {
     toName: m.toName,
   });
 
-  /** Expires due messages (lazily before reads, and on the sweep). */
+  /**
+   * Expires due messages (lazily before reads, and on the sweep), `sweepChunk` a decision, until
+   * none is due.
+   */
   async function expireDue(): Promise<number> {
-    const events = await store.messages.expireMessages(expiredError, messageChange);
-    const expired = new Map<string, MessageRow>();
-    for (const e of events) expired.set(e.message.id, e.message);
-    for (const m of expired.values()) {
-      observer.count("messagesExpired");
-      observer.log("message_expired", logFields(m));
+    let total = 0;
+    for (;;) {
+      const events = await store.messages.expireMessages(expiredError, messageChange, sweepChunk);
+      const expired = new Map<string, MessageRow>();
+      for (const e of events) expired.set(e.message.id, e.message);
+      for (const m of expired.values()) {
+        observer.count("messagesExpired");
+        observer.log("message_expired", logFields(m));
+      }
+      total += expired.size;
+      if (expired.size < sweepChunk) return total;
     }
-    return expired.size;
   }
 
-  /** Deletes ended messages past retention (their idempotency keys are forgotten). */
+  /** Deletes ended messages past retention (their idempotency keys are forgotten), `sweepChunk` a decision. */
   async function purge(): Promise<number> {
-    const purged = await store.messages.purgeMessages(deps.messageRetentionMs);
-    for (const m of purged) {
-      observer.count("messagesPurged");
-      observer.log("message_purged", logFields(m));
+    let total = 0;
+    for (;;) {
+      const purged = await store.messages.purgeMessages(deps.messageRetentionMs, sweepChunk);
+      for (const m of purged) {
+        observer.count("messagesPurged");
+        observer.log("message_purged", logFields(m));
+      }
+      total += purged.length;
+      if (purged.length < sweepChunk) return total;
     }
-    return purged.length;
   }
 
   function validateSend(req: SendRequest): SendInput {

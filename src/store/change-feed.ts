@@ -69,7 +69,8 @@ export interface ChangeFeed {
   tailChanges(onChange: (change: StreamChange) => void): () => void;
   /**
    * Deletes each stream's changes made more than `retainMs` before the sweep's time, and all but
-   * its last `keep`; what stays of a stream is always its newest changes. Returns how many.
+   * its last `keep`; what stays of a stream is always its newest changes. At most `limit` in one
+   * call, each stream's oldest first; returns how many (fewer than `limit`: none is left).
    */
-  purgeChanges(retainMs: number, keep: number): Promise<number>;
+  purgeChanges(retainMs: number, keep: number, limit: number): Promise<number>;
 }

@@ -68,12 +68,15 @@ export interface MessageStore {
   /** The newest `limit` open messages of a project, how many it has, and the head of its message changes they reflect. */
   openMessagesSnapshot(project: string, limit: number): Promise<{ messages: MessageRow[]; total: number; head: number }>;
   /**
-   * Expires every open message due at the store's time (status expired, `error` set); events to
-   * both parties, and `change` for each.
+   * Expires the open messages due at the store's time (status expired, `error` set), at most
+   * `limit`, the earliest due first; events to both parties, and `change` for each.
    */
-  expireMessages(error: string, change: ChangeOf<MessageRow>): Promise<InboxEvent[]>;
-  /** Deletes ended messages whose end is `retainMs` or more before the store's time, and their stream events. */
-  purgeMessages(retainMs: number): Promise<MessageRow[]>;
+  expireMessages(error: string, change: ChangeOf<MessageRow>, limit: number): Promise<InboxEvent[]>;
+  /**
+   * Deletes ended messages whose end is `retainMs` or more before the store's time, and their
+   * stream events; at most `limit`, returned.
+   */
+  purgeMessages(retainMs: number, limit: number): Promise<MessageRow[]>;
   inboxState(agentId: string): Promise<InboxState>;
   /** Stream events after `afterSeq`, oldest first. */
   readInbox(agentId: string, afterSeq: number, limit: number): Promise<InboxEvent[]>;

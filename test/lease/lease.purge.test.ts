@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { sweepChunk } from "../../src/domain.js";
+import { changeRetention } from "../../src/events/watch.js";
 import { jsonOf, startTestHub } from "../fixtures/hub.js";
 
 const day = 24 * 3_600_000;
@@ -25,5 +27,22 @@ describe("lease purge", () => {
 
     const b = await t.register("beta");
     expect((await jsonOf(await acquire(b.headers))).lease.fencingToken).toBe(2);
+  });
+
+  it("purges more watch changes than one sweep decision holds (sweepChunk), all of those past retention", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    // Each cycle is two changes of the project's lease stream: a grant and a release.
+    const cycles = sweepChunk / 2 + 2;
+    for (let i = 0; i < cycles; i++) {
+      const { lease } = await jsonOf(await t.rest("/v1/leases/x/acquire", { headers: a.headers, json: { ttlMs: 5_000 } }));
+      expect((await t.rest("/v1/leases/x/release", { headers: a.headers, json: { fencingToken: lease.fencingToken } })).status).toBe(200);
+    }
+    t.clock.advance(changeRetention.ms + 1);
+    await t.hub.sweepNow();
+    // Nothing is left to resume from but the head itself.
+    const res = await t.rest("/v1/watch/leases?afterCursor=0", { headers: a.headers });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({ code: "cursor_expired", error: `cursor 0 is older than what the hub retains; resume from ${2 * cycles}` });
   });
 });

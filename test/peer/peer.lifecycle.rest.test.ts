@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { sweepChunk } from "../../src/domain.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 import { expectRestError, expectRestOk, iso } from "../fixtures/rest.js";
 import { ack, cancel, count, current, getMessage, logged, pair, reply, send, sent } from "./peer.helpers.js";
@@ -213,6 +214,20 @@ describe("expiry (§3.3)", () => {
     expect(count(t, "messagesExpired")).toBe(2);
     expect((await current(t, a, m.id)).status).toBe("expired");
     expect((await current(t, a, delivered.id)).status).toBe("expired");
+  });
+
+  it("expires and purges more messages than one sweep decision holds (sweepChunk), every one of them", async () => {
+    await using t = await startTestHub({ config: { messageRetentionMs: 1_000 } });
+    const { a } = await pair(t);
+    const n = sweepChunk + 3;
+    for (let i = 0; i < n; i++) await sent(t, a, { target: "beta", content: `m${i}`, ttlMs: 10_000 });
+    t.clock.advance(10_000);
+    await t.hub.sweepNow();
+    expect(count(t, "messagesExpired")).toBe(n);
+    expect(count(t, "messagesPurged")).toBe(0);
+    t.clock.advance(1_000);
+    await t.hub.sweepNow();
+    expect(count(t, "messagesPurged")).toBe(n);
   });
 
   it("expires a delivered message too, and never a replied or cancelled one", async () => {

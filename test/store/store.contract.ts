@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import type { StreamChange } from "../../src/store/change-feed.js";
 import type { ListLeasesQuery } from "../../src/store/lease-store.js";
 import type { HubStore, StoreClock } from "../../src/store/store.js";
-import type { AgentRow, LeaseKey, LeaseRow } from "../../src/domain.js";
+import type { AgentRow, LeaseKey, LeaseRow, MessageRow } from "../../src/domain.js";
+import { decideSend } from "../../src/peer/rules.js";
 
 /** A clock the test moves: the time every decision of the store is made at. */
 export class TestStoreClock implements StoreClock {
@@ -353,16 +354,73 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       }
       await store.leases.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: { stream: "leases", body: 0 }, result: 0 }));
       clock.ms = 4_000;
-      expect(await store.changes.purgeChanges(2_000, 10)).toBe(1);
+      expect(await store.changes.purgeChanges(2_000, 10, 100)).toBe(1);
       expect(await store.changes.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 2 }, { seq: 3 }] });
-      expect(await store.changes.purgeChanges(2_000, 1)).toBe(1); // p keeps its newest; q's one change is its newest
+      expect(await store.changes.purgeChanges(2_000, 1, 100)).toBe(1); // p keeps its newest; q's one change is its newest
       expect(await store.changes.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 3, changes: [{ seq: 3 }] });
       expect(await store.changes.readChanges("q", "leases", 0, 10)).toMatchObject({ head: 1, changes: [{ seq: 1 }] });
       clock.ms = 10_000;
-      expect(await store.changes.purgeChanges(2_000, 10)).toBe(2);
+      expect(await store.changes.purgeChanges(2_000, 10, 100)).toBe(2);
       expect(await store.changes.readChanges("p", "leases", 0, 10)).toEqual({ head: 3, changes: [] });
       await store.leases.decideLease(x, (cur) => ({ write: lease(x, (cur?.fencingToken ?? 0) + 1), change: { stream: "leases", body: 4 }, result: 0 }));
       expect(await store.changes.readChanges("p", "leases", 3, 10)).toMatchObject({ head: 4, changes: [{ seq: 4, body: 4 }] });
+      await store.close();
+    });
+
+    it("purges at most `limit` changes a call, each stream's oldest first, and keeps what stays a suffix", async () => {
+      const clock = new TestStoreClock(1_000);
+      const store = await open(clock);
+      const y = { project: "q", name: "y" };
+      for (let i = 1; i <= 5; i++) await store.leases.decideLease(x, () => ({ write: lease(x, i), change: { stream: "leases", body: i }, result: 0 }));
+      for (let i = 1; i <= 3; i++) await store.leases.decideLease(y, () => ({ write: lease(y, i), change: { stream: "leases", body: i }, result: 0 }));
+      clock.ms = 100_000;
+      const seqs = async (project: string) => (await store.changes.readChanges(project, "leases", 0, 10)).changes.map((c) => c.seq);
+      const left = async () => [...(await seqs("p")), ...(await seqs("q"))].length;
+      const calls: number[] = [];
+      for (let n = -1; n !== 0; ) {
+        n = await store.changes.purgeChanges(1_000, 1, 3);
+        calls.push(n);
+        expect(n).toBeLessThanOrEqual(3);
+        // Whatever a call took, what stays of each stream is its newest changes, up to its head.
+        for (const [project, head] of [["p", 5], ["q", 3]] as const) {
+          const s = await seqs(project);
+          expect(s).toEqual(Array.from({ length: s.length }, (_, i) => head - s.length + 1 + i));
+        }
+      }
+      expect(calls).toEqual([3, 3, 2, 0]);
+      expect(await left()).toBe(0);
+      expect((await store.changes.readChanges("p", "leases", 0, 10)).head).toBe(5);
+      await store.close();
+    });
+
+    it("expires and purges at most `limit` messages a call, the earliest due first", async () => {
+      const clock = new TestStoreClock(1_000);
+      const store = await open(clock);
+      await store.agents.decideRegistration("p", "a", () => ({ write: agent("agt_a", "p", "a"), result: 0 }));
+      await store.agents.decideRegistration("p", "b", () => ({ write: agent("agt_b", "p", "b"), result: 0 }));
+      const sender = { agentId: "agt_a", agentName: "a", project: "p" };
+      // Five messages to b, the later sent expiring first.
+      for (let i = 0; i < 5; i++) {
+        const input = { target: "agt_b", content: `m${i}`, delivery: "followUp" as const, hops: 0, maxHops: 3, ttlMs: 10_000 - i * 1_000, allowOffline: false };
+        await store.messages.decideSend({ senderId: "agt_a", project: "p", target: "agt_b" }, (ctx, nowMs) => decideSend(ctx, { sender, input, id: `msg_${i}`, nowMs }));
+      }
+      clock.ms = 20_000;
+      const change = (m: MessageRow) => ({ stream: "messages" as const, body: m.id });
+      const expiredIds = async (limit: number) => [...new Set((await store.messages.expireMessages("gone", change, limit)).map((e) => e.message.id))];
+      expect(await expiredIds(2)).toEqual(["msg_4", "msg_3"]);
+      expect(await expiredIds(2)).toEqual(["msg_2", "msg_1"]);
+      expect(await expiredIds(2)).toEqual(["msg_0"]);
+      expect(await expiredIds(2)).toEqual([]);
+      expect((await store.messages.getMessage("msg_0"))?.status).toBe("expired");
+      clock.ms = 1_000_000;
+      const purged: string[] = [];
+      for (let batch = await store.messages.purgeMessages(1_000, 2); ; batch = await store.messages.purgeMessages(1_000, 2)) {
+        expect(batch.length).toBeLessThanOrEqual(2);
+        purged.push(...batch.map((m) => m.id));
+        if (batch.length < 2) break;
+      }
+      expect(purged.sort()).toEqual(["msg_0", "msg_1", "msg_2", "msg_3", "msg_4"]);
+      expect(await store.messages.getMessage("msg_0")).toBeUndefined();
       await store.close();
     });
 

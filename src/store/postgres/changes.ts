@@ -92,18 +92,25 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
       };
     },
 
-    /** Stream by stream, each its own transaction: a stream's old changes are a prefix of it. */
-    async purgeChanges(retainMs: number, keep: number): Promise<number> {
+    /**
+     * Stream by stream, each its own transaction: a stream's old changes are a prefix of it, and
+     * at most `limit` of them in all (a stream's numbers have no gaps; least() skips the NULL of
+     * a stream with no row left).
+     */
+    async purgeChanges(retainMs: number, keep: number, limit: number): Promise<number> {
       const heads = await rows<{ project: string; stream: string; head: number }>("SELECT project, stream, head FROM watch_heads");
       let purged = 0;
       for (const h of heads) {
+        if (purged >= limit) break;
         purged += await tx(async (t) => {
           const cutoff = (await now(t)) - retainMs;
           const r = await t.query(
-            `DELETE FROM watch_changes WHERE project = $1 AND stream = $2 AND seq < coalesce(
-               (SELECT seq FROM watch_changes WHERE project = $1 AND stream = $2 AND seq >= $3 AND at_ms >= $4 ORDER BY seq LIMIT 1),
-               $5 + 1)`,
-            [h.project, h.stream, h.head - keep + 1, cutoff, h.head],
+            `DELETE FROM watch_changes WHERE project = $1 AND stream = $2 AND seq < least(
+               coalesce(
+                 (SELECT seq FROM watch_changes WHERE project = $1 AND stream = $2 AND seq >= $3 AND at_ms >= $4 ORDER BY seq LIMIT 1),
+                 $5 + 1),
+               (SELECT min(seq) FROM watch_changes WHERE project = $1 AND stream = $2) + $6)`,
+            [h.project, h.stream, h.head - keep + 1, cutoff, h.head, limit - purged],
           );
           return r.rowCount ?? 0;
         });

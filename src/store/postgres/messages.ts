@@ -257,7 +257,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
       }));
     },
 
-    async expireMessages(error: string, change: ChangeOf<MessageRow>) {
+    async expireMessages(error: string, change: ChangeOf<MessageRow>, limit: number) {
       // The projects with messages due, whose heads the sweep locks first; messages of other
       // projects that fall due meanwhile are left to the next sweep.
       const projects = (await rows<{ project: string }>(`SELECT DISTINCT project FROM messages WHERE ${due} AND expires_at <= $1`, [hubNow()])).map((r) => r.project);
@@ -267,8 +267,8 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
         // Locked, and re-checked after a wait: a message another replica expired meanwhile drops out.
         const found = (
           await t.query<MessageDb>(
-            `SELECT * FROM messages WHERE ${due} AND expires_at <= $1 AND project = ANY($2::text[]) ORDER BY expires_at, id FOR UPDATE`,
-            [nowMs, projects],
+            `SELECT * FROM messages WHERE ${due} AND expires_at <= $1 AND project = ANY($2::text[]) ORDER BY expires_at, id LIMIT $3 FOR UPDATE`,
+            [nowMs, projects, limit],
           )
         ).rows;
         const events: InboxEvent[] = [];
@@ -278,14 +278,14 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
       return events;
     },
 
-    purgeMessages(retainMs: number) {
+    purgeMessages(retainMs: number, limit: number) {
       return tx(async (t) => {
         const cutoffMs = (await now(t)) - retainMs;
         // A message a decision holds is skipped, not waited for: the next purge takes it.
         const ended = (
           await t.query<MessageDb>(
-            `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id FOR UPDATE SKIP LOCKED`,
-            [cutoffMs],
+            `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+            [cutoffMs, limit],
           )
         ).rows;
         for (const r of ended) {

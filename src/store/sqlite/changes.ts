@@ -25,11 +25,14 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
     ),
     heads: db.prepare<[], { project: string; stream: string; head: number }>("SELECT project, stream, head FROM watch_heads"),
     // A stream's changes are in commit order, so its old ones are a prefix: the rows before the
-    // first one to keep (recent enough, and among the last `keep`).
-    purgeStream: db.prepare<{ project: string; stream: string; cutoff: number; lowest: number; head: number }>(
-      `DELETE FROM watch_changes WHERE project = @project AND stream = @stream AND seq < coalesce(
-         (SELECT seq FROM watch_changes WHERE project = @project AND stream = @stream AND seq >= @lowest AND at_ms >= @cutoff ORDER BY seq LIMIT 1),
-         @head + 1)`,
+    // first one to keep (recent enough, and among the last `keep`), and at most `limit` of them
+    // (its numbers have no gaps). With no row left, min() is NULL and nothing matches.
+    purgeStream: db.prepare<{ project: string; stream: string; cutoff: number; lowest: number; head: number; limit: number }>(
+      `DELETE FROM watch_changes WHERE project = @project AND stream = @stream AND seq < min(
+         coalesce(
+           (SELECT seq FROM watch_changes WHERE project = @project AND stream = @stream AND seq >= @lowest AND at_ms >= @cutoff ORDER BY seq LIMIT 1),
+           @head + 1),
+         (SELECT min(seq) FROM watch_changes WHERE project = @project AND stream = @stream) + @limit)`,
     ),
   };
   const listeners = new ChangeListeners();
@@ -71,13 +74,14 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
       return listeners.add(onChange);
     },
 
-    purgeChanges(retainMs: number, keep: number): Promise<number> {
+    purgeChanges(retainMs: number, keep: number, limit: number): Promise<number> {
       return tx(() => {
         const cutoff = now() - retainMs;
         let purged = 0;
         for (const { project, stream } of q.heads.all()) {
+          if (purged >= limit) break;
           const h = head(project, stream as ChangeStream);
-          purged += q.purgeStream.run({ project, stream, cutoff, lowest: h - keep + 1, head: h }).changes;
+          purged += q.purgeStream.run({ project, stream, cutoff, lowest: h - keep + 1, head: h, limit: limit - purged }).changes;
         }
         return purged;
       });

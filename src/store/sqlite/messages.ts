@@ -49,11 +49,11 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
       `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES (@agent, 1, @seq, 0)
        ON CONFLICT (agent_id) DO UPDATE SET acked_cursor = max(acked_cursor, @seq)`,
     ),
-    due: db.prepare<[number], MessageDb>(
-      "SELECT * FROM messages WHERE status IN ('queued', 'delivered') AND expires_at <= ? ORDER BY expires_at, id",
+    due: db.prepare<[number, number], MessageDb>(
+      "SELECT * FROM messages WHERE status IN ('queued', 'delivered') AND expires_at <= ? ORDER BY expires_at, id LIMIT ?",
     ),
-    ended: db.prepare<[number], MessageDb>(
-      `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= ?`,
+    ended: db.prepare<[number, number], MessageDb>(
+      `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= ? LIMIT ?`,
     ),
     eventsOf: db.prepare<[string], { agent_id: string; seq: number }>("SELECT agent_id, seq FROM inbox_events WHERE message_id = ?"),
     deleteEvents: db.prepare("DELETE FROM inbox_events WHERE message_id = ?"),
@@ -178,19 +178,19 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
       return read(() => ({ ...openNow(project, limit), head: head(project, "messages") }));
     },
 
-    async expireMessages(error: string, change: ChangeOf<MessageRow>) {
+    async expireMessages(error: string, change: ChangeOf<MessageRow>, limit: number) {
       const { events } = await handedOver(
         changeTx((record) => {
           const nowMs = now();
-          return { events: q.due.all(nowMs).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error, change), record)) };
+          return { events: q.due.all(nowMs, limit).flatMap((r) => apply(expiryDecision(messageFromDb(r), nowMs, error, change), record)) };
         }),
       );
       return events;
     },
 
-    async purgeMessages(retainMs: number) {
+    async purgeMessages(retainMs: number, limit: number) {
       return tx(() =>
-        q.ended.all(now() - retainMs).map((r) => {
+        q.ended.all(now() - retainMs, limit).map((r) => {
           for (const e of q.eventsOf.all(r.id)) q.purgedThrough.run({ agent: e.agent_id, seq: e.seq });
           q.deleteEvents.run(r.id);
           q.deleteMessage.run(r.id);
