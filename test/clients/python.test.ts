@@ -120,7 +120,7 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
     ]) {
       expect(res.output).toContain(`${name.includes("::") ? name : `test_library.py::${name}`} PASSED`);
     }
-    expect(res.output).toMatch(/=+ 22 passed in [\d.]+s/);
+    expect(res.output).toMatch(/=+ 23 passed in [\d.]+s/);
   }, 180_000);
 
   it("builds the two packages as wheels, installs them into a fresh venv outside the repository and runs the example on them", async () => {

@@ -14,6 +14,7 @@ from pyqwest import Client, HTTPTransport
 
 from ._clock import Clock, MonotonicClock
 from ._errors import HubError
+from ._fence import FenceCheck, check_fence
 from ._inbox import InboxEvent, inbox_events
 from ._lease import TTL_RANGE, WAIT_RANGE, Lease, millis
 from ._reply import reply_to
@@ -90,6 +91,11 @@ class Session:
         events = inbox_events(self, after_seq)
         self._inboxes.add(events)
         return events
+
+    async def check_fence(self, name: str, fencing_token: int) -> FenceCheck:
+        """Whether `fencing_token` is the live holder's current token for lease `name` of the
+        session's project (see kxmhub.check_fence, which a resource without an agent calls)."""
+        return await check_fence(self.leases, name, fencing_token, headers=self._headers())
 
     async def send(self, target: str, content: str) -> peer_pb2.Message:
         """Messages an agent of the project (its id or name)."""

@@ -447,3 +447,43 @@ def test_ttl_and_wait_errors_speak_in_seconds(hub: HubEnv) -> None:
             await lease.release()
 
     asyncio.run(run())
+
+
+def test_check_fence_says_what_a_token_is(hub: HubEnv) -> None:
+    """A resource checks the token a writer presents: the session's own check, and a resource's
+    client that carries the project's token alone and names the project."""
+    from kxm.hub.v1 import lease_pb2
+    from kxm.hub.v1.lease_connect import LeaseServiceClient
+
+    async def run() -> None:
+        clock = HubClock(hub)
+        async with await open_session(hub, clock, "fenced") as s:
+            name = f"py-fence-{secrets.token_hex(4)}"
+            held = await s.acquire(name, ttl=6)
+            own = await s.check_fence(name, held.token)
+            assert own.valid and own.reason == "current"
+            assert own.lease is not None and own.lease.fencing_token == held.token and own.lease.holder_agent_name == s.agent.name
+            resource = LeaseServiceClient(hub.hub_url)
+            bearer = {"authorization": f"Bearer {hub.project_token}"}
+
+            async def check(token: int) -> kxmhub.FenceCheck:
+                return await kxmhub.check_fence(resource, name, token, project=PROJECT, headers=bearer)
+
+            assert await check(held.token) == kxmhub.FenceCheck(True, "current", own.lease)
+            assert await check(held.token + 1) == kxmhub.FenceCheck(False, "unknown")
+            await held.release()
+            assert await check(held.token) == kxmhub.FenceCheck(False, "released")
+            # Taken again through the generated client, so that no renewal keeps it past its TTL.
+            again = (await s.leases.acquire_lease(lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=6000), headers=s._headers())).lease
+            superseded = await check(held.token)
+            assert (superseded.valid, superseded.reason, superseded.lease.fencing_token) == (False, "superseded", again.fencing_token)
+            clock.advance(6)
+            assert (await check(again.fencing_token)).reason == "expired"
+            with pytest.raises(kxmhub.HubError) as refused:
+                await s.check_fence(name, 0)
+            assert refused.value.code == "protocol_error"
+            with pytest.raises(kxmhub.HubError) as typed:
+                await s.check_fence(name, "7")  # type: ignore[arg-type]
+            assert typed.value.code == "protocol_error" and typed.value.metadata == {"field": "fencingToken"}
+
+    asyncio.run(run())
