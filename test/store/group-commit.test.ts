@@ -10,7 +10,7 @@ import { decideAcquire } from "../../src/lease/rules.js";
 import type { Observer } from "../../src/observe.js";
 import { createPresence } from "../../src/presence/presence.js";
 import { DurabilityLost, GroupCommit, type BatchBackend } from "../../src/store/group-commit.js";
-import { fdatasyncWal, sqliteBatches, type WalSync } from "../../src/store/sqlite/batch.js";
+import { fdatasyncWal, type WalSync } from "../../src/store/sqlite/batch.js";
 import { Checkpointer } from "../../src/store/sqlite/checkpointer.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
@@ -263,70 +263,6 @@ describe("group commit", () => {
     const again = new SqliteStore({ path: file, synchronous: "full" });
     stores.push(again);
     expect((await again.leases.getLease({ project: "p", name: "late" }))?.fencingToken).toBe(1);
-  });
-});
-
-describe("the SQLite batch's undo (D61)", () => {
-  /**
-   * A batch backend on a database of its own, with one table, and the SAVEPOINT statements it
-   * runs counted (the spy wraps `prepare` before the backend does).
-   */
-  function backend() {
-    const db = new Database(tempFile());
-    db.pragma("journal_mode = WAL");
-    db.exec("CREATE TABLE t (k TEXT PRIMARY KEY)");
-    let savepoints = 0;
-    const prepare = db.prepare.bind(db) as (sql: string) => Database.Statement;
-    (db as { prepare: (sql: string) => Database.Statement }).prepare = (sql: string) => {
-      const st = prepare(sql);
-      if (sql.startsWith("SAVEPOINT")) {
-        const run = st.run.bind(st);
-        st.run = (...p: unknown[]) => (savepoints++, run(...p));
-      }
-      return st;
-    };
-    const batches = sqliteBatches(db, () => undefined);
-    const insert = db.prepare("INSERT INTO t (k) VALUES (?)");
-    const rows = () => (db.prepare("SELECT k FROM t ORDER BY k").all() as { k: string }[]).map((r) => r.k);
-    /** A work that inserts `k` (then throws, when asked), counting its runs. */
-    const work = (k: string, thrown?: "before" | "after") => {
-      const w = Object.assign(
-        () => {
-          w.runs++;
-          if (thrown === "before") throw new Error(`refused ${k}`);
-          insert.run(k);
-          if (thrown === "after") throw new Error(`failed ${k}`);
-          return k;
-        },
-        { runs: 0 },
-      );
-      return w;
-    };
-    return { db, batches, rows, work, savepoints: () => savepoints };
-  }
-
-  it("runs a batch without savepoints when a work refuses before it writes: once each, the others kept", async () => {
-    const b = backend();
-    const works = [b.work("a"), b.work("b", "before"), b.work("c")];
-    const outcomes = await b.batches.commit(works);
-    expect(outcomes.map((o) => (o.ok ? o.value : (o.error as Error).message))).toEqual(["a", "refused b", "c"]);
-    expect(outcomes.map((o) => o.ok && o.wrote)).toEqual([true, false, true]);
-    expect(b.rows()).toEqual(["a", "c"]);
-    expect(works.map((w) => w.runs)).toEqual([1, 1, 1]);
-    expect(b.savepoints()).toBe(0);
-    b.db.close();
-  });
-
-  it("runs the batch again with a savepoint per work when one throws after it wrote, and undoes that one alone", async () => {
-    const b = backend();
-    const works = [b.work("a"), b.work("b", "after"), b.work("c"), b.work("d", "before")];
-    const outcomes = await b.batches.commit(works);
-    expect(outcomes.map((o) => (o.ok ? o.value : (o.error as Error).message))).toEqual(["a", "failed b", "c", "refused d"]);
-    expect(b.rows()).toEqual(["a", "c"]);
-    // The first run stopped at b; the second ran all four, each in its savepoint.
-    expect(works.map((w) => w.runs)).toEqual([2, 2, 1, 1]);
-    expect(b.savepoints()).toBe(4);
-    b.db.close();
   });
 });
 

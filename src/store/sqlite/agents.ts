@@ -7,9 +7,9 @@ import type { createSqliteLeases } from "./leases.js";
 import type { AgentRow, RuntimeRow } from "../../domain.js";
 
 /**
- * The presence concern of the SQLite store: agents and runtimes, each decision one work of a
- * batch (batch.ts). Ending an agent's instance decides on the agent and every lease it holds or
- * waits for in that same work, through the lease concern's own writes (leases.ts).
+ * The presence concern of the SQLite store: agents and runtimes, each decision one savepoint of
+ * a batch. Ending an agent's instance decides on the agent and every lease it holds or waits for
+ * in that same savepoint, through the lease concern's own writes (leases.ts).
  */
 export function createSqliteAgents(
   db: Database.Database,

@@ -15,7 +15,7 @@ export interface StoreAccess {
   /** One decision of the next batch; resolves once the batch is durable. */
   tx<T>(fn: () => T): Promise<T>;
   /**
-   * One decision that may record changes for watchers (`record`, undone with it); they are
+   * One decision that may record changes for watchers (`record`, in its savepoint); they are
    * handed to the change listeners once it is durable.
    */
   changeTx<T>(fn: (record: RecordChange) => T): Promise<T>;
@@ -64,7 +64,12 @@ export function fdatasyncWal(file: string): WalSync {
   };
 }
 
-
+/**
+ * The SQLite half of group commit (store/group-commit.ts): one IMMEDIATE transaction per batch,
+ * a savepoint per work so one that throws is rolled back alone, one COMMIT, then the WAL sync.
+ * A batch that wrote nothing (only refusals and reads) skips the sync: what it saw was made
+ * durable before it started, since batches never overlap.
+ */
 /** What the store's checkpoints need to hear from the batches (checkpointer.ts). */
 export interface BatchHooks {
   /**
@@ -74,9 +79,9 @@ export interface BatchHooks {
   beforeBatch(): Promise<void> | undefined;
   /** After each COMMIT that wrote something. */
   wrote(): void;
-  /** A work starts. */
+  /** A work's savepoint is open. */
   workStarted?(): void;
-  /** A work threw and what it wrote is undone. */
+  /** A work threw and its savepoint was rolled back. */
   workRolledBack?(): void;
   /** Every work is done; the batch's last writes go here, inside its transaction. */
   beforeCommit?(): void;
@@ -89,9 +94,8 @@ export interface BatchHooks {
  * that wrote from the refusals without asking SQLite after each one (`SELECT total_changes()`
  * cost about 2 us a work). Wraps `prepare` from now on: a writing statement (not a reader)
  * counts a run() that changed rows (better-sqlite3 reports 0 changes when SQLite's total did not
- * move) and any get(), all() or iterate() (UPDATE ... RETURNING), whatever it returned. The
- * order of answers rests on it, and so does the undo of a work that throws (it needs its batch
- * run again only when it wrote); whether a batch is synced rests on total_changes() itself.
+ * move) and any get(), all() or iterate() (UPDATE ... RETURNING), whatever it returned. Only
+ * the order of answers rests on it; whether a batch is synced rests on total_changes() itself.
  */
 export function countWrites(db: Database.Database): { readonly count: number } {
   const counter = { count: 0 };
@@ -117,18 +121,6 @@ export function countWrites(db: Database.Database): { readonly count: number } {
   return counter;
 }
 
-/**
- * The SQLite half of group commit (store/group-commit.ts): one IMMEDIATE transaction per batch,
- * one COMMIT, then the WAL sync. A batch that wrote nothing (only refusals and reads) skips the
- * sync: what it saw was made durable before it started, since batches never overlap.
- *
- * A work that throws is undone alone. One that threw before it wrote anything (a refusal: every
- * decision checks before it writes) changed nothing, so the works run without savepoints. One
- * that threw after a write cannot be undone alone without one: then the batch is rolled back and
- * runs again with a savepoint per work, where it is (D61). A savepoint copies each page its work
- * first changes into the savepoint's journal, a dozen pages for a send: running without them
- * is the common case's saving.
- */
 export function sqliteBatches(
   db: Database.Database,
   walSync: () => WalSync | undefined,
@@ -144,54 +136,33 @@ export function sqliteBatches(
     rollbackTo: db.prepare("ROLLBACK TO decision"),
     changes: db.prepare<[], { n: number }>("SELECT total_changes() AS n"),
   };
-  /**
-   * Runs `works` in order inside the open transaction, each in a savepoint of its own when
-   * `savepoints`. Without: undefined when a work threw after it wrote (the caller rolls back and
-   * runs them again with savepoints).
-   */
-  function runWorks(works: Work[], savepoints: boolean): WorkOutcome[] | undefined {
-    const outcomes: WorkOutcome[] = [];
-    for (const work of works) {
-      if (savepoints) s.savepoint.run();
-      hooks.workStarted?.();
-      const seen = writes.count;
-      try {
-        const value = work();
-        const wrote = writes.count !== seen;
-        if (savepoints) s.release.run();
-        outcomes.push({ ok: true, value, wrote });
-      } catch (error) {
-        // SQLite ends the whole transaction on some errors (disk full, I/O): then the batch fails.
-        if (!db.inTransaction) throw error;
-        if (savepoints) {
-          s.rollbackTo.run();
-          s.release.run();
-        } else if (writes.count !== seen) {
-          return undefined;
-        }
-        hooks.workRolledBack?.();
-        outcomes.push({ ok: false, error });
-      }
-    }
-    return outcomes;
-  }
-
   return {
     prepare: () => hooks.beforeBatch(),
     commit(works: Work[]): Promise<WorkOutcome[]> {
+      const outcomes: WorkOutcome[] = [];
       // total_changes() counts every row a statement changed, kept or rolled back: read before
       // and after the batch, it says whether the batch wrote (and so needs the WAL synced).
       const before = s.changes.get()!.n;
       let changed: boolean;
-      let outcomes: WorkOutcome[] | undefined;
       s.begin.run();
       try {
-        outcomes = runWorks(works, false);
-        if (outcomes === undefined) {
-          s.rollback.run();
-          hooks.batchRolledBack?.();
-          s.begin.run();
-          outcomes = runWorks(works, true)!;
+        for (const work of works) {
+          s.savepoint.run();
+          hooks.workStarted?.();
+          const seen = writes.count;
+          try {
+            const value = work();
+            const wrote = writes.count !== seen;
+            s.release.run();
+            outcomes.push({ ok: true, value, wrote });
+          } catch (error) {
+            // SQLite ends the whole transaction on some errors (disk full, I/O): then the batch fails.
+            if (!db.inTransaction) throw error;
+            s.rollbackTo.run();
+            s.release.run();
+            hooks.workRolledBack?.();
+            outcomes.push({ ok: false, error });
+          }
         }
         hooks.beforeCommit?.();
         changed = s.changes.get()!.n !== before;
@@ -202,11 +173,10 @@ export function sqliteBatches(
         return Promise.reject(error);
       }
       if (changed) hooks.wrote();
-      const answered = outcomes;
       const sync = changed ? walSync() : undefined;
-      if (!sync) return Promise.resolve(answered);
+      if (!sync) return Promise.resolve(outcomes);
       return sync.sync().then(
-        () => answered,
+        () => outcomes,
         (e: unknown) => {
           // The commit is in the page cache but may never reach the disk: nothing of it may be
           // answered, and the store stops rather than build on it.

@@ -7,8 +7,8 @@ import type { LeaseKey, LeaseRow } from "../../domain.js";
 
 /**
  * The lease concern of the SQLite store. A decision reads the row (or the resource's floor), its
- * queue and the would-be holder, decides, and writes row, queue and changes as one work of a
- * batch, all or nothing. `apply` and `heldBy` serve the agent decisions that end an instance (agents.ts).
+ * queue and the would-be holder, decides, and writes row, queue and changes in one savepoint of
+ * a batch. `apply` and `heldBy` serve the agent decisions that end an instance (agents.ts).
  */
 export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, now, head }: StoreAccess) {
   const q = {

@@ -10,7 +10,7 @@ import { ChangeListeners } from "../change-listeners.js";
 const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
 
 /**
- * The message concern of the SQLite store. `tx` runs one decision (one work of a batch's
+ * The message concern of the SQLite store. `tx` runs one decision (one savepoint of a batch's
  * transaction); every decision writes the message, appends its stream events and advances
  * cursors in it, all or nothing.
  */

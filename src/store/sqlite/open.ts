@@ -61,9 +61,9 @@ function removeDataDir(file: string, created: string | undefined): void {
  * without syncing it, and checkpoints sync both files. FULL durability is the store's own WAL
  * sync after each batch's commit (batch.ts), before any of the batch is answered.
  *
- * `temp_store = MEMORY` keeps each decision's savepoint journal in memory. A batch run again
- * with a savepoint per decision (batch.ts), and before D61 every batch, has SQLite copy every page
- * a decision first changes into that journal; past 64 KiB it spills the journal to a temporary file. A sent message changes
+ * `temp_store = MEMORY` keeps each decision's savepoint journal in memory. A batch opens a
+ * savepoint per decision (batch.ts), and SQLite copies every page a decision first changes into
+ * that journal; past 64 KiB it spills the journal to a temporary file. A sent message changes
  * about a dozen pages (the message, its five indexes, its inbox event and stream, the change row
  * and its head), so every send wrote five or more 4 KiB pages to a file nobody reads: about a
  * third of a send's statement time (bench/README.md, "the savepoint journal and the WAL's

@@ -42,8 +42,8 @@ const systemTime: StoreClock = { now: () => Date.now() };
 
 /**
  * The embedded store. Decisions go through group commit (store/group-commit.ts): those that
- * arrive together run in one IMMEDIATE transaction, each undone alone when it throws, and are
- * answered after one COMMIT and one WAL sync. Reads wait while a committed batch is not durable yet. This class
+ * arrive together run in one IMMEDIATE transaction, a savepoint each, and are answered after one
+ * COMMIT and one WAL sync. Reads wait while a committed batch is not durable yet. This class
  * opens the file and runs the batches; each concern's statements live in a file of their own
  * (agents.ts, leases.ts, messages.ts, sync.ts, changes.ts, tokens.ts), all on the one `StoreAccess`.
  */
@@ -133,8 +133,8 @@ export class SqliteStore implements HubStore {
   }
 
   /**
-   * Runs `fn` as one decision of the next batch (undone alone if it throws, batch.ts; never
-   * spans an `await`); resolves once the batch is durable.
+   * Runs `fn` as one decision of the next batch (its own savepoint in the batch's transaction;
+   * never spans an `await`); resolves once the batch is durable.
    */
   private tx<T>(fn: () => T): Promise<T> {
     return this.commits.submit<T>(fn);
