@@ -57,6 +57,31 @@ export type ChangeOf<Row> = (row: Row, nowMs: number) => ChangeRecord;
 export const changesOf = (d: { change?: ChangeRecord | ChangeRecord[] }): ChangeRecord[] =>
   d.change === undefined ? [] : Array.isArray(d.change) ? d.change : [d.change];
 
+/**
+ * The order in which a store's purges visit the streams, call after call. A sweep takes at most
+ * `limit` changes a call and calls again while it gets `limit`; each call starts at the stream the
+ * last one stopped in (it may have more), so the streams already emptied are not looked at again
+ * for every chunk. Sorted by (project, stream), the streams as they are at each call. Kept in
+ * memory only: it is a hint, and a restarted hub starts from the first stream.
+ */
+export function purgeRotation() {
+  let from: string | undefined;
+  const keyOf = (h: { project: string; stream: string }) => `${h.project}\u0000${h.stream}`;
+  return {
+    /** `heads` sorted, starting at the stream the last call stopped in (or the one after it, if it is gone). */
+    order<H extends { project: string; stream: string }>(heads: readonly H[]): H[] {
+      const sorted = heads.map((h) => ({ h, key: keyOf(h) })).sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+      const at = from === undefined ? -1 : sorted.findIndex((e) => e.key >= from!);
+      const rotated = at <= 0 ? sorted : [...sorted.slice(at), ...sorted.slice(0, at)];
+      return rotated.map((e) => e.h);
+    },
+    /** The stream a call stopped in because it reached its limit, or undefined when it finished. */
+    stopped(h: { project: string; stream: string } | undefined): void {
+      from = h && keyOf(h);
+    },
+  };
+}
+
 export interface ChangeFeed {
   /** Up to `limit` changes of a stream after `afterSeq`, oldest first, and its head. */
   readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead>;

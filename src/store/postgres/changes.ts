@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { ChangeFeed, ChangeRead, ChangeStream, StreamChange } from "../change-feed.js";
+import { purgeRotation, type ChangeFeed, type ChangeRead, type ChangeStream, type StreamChange } from "../change-feed.js";
 import { ChangeListeners } from "../change-listeners.js";
 import type { createTail } from "./tail.js";
 import type { PgAccess, PgTx, Statement } from "./transaction.js";
@@ -53,6 +53,7 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
   /** Marks the changes this store writes, so its tail skips them (they were handed over at commit). */
   const origin = randomUUID();
 
+  const rotation = purgeRotation();
   const feed: ChangeFeed = {
     /** The changes and the head in one statement: one snapshot. */
     async readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead> {
@@ -100,8 +101,10 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
     async purgeChanges(retainMs: number, keep: number, limit: number): Promise<number> {
       const heads = await rows<{ project: string; stream: string; head: number }>("SELECT project, stream, head FROM watch_heads");
       let purged = 0;
-      for (const h of heads) {
+      let last: { project: string; stream: string } | undefined;
+      for (const h of rotation.order(heads)) {
         if (purged >= limit) break;
+        last = h;
         purged += await tx(async (t) => {
           const cutoff = (await now(t)) - retainMs;
           const r = await t.query(
@@ -115,6 +118,7 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
           return r.rowCount ?? 0;
         });
       }
+      rotation.stopped(purged >= limit ? last : undefined);
       return purged;
     },
   };

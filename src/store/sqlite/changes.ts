@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import type { ChangeFeed, ChangeRead, ChangeStream, StreamChange } from "../change-feed.js";
+import { purgeRotation, type ChangeFeed, type ChangeRead, type ChangeStream, type StreamChange } from "../change-feed.js";
 import { ChangeListeners } from "../change-listeners.js";
 import type { StoreAccess } from "./batch.js";
 
@@ -36,6 +36,7 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
     ),
   };
   const listeners = new ChangeListeners();
+  const rotation = purgeRotation();
 
   /**
    * The heads of the streams this store has numbered changes of, so numbering one reads and
@@ -78,11 +79,14 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
       return tx(() => {
         const cutoff = now() - retainMs;
         let purged = 0;
-        for (const { project, stream } of q.heads.all()) {
+        let last: { project: string; stream: string } | undefined;
+        for (const s of rotation.order(q.heads.all())) {
           if (purged >= limit) break;
-          const h = head(project, stream as ChangeStream);
-          purged += q.purgeStream.run({ project, stream, cutoff, lowest: h - keep + 1, head: h, limit: limit - purged }).changes;
+          const h = head(s.project, s.stream as ChangeStream);
+          purged += q.purgeStream.run({ project: s.project, stream: s.stream, cutoff, lowest: h - keep + 1, head: h, limit: limit - purged }).changes;
+          last = s;
         }
+        rotation.stopped(purged >= limit ? last : undefined);
         return purged;
       });
     },
