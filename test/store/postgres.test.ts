@@ -197,6 +197,8 @@ describe("PostgreSQL store", () => {
       const registration = store.agents.decideRegistration("p", "k", (cur) => ({ write: { ...cur!, lastSeenAtMs: 2 }, result: 0 }));
       let waiting: number | undefined;
       while (waiting === undefined) {
+        // The activity as of now: a transaction reads one snapshot of it unless it clears it.
+        await other.query("SELECT pg_stat_clear_snapshot()");
         const [w] = (await other.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows;
         waiting = w?.pid;
       }
@@ -210,6 +212,47 @@ describe("PostgreSQL store", () => {
       expect(await store.leases.decideLease(key, granted)).toBe(1);
       expect((await store.leases.getLease(key))?.fencingToken).toBe(1);
       expect((await store.changes.readChanges("p", "leases", 0, 10)).changes.map((c) => c.seq)).toEqual([1]);
+    } finally {
+      await other.end();
+      await store.close();
+    }
+  });
+
+  it("raise-fence waits for a project's first decision in flight: its lease ends released above the new base, its heads too", async () => {
+    const url = await server.createDatabase();
+    const store = await PostgresStore.open({ url });
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      const fresh: LeaseKey = { project: "q", name: "r" };
+      const granted = (cur: LeaseRow | undefined, nowMs: number) => ({
+        write: { ...fresh, holderAgentId: "agt_q", holderAgentName: "q", fencingToken: (cur?.fencingToken ?? 0) + 1, acquiredAtMs: nowMs, expiresAtMs: nowMs + 60_000 },
+        change: { stream: "leases" as const, body: { granted: true } },
+        result: (cur?.fencingToken ?? 0) + 1,
+      });
+      // Another session inserts the lease row and keeps it uncommitted: the decision creates
+      // project q's head rows at the fence base, reads the floor, then waits on that row.
+      await other.query("BEGIN");
+      await other.query("INSERT INTO leases (project, name, fencing_token, acquired_at, expires_at) VALUES ('q', 'r', 1, 0, 0)");
+      const decision = store.leases.decideLease(fresh, granted);
+      const lockWaiters = async () => {
+        // The activity as of now: a transaction reads one snapshot of it unless it clears it.
+        await other.query("SELECT pg_stat_clear_snapshot()");
+        const found = await other.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+        return Number(found.rows[0]!.n);
+      };
+      while ((await lockWaiters()) < 1);
+      // raise-fence now must wait for the decision: a row it has not committed yet is one a
+      // snapshot would miss, and it stands on the old base.
+      let raiseSettled = false;
+      const raised = store.raiseFence(1000).finally(() => (raiseSettled = true));
+      while (!raiseSettled && (await lockWaiters()) < 2);
+      await other.query("ROLLBACK");
+      expect(await decision).toBe(1);
+      expect(await raised).toMatchObject({ fenceBase: 1000, leasesReleased: 1, highestTokenBefore: 1 });
+      expect(await store.leases.getLease(fresh)).toMatchObject({ holderAgentId: null, fencingToken: 1001 });
+      expect((await store.changes.readChanges("q", "leases", 0, 10)).head).toBe(1001);
+      expect(await store.leases.decideLease(fresh, granted)).toBe(1002);
     } finally {
       await other.end();
       await store.close();

@@ -300,10 +300,13 @@ export class PostgresStore implements HubStore {
    */
   raiseFence(margin: number): Promise<{ resources: number; leasesReleased: number; highestTokenBefore: number; fenceBase: number }> {
     return this.tx(async (tx) => {
-      // Locks the fence base first: decisions of hubs still running wait, or are refused after.
+      // The heads' table first, as every batch locks its heads before anything else (batches.ts):
+      // this waits for each decision in flight and holds back the next until the commit. A lock
+      // on the rows would not do: a project's first decision creates its head rows at the old
+      // base, and a row not committed yet is one this transaction's snapshot misses. Plain reads
+      // go on meanwhile.
+      await tx.query("LOCK TABLE watch_heads IN EXCLUSIVE MODE");
       const base = (await tx.query<{ floor: number }>("SELECT floor FROM fence_base WHERE id = 1 FOR UPDATE")).rows[0]!.floor;
-      // Then every head, in their order, before any lease: as a batch locks them (batches.ts).
-      await tx.query("SELECT 1 FROM watch_heads ORDER BY project, stream FOR UPDATE");
       const [{ highest, held }] = (
         await tx.query<{ highest: number; held: number }>(
           "SELECT coalesce(max(fencing_token), 0)::bigint AS highest, (count(*) FILTER (WHERE holder_agent_id IS NOT NULL))::int AS held FROM leases",
