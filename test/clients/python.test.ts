@@ -145,6 +145,11 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
       const wheels = built.map((f) => path.join(dir, "dist", f));
       const install = await run(userPython, ["-m", "pip", "install", "-q", "--disable-pip-version-check", ...wheels], {}, 300_000, dir);
       expect(install.code, install.output).toBe(0);
+      // What the library imports, each from a distribution it declares (not one that another
+      // dependency happens to bring).
+      const declared = await run(userPython, [path.join(root, "test", "clients", "python", "check_declared.py")], {}, 60_000, dir);
+      expect(declared.code, declared.output).toBe(0);
+      expect(declared.output).toContain("pyqwest: pyqwest");
       fs.copyFileSync(path.join(root, "examples", "python", "agent.py"), path.join(dir, "agent.py"));
       const r = await run(userPython, ["agent.py"], { KXM_URL: hub.url, WORK_S: "1.5" }, 60_000, dir);
       expect(r.code, r.output).toBe(0);
