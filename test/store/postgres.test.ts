@@ -359,7 +359,7 @@ describe("pipelined connections", () => {
 
 /**
  * How a replica hears of the inbox events another one commits (store/postgres/inbox-notify.ts,
- * migration 009), and what the tail does when it does (tail.ts wake).
+ * migrations 009 and 010), and what the tail does when it does (tail.ts wake).
  */
 describe("inbox events wake the other replicas' tails", () => {
   it("a statement that adds inbox events notifies every listener but the replica that wrote them, once committed", async () => {
@@ -399,6 +399,39 @@ describe("inbox events wake the other replicas' tails", () => {
       expect(heard).toHaveLength(2);
     } finally {
       await listener.close();
+    }
+  });
+
+  it("each hub names itself in what it notifies, even when the database URL sets an application_name for all of them", async () => {
+    const base = await server.createDatabase();
+    const url = `${base}${base.includes("?") ? "&" : "?"}application_name=shared`;
+    const stores = await Promise.all([1, 2].map(() => PostgresStore.open({ url })));
+    const listener = new pg.Client({ connectionString: base });
+    const payloads: string[] = [];
+    let heard: (() => void) | undefined;
+    listener.on("notification", (n) => {
+      payloads.push(n.payload ?? "");
+      heard?.();
+    });
+    await listener.connect();
+    try {
+      await listener.query("LISTEN kxm_inbox");
+      const agent = (i: number): AgentRow => ({ id: `agt_${i}`, project: "p", name: `a${i}`, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
+      for (let i = 0; i < 2; i++) await stores[0]!.agents.decideRegistration("p", `a${i}`, () => ({ write: agent(i), result: 0 }));
+      for (const [i, store] of stores.entries()) {
+        const sender = { agentId: "agt_0", agentName: "a0", project: "p" };
+        const input = { target: "agt_1", content: `m${i}`, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 60_000, allowOffline: false };
+        const notified = new Promise<void>((resolve) => (heard = resolve));
+        await store.messages.decideSend({ senderId: "agt_0", project: "p", target: "agt_1" }, (ctx, nowMs) => decideSend(ctx, { sender, input, id: `msg_${i}`, nowMs }));
+        await notified;
+      }
+      expect(payloads).toHaveLength(2);
+      expect(payloads[0]).toMatch(/^kxm-hub [0-9a-f-]{36}$/);
+      expect(payloads[1]).toMatch(/^kxm-hub [0-9a-f-]{36}$/);
+      expect(payloads[0]).not.toBe(payloads[1]);
+    } finally {
+      await listener.end();
+      await Promise.all(stores.map((s) => s.close()));
     }
   });
 

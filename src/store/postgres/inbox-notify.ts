@@ -7,7 +7,7 @@ const retryMs = 1_000;
 
 /**
  * Listens, on a connection of its own, for the inbox events other replicas commit (migration
- * 009: a statement that adds them notifies `kxm_inbox` with its replica's application_name), and
+ * 009: a statement that adds them notifies `kxm_inbox` with its replica's name, migration 010), and
  * calls `onOther` for each one another replica committed, so the tail (tail.ts) looks at once:
  * a message sent through one hub reaches a Subscribe stream on another without waiting for a
  * tick. Nothing depends on it: a lost connection is opened again after `retryMs`, and until

@@ -120,7 +120,7 @@ export class PostgresStore implements HubStore {
 
   /** Connects, brings the schema to this release's version (or refuses the database), and opens. */
   static async open(o: PostgresStoreOptions): Promise<PostgresStore> {
-    // Each replica names its connections, which names it in what it notifies (inbox-notify.ts).
+    // Each replica names its connections, and names itself in what it notifies (inbox-notify.ts).
     const name = `kxm-hub ${randomUUID()}`;
     const pool = new pg.Pool({
       connectionString: o.url,
@@ -132,6 +132,11 @@ export class PostgresStore implements HubStore {
     });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
+    // What its notifications name it by (migration 010): sent before anything the pool's user
+    // asks on the connection. An application_name in the URL would override the one above.
+    pool.on("connect", (client) => {
+      client.query("SELECT set_config('kxm.replica', $1, false)", [name]).catch(() => {});
+    });
     try {
       let client: pg.PoolClient;
       try {
