@@ -159,6 +159,12 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       if (c.lease.name === key.name) waker.wake();
     });
     const stop = linked(signal, shutdown);
+    /** Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is gone. */
+    const leave = (clientGone: boolean) =>
+      store.leases.decideLease(key, (cur, now, waiters) => decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone }, waiters));
+    // Set while the call's entry may be in the queue, or the lease handed to it: a look that
+    // fails (the agent's key changed, the store) must not leave it there for the lease to go to.
+    let entered = false;
     try {
       let a: LeaseAnswer | { kind: "gone" } = await store.leases.decideLease(
         key,
@@ -166,6 +172,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         caller.agentId,
       );
       let behind = a.lease;
+      entered = a.kind === "queued";
       while (a.kind === "queued") {
         behind = a.lease;
         const nowMs = clock.now();
@@ -174,9 +181,8 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         }
         if (stop.signal.aborted || clock.now() >= deadlineMs) {
           const clientGone = stop.signal.aborted;
-          const left = await store.leases.decideLease(key, (cur, now, waiters) =>
-            decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone }, waiters),
-          );
+          entered = false;
+          const left = await leave(clientGone);
           if (left.kind === "granted") return left;
           if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : errors.leaseHeld(behind);
           throw errors.leaseHeld(behind);
@@ -187,8 +193,17 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
           caller.agentId,
         );
       }
-      if (a.kind === "gone" || a.kind === "held") throw errors.leaseHeld(behind);
+      if (a.kind === "gone" || a.kind === "held") {
+        entered = false;
+        throw errors.leaseHeld(behind);
+      }
+      // The client went away while the look that handed it the lease ran: nobody will hold it.
+      if (entered && signal?.aborted) throw errors.leaseHeld(behind);
+      entered = false;
       return a as LeaseOutcome;
+    } catch (e) {
+      if (entered) await leave(true).catch(() => undefined);
+      throw e;
     } finally {
       unsubscribe();
       stop.dispose();

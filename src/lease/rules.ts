@@ -300,6 +300,26 @@ export function decideDropWaiters(current: LeaseRow | undefined, req: { agentId:
   return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: undefined };
 }
 
+/**
+ * An agent's instance ends (eviction, takeover) on a resource that names it, as holder or in its
+ * queue: its waiting calls leave the queue, and a lease it holds (lapsed too) is released as an
+ * operator releases one, going to the first waiter of another agent. Its own waiting call is
+ * never that waiter: a lease the ending instance gave up must not come back to it.
+ */
+export function decideInstanceEnds(
+  current: LeaseRow | undefined,
+  req: { agentId: string; nowMs: number },
+  waiters: LeaseWaiter[],
+): LeaseDecision<{ released?: LeaseView }> {
+  const held = heldLease(current);
+  if (held?.holderAgentId !== req.agentId) return { ...decideDropWaiters(current, req, waiters), result: {} };
+  const own = waiters.filter((w) => w.agentId === req.agentId).map((w) => w.id);
+  const others = waiters.filter((w) => w.agentId !== req.agentId);
+  const d = decideForceRelease(current, { name: held.name, nowMs: req.nowMs }, others);
+  const remove = [...own, ...(d.queue?.remove ?? [])];
+  return { ...d, ...(remove.length > 0 && { queue: { ...d.queue, remove } }), result: { released: d.result.released } };
+}
+
 /** What a fencing token is for a lease: `current` is the only one a resource may accept. */
 export type FenceReason = "current" | "superseded" | "expired" | "released" | "unknown";
 

@@ -4,7 +4,7 @@ import { errors } from "../errors.js";
 import { newId, sha256Hex } from "../ids.js";
 import type { Observer } from "../observe.js";
 import { reportForceRelease } from "../lease/report.js";
-import { decideDropWaiters, decideForceRelease } from "../lease/rules.js";
+import { decideDropWaiters, decideInstanceEnds } from "../lease/rules.js";
 import type { AgentStore } from "../store/agent-store.js";
 import type { ChangeFeed, ChangeRead, StreamChange } from "../store/change-feed.js";
 import type { HeldResource } from "../store/lease-store.js";
@@ -55,17 +55,15 @@ const defaultPurpose = "General-purpose agent";
 
 /**
  * An instance of an agent ends (takeover, eviction): every lease it holds is released the way an
- * operator releases one (its token stays as the floor; the first waiter gets the next token), and
- * its waiting acquires leave their queues, all in the decision that ends it.
+ * operator releases one (its token stays as the floor; the first waiter of another agent gets the
+ * next token), and its waiting acquires leave their queues, all in the decision that ends it.
  */
 function releaseHeld(agentId: string, resources: HeldResource[], nowMs: number) {
   const released: LeaseView[] = [];
   const leases = resources.map(({ lease, waiters }) => {
-    const key = { project: lease.project, name: lease.name };
-    if (lease.holderAgentId !== agentId) return { key, decision: decideDropWaiters(lease, { agentId, nowMs }, waiters) };
-    const decision = decideForceRelease(lease, { name: lease.name, nowMs }, waiters);
-    released.push(decision.result.released);
-    return { key, decision };
+    const decision = decideInstanceEnds(lease, { agentId, nowMs }, waiters);
+    if (decision.result.released) released.push(decision.result.released);
+    return { key: { project: lease.project, name: lease.name }, decision };
   });
   return { leases, released };
 }
@@ -215,10 +213,17 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * @NOTE decision D39: the old key is refused afterwards; RegisterAgent resumes the agent.
      */
     async unregister(caller: AgentCaller): Promise<void> {
-      const agent = await store.agents.decideAgent(caller.agentId, (cur, nowMs) => {
+      // Its leases stay (a resumed agent releases them with their tokens); its waiting acquires,
+      // which no key can answer for any more, leave their queues in the same decision, so that
+      // no lease is handed to them.
+      const agent = await store.agents.decideAgentLeases({ agentId: caller.agentId }, (cur, held, nowMs) => {
         if (!cur) throw errors.invalidAgentIdentity();
         const next = { ...cur, online: false, lastSeenAtMs: nowMs, keyHash: sha256Hex(newId("key")) };
-        return { write: next, change: change({ agent: view(next, nowMs) }), result: next };
+        const leases = held.map(({ lease, waiters }) => ({
+          key: { project: lease.project, name: lease.name },
+          decision: decideDropWaiters(lease, { agentId: cur.id, nowMs }, waiters),
+        }));
+        return { write: next, change: change({ agent: view(next, nowMs) }), leases, result: next };
       });
       observer.log("agent_unregistered", logFields(agent));
     },

@@ -1,6 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { createBus } from "../../src/events/bus.js";
+import { createLeases, leaseChangeOf, type LeaseChange } from "../../src/lease/leases.js";
+import type { LeaseStore } from "../../src/store/lease-store.js";
+import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
+import { FakeClock } from "../fixtures/fake-clock.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { refusalOf } from "../fixtures/rpc.js";
@@ -105,6 +111,43 @@ describe("blocking acquire", () => {
     expect((await acquire(t, c, "db")).lease).toMatchObject({ holderAgentName: "gamma" });
   });
 
+  it("an agent that unregisters while its acquire waits leaves the queue in that decision: the lease goes to the next waiter", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const c = await t.register("gamma");
+    const held = await acquire(t, a, "db");
+    const wait = acquire(t, b, "db", 60_000);
+    await idle(t.clock);
+    await createClient(PresenceService, protocols[1].make(t.baseUrl, [withHeaders(b.headers)])).unregisterAgent({ agentId: b.id });
+    expect(await waiting(t)).toBe(0);
+    expect(await wait.then(() => "granted", (e: unknown) => refusalOf(e).reason)).toBe("INVALID_AGENT_IDENTITY");
+    const next = acquire(t, c, "db", 60_000);
+    await idle(t.clock);
+    await release(t, a, "db", held.lease!.fencingToken);
+    expect((await next).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: held.lease!.fencingToken + 1n });
+  });
+
+  it("a waiting call whose look is refused (its agent's key changed under it) leaves the queue instead of keeping its place", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const c = await t.register("gamma");
+    const held = await acquire(t, a, "db");
+    const wait = acquire(t, b, "db", 60_000);
+    await idle(t.clock);
+    // The key changes without the decisions that drop the agent's waiters (as another hub's
+    // write would look to this one); the holder's renewal wakes the waiting call.
+    await t.sql(`UPDATE agents SET key_hash = '${"0".repeat(64)}' WHERE id = '${b.id}' RETURNING id`);
+    await client(t, a).renewLease({ name: "db", fencingToken: held.lease!.fencingToken, ttlMs: 30_000 });
+    expect(await wait.then(() => "granted", (e: unknown) => refusalOf(e).reason)).toBe("INVALID_AGENT_IDENTITY");
+    expect(await waiting(t)).toBe(0);
+    const next = acquire(t, c, "db", 60_000);
+    await idle(t.clock);
+    await release(t, a, "db", held.lease!.fencingToken);
+    expect((await next).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: held.lease!.fencingToken + 1n });
+  });
+
   it("never lets a caller that does not wait take a lease a waiter is first in line for", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");
@@ -138,5 +181,48 @@ describe("blocking acquire", () => {
     const bad = await t.rest("/v1/leases/x/acquire", { headers: b.headers, json: { waitMs: 600_001 } });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { code: string }).code).toBe("protocol_error");
+  });
+});
+
+describe("blocking acquire, a client gone during its last look", () => {
+  it("a call whose client goes away while the look that hands it the lease runs gives the lease on to the next in line", async () => {
+    const clock = new FakeClock();
+    const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
+    const bus = createBus<LeaseChange>((c) => c.project);
+    store.changes.tailChanges((c) => {
+      if (c.stream === "leases") bus.publish(leaseChangeOf(c));
+    });
+    // beta's client goes away while beta's look after the release is in the store.
+    const betaClient = new AbortController();
+    let armed = false;
+    const leaseStore: LeaseStore = Object.create(store.leases);
+    leaseStore.decideLease = (key, decide, holderId) => {
+      const decided = store.leases.decideLease(key, decide, holderId);
+      if (armed && holderId === "agt_b") betaClient.abort();
+      return decided;
+    };
+    const leases = createLeases({ store: { leases: leaseStore, changes: store.changes }, clock, observer: { log() {}, count() {} }, bus });
+    for (const name of ["a", "b", "c"]) {
+      const row = { id: `agt_${name}`, project: "p", name, purpose: "test", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
+      await store.agents.decideRegistration("p", name, () => ({ write: row, result: undefined }));
+    }
+    const caller = (name: string) => ({ kind: "agent" as const, agentId: `agt_${name}`, agentName: name, project: "p" });
+    try {
+      const held = await leases.acquire(caller("a"), { name: "db", ttlMs: 60_000 });
+      const beta = leases.acquire(caller("b"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, betaClient.signal).then(
+        () => "granted",
+        (e: { code?: string }) => e.code,
+      );
+      await idle(clock, 1);
+      const gamma = leases.acquire(caller("c"), { name: "db", ttlMs: 60_000, waitMs: 30_000 });
+      await idle(clock, 2);
+      armed = true;
+      await leases.release(caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
+      expect(await beta).toBe("lease_held");
+      expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
+      expect((await leases.get({ project: "p" }, { name: "db" })).lease).toMatchObject({ holderAgentName: "c", waiters: [] });
+    } finally {
+      await store.close();
+    }
   });
 });

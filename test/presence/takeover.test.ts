@@ -169,6 +169,30 @@ describe.each(protocols)("RegisterAgent with takeover over $name", (protocol) =>
     expect(oldOutcome).toEqual({ refused: "INVALID_AGENT_IDENTITY" });
   });
 
+  it("a lease the old instance holds while its own second call waits for it goes to another agent's waiter, not back to the agent", async () => {
+    await using t = await startTestHub({ config });
+    const { as: old } = await register(t, "alpha");
+    const { as: beta } = await register(t, "beta");
+    const { as: gamma } = await register(t, "gamma");
+    await acquire(t, beta, "db");
+    const first = acquire(t, old, "db", { waitMs: 60_000 });
+    const second = acquire(t, old, "db", { waitMs: 60_000 });
+    await idle(t.clock, 2);
+    await leases(t, beta).releaseLease({ name: "db", fencingToken: 1n });
+    expect((await first).lease).toMatchObject({ holderAgentName: "alpha", fencingToken: 2n });
+    const gammaWait = acquire(t, gamma, "db", { waitMs: 60_000 });
+    await idle(t.clock, 2);
+    expect((await leases(t, beta).getLease({ name: "db" })).lease?.waiters.map((w) => w.agentName)).toEqual(["alpha", "gamma"]);
+
+    const { r, as: fresh } = await register(t, "alpha", true);
+    expect(r.releasedLeases).toEqual(["db"]);
+    expect((await gammaWait).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: 3n });
+    expect((await leases(t, beta).getLease({ name: "db" })).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: 3n, waiters: [] });
+    expect(await second.then(() => "granted", (e: unknown) => refusalOf(e).reason)).toBe("INVALID_AGENT_IDENTITY");
+    // The new instance did not inherit a grant it never asked for: its acquire waits behind gamma.
+    expect(await acquire(t, fresh, "db").then(() => "granted", (e: unknown) => refusalOf(e).reason)).toBe("LEASE_HELD");
+  });
+
   it("takeover of a name nobody holds registers it; of an offline agent resumes it; neither is a takeover", async () => {
     await using t = await startTestHub({ config });
     const { r: first } = await register(t, "alpha", true);

@@ -6,6 +6,7 @@ import {
   decideDropWaiters,
   decideFence,
   decideForceRelease,
+  decideInstanceEnds,
   decideLeaving,
   decideRelease,
   decideRenew,
@@ -17,7 +18,8 @@ import { NOW } from "./support.js";
 
 /**
  * Random histories on one resource: acquires (waiting or not), renewals and releases with right
- * and wrong tokens, operator releases, waits that look again or end, evictions, and time moving.
+ * and wrong tokens, operator releases, waits that look again or end, evictions and takeovers (an
+ * instance that ends), and time moving.
  * Every decision is applied the way the store applies it.
  */
 describe("lease properties", () => {
@@ -30,6 +32,7 @@ describe("lease properties", () => {
     | { op: "look"; who: number }
     | { op: "leave"; who: number; clientGone: boolean }
     | { op: "drop"; who: number }
+    | { op: "end"; who: number }
     | { op: "advance"; ms: number };
   const who = fc.integer({ min: 0, max: agents.length - 1 });
   const ttl = fc.integer({ min: leaseTtl.minMs, max: leaseTtl.maxMs });
@@ -42,6 +45,7 @@ describe("lease properties", () => {
     fc.record({ op: fc.constant("look" as const), who }),
     fc.record({ op: fc.constant("leave" as const), who, clientGone: fc.boolean() }),
     fc.record({ op: fc.constant("drop" as const), who }),
+    fc.record({ op: fc.constant("end" as const), who }),
     fc.record({ op: fc.constant("advance" as const), ms: fc.oneof(fc.integer({ min: 0, max: 10_000 }), fc.integer({ min: 0, max: 700_000 })) }),
   );
   /** The codes each operation may refuse with; anything else is a bug. */
@@ -53,6 +57,7 @@ describe("lease properties", () => {
     look: [],
     leave: [],
     drop: [],
+    end: [],
     advance: [],
   };
 
@@ -115,6 +120,8 @@ describe("lease properties", () => {
               return decideLeaving(current, { id: myWait, holder: h, name: NAME, nowMs, clientGone: o.clientGone }, waiters);
             case "drop":
               return decideDropWaiters(current, { agentId: h.agentId, nowMs }, waiters);
+            case "end":
+              return decideInstanceEnds(current, { agentId: h.agentId, nowMs }, waiters);
           }
         };
         let d: Decided;
@@ -130,6 +137,11 @@ describe("lease properties", () => {
         // Decisions are pure: what they were shown is left untouched.
         expect({ current, waiters }).toEqual(inputs);
         apply(d);
+        // An instance that ends neither keeps nor gets the lease, and none of its calls waits on.
+        if (o.op === "end") {
+          expect(current?.holderAgentId ?? null).not.toBe(h.agentId);
+          expect(waiters.filter((w) => w.agentId === h.agentId)).toEqual([]);
+        }
         // At most one token is current at any instant: the row's own, while it is held and live.
         if (current) {
           for (let t = Math.max(1, current.fencingToken - 2); t <= current.fencingToken + 1; t++) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decideAcquire, decideDropWaiters, decideLeaving, decideWaiting, heldLease, type LeaseHolder } from "../../src/lease/rules.js";
+import { decideAcquire, decideDropWaiters, decideInstanceEnds, decideLeaving, decideWaiting, heldLease, type LeaseHolder } from "../../src/lease/rules.js";
 import { A, B, C, D, NAME, TTL, floorRow, lapsedRow, liveRow, row, rowOf, viewOf, waiter, type LeaseRow, type LeaseWaiter } from "./lease-fixtures.js";
 import { NOW, named, refusal } from "./support.js";
 
@@ -162,5 +162,25 @@ describe("decideDropWaiters (an agent's instance ends)", () => {
     } else {
       expect(d.change).toBeUndefined();
     }
+  });
+});
+
+describe("decideInstanceEnds (eviction, takeover)", () => {
+  const wa1 = waiter("w_a1", A, NOW + 1_000);
+  const wb = waiter("w_b", B, NOW + 1_000);
+  const wa2 = waiter("w_a2", A, NOW + 2_000);
+  const wc = waiter("w_c", C, NOW + 3_000);
+  it.each(named([
+    { name: "a lease another agent holds: the agent's waiting calls leave, nothing is released", current: liveRow(C, 3), waiters: [wa1, wb, wa2], expect: { remove: ["w_a1", "w_a2"], holder: C.agentId, token: 3, released: false } },
+    { name: "its own lease with nobody else waiting: released, its own second call leaves too", current: liveRow(A, 3), waiters: [wa2], expect: { remove: ["w_a2"], holder: null, token: 3, released: true } },
+    { name: "its own lease: released to the first waiter of another agent, never to its own call first in line", current: liveRow(A, 3), waiters: [wa1, wb, wa2, wc], expect: { remove: ["w_a1", "w_a2", "w_b"], holder: B.agentId, token: 4, released: true } },
+    { name: "its own lapsed lease: released the same way", current: lapsedRow(A, 3), waiters: [wa1, wc], expect: { remove: ["w_a1", "w_c"], holder: C.agentId, token: 4, released: true } },
+  ]))("%s", (_title, { current, waiters, expect: want }) => {
+    const d = decideInstanceEnds(current, { agentId: A.agentId, nowMs: NOW }, waiters);
+    expect(d.queue?.remove).toEqual(want.remove);
+    const after = d.write ?? current;
+    expect(after.holderAgentId).toBe(want.holder);
+    expect(after.fencingToken).toBe(want.token);
+    expect(d.result.released !== undefined).toBe(want.released);
   });
 });
