@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
 import type { Decision } from "../../src/store/change-feed.js";
+import { decideAcquire } from "../../src/lease/rules.js";
 import { decideSend } from "../../src/peer/rules.js";
 import { StoreOpenError, StoreUnavailable } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
@@ -23,6 +24,10 @@ beforeAll(async () => {
 afterAll(() => server?.stop());
 
 const key: LeaseKey = { project: "p", name: "repo/main" };
+
+/** The lease rules' own acquire, for agent `id` of project p (60 s). */
+const decideAcquireFor = (id: string, name: string, nowMs: number, cur: LeaseRow | undefined, waiters: Parameters<typeof decideAcquire>[2]) =>
+  decideAcquire(cur, { name, holder: { agentId: id, agentName: id, project: "p" }, ttlMs: 60_000, nowMs }, waiters);
 
 /** Grants the lease to `holder` when nobody holds it (the lease rules in miniature); "held" else. */
 const acquire = (holder: string) => (cur: LeaseRow | undefined): Decision<LeaseRow, number | "held"> => {
@@ -256,6 +261,89 @@ describe("PostgreSQL store", () => {
     } finally {
       await other.end();
       await store.close();
+    }
+  });
+
+  it("a sweep on another hub does not forget an agent a batch of sends is about to name", async () => {
+    const url = await server.createDatabase();
+    const [a, b] = await Promise.all([PostgresStore.open({ url }), PostgresStore.open({ url })]);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      const agent = (id: string, online: boolean, lastSeenAtMs: number): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs, online });
+      await a.agents.decideRegistration("p", "agt_s", () => ({ write: agent("agt_s", true, 1), result: 0 }));
+      await a.agents.decideRegistration("p", "agt_y", () => ({ write: agent("agt_y", true, 1), result: 0 }));
+      // X has been offline long enough to be forgotten, and nothing names it yet.
+      await a.agents.decideRegistration("p", "agt_x", () => ({ write: agent("agt_x", false, 1), result: 0 }));
+      const sender = { agentId: "agt_s", agentName: "agt_s", project: "p" };
+      const send = (target: string, n: number) => {
+        const input = { target, content: `m${n}`, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 600_000, allowOffline: true };
+        return a.messages.decideSend({ senderId: "agt_s", project: "p", target }, (ctx, nowMs) => decideSend(ctx, { sender, input, id: `msg_${n}`, nowMs }));
+      };
+      await send("agt_y", 0);
+      // Another session holds Y's inbox stream: the next batch (sends to Y and to X) has read
+      // what it decides on and waits there.
+      await other.query("BEGIN");
+      await other.query("SELECT 1 FROM inbox_streams WHERE agent_id = 'agt_y' FOR UPDATE");
+      const toY = send("agt_y", 1);
+      const toX = send("agt_x", 2);
+      for (;;) {
+        await other.query("SELECT pg_stat_clear_snapshot()");
+        const found = await other.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+        if (Number(found.rows[0]!.n) > 0) break;
+      }
+      const forgotten = await b.agents.forgetAgents(60_000);
+      await other.query("ROLLBACK");
+      await Promise.all([toY, toX]);
+      expect(forgotten.map((f) => f.id)).not.toContain("agt_x");
+      expect(await a.agents.getAgent("agt_x")).toMatchObject({ id: "agt_x" });
+      expect(await a.messages.getMessage("msg_2")).toMatchObject({ toId: "agt_x", status: "queued" });
+      // Once the message is no longer open the agent can go; while it is, the sweep leaves it.
+      expect((await b.agents.forgetAgents(60_000)).map((f) => f.id)).not.toContain("agt_x");
+    } finally {
+      await other.end();
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it("a batch that waited for its project's heads decides at a time after the wait, not at the time it began waiting", async () => {
+    const url = await server.createDatabase();
+    const [a, b] = await Promise.all([PostgresStore.open({ url }), PostgresStore.open({ url })]);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    try {
+      const agent = (id: string): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
+      for (const id of ["h1", "h9"]) await a.agents.decideRegistration("p", id, () => ({ write: agent(id), result: 0 }));
+      const lockWaiters = async () => {
+        await other.query("SELECT pg_stat_clear_snapshot()");
+        return Number((await other.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n);
+      };
+      const dbNow = async () => Number((await other.query<{ ms: string }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms")).rows[0]!.ms);
+      // Hub b's batch holds p's heads (a presence decision, which moves the presence head but
+      // not the lease head) while it waits for a row another session holds.
+      await other.query("BEGIN");
+      await other.query("SELECT 1 FROM agents WHERE id = 'h9' FOR UPDATE");
+      const bBatch = b.agents.decideAgent("h9", (cur, nowMs) => ({ write: { ...cur!, lastSeenAtMs: nowMs }, change: { stream: "presence" as const, body: {} }, result: 0 }));
+      while ((await lockWaiters()) < 1);
+      const grant = (name: string) =>
+        a.leases.decideLease({ project: "p", name }, (cur, nowMs, waiters) => decideAcquireFor("h1", name, nowMs, cur, waiters));
+      const first = grant("one");
+      while ((await lockWaiters()) < 2);
+      // Hub a's batch waits for the heads; the database's clock moves on by 20 ms meanwhile, and
+      // a second request arrives.
+      const waitingSince = await dbNow();
+      while ((await dbNow()) < waitingSince + 20);
+      const sentAtMs = Date.now();
+      const second = grant("two");
+      await other.query("ROLLBACK");
+      await bBatch;
+      // Both were decided once the heads were hub a's, which was after the second was sent.
+      for (const decided of [await first, await second]) {
+        expect((decided as { lease: { acquiredAtMs: number } }).lease.acquiredAtMs).toBeGreaterThanOrEqual(sentAtMs);
+      }
+    } finally {
+      await other.end();
+      await Promise.all([a.close(), b.close()]);
     }
   });
 

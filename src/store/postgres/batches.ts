@@ -44,16 +44,13 @@ export interface BatchTx extends PgTx {
 }
 
 function batchTx(client: pg.ClientBase, locked: LockedHeads): BatchTx {
-  let lockedAt = performance.now();
-  let lockedMs = Number.NaN;
   // `marks` is a plain property, not a getter: an object literal with an accessor gets a hidden
   // class of its own per evaluation, which keeps the batch alive past young collections (D57).
   const tx = {
     marks: 0,
-    clockMs(): number {
-      if (lockedMs !== locked.nowMs) [lockedMs, lockedAt] = [locked.nowMs, performance.now()];
-      return Math.round(lockedMs + (performance.now() - lockedAt));
-    },
+    // Counted from when the heads' answer arrived, not from the first decision: a batch prepared
+    // ahead waits for its decisions with the heads locked.
+    clockMs: (): number => Math.round(locked.nowMs + (performance.now() - locked.atMs)),
     query(text: string, values?: unknown[]) {
       const s = namedStatement(text);
       if (s === undefined || s.writes) tx.marks++;
@@ -142,7 +139,7 @@ export function pgBatches(
   /** A connection with a batch's transaction begun and the project's heads locked. */
   async function open(): Promise<{ client: pg.PoolClient; tx: BatchTx; locked: LockedHeads }> {
     const client = await connect(pool);
-    const locked: LockedHeads = { heads: new Map(), nowMs: 0 };
+    const locked: LockedHeads = { heads: new Map(), nowMs: 0, atMs: 0 };
     const tx = batchTx(client, locked);
     try {
       // Pipelined (the pool's connections are, postgres-store.ts): the head rows' read goes with
@@ -196,7 +193,7 @@ export function pgBatches(
               while (end < works.length && (works[end] as SegmentWork).kind === work.kind) end++;
               if (inSavepoint) await client.query("RELEASE SAVEPOINT decision");
               inSavepoint = false;
-              const run = await runSegment(tx, project, works.slice(i, end) as SegmentWork[], await now(tx), recorded);
+              const run = await runSegment(tx, project, works.slice(i, end) as SegmentWork[], () => now(tx), recorded);
               outcomes.push(...run.outcomes);
               if (end < works.length) await write(tx, run.writes.together, run.writes.after);
               else last = run.writes;
@@ -253,12 +250,12 @@ async function write(tx: PgTx, first: readonly Statement[], after: readonly Stat
   if (ended.command !== "COMMIT") throw new Error(`the batch's COMMIT ended as ${ended.command}`);
 }
 
-/** A run of segment decisions of one kind: loaded, decided in order at `nowMs`; their outcomes and what they write. */
+/** A run of segment decisions of one kind: loaded, then decided in order at `now()`; their outcomes and what they write. */
 async function runSegment(
   tx: PgTx,
   project: string,
   works: readonly SegmentWork[],
-  nowMs: number,
+  now: () => Promise<number>,
   recorded: RecordedChange[],
 ): Promise<{ outcomes: WorkOutcome[]; writes: ReturnType<Segment<unknown>["flush"]> }> {
   const segment = works[0]!.kind.open(project);
@@ -266,6 +263,8 @@ async function runSegment(
     tx,
     works.map((w) => w.item),
   );
+  // Timed once what they decide on is locked: the load may have waited for it.
+  const nowMs = await now();
   const outcomes = works.map((w): WorkOutcome => {
     const own: RecordedChange[] = [];
     try {

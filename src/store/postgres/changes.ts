@@ -14,10 +14,13 @@ const streams: readonly ChangeStream[] = ["leases", "messages", "presence", "run
  * transaction that wants it: batches of decisions (batches.ts) hold their project's heads from
  * their first statement to their COMMIT without deadlocking with other hubs. Rows a project does
  * not have yet are created at the fence base (a head at the base is what no row means), then
- * locked in the same order.
+ * locked in the same order. The database's clock is read above the lock (a subquery with a
+ * locking clause is never flattened), as each row comes out of it: in the select list of the
+ * locking query itself, a row's clock would be read before the wait for its lock, and a batch
+ * that waited for another's heads would decide at the time it began waiting.
  */
-const lockHeadRows = `SELECT project, stream, head, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
-  FROM watch_heads WHERE project = ANY($1::text[]) ORDER BY project, stream FOR UPDATE`;
+const lockHeadRows = `SELECT h.project, h.stream, h.head, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+  FROM (SELECT project, stream, head FROM watch_heads WHERE project = ANY($1::text[]) ORDER BY project, stream FOR UPDATE) h`;
 const createHeadRows = `INSERT INTO watch_heads (project, stream, head)
   SELECT p, s, f.floor FROM unnest($1::text[]) p, unnest($2::text[]) s, fence_base f WHERE f.id = 1 ORDER BY p, s
   ON CONFLICT (project, stream) DO NOTHING`;
@@ -34,10 +37,15 @@ const storeChanges = `INSERT INTO watch_changes (project, stream, seq, at_ms, bo
 /** A change a decision recorded, not numbered yet. */
 export type RecordedChange = Omit<StreamChange, "seq">;
 
-/** The head rows a transaction holds (by `project\0stream`), and the database's clock when it locked them. */
+/**
+ * The head rows a transaction holds (by `project\0stream`), the database's clock when it had
+ * locked them, and this process's monotonic clock when that answer arrived (`atMs`): a decision
+ * later in the transaction is timed `nowMs + (performance.now() - atMs)`.
+ */
 export interface LockedHeads {
   heads: Map<string, number>;
   nowMs: number;
+  atMs: number;
 }
 
 const changeHead = `coalesce((SELECT head FROM watch_heads WHERE project = $1 AND stream = $2), (SELECT floor FROM fence_base WHERE id = 1))`;
@@ -136,8 +144,13 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
         await t.query(createHeadRows, [projects, streams]);
         found = (await t.query<{ project: string; stream: string; head: number; now_ms: number }>(lockHeadRows, [projects])).rows;
       }
-      for (const r of found) into.heads.set(`${r.project}\0${r.stream}`, r.head);
-      into.nowMs = found[0]!.now_ms;
+      into.atMs = performance.now();
+      let nowMs = 0;
+      for (const r of found) {
+        into.heads.set(`${r.project}\0${r.stream}`, r.head);
+        nowMs = Math.max(nowMs, r.now_ms);
+      }
+      into.nowMs = nowMs;
     },
     /**
      * Numbers `recorded` in order from the heads in `locked` (which move on); returns them as the

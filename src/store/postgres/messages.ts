@@ -34,9 +34,11 @@ const due = "status IN ('queued', 'delivered')";
  * names (by id, or by name case-insensitively), and those agents' inbox streams, locked until
  * the batch commits. The batch holds the project's heads, and every decision that numbers an
  * event of its agents' streams or writes a message of it holds them too (changes.ts lockHeads),
- * so what this reads stays the latest until the batch commits.
+ * so what this reads stays the latest until the batch commits. The agents are locked too (shared):
+ * the sweep that forgets agents nothing open names takes no heads, and must not delete one that
+ * a send of this batch is about to name (it skips the locked ones, agents.ts forgetAgents).
  */
-const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[]))),
+const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[])) ORDER BY id FOR SHARE),
     s AS (SELECT agent_id, next_seq FROM inbox_streams WHERE agent_id IN (SELECT id FROM c) ORDER BY agent_id FOR UPDATE)
   SELECT (SELECT coalesce(json_agg(m), '[]') FROM messages m
             WHERE (m.from_id, m.idempotency_key) IN (SELECT * FROM unnest($2::text[], $3::text[]))) AS existing,

@@ -216,7 +216,7 @@ export class PostgresStore implements HubStore {
     if (declared.length === 1) return this.track(this.batchOf(declared[0]!).submit<T>(work as PgChangeWork));
     let changes: StreamChange[] = [];
     return this.tx(async (tx) => {
-      const locked: LockedHeads = { heads: new Map(), nowMs: 0 };
+      const locked: LockedHeads = { heads: new Map(), nowMs: 0, atMs: 0 };
       const recorded: RecordedChange[] = [];
       if (declared.length > 0) await this.changeLog.lockHeads(tx, declared, locked);
       const result = await work(tx, recorder(tx, declared, this.changeLog, locked, recorded));
