@@ -10,10 +10,14 @@ import { BinaryReader, BinaryWriter, WireType } from "@bufbuild/protobuf/wire";
  */
 export const unknownPropertyFieldNo = 536_870_911;
 
-/** Records that `property` of `message` could not be represented. */
+/**
+ * Records that `property` of `message` could not be represented. Appended in place: a body can
+ * carry tens of thousands of unknown keys, and it is decoded before its caller is authenticated,
+ * so a copy of the list per key (quadratic) would let anyone hold the hub's thread for seconds.
+ */
 export function markUnknownProperty(message: Message, property: string): void {
   const data = new BinaryWriter().string(property).finish();
-  message.$unknown = [...(message.$unknown ?? []), { no: unknownPropertyFieldNo, wireType: WireType.LengthDelimited, data }];
+  (message.$unknown ??= []).push({ no: unknownPropertyFieldNo, wireType: WireType.LengthDelimited, data });
 }
 
 /**
