@@ -14,6 +14,16 @@ const h2Preface = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 const tlsHandshakeRecord = 0x16;
 /** A connection that has sent nothing this long is closed (its first bytes decide where it goes). */
 const firstBytesTimeoutMs = 10_000;
+/**
+ * HTTP/2 gets the limits Node gives HTTP/1.1 by default, which its own server lacks: a request
+ * must have arrived whole (its END_STREAM) within HTTP/1.1's `requestTimeout`, and a connection
+ * with no stream open is closed after a while (HTTP/1.1 closes an idle keep-alive connection
+ * after 5 s; an HTTP/2 client multiplexes, so its connection is kept longer). And one
+ * connection may not open streams without end: each one can hold a request body being read.
+ */
+const h2RequestTimeoutMs = 300_000;
+const h2IdleTimeoutMs = 60_000;
+const h2MaxConcurrentStreams = 1_000;
 
 /** The remote address of a request, over HTTP/1.1 or HTTP/2. */
 export function remoteAddressOf(req: { socket: unknown }): string {
@@ -86,6 +96,10 @@ export interface DualServerOptions {
   tls?: tls.TlsOptions;
   /** A connection that sends nothing is closed after this long (default 10 s). */
   firstBytesTimeoutMs?: number;
+  /** An HTTP/2 request not whole this long after it began is reset (default 300 s). */
+  h2RequestTimeoutMs?: number;
+  /** An HTTP/2 connection with no stream open this long is closed (default 60 s). */
+  h2IdleTimeoutMs?: number;
 }
 
 /**
@@ -116,13 +130,39 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
   // h1 never listens itself (it is fed sockets), but Node starts its connection tracking —
   // which idle-connection closing and request timeouts rely on — on "listening".
   h1.emit("listening");
-  const h2 = http2.createServer({}, handler);
+  const h2 = http2.createServer({ settings: { maxConcurrentStreams: h2MaxConcurrentStreams } }, handler);
   // HTTP/2 CONNECT would get a bare 405; the handler answers it with the REST error body.
   h2.on("connect", handler);
   const sessions = new Set<http2.Http2Session>();
+  const requestMs = options.h2RequestTimeoutMs ?? h2RequestTimeoutMs;
+  const idleMs = options.h2IdleTimeoutMs ?? h2IdleTimeoutMs;
   h2.on("session", (s) => {
     sessions.add(s);
-    s.once("close", () => sessions.delete(s));
+    let open = 0;
+    let idle: NodeJS.Timeout | undefined;
+    const idleFrom = () => {
+      idle = setTimeout(() => s.close(), idleMs);
+      idle.unref();
+    };
+    idleFrom();
+    s.on("stream", (stream: http2.ServerHttp2Stream) => {
+      open++;
+      clearTimeout(idle);
+      // Reset unless the client has sent the request whole by then (an answer may take longer:
+      // a waiting acquire, a stream of events).
+      const deadline = setTimeout(() => {
+        if (!stream.destroyed && !stream.state.remoteClose) stream.close(http2.constants.NGHTTP2_CANCEL);
+      }, requestMs);
+      deadline.unref();
+      stream.once("close", () => {
+        clearTimeout(deadline);
+        if (--open === 0 && !s.closed && !s.destroyed) idleFrom();
+      });
+    });
+    s.once("close", () => {
+      clearTimeout(idle);
+      sessions.delete(s);
+    });
   });
   const sockets = new Set<net.Socket>();
   /** Connections that have not sent their first bytes yet (not routed), or were refused. */
@@ -164,7 +204,7 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
     const silent = () => socket.destroy();
     socket.setTimeout(firstBytesMs);
     socket.once("timeout", silent);
-    /** From here the connection is HTTP/1.1's, HTTP/2's or TLS's: they time it out their way. */
+    /** From here the connection is HTTP/1.1's, HTTP/2's or TLS's: they time it out their way (HTTP/2's above). */
     const routed = () => {
       socket.off("data", onData);
       unrouted.delete(socket);
