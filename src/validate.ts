@@ -24,12 +24,24 @@ export function optionalString(label: string, value: string | undefined, max: nu
 
 /**
  * Refuses a NUL character (U+0000): PostgreSQL's text cannot hold one, so on that store the
- * write would fail, and with it every decision batched with this one. Refused on both stores
- * alike, as a typed error naming the field.
+ * write would fail, and with it every decision batched with this one, and a read would fail as
+ * the database's error, not the caller's. Refused on both stores alike, as a typed error naming
+ * the field.
  */
 function storable(label: string, v: string): string {
-  if (v.includes("\u0000")) throw errors.protocol(`${label} must not contain a NUL character (U+0000)`, label);
+  if (hasNul(v)) throw errors.protocol(`${label} must not contain a NUL character (U+0000)`, label);
   return v;
+}
+
+/** Whether `v` holds a NUL character, which no store can be asked about (above). */
+export const hasNul = (v: string): boolean => v.includes("\u0000");
+
+/**
+ * An id the caller names (a message's, a run's), taken as given: refused when it holds a NUL
+ * character, which no stored id does.
+ */
+export function idOf(label: string, value: string): string {
+  return storable(label, value);
 }
 
 /** An integer in [min, max]; undefined gives `fallback`. */

@@ -5,7 +5,7 @@ import { secretEquals, secretMatchesHash } from "../ids.js";
 import type { Presence } from "../presence/presence.js";
 import type { AgentStore } from "../store/agent-store.js";
 import type { TokenStore } from "../store/token-store.js";
-import { projectName } from "../validate.js";
+import { hasNul, projectName } from "../validate.js";
 import { neededScope, type AuthRule } from "./rules.js";
 import { scopeAllows, tokenIdOfSecret, tokenState } from "./tokens.js";
 import type { AgentRow, ProjectTokenRow, TokenScope } from "../domain.js";
@@ -93,7 +93,8 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
 
   async function agentCaller(agentId: string | null, creds: Credentials): Promise<Caller> {
     const id = agentId?.trim();
-    if (!id) throw errors.invalidAgentIdentity();
+    // An id no agent can have (NUL) is as unknown as any other: not a question for the store.
+    if (!id || hasNul(id)) throw errors.invalidAgentIdentity();
     const known = (a: AgentRow | undefined): a is AgentRow => a !== undefined && secretMatchesHash(creds.agentKey, a.keyHash);
     // The latest row serves a success (what the call answers waits for durability anyway); a
     // refusal is an answer, so it comes only from the durable row.

@@ -7,7 +7,7 @@ import { createWaker } from "../events/wait.js";
 import { newId } from "../ids.js";
 import type { ChangeFeed, StreamChange } from "../store/change-feed.js";
 import type { LeaseStore, LeaseWaiter, NamedWaiter } from "../store/lease-store.js";
-import { intInRange, requireString } from "../validate.js";
+import { hasNul, intInRange, requireString } from "../validate.js";
 import { reportForceRelease } from "./report.js";
 import {
   decideAcquire,
@@ -307,7 +307,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       let afterName: string | undefined;
       if (input.pageToken !== "") {
         afterName = Buffer.from(input.pageToken, "base64url").toString("utf8");
-        if (afterName === "") throw errors.protocol("pageToken is invalid", "pageToken");
+        if (afterName === "" || hasNul(afterName)) throw errors.protocol("pageToken is invalid", "pageToken");
       }
       const rows = await store.leases.listLeases({
         project: caller.project,

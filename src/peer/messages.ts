@@ -3,7 +3,7 @@ import { errors } from "../errors.js";
 import { newId } from "../ids.js";
 import type { Observer } from "../observe.js";
 import type { MessageStore } from "../store/message-store.js";
-import { intInRange, optionalString, requireString } from "../validate.js";
+import { hasNul, idOf, intInRange, optionalString, requireString } from "../validate.js";
 import {
   decideAck,
   decideCancel,
@@ -160,6 +160,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** Recipient acknowledges; advances its stream cursor. */
     async ack(caller: AgentCaller, id: string): Promise<MessageRow> {
+      idOf("id", id);
       await expireDue();
       await purge();
       const { result } = await store.messages.decideMessage(id, (cur, nowMs) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
@@ -168,6 +169,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** Recipient replies once; the sender's stream gets a reply event. */
     async reply(caller: AgentCaller, id: string, text: string | undefined): Promise<MessageRow> {
+      idOf("id", id);
       await expireDue();
       const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) }),
@@ -179,6 +181,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** Sender cancels; the recipient's stream gets a cancelled event. */
     async cancel(caller: AgentCaller, id: string): Promise<MessageRow> {
+      idOf("id", id);
       await expireDue();
       const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }),
@@ -192,6 +195,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** A message the caller sent or received. */
     async get(caller: AgentCaller, id: string): Promise<MessageRow> {
+      idOf("id", id);
       await expireDue();
       return visibleTo(await store.messages.getMessage(id), { id, agentId: caller.agentId, project: caller.project });
     },
@@ -216,7 +220,7 @@ const encodePosition = (m: MessageRow) => Buffer.from(`${m.createdAtMs}:${m.id}`
 
 function decodePosition(token: string): { createdAtMs: number; id: string } {
   const [ms, id] = Buffer.from(token, "base64url").toString("utf8").split(":");
-  if (!ms || !id || !/^\d+$/.test(ms)) throw errors.protocol("pageToken is invalid", "pageToken");
+  if (!ms || !id || !/^\d+$/.test(ms) || hasNul(id)) throw errors.protocol("pageToken is invalid", "pageToken");
   return { createdAtMs: Number(ms), id };
 }
 

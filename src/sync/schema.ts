@@ -4,6 +4,7 @@
  * or undefined for a valid event. Objects are closed: a property the schema does not name is a
  * violation. Pure; no I/O.
  */
+import { hasNul } from "../validate.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Obj = { [key: string]: Json };
@@ -30,7 +31,7 @@ const text =
   (min: number, max: number): Check =>
   (v, p) => {
     if (typeof v !== "string" || v.length < min || v.length > max) fail(p, `must be a string of ${min}..${max} characters`);
-    if ((v as string).includes("\u0000")) fail(p, "must not contain a NUL character (U+0000)");
+    if (hasNul(v as string)) fail(p, "must not contain a NUL character (U+0000)");
   };
 const oneOf =
   (...values: string[]): Check =>

@@ -3,7 +3,7 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncStore } from "../store/sync-store.js";
-import { projectName, runtimeIdPattern } from "../validate.js";
+import { idOf, projectName, runtimeIdPattern } from "../validate.js";
 import { createPreparePool, type PreparePool } from "./prepare-pool.js";
 import type { SyncRunView } from "../domain.js";
 
@@ -182,8 +182,8 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
     /** The gapless cursor of one run for `project`. */
     async cursor(hubProject: string, input: { projectId: string; runId: string }) {
       const project = projectName("project", hubProject);
-      const projectId = input.projectId.trim();
-      const runId = input.runId.trim();
+      const projectId = idOf("projectId", input.projectId.trim());
+      const runId = idOf("runId", input.runId.trim());
       return { projectId, runId, cursor: await store.sync.getSyncCursor(project, projectId, runId) };
     },
   };
