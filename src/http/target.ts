@@ -18,6 +18,12 @@ export function parseRequestTarget(url: string | undefined): RequestTarget | und
   return q < 0 ? { pathname: url, search: "" } : { pathname: url.slice(0, q), search: url.slice(q) };
 }
 
+/** Whether the request names an authority (`:authority` or `Host`) that makes no valid URL. */
+export function invalidAuthority(req: Req): boolean {
+  const authority = "authority" in req && req.authority ? req.authority : req.headers.host;
+  return typeof authority === "string" && authority !== "" && validAuthority(req) === undefined;
+}
+
 /** The request's authority (`:authority` or `Host`) when it makes a valid URL, else undefined. */
 export function validAuthority(req: Req): string | undefined {
   const authority = "authority" in req && req.authority ? req.authority : req.headers.host;

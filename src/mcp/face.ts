@@ -7,6 +7,7 @@ import type { InProcessCaller } from "../wire/in-process.js";
 import { originAllowed } from "../http/cors.js";
 import { requestIdOfRequest } from "../http/request-id.js";
 import { remoteAddressOf } from "../http/listen.js";
+import { invalidAuthority } from "../http/target.js";
 import { createMcpCalls } from "./calls.js";
 import { createSessions } from "./sessions.js";
 import { createStateless } from "./stateless.js";
@@ -90,6 +91,11 @@ export function createMcpFace(deps: McpFaceDeps) {
     // MCP asks servers to check Origin: a web page that rebinds a name of its own to the hub's
     // address would reach a loopback hub without tokens. A browser's request is served only for an
     // origin the hub lists; clients that are not browsers send none.
+    // The SDK reads the request as a URL built on its authority: one that makes none is the
+    // caller's mistake, refused before anything is decided (as the RPC faces refuse it).
+    if (invalidAuthority(req)) {
+      return rpcError(res, 400, ProtocolErrorCode.InvalidRequest, "request has no valid Host or :authority", { code: "protocol_error" });
+    }
     const origin = req.headers.origin;
     if (typeof origin === "string" && !originAllowed(deps.corsOrigins, origin)) {
       return rpcError(res, 403, ProtocolErrorCode.InvalidRequest, `requests from the page ${JSON.stringify(origin.slice(0, 200))} are not allowed: KXM_CORS_ORIGINS lists the origins that may call the hub`, { code: "protocol_error" });

@@ -1,3 +1,4 @@
+import http from "node:http";
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 
@@ -56,6 +57,33 @@ describe("MCP face: hostile input", () => {
       const res = await fetch(`${t.baseUrl}/mcp`, { method, body: "{}" });
       expect(res.status).toBe(405);
     }
+    expect(await rows(t)).toBe(before);
+  });
+
+  it("refuses a Host that is no authority with 400 before anything is decided: the agent it names is not taken over", async () => {
+    await using t = await startTestHub();
+    const opened = await post(t, init(), { "x-kxm-agent": "victim" });
+    expect(opened.status).toBe(200);
+    const before = await rows(t);
+    const { port } = new URL(t.baseUrl);
+    for (const host of ["a b", "x:99999", "[::1", "%"]) {
+      const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const body = JSON.stringify(init());
+        const req = http.request(
+          { host: "127.0.0.1", port, path: "/mcp", method: "POST", headers: { host, "content-type": "application/json", accept, "x-kxm-project": "p", "x-kxm-agent": "victim", "content-length": Buffer.byteLength(body) } },
+          (res) => {
+            let text = "";
+            res.on("data", (c: Buffer) => (text += c.toString()));
+            res.on("end", () => resolve({ status: res.statusCode!, body: text }));
+          },
+        );
+        req.on("error", reject);
+        req.end(body);
+      });
+      expect(answer.status, `${host}: ${answer.body}`).toBe(400);
+      expect(JSON.parse(answer.body)).toMatchObject({ jsonrpc: "2.0", error: { data: { code: "protocol_error" } } });
+    }
+    // The session "victim" opened is still its own: same key, still online.
     expect(await rows(t)).toBe(before);
   });
 
