@@ -7,6 +7,17 @@ import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
 import type { NodeRequest as Req, NodeResponse as Res } from "./types.js";
 
+/**
+ * Whether the request's client went away already: its `close` (and, on HTTP/2, the `end` of the
+ * body it dumps) has been emitted, so a reader that starts now would wait forever. HTTP/1.1
+ * destroys the request; on HTTP/2 its stream is closed (reset) before any answer was written.
+ */
+export function requestGone(req: Req): boolean {
+  if (req.destroyed || (req as { aborted?: boolean }).aborted === true) return true;
+  const stream = (req as { stream?: { closed: boolean; destroyed: boolean } }).stream;
+  return stream !== undefined && (stream.closed || stream.destroyed);
+}
+
 /** A request body connect must read after all: the bytes read so far, then the rest. */
 export type ReplayBody = AsyncIterable<Uint8Array>;
 
@@ -17,6 +28,7 @@ export type BodyRead = { kind: "whole" | "long"; chunks: Buffer[] } | { kind: "g
  * (the request is then paused, its rest unread), or "gone" when the request closes first.
  */
 export function readBody(req: Req, max: number): Promise<BodyRead> {
+  if (requestGone(req)) return Promise.resolve({ kind: "gone" });
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;

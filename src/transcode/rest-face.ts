@@ -7,7 +7,7 @@ import { errors, isHubError, type HubError } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../http/call-record.js";
-import { clientGoneSignal, drained } from "../http/body.js";
+import { clientGoneSignal, drained, requestGone } from "../http/body.js";
 import { kRemoteAddress } from "../http/context.js";
 import type { InProcessCaller } from "../wire/in-process.js";
 import { remoteAddressOf } from "../http/listen.js";
@@ -36,6 +36,13 @@ export interface RestFaceDeps {
 
 /** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
 const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** A request that closed before its body ended: nobody is left to answer. */
+class ClientGone extends Error {
+  constructor() {
+    super("the request closed before its body ended");
+  }
+}
 
 /** Headers the REST face forwards to the RPC handler. */
 const forwarded = ["authorization", "x-kxm-agent-id", "x-kxm-agent-key"];
@@ -96,11 +103,14 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
    * unread). Plain stream events: an async iterator per request was a visible cost.
    */
   function readChunks(req: Req): Promise<Buffer[]> {
+    // Gone before its body is read (an HTTP/2 stream reset while the call was routed): its
+    // events have been emitted already, and none would come.
+    if (requestGone(req)) return Promise.reject(new ClientGone());
     return new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
       const done = (error?: unknown) => {
-        req.off("data", onData).off("end", onEnd).off("error", done).off("close", onClose);
+        req.off("data", onData).off("end", onEnd).off("error", onClose).off("close", onClose);
         if (error === undefined) resolve(chunks);
         else reject(error);
       };
@@ -114,9 +124,9 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         done(errors.payloadTooLarge(maxBodyBytes));
       };
       const onEnd = () => done();
-      // A request that closes before its end is over: nobody is left to answer.
-      const onClose = () => done(new Error("the request closed before its body ended"));
-      req.on("data", onData).on("end", onEnd).on("error", done).on("close", onClose);
+      // A request that closes (or fails: a reset) before its end is over: nobody is left to answer.
+      const onClose = () => done(new ClientGone());
+      req.on("data", onData).on("end", onEnd).on("error", onClose).on("close", onClose);
     });
   }
 
@@ -227,6 +237,11 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       call.code ??= "ok";
       finish(call, requestId, status);
     } catch (e) {
+      // The client went away before its request was whole: a cancelled call, not a fault.
+      if (e instanceof ClientGone) {
+        call.code ??= "canceled";
+        return finishCall(observer, call, { requestId });
+      }
       if (isHubError(e)) {
         // The rest of an oversized body is never read: end the HTTP/1.1 connection after the
         // answer, or the unread bytes would wedge the next request sent on it.
