@@ -37,6 +37,26 @@ export interface RestFaceDeps {
 /** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
+/** The query of a request without one. Read only (decodeRestRequest). */
+const noQuery = new URLSearchParams();
+
+/**
+ * A request's query, each escape decoded as UTF-8: one that does not decode is protocol_error,
+ * as in a path (D41), where URLSearchParams alone would put U+FFFD in its place and answer for
+ * a name the caller never sent.
+ */
+function queryOf(search: string): URLSearchParams {
+  if (search === "" || search === "?") return noQuery;
+  for (const part of search.slice(1).split("&")) {
+    try {
+      decodeURIComponent(part.replaceAll("+", " "));
+    } catch {
+      throw errors.protocol("malformed percent-escape in query");
+    }
+  }
+  return new URLSearchParams(search);
+}
+
 /** A request that closed before its body ended: nobody is left to answer. */
 class ClientGone extends Error {
   constructor() {
@@ -216,7 +236,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       const mark = body ? restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body) : undefined;
       let input;
       try {
-        input = decodeRestRequest(match.route, match.params, new URLSearchParams(target.search), body);
+        input = decodeRestRequest(match.route, match.params, queryOf(target.search), body);
       } catch (e) {
         if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
         throw e;

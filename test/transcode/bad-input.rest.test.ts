@@ -171,6 +171,14 @@ describe("paths", () => {
     await expectRestError(res, 400, "protocol_error");
   });
 
+  it.each(["project=caf%E9", "project=%", "includeOffline=%zz", "a%2=1"])("a query escape that is no UTF-8 (%s) → 400 protocol_error, never a name with U+FFFD in it", async (query) => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    await expectRestError(await t.rest(`/v1/agents?${query}`, { headers: a.headers }), 400, "protocol_error");
+    // What decodes is read as sent, "+" as a space.
+    await expectRestOk(await t.rest("/v1/agents?includeOffline=true&x=%C3%A9+b", { headers: a.headers }));
+  });
+
   it("a malformed percent-escape in an agent id → 400 protocol_error", async () => {
     await using t = await startTestHub();
     const res = await expectNoChange(t, (a) => t.rest("/v1/agents/%E0%A4%A/heartbeat", { method: "POST", headers: a.headers }));
