@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import net from "node:net";
 import pg from "pg";
 import type { Decision } from "../../src/store/change-feed.js";
 import { decideAcquire } from "../../src/lease/rules.js";
@@ -344,6 +345,64 @@ describe("PostgreSQL store", () => {
     } finally {
       await other.end();
       await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it("a COMMIT whose answer is lost is looked up: the batch that committed is answered, and its changes reach this hub's watchers", async () => {
+    const url = await server.createDatabase();
+    // A proxy that, once armed, cuts the connection on which PostgreSQL answers a COMMIT, before
+    // that answer reaches the hub: the transaction committed, and the hub cannot know.
+    let armed = false;
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(server.port, "127.0.0.1");
+      sockets.add(client).add(upstream);
+      client.on("data", (d) => upstream.write(d));
+      upstream.on("data", (d) => {
+        if (armed && d.includes(Buffer.from("COMMIT\0"))) {
+          armed = false;
+          client.destroy();
+          upstream.destroy();
+        }
+        if (!client.destroyed) client.write(d);
+      });
+      for (const [a, b] of [[client, upstream], [upstream, client]] as const) {
+        a.on("error", () => b.destroy());
+        a.on("close", () => b.destroy());
+      }
+    });
+    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    const viaProxy = url.replace(`:${server.port}/`, `:${(proxy.address() as net.AddressInfo).port}/`);
+    // Hub a's tail does not look while the test runs: no COMMIT of its own goes through the proxy.
+    const [a, b] = await Promise.all([PostgresStore.open({ url: viaProxy, tailIntervalMs: 3_600_000 }), PostgresStore.open({ url })]);
+    const heardA: number[] = [];
+    const heardB: number[] = [];
+    const stopA = a.changes.tailChanges((c) => heardA.push(c.seq));
+    const stopB = b.changes.tailChanges((c) => heardB.push(c.seq));
+    try {
+      const fresh: LeaseKey = { project: "p", name: "r" };
+      const granted = (cur: LeaseRow | undefined, nowMs: number) => ({
+        write: { ...fresh, holderAgentId: "agt_a", holderAgentName: "a", fencingToken: (cur?.fencingToken ?? 0) + 1, acquiredAtMs: nowMs, expiresAtMs: nowMs + 60_000 },
+        change: { stream: "leases" as const, body: { granted: true } },
+        result: (cur?.fencingToken ?? 0) + 1,
+      });
+      armed = true;
+      // Answered as what it was: a grant, committed; the lease is there for both hubs.
+      expect(await a.leases.decideLease(fresh, granted)).toBe(1);
+      expect(armed).toBe(false);
+      expect((await b.leases.getLease(fresh))?.fencingToken).toBe(1);
+      expect(heardA).toEqual([1]);
+      while (heardB.length === 0) await new Promise((r) => setTimeout(r, 5));
+      expect(heardB).toEqual([1]);
+      // The next batch runs on a new connection.
+      expect(await a.leases.decideLease({ project: "p", name: "s" }, (cur, nowMs) => ({ ...granted(cur, nowMs), write: { ...granted(cur, nowMs).write, name: "s" } }))).toBe(1);
+      expect(heardA).toEqual([1, 2]);
+    } finally {
+      stopA();
+      stopB();
+      await Promise.all([a.close(), b.close()]);
+      for (const s of sockets) s.destroy();
+      proxy.close();
     }
   });
 

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import type { StreamChange } from "../change-feed.js";
 import type { BatchBackend, WorkOutcome } from "../group-commit.js";
+import { StoreUnavailable } from "../store.js";
 import type { LockedHeads, RecordedChange } from "./changes.js";
 import { connect, isRetryable, maxAttempts, namedStatement, rollback, sendTogether, storeError, together, type PgChangeWork, type PgRecordChange, type PgTx, type Statement } from "./transaction.js";
 
@@ -9,6 +10,7 @@ export interface ChangeLog {
   lockHeads(t: PgTx, projects: readonly string[], into: LockedHeads): Promise<void>;
   numberChanges(locked: LockedHeads, recorded: readonly RecordedChange[]): { changes: StreamChange[]; statements: Statement[] };
   emit(changes: readonly StreamChange[]): void;
+  committed(changes: readonly StreamChange[], pid: number | undefined): Promise<boolean>;
 }
 
 /**
@@ -125,7 +127,9 @@ class NeedsSavepoints extends Error {
  *   the batch commits once: the decisions share one turn of the heads and one WAL flush. The
  *   changes are handed to the listeners in batch order once the COMMIT has returned.
  * A batch whose connection fails, or whose head lock or COMMIT fails, is rejected whole: none of
- * it is answered, none of it applied (a race there runs the whole batch again).
+ * it is answered, none of it applied (a race there runs the whole batch again). Except a COMMIT
+ * whose answer was lost (the connection failed with it sent): once its backend is gone, the
+ * batch's first change says whether it committed, and if it did it is answered as committed.
  */
 export function pgBatches(
   pool: pg.Pool,
@@ -211,12 +215,24 @@ export function pgBatches(
             }
           }
           const { changes, statements } = log.numberChanges(locked, recorded);
-          await write(tx, [...last.together, ...statements], last.after, client);
+          try {
+            await write(tx, [...last.together, ...statements], last.after, client);
+          } catch (e) {
+            // The connection failed with the COMMIT sent: the batch may have committed. Its
+            // changes, looked for once its backend is gone, tell: then it is answered, and its
+            // changes go to this hub's listeners (its tail skips what this hub wrote).
+            if (changes.length === 0 || !(storeError(e) instanceof StoreUnavailable)) throw e;
+            broken = e as Error;
+            if (!(await log.committed(changes, (client as { processID?: number }).processID).catch(() => false))) throw e;
+            committed(works.length);
+            log.emit(changes);
+            return outcomes;
+          }
           committed(works.length);
           log.emit(changes);
           return outcomes;
         } catch (e) {
-          broken = await rollback(client);
+          broken ??= await rollback(client);
           if (!broken && e instanceof NeedsSavepoints && !savepoints) {
             savepoints = true;
             attempt--;

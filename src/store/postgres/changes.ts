@@ -189,5 +189,26 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
     },
     /** Hands a committed decision's changes to the listeners. */
     emit: (changes: readonly StreamChange[]) => listeners.emit(changes),
+    /**
+     * Whether a transaction whose COMMIT went out but whose answer was lost (its connection
+     * failed) committed, given the changes it stored: once its backend `pid` is gone, ended
+     * here if it lingers, its first change is in the table or not, for good. Throws when that
+     * cannot be told (the database is out of reach, the backend does not end).
+     */
+    async committed(changes: readonly StreamChange[], pid: number | undefined): Promise<boolean> {
+      if (pid !== undefined) {
+        await rows("SELECT pg_terminate_backend($1)", [pid]);
+        for (let i = 0; ; i++) {
+          if ((await rows("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid])).length === 0) break;
+          if (i === inDoubtPolls) throw new Error(`backend ${pid} of a transaction in doubt did not end`);
+          await new Promise((r) => setTimeout(r, 10));
+        }
+      }
+      const c = changes[0]!;
+      return (await rows("SELECT 1 FROM watch_changes WHERE project = $1 AND stream = $2 AND seq = $3 AND origin = $4", [c.project, c.stream, c.seq, origin])).length > 0;
+    },
   };
 }
+
+/** How many times, 10 ms apart, a backend in doubt is looked for before the question is given up. */
+const inDoubtPolls = 300;
