@@ -35,6 +35,13 @@ export interface Sender {
 
 const isOpen = (m: MessageRow) => m.status === "queued" || m.status === "delivered";
 
+/**
+ * The status a decision at `nowMs` sees: an open message whose time to live has run out is
+ * expired, whether or not the expiry's own decision (a separate one, peer/messages.ts expireDue)
+ * has written it yet. A reply, an ack or a cancel past the TTL is refused as for an expired one.
+ */
+const statusAt = (m: MessageRow, nowMs: number): MessageStatus => (isOpen(m) && m.expiresAtMs <= nowMs ? "expired" : m.status);
+
 /** What watchers of a project's open messages learn of one (WatchOpenMessages): never its content. */
 export interface MessageChangeBody {
   id: string;
@@ -148,7 +155,8 @@ function found(m: MessageRow | undefined, req: { id: string; project: string }):
 export function decideAck(current: MessageRow | undefined, req: { id: string; agentId: string; project: string; nowMs: number }) {
   const m = found(current, req);
   if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can acknowledge this message", m.id);
-  if (!isOpen(m)) throw errors.invalidMessageState(`cannot acknowledge a ${m.status} message`, m.status);
+  const status = statusAt(m, req.nowMs);
+  if (status !== "queued" && status !== "delivered") throw errors.invalidMessageState(`cannot acknowledge a ${status} message`, status);
   const next: MessageRow = m.status === "queued" ? { ...m, status: "delivered", deliveredAtMs: req.nowMs } : m;
   return {
     atMs: req.nowMs,
@@ -166,7 +174,8 @@ export function decideReply(
   const m = found(current, req);
   if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can reply to this message", m.id);
   if (m.status === "replied") throw errors.duplicateReply(m.id);
-  if (!isOpen(m)) throw errors.invalidMessageState(`cannot reply to a ${m.status} message`, m.status);
+  const status = statusAt(m, req.nowMs);
+  if (status !== "queued" && status !== "delivered") throw errors.invalidMessageState(`cannot reply to a ${status} message`, status);
   const next: MessageRow = {
     ...m,
     status: "replied",
@@ -190,7 +199,8 @@ export function decideCancel(
   const m = found(current, req);
   if (m.fromId !== req.agentId) throw errors.messageForbidden("only the sender can cancel this message", m.id);
   if (m.status === "cancelled") return { atMs: req.nowMs, result: { message: m, changed: false } };
-  if (!isOpen(m)) throw errors.invalidMessageState(`cannot cancel a ${m.status} message`, m.status);
+  const status = statusAt(m, req.nowMs);
+  if (status !== "queued" && status !== "delivered") throw errors.invalidMessageState(`cannot cancel a ${status} message`, status);
   const next: MessageRow = { ...m, status: "cancelled", cancelledAtMs: req.nowMs, error: cancelledError };
   return {
     atMs: req.nowMs,

@@ -133,6 +133,7 @@ describe("decideAck", () => {
     { name: "refuses a replied message with invalid_message_state", m: message({ status: "replied" }), who: bob, expect: { refused: "invalid_message_state" } },
     { name: "refuses a cancelled message with invalid_message_state", m: message({ status: "cancelled" }), who: bob, expect: { refused: "invalid_message_state" } },
     { name: "refuses an expired message with invalid_message_state", m: message({ status: "expired" }), who: bob, expect: { refused: "invalid_message_state" } },
+    { name: "refuses a queued message whose TTL ran out, its expiry not written yet, as expired", m: message({ expiresAtMs: NOW }), who: bob, expect: { refused: "invalid_message_state" } },
     { name: "refuses a message in error with invalid_message_state", m: message({ status: "error" }), who: bob, expect: { refused: "invalid_message_state" } },
   ];
 
@@ -141,7 +142,9 @@ describe("decideAck", () => {
     if ("refused" in want) {
       const e = refusal(() => decideAck(m, at(who)));
       expect(e.code).toBe(want.refused);
-      expect(e.metadata).toEqual(want.refused === "invalid_message_state" ? { status: m!.status } : { messageId: "msg_1" });
+      // The status the decision saw: an open message past its TTL is expired.
+      const seen = m && m.expiresAtMs <= NOW && (m.status === "queued" || m.status === "delivered") ? "expired" : m?.status;
+      expect(e.metadata).toEqual(want.refused === "invalid_message_state" ? { status: seen } : { messageId: "msg_1" });
       expect(m).toEqual(before);
       return;
     }
@@ -173,6 +176,7 @@ describe("decideReply", () => {
     { name: "refuses a second reply with duplicate_reply", m: message({ status: "replied", repliedAtMs: NOW - 10 }), who: bob, expect: { refused: "duplicate_reply" } },
     { name: "refuses a cancelled message with invalid_message_state", m: message({ status: "cancelled" }), who: bob, expect: { refused: "invalid_message_state" } },
     { name: "refuses an expired message with invalid_message_state", m: message({ status: "expired" }), who: bob, expect: { refused: "invalid_message_state" } },
+    { name: "refuses a delivered message whose TTL ran out, its expiry not written yet, as expired", m: message({ status: "delivered", deliveredAtMs: NOW - 10, expiresAtMs: NOW - 1 }), who: bob, expect: { refused: "invalid_message_state" } },
     { name: "refuses a message in error with invalid_message_state", m: message({ status: "error" }), who: bob, expect: { refused: "invalid_message_state" } },
   ];
 
@@ -213,6 +217,8 @@ describe("decideCancel", () => {
     { name: "answers a repeat cancel unchanged", m: message({ status: "cancelled", cancelledAtMs: NOW - 10, error: cancelledError }), who: alice, expect: { changed: false } },
     { name: "refuses a replied message with invalid_message_state", m: message({ status: "replied" }), who: alice, expect: { refused: "invalid_message_state" } },
     { name: "refuses an expired message with invalid_message_state", m: message({ status: "expired" }), who: alice, expect: { refused: "invalid_message_state" } },
+    { name: "refuses a queued message whose TTL ran out, its expiry not written yet, as expired", m: message({ expiresAtMs: NOW }), who: alice, expect: { refused: "invalid_message_state" } },
+    { name: "cancels a queued message 1 ms before its TTL runs out", m: message({ expiresAtMs: NOW + 1 }), who: alice, expect: { changed: true } },
     { name: "refuses a message in error with invalid_message_state", m: message({ status: "error" }), who: alice, expect: { refused: "invalid_message_state" } },
   ];
 
