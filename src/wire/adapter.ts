@@ -1,9 +1,10 @@
-import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues, type Interceptor, type MethodImpl } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
-import type { JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
+import type { DescMethod, JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { withTypedFrameworkErrors, type TypeFrameworkRefusal } from "./framework-errors.js";
+import { jsonOptionsOf } from "./serialization.js";
 import { createConnectUnary } from "./unary.js";
 import { createConnectStream } from "./stream.js";
 import type { ReplayBody } from "../http/body.js";
@@ -67,6 +68,11 @@ export const strictJson: Partial<JsonReadOptions & JsonWriteOptions> & { textDec
   textDecoder: new TextDecoder("utf-8", { fatal: true }),
 };
 
+/** What connect's router answers for a method a service leaves out. */
+const unimplemented = (method: DescMethod) => () => {
+  throw new ConnectError(`${method.parent.typeName}.${method.name} is not implemented`, Code.Unimplemented);
+};
+
 /**
  * Which path serves the calls the fast path could take: "fast" (the default) or "connect" (every
  * call through connect's own handlers, and every in-process unary call through the interceptor
@@ -117,6 +123,17 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
     acceptCompression,
     jsonOptions: strictJson,
   });
+  // Each method of a service that reads a closed message is registered on its own, with its JSON
+  // options (serialization.ts jsonOptionsOf); connect's router takes options per service only.
+  const service = router.service.bind(router);
+  router.service = (desc, implementation, options) => {
+    if (!desc.methods.some((m) => jsonOptionsOf(m, strictJson) !== strictJson)) return service(desc, implementation, options);
+    for (const method of desc.methods) {
+      const impl = (implementation as Record<string, MethodImpl<DescMethod> | undefined>)[method.localName] ?? unimplemented(method);
+      router.rpc(method, impl as never, { ...options, jsonOptions: jsonOptionsOf(method, options?.jsonOptions ?? strictJson) });
+    }
+    return router;
+  };
   o.routes(router);
   const byPath = new Map(router.handlers.map((h) => [h.requestPath, withTypedFrameworkErrors(h, o.typeRefusal)]));
   const unary = createConnectUnary({ call: o.inProcess, readMaxBytes: o.readMaxBytes, acceptCompression, jsonOptions: strictJson });
