@@ -89,7 +89,9 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
    * counts them); their refusals are, as `http` calls.
    */
   const fallback = (req: Req, res: Res, target: RequestTarget | undefined) => {
-    const call = startCall("http", { path: target?.pathname ?? req.url ?? "" });
+    // What the log line names: the path, never a query (a client may put a secret there), at
+    // most 200 characters of it, as the REST face reports its paths.
+    const call = startCall("http", { path: (target?.pathname ?? (req.url ?? "").split("?")[0]!).slice(0, 200) });
     if (!target) {
       // CONNECT names an authority, not a path: the hub routes no such thing.
       if (req.method === "CONNECT") return answer(req, res, errors.routeNotFound(), call);

@@ -56,6 +56,14 @@ describe("request targets", () => {
     expect(r.json).toMatchObject({ code: "protocol_error" });
   });
 
+  it("logs the path of a non-origin-form target, never its query", async () => {
+    const r = parsed(await raw(t.baseUrl, `GET http://x/v1/agents?token=s3cret HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+    expect(r.status).toBe(400);
+    const line = t.events.find((e) => e.fields.requestId === r.json.requestId);
+    expect(line?.fields.path).toBe("http://x/v1/agents");
+    expect(JSON.stringify(t.events)).not.toContain("s3cret");
+  });
+
   it.each([
     ["an invalid Host", "host: [\r\n"],
     ["no Host (HTTP/1.0)", ""],
