@@ -42,7 +42,9 @@ function objectJson(r: ReflectMessage): { [key: string]: Json } {
       out[f.jsonName] = valueJson(r.get(f));
     }
   }
-  for (const key of unknownProperties(r.message as Message)) out[key] = null;
+  // Defined, not assigned: a key named `__proto__` would otherwise set the object's prototype and
+  // vanish instead of being kept for validation to refuse.
+  for (const key of unknownProperties(r.message as Message)) Object.defineProperty(out, key, { value: null, enumerable: true, writable: true, configurable: true });
   return out;
 }
 

@@ -68,14 +68,16 @@ const object =
   (required: Record<string, Check>, optional: Record<string, Check> = {}, atLeastOne = false): Check =>
   (v, p) => {
     if (!isObj(v)) return fail(p, "must be an object");
+    // Own properties only: `in` would also find what every object inherits (toString,
+    // constructor), and let a property by such a name through as allowed.
     for (const key of Object.keys(v)) {
-      if (!(key in required) && !(key in optional)) fail(`${p}.${key}`, "is not allowed");
+      if (!Object.hasOwn(required, key) && !Object.hasOwn(optional, key)) fail(`${p}.${key}`, "is not allowed");
     }
     for (const [key, check] of Object.entries(required)) {
-      if (!(key in v)) fail(`${p}.${key}`, "is required");
+      if (!Object.hasOwn(v, key)) fail(`${p}.${key}`, "is required");
       check(v[key]!, `${p}.${key}`);
     }
-    for (const [key, check] of Object.entries(optional)) if (key in v) check(v[key]!, `${p}.${key}`);
+    for (const [key, check] of Object.entries(optional)) if (Object.hasOwn(v, key)) check(v[key]!, `${p}.${key}`);
     if (atLeastOne && Object.keys(v).length === 0) fail(p, "must have at least one property");
   };
 const map =

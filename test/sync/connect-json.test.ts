@@ -18,7 +18,7 @@ describe("Connect JSON and closed sync events", () => {
         headers: { authorization: "Bearer admin", "content-type": "application/json", ...headers },
         body: JSON.stringify({ project: "p", runtimeId: "rtm_runtime0001", events }),
       });
-    for (const headers of [{}, { "connect-timeout-ms": "10000" }]) {
+    for (const headers of [{}, { "connect-timeout-ms": "10000" }] as Record<string, string>[]) {
       for (const bad of [syncEvent({ bogusExtra: 1 }), syncEvent({ payload: { summary: "x", alsoBogus: true } })]) {
         const res = await push([bad], headers);
         expect(res.status, JSON.stringify(headers)).toBe(400);

@@ -54,6 +54,13 @@ describe("no extra properties", () => {
     ["payload.evidenceRefs[0]", { evidenceRefs: [evidenceRef({ extra: 1 })] }, "event.payload.evidenceRefs[0].extra"],
   ])("refuses an unknown key in %s", (_, payload, path) => refused(withPayload(payload), path, /not allowed/));
   it("refuses an unknown key in redaction", () => refused(withRedaction({ extra: 1 }), "event.redaction.extra"));
+  it.each(["toString", "constructor", "valueOf", "hasOwnProperty"])("refuses %s, a name every object inherits, as any unknown key", (name) => {
+    refused({ ...syncEvent(), [name]: null }, `event.${name}`, /not allowed/);
+    refused(withPayload({ [name]: 1 }), `event.payload.${name}`, /not allowed/);
+  });
+  it("refuses a key named __proto__ held as a property, not taken as a prototype", () => {
+    refused(JSON.parse(`{"__proto__":null,${JSON.stringify(syncEvent()).slice(1)}`), "event.__proto__", /not allowed/);
+  });
 });
 
 describe("primitive patterns", () => {

@@ -54,4 +54,21 @@ describe("sync smoke", () => {
       ],
     });
   });
+
+  it("rejects an event with a property named after what every object inherits, or __proto__, over REST", async () => {
+    await using t = await startTestHub({ config: { authToken: "admin" } });
+    const raw = (events: string) =>
+      t.rest("/v1/sync/events", {
+        method: "POST",
+        headers: { authorization: "Bearer admin", "content-type": "application/json" },
+        body: `{"project":"p","runtimeId":"rtm_runtime0001","events":${events}}`,
+      });
+    const ev = JSON.stringify(syncEvent());
+    const inherited = JSON.stringify({ ...syncEvent(), toString: 1 });
+    const proto = ev.replace(/^\{/, '{"__proto__":{"evil":1},');
+    const body = await jsonOf(await raw(`[${inherited},${proto}]`));
+    expect(body.results.map((r: { outcome: string; code?: string }) => r.code ?? r.outcome)).toEqual(["sync_event_invalid", "sync_event_invalid"]);
+    // Nothing of either was stored: the same event without them is the first one accepted.
+    expect((await jsonOf(await raw(`[${ev}]`))).results[0].outcome).toBe("accepted");
+  });
 });
