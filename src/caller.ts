@@ -15,9 +15,13 @@ export type Caller =
    * the agent's key is no longer that one (unregistered, evicted, taken over).
    */
   | { kind: "agent"; agentId: string; agentName: string; project: string; keyHash?: string; token?: TokenGrant }
-  /** A project token (or the admin token standing in for a project without its own). */
-  | { kind: "project"; project: string; token?: TokenGrant }
-  | { kind: "admin" }
+  /**
+   * A project token (or the admin token standing in for a project without its own). `proven`:
+   * the bearer it presented was checked against a secret (a project without tokens on a hub
+   * without an admin token checks none), so it may key the caller's rate budget (D40).
+   */
+  | { kind: "project"; project: string; token?: TokenGrant; proven?: true }
+  | { kind: "admin"; proven?: true }
   /** Nobody in particular: only for methods whose rule is "public". */
   | { kind: "public" };
 

@@ -68,21 +68,22 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
    * open. Only the table's own entries count: a project called `constructor` or `__proto__` is
    * a project like any other, not a member of Object.prototype. Returns the managed token used.
    */
-  async function checkProjectToken(project: string, creds: Credentials, need: TokenScope, committedHasTokens?: boolean): Promise<TokenGrant | undefined> {
+  /** The managed token a caller presented (`grant`), and whether its bearer was checked against any secret. */
+  async function checkProjectToken(project: string, creds: Credentials, need: TokenScope, committedHasTokens?: boolean): Promise<{ grant?: TokenGrant; proven: boolean }> {
     const presented = bearer(creds.authorization);
     const own = Object.hasOwn(projectTokens, project) ? projectTokens[project] : undefined;
-    if (own && secretEquals(presented, own)) return undefined;
+    if (own && secretEquals(presented, own)) return { proven: true };
     const id = presented === null ? undefined : tokenIdOfSecret(presented);
     if (id !== undefined) {
       const t = await managedToken(id, presented!);
       if (!t || t.project !== project) throw errors.invalidAuth();
       if (!scopeAllows(t.scope, need)) throw errors.tokenScopeInsufficient(t.scope, need);
-      return { id: t.id, project: t.project, ...(t.expiresAtMs !== undefined && { expiresAtMs: t.expiresAtMs }) };
+      return { grant: { id: t.id, project: t.project, ...(t.expiresAtMs !== undefined && { expiresAtMs: t.expiresAtMs }) }, proven: true };
     }
     if (own || (await hasOwnTokens(project, committedHasTokens))) throw errors.invalidAuth();
-    if (adminToken === undefined) return undefined;
+    if (adminToken === undefined) return { proven: false };
     if (!secretEquals(presented, adminToken)) throw errors.invalidAuth();
-    return undefined;
+    return { proven: true };
   }
 
   /** True when the bearer is the admin token, or no admin token exists on a loopback hub. */
@@ -106,7 +107,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       committedHasTokens = undefined;
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
-    const token = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
+    const { grant: token } = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
     await presence.recordActivity(agent.id, agent);
     return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash, ...(token && { token }) };
   }
@@ -119,9 +120,11 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     async authenticate(rule: AuthRule, creds: Credentials, field: (name: string) => unknown): Promise<Caller> {
       const need = neededScope(rule);
       const projectCaller = async (project: string): Promise<Caller> => {
-        const token = await checkProjectToken(project, creds, need);
-        return { kind: "project", project, ...(token && { token }) };
+        const { grant, proven } = await checkProjectToken(project, creds, need);
+        return { kind: "project", project, ...(grant && { token: grant }), ...(proven && { proven }) };
       };
+      /** An admin standing in for a project: proven when the admin token was checked (not on an open loopback hub). */
+      const adminFor = (project: string): Caller => ({ kind: "project", project, ...(adminToken !== undefined && { proven: true }) });
       switch (rule.kind) {
         case "agent":
           return agentCaller(rule.idField ? String(field(rule.idField) ?? "") : creds.agentId, creds);
@@ -130,7 +133,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
         case "agentOrProject": {
           if (creds.agentId !== null) return agentCaller(creds.agentId, creds);
           const project = projectName("project", field(rule.projectField) as string | undefined);
-          if (isAdmin(creds) && adminToken !== undefined) return { kind: "project", project };
+          if (isAdmin(creds) && adminToken !== undefined) return adminFor(project);
           return projectCaller(project);
         }
         case "agentOrOperator": {
@@ -138,11 +141,11 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
           if (creds.agentId !== null || named === undefined || named === "") return agentCaller(creds.agentId, creds);
           const project = projectName("project", named as string);
           // @NOTE decision D46: operators read a named project without an agent identity.
-          return isAdmin(creds) ? { kind: "project", project } : projectCaller(project);
+          return isAdmin(creds) ? adminFor(project) : projectCaller(project);
         }
         case "operator": {
           const project = projectName("project", field(rule.projectField) as string | undefined);
-          return isAdmin(creds) ? { kind: "project", project } : projectCaller(project);
+          return isAdmin(creds) ? adminFor(project) : projectCaller(project);
         }
         case "public":
           return { kind: "public" };
@@ -151,7 +154,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
           // for every admin-only call, as its start-up warning says.
           if (adminToken === undefined && !loopback) throw errors.adminAuthNotConfigured();
           if (!isAdmin(creds)) throw errors.invalidAuth();
-          return { kind: "admin" };
+          return adminToken === undefined ? { kind: "admin" } : { kind: "admin", proven: true };
       }
     },
 

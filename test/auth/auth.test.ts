@@ -89,6 +89,23 @@ describe("auth improvements (decisions D38-D41)", () => {
       }
     });
 
+    it("charges a bearer nothing checked (an open project) to the address, not to a budget of the caller's choosing", async () => {
+      await using t = await startTestHub({ config: limited });
+      const body = { project: "open", runtimeId: "rtm_runtime0001", events: [] };
+      const statuses: number[] = [];
+      for (let i = 0; i < 6; i++) statuses.push((await t.rest("/v1/sync/events", { json: body, headers: { authorization: `Bearer made-up-${i}` } })).status);
+      expect(statuses).toEqual([200, 200, 200, 429, 429, 429]);
+    });
+
+    it("gives a checked project token a budget of its own, apart from its address's", async () => {
+      await using t = await startTestHub({ config: { ...limited, projectTokens: { p: "tok-p", q: "tok-q" } } });
+      const push = (project: string, token: string) =>
+        t.rest("/v1/sync/events", { json: { project, runtimeId: "rtm_runtime0001", events: [] }, headers: { authorization: `Bearer ${token}` } });
+      for (let i = 0; i < 3; i++) expect((await push("p", "tok-p")).status).toBe(200);
+      expect((await push("p", "tok-p")).status).toBe(429);
+      expect((await push("q", "tok-q")).status).toBe(200);
+    });
+
     it("answers RPC clients with resource_exhausted and retryAfterMs", async () => {
       await using t = await startTestHub({ config: { rateLimit: { windowMs: 10_000, maxRequests: 1 } } });
       const a = await t.register("alpha");

@@ -65,10 +65,13 @@ export function createAuthorize({ authenticator, limiter, clock, extraRules, ref
       if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
       throw e;
     }
+    // @NOTE decision D40: the budget is the proven identity's; a bearer nothing checked (an open
+    // project, a loopback hub without an admin token) is the caller's choice, so its address is.
+    const proven = caller.kind === "agent" || ((caller.kind === "project" || caller.kind === "admin") && caller.proven === true);
     const identity =
       caller.kind === "agent"
         ? { agentId: caller.agentId }
-        : creds.authorization
+        : proven && creds.authorization
           ? { token: sha256Hex(creds.authorization) }
           : undefined;
     const verdict = limiter.take(rateKey(identity, remote), clock.now());
