@@ -66,9 +66,10 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
    * The project's own token (KXM_PROJECT_TOKENS, or a managed one whose scope allows `need`),
    * else, for a project that never had one, the admin token; none of them configured means
    * open. Only the table's own entries count: a project called `constructor` or `__proto__` is
-   * a project like any other, not a member of Object.prototype. Returns the managed token used.
+   * a project like any other, not a member of Object.prototype. Returns the managed token used
+   * (`grant`), and whether the bearer was checked against any secret (`proven`: not on an open
+   * project).
    */
-  /** The managed token a caller presented (`grant`), and whether its bearer was checked against any secret. */
   async function checkProjectToken(project: string, creds: Credentials, need: TokenScope, committedHasTokens?: boolean): Promise<{ grant?: TokenGrant; proven: boolean }> {
     const presented = bearer(creds.authorization);
     const own = Object.hasOwn(projectTokens, project) ? projectTokens[project] : undefined;
@@ -160,6 +161,12 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
 
     /** The /metrics check: the admin token, or open on a loopback hub without one. */
     isAdmin,
+
+    /** Whether the managed token `id` is still live (not revoked, not expired) as committed so far. */
+    async tokenLive(id: string): Promise<boolean> {
+      const t = await store.tokens.peekToken(id);
+      return t !== undefined && tokenState(t, clock.now()) === "live";
+    },
   };
 }
 

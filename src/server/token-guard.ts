@@ -9,6 +9,8 @@ const maxTimerMs = 2 ** 31 - 1;
 export interface TokenGuardDeps {
   /** Ids of managed tokens revoked or expired, from the change feed (every hub's). */
   endedTokens: Bus<string>;
+  /** Whether a token is live as committed so far (what was published before the guard listened). */
+  tokenLive: (id: string) => Promise<boolean>;
   clock: Clock;
 }
 
@@ -21,6 +23,14 @@ export async function* framesWhileTokenLives<T>(frames: AsyncIterable<T>, token:
   const ended = new AbortController();
   const done = new AbortController();
   const unsubscribe = deps.endedTokens.subscribe(token.id, () => ended.abort());
+  // A revocation committed and published between the call's authentication and this
+  // subscription is not told again: the token's state is read once, now that nothing is missed.
+  try {
+    if (!(await deps.tokenLive(token.id))) ended.abort();
+  } catch (e) {
+    unsubscribe();
+    throw e;
+  }
   if (token.expiresAtMs !== undefined) void untilExpiry(token.expiresAtMs, deps.clock, done.signal).then((expired) => expired && ended.abort());
   let wake: ((v: typeof gone) => void) | undefined;
   const onEnd = () => wake?.(gone);

@@ -271,6 +271,38 @@ describe("project tokens", () => {
     expect(settled).toBe("open");
   });
 
+  it("ends a stream whose token was revoked between the call's authentication and the stream's start", async () => {
+    const t = await hub();
+    const reader = await create(t, "p", { scope: "read" });
+    // The revocation commits, is published and answered right after authentication read the
+    // token as live, before the stream listens for revocations.
+    const tokens = t.hub.store.tokens as { peekToken(id: string): Promise<unknown> };
+    const peek = tokens.peekToken.bind(tokens);
+    let armed = true;
+    let revoked: number | undefined;
+    tokens.peekToken = async (id: string) => {
+      const row = await peek(id);
+      if (armed && id === reader.token.tokenId) {
+        armed = false;
+        revoked = (await revoke(t, "p", reader.token.tokenId)).status;
+      }
+      return row;
+    };
+    const transport = createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1", interceptors: [withHeaders(bearer(reader.secret))] });
+    let end: string | undefined;
+    void (async () => {
+      try {
+        for await (const _ of createClient(LeaseService, transport).watchLeases({ project: "p" }));
+        end = "ended";
+      } catch (e) {
+        end = e instanceof ConnectError ? Code[e.code] : String(e);
+      }
+    })();
+    await until(() => end !== undefined, "the stream's end");
+    expect(revoked).toBe(200);
+    expect(end).toBe("Unauthenticated");
+  });
+
   it("ends a REST event stream opened with a token when it is revoked, with an error event", async () => {
     const t = await hub();
     const reader = await create(t, "p", { scope: "read" });

@@ -114,6 +114,6 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
     if (!token || !req.stream) return next(req);
     const res = await next(req);
     if (!res.stream) return res;
-    return { ...res, message: framesWhileTokenLives(res.message, token, { endedTokens, clock }) };
+    return { ...res, message: framesWhileTokenLives(res.message, token, { endedTokens, clock, tokenLive: (id) => deps.authenticator.tokenLive(id) }) };
   };
 }
