@@ -106,6 +106,7 @@ describe("Go client (gen/go, clients/go)", () => {
           "TestLibraryAwaitReplyReconnectsAndReadsAReplyMadeWhileItsStreamWasDown",
           "TestLibraryAwaitReplySaysWhenTheMessageEndedWithoutAReply",
           "TestLibraryTakeoverRestartsAnAgentAtOnce",
+          "TestLibrarySecondAcquireOfAHeldLeaseIsRefused",
           "TestLibraryOverTLSWithItsCAOverConnectAndGRPC",
           "TestLibraryOverMutualTLSServedWithItsClientCertificateOnly",
         ]) {

@@ -137,6 +137,23 @@ describe("TypeScript library: leases", () => {
     expect(e).toMatchObject({ code: "lease_held", metadata: { holderAgentName: "alpha" }, transient: false });
     expect((e as HubError).lease?.fencingToken).toBe(held.token);
   });
+
+  it("refuses a second acquire of a lease the agent holds with lease_held: one token, one holder", async () => {
+    await using t = await startTestHub();
+    const a = await open(t, "alpha");
+    const held = await a.acquire("db");
+    for (const o of [{}, { waitMs: 10_000 }]) {
+      const e = await a.acquire("db", o).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(HubError);
+      expect(e).toMatchObject({ code: "lease_held", transient: false });
+      expect((e as HubError).lease?.fencingToken).toBe(held.token);
+    }
+    // The first holder still holds it, and once it releases, another agent gets the next token.
+    expect(held.lost.aborted).toBe(false);
+    await held.release();
+    const b = await open(t, "beta");
+    expect((await b.acquire("db")).token).toBe(held.token + 1n);
+  });
 });
 
 describe("TypeScript library: a hub that goes away", () => {

@@ -2,6 +2,7 @@ package kxmhub
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -55,6 +56,12 @@ func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*
 	res, err := s.Leases.AcquireLease(ctx, connect.NewRequest(req))
 	if err != nil {
 		return nil, AsError(err)
+	}
+	// Renewed: this agent holds the lease already, under this acquire's token: in this session
+	// (an Acquire not released yet) or in an earlier process of the agent. Two holders of one
+	// token are what no fence can tell apart, so the lease stays its holder's and this is refused.
+	if res.Msg.GetRenewed() {
+		return nil, &Error{Code: "lease_held", Message: fmt.Sprintf("lease %s is already held by this agent (fencing token %d); hold it once", name, res.Msg.GetLease().GetFencingToken()), Lease: res.Msg.GetLease()}
 	}
 	l := &Lease{Name: name, Token: res.Msg.GetLease().GetFencingToken(), s: s, ttl: o.TTL, lost: make(chan struct{}), stop: make(chan struct{}), lease: res.Msg.GetLease()}
 	s.mu.Lock()

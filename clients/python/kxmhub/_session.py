@@ -76,8 +76,14 @@ class Session:
             raise
         except Exception as e:  # noqa: BLE001 - typed
             raise HubError.of(e) from e
-        # Granted no earlier than the time it waited in the queue after it was sent.
-        held = Lease(self, res.lease, ttl_ms / 1000, sent + res.waited_ms / 1000)
+        # Renewed: this agent holds the lease already, under this acquire's token: in this session
+        # (an acquire not released yet) or in an earlier process of the agent. Two holders of one
+        # token are what no fence can tell apart, so the lease stays its holder's and this is refused.
+        if res.renewed:
+            raise HubError("lease_held", f"lease {name} is already held by this agent (fencing token {res.lease.fencing_token}); hold it once", lease=res.lease)
+        # Granted no earlier than the time it waited in the queue after it was sent, and no later
+        # than the answer came: the hub's count of the wait is not taken past what this process saw.
+        held = Lease(self, res.lease, ttl_ms / 1000, sent + min(res.waited_ms / 1000, self.clock.now() - sent))
         self._held.add(held)
         return held
 

@@ -142,6 +142,12 @@ export class Session {
     } catch (e) {
       throw HubError.from(e);
     }
+    // Renewed: this agent holds the lease already, under this acquire's token: in this session
+    // (an acquire not released yet) or in an earlier process of the agent. Two holders of one
+    // token are what no fence can tell apart, so the lease stays its holder's and this is refused.
+    if (answer.renewed) {
+      throw new HubError("lease_held", `lease ${name} is already held by this agent (fencing token ${answer.lease?.fencingToken}); hold it once`, {}, answer.lease, false);
+    }
     // A grant out of the queue came at least `waitedMs` after the call was sent (and no later than
     // now): its time to live counts from there, never from before the wait.
     const grantedNoEarlierThan = sentAt + Math.min(answer.waitedMs, this.clock.now() - sentAt);

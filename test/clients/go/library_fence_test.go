@@ -68,3 +68,31 @@ func TestLibraryCheckFenceSaysWhatATokenIs(t *testing.T) {
 		t.Fatalf("token 0: %v", err)
 	}
 }
+
+// An agent holds a lease once: a second Acquire of it (the hub renews its own lease) is refused
+// with lease_held, and the first holder keeps it.
+func TestLibrarySecondAcquireOfAHeldLeaseIsRefused(t *testing.T) {
+	e := loadEnv(t)
+	clock := newTestClock(e.controlURL)
+	s := open(t, e, clock, "twice")
+	name := "lib-twice-" + randomHex(4)
+	held, err := s.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []kxmhub.AcquireOptions{{TTL: 6 * time.Second}, {TTL: 6 * time.Second, Wait: 5 * time.Second}} {
+		_, err := s.Acquire(within(t), name, o)
+		var he *kxmhub.Error
+		if !errors.As(err, &he) || he.Code != "lease_held" || he.Lease.GetFencingToken() != held.Token {
+			t.Fatalf("a second Acquire (%+v): %v", o, err)
+		}
+	}
+	select {
+	case <-held.Lost():
+		t.Fatalf("the first holder lost the lease: %v", held.Err())
+	default:
+	}
+	if err := held.Release(within(t)); err != nil {
+		t.Fatal(err)
+	}
+}

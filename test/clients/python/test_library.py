@@ -487,3 +487,23 @@ def test_check_fence_says_what_a_token_is(hub: HubEnv) -> None:
             assert typed.value.code == "protocol_error" and typed.value.metadata == {"field": "fencingToken"}
 
     asyncio.run(run())
+
+
+def test_a_second_acquire_of_a_held_lease_is_refused(hub: HubEnv) -> None:
+    """An agent holds a lease once: a second acquire of it (the hub renews its own lease) is
+    refused with lease_held, and the first holder keeps it."""
+
+    async def run() -> None:
+        clock = HubClock(hub)
+        async with await open_session(hub, clock, "twice") as s:
+            name = f"py-twice-{secrets.token_hex(4)}"
+            held = await s.acquire(name, ttl=6)
+            for wait in (0, 5):
+                with pytest.raises(kxmhub.HubError) as refused:
+                    await s.acquire(name, ttl=6, wait=wait)
+                assert refused.value.code == "lease_held" and refused.value.lease is not None
+                assert refused.value.lease.fencing_token == held.token
+            assert not held.lost.is_set()
+            await held.release()
+
+    asyncio.run(run())
