@@ -190,6 +190,11 @@ export const errors = {
     new HubError("cursor_expired", `cursor ${afterSeq} is older than what the hub retains; resume from ${oldestSeq}`, {
       metadata: { afterSeq: String(afterSeq), oldestSeq: String(oldestSeq) },
     }),
+  /** A cursor ahead of its stream's head: not one this hub gave (a hub restored from a backup since). */
+  cursorAhead: (afterSeq: number, headSeq: number) =>
+    new HubError("cursor_expired", `cursor ${afterSeq} is ahead of what the hub has (${headSeq}); it is not one this hub gave: resume from ${headSeq}`, {
+      metadata: { afterSeq: String(afterSeq), oldestSeq: String(headSeq) },
+    }),
   invalidSyncBatch: () => new HubError("invalid_sync_batch", "events must be a list"),
   syncBatchTooLarge: (max: number) =>
     new HubError("sync_batch_too_large", `a sync batch holds at most ${max} events`, { metadata: { maxEvents: String(max) } }),

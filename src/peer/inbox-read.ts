@@ -46,6 +46,9 @@ export function createInboxReader({ store, clock, messages, inboxBus }: InboxRea
       await messages.expireDue();
       const state = await store.messages.inboxState(caller.agentId);
       if (after !== undefined && after < state.purgedThrough) throw errors.cursorExpired(after, state.purgedThrough);
+      // Ahead of the head: from another history (a restore since), where new events would be
+      // numbered below it and skipped without a word.
+      if (after !== undefined && after > state.head) throw errors.cursorAhead(after, state.head);
       let cursor = after ?? state.ackedCursor;
       const deadlineMs = clock.now() + waitMs;
       for (;;) {

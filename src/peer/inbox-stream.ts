@@ -77,6 +77,9 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       if (afterSeq !== undefined && afterSeq < state.purgedThrough) {
         throw errors.cursorExpired(afterSeq, state.purgedThrough);
       }
+      // Ahead of the head: from another history (a restore since), where new events would be
+      // numbered below it and skipped without a word.
+      if (afterSeq !== undefined && afterSeq > state.head) throw errors.cursorAhead(afterSeq, state.head);
       const agent = await presence.get(caller.agentId);
       let last = afterSeq ?? state.ackedCursor;
       yield { kind: "ready", agent, cursor: last };

@@ -139,7 +139,11 @@ describe("backup and restore of a running hub", () => {
     expect(restore.stdout).toContain("every fence raised by 1000000");
 
     const second = await hubs.start(dir, dataPath);
-    const [agent] = connect(second.url, agents);
+    // The restore ended every agent's instance: an old key is refused, and the agent registers
+    // again (resuming under its name).
+    const [old] = connect(second.url, agents);
+    expect(refusalOf(await old!.leases.acquireLease({ name: "any", ttlMs: 5_000 }).catch((e: unknown) => e)).reason).toBe("INVALID_AGENT_IDENTITY");
+    const [agent] = connect(second.url, await registerAgents(second.url, 1));
     for (const name of [...RESOURCES, LATE]) {
       // every lease was released by the restore: nobody holds one, so the grant is immediate
       const r = await agent!.leases.acquireLease({ name, ttlMs: 5_000 });

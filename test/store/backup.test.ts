@@ -9,6 +9,7 @@ import { backupTo, bumpFence, manifestPathOf, readFences, restoreFrom } from "..
 import { schemaVersion } from "../../src/store/sqlite/schema.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { BackupError, StoreOpenError } from "../../src/store/store.js";
+import { startTestHub, type TestHub } from "../fixtures/hub.js";
 
 /**
  * Backup and restore of the SQLite store (docs/operations.md, "Backup and restore"; decision D45: restore never
@@ -149,17 +150,19 @@ describe("restoreFrom", () => {
     await store.close();
 
     const summary = restoreFrom({ from: out, dataPath: live, margin: 1_000 });
+    // Each floor is the higher of the backup's and the replaced file's (which granted after the
+    // backup: "released" up to 8, "held" 3, "new" 1), plus the margin.
     expect(summary).toEqual({
       schemaVersion,
-      resources: 3,
+      resources: 4,
       leasesReleased: 2,
       margin: 1_000,
       fenceBase: 1_000,
-      highestTokenBefore: 3,
+      highestTokenBefore: 8,
     });
 
     const restored = open(live);
-    expect(await restored.leases.getLease({ project: "p", name: "held" })).toMatchObject({ holderAgentId: null, fencingToken: 1_002 });
+    expect(await restored.leases.getLease({ project: "p", name: "held" })).toMatchObject({ holderAgentId: null, fencingToken: 1_003 });
     expect(await restored.leases.listLeases({ project: "p", limit: 10, includeExpired: true, nowMs: T })).toEqual([]);
     const next = {
       held: await acquire(restored, "held", "a1"),
@@ -169,7 +172,7 @@ describe("restoreFrom", () => {
       fresh: await acquire(restored, "fresh", "a1"),
     };
     await restored.close();
-    expect(next).toEqual({ held: 1_003, released: 1_004, new: 1_001, main: 1_002, fresh: 1_001 });
+    expect(next).toEqual({ held: 1_004, released: 1_009, new: 1_002, main: 1_002, fresh: 1_001 });
     for (const [name, token] of after) expect(next[name as keyof typeof next], name).toBeGreaterThan(token);
   });
 
@@ -242,5 +245,100 @@ describe("restoreFrom", () => {
     const restored = open(live);
     expect(await acquire(restored, "released", "a1")).toBe(14);
     await restored.close();
+  });
+});
+
+describe("restoreFrom, what the replaced file had handed out", () => {
+  it("never hands a token out again: the same backup restored twice, or an older one after a newer", async () => {
+    const live = path.join(dir, "kxm.db");
+    const s0 = open(live);
+    await acquire(s0, "main", "a1"); // token 1
+    const older = path.join(dir, "older.db");
+    await backupTo(live, older, { hubVersion: "0", nowMs: T });
+    await s0.close();
+    restoreFrom({ from: older, dataPath: live, margin: 1_000 });
+    const s1 = open(live);
+    const first = await acquire(s1, "main", "x"); // 1002
+    const other = await acquire(s1, "fresh", "x"); // a resource the backup never saw: above the base
+    await s1.close();
+    restoreFrom({ from: older, dataPath: live, margin: 1_000 });
+    const s2 = open(live);
+    expect(await acquire(s2, "main", "y")).toBeGreaterThan(first);
+    expect(await acquire(s2, "fresh", "y")).toBeGreaterThan(other);
+    await s2.close();
+  });
+
+  it("folds the replaced file's WAL into it first: a restore that stops before its rename loses no commit", async () => {
+    const live = path.join(dir, "kxm.db");
+    const s0 = open(live);
+    await acquire(s0, "main", "a1");
+    const out = path.join(dir, "b.db");
+    await backupTo(live, out, { hubVersion: "0", nowMs: T });
+    for (let i = 0; i < 48; i++) await acquire(s0, "main", `a${i + 2}`); // token 49, in the WAL
+    // Left as a killed hub leaves it: its last commits only in the WAL.
+    (s0 as unknown as { db: Database.Database }).db.pragma("wal_autocheckpoint = 0");
+    expect(await acquire(s0, "main", "last")).toBe(50);
+    const copy = path.join(dir, "killed.db");
+    fs.copyFileSync(live, copy);
+    fs.copyFileSync(`${live}-wal`, `${copy}-wal`);
+    await s0.close();
+    const rename = fs.renameSync;
+    fs.renameSync = () => {
+      throw Object.assign(new Error("stopped before the rename"), { code: "EIO" });
+    };
+    try {
+      expect(() => restoreFrom({ from: out, dataPath: copy, margin: 1_000 })).toThrow();
+    } finally {
+      fs.renameSync = rename;
+    }
+    const after = open(copy);
+    expect(await acquire(after, "main", "next")).toBe(51);
+    await after.close();
+  });
+
+  it("ends every agent's instance: a key rotated away after the backup does not work again", async () => {
+    const live = path.join(dir, "kxm.db");
+    const s0 = open(live);
+    const agent = { id: "agt_m", project: "p", name: "m", purpose: "", keyHash: "a".repeat(64), connectedAtMs: 1, lastSeenAtMs: 1, online: true };
+    await s0.agents.decideRegistration("p", "m", () => ({ write: agent, result: 0 }));
+    const out = path.join(dir, "b.db");
+    await backupTo(live, out, { hubVersion: "0", nowMs: T });
+    await s0.close();
+    restoreFrom({ from: out, dataPath: live, margin: 10 });
+    const s1 = open(live);
+    expect(await s1.agents.getAgent("agt_m")).toMatchObject({ id: "agt_m", online: false });
+    expect((await s1.agents.getAgent("agt_m"))!.keyHash).not.toBe(agent.keyHash);
+    await s1.close();
+  });
+});
+
+describe("restoreFrom and the inboxes", () => {
+  it("numbers an inbox on from above what the replaced file had given: a reader's cursor from after the backup gets the new messages", async () => {
+    const dataPath = path.join(dir, "kxm.db");
+    const backup = path.join(dir, "b.db");
+    const send = async (h: TestHub, from: Record<string, string>, content: string) =>
+      expect((await h.rest("/v1/messages", { json: { target: "bob", content, allowOffline: true }, headers: from })).status).toBeLessThan(300);
+    const read = async (h: TestHub, who: Record<string, string>, after?: number) =>
+      (await h.rest(`/v1/inbox${after === undefined ? "" : `?afterCursor=${after}`}`, { headers: who })).json() as Promise<{ events: { message?: { content?: string } }[]; nextCursor: string }>;
+    const h1 = await startTestHub({ config: { dataPath } });
+    const alice = await h1.register("alice");
+    const bob = await h1.register("bob");
+    await backupTo(dataPath, backup, { hubVersion: "0", nowMs: Date.now() });
+    for (const n of [1, 2, 3]) await send(h1, alice.headers, `before-${n}`);
+    const cursor = Number((await read(h1, bob.headers)).nextCursor);
+    expect(cursor).toBe(3);
+    await h1.close();
+    restoreFrom({ from: backup, dataPath, margin: 1_000 });
+    const h2 = await startTestHub({ config: { dataPath } });
+    try {
+      // Every agent registers again after a restore (its instance ended), under the same id.
+      const alice2 = await h2.register("alice");
+      const bob2 = await h2.register("bob");
+      expect(bob2.id).toBe(bob.id);
+      await send(h2, alice2.headers, "after");
+      expect((await read(h2, bob2.headers, cursor)).events.map((e) => e.message?.content)).toEqual(["after"]);
+    } finally {
+      await h2.close();
+    }
   });
 });

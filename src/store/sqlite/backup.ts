@@ -146,6 +146,9 @@ export function bumpFence(
         .run(margin);
       db.prepare("UPDATE fence_base SET floor = floor + ?").run(margin);
       db.prepare("UPDATE watch_heads SET head = head + ?").run(margin);
+      // Inboxes number on from above anything handed out: a reader's cursor from after the
+      // backup is ahead of the restored head (cursor_expired), never passed by new events.
+      db.prepare("UPDATE inbox_streams SET next_seq = next_seq + ?").run(margin);
       db.prepare("DELETE FROM watch_changes").run();
       db.prepare("DELETE FROM lease_waiters").run();
       const summary = { resources: bumped.changes, leasesReleased: held };
@@ -158,23 +161,84 @@ export function bumpFence(
     .immediate();
 }
 
+/** What a restore keeps of the file it replaces (`targetFacts`). */
+interface TargetFacts {
+  /** Project tokens revoked there: a backup taken before a revocation must not bring a revoked secret back. */
+  revoked: { id: string; revoked_at: number }[];
+  /** Every resource's token there, and its fence base: what it handed out, maybe after the backup. */
+  fences: FenceEntry[];
+  fenceBase: number;
+  /** Every watch stream's head there. */
+  heads: { project: string; stream: string; head: number }[];
+  /** Every inbox's numbering there. */
+  inboxes: { agent_id: string; next_seq: number }[];
+}
+
+const hasTable = (db: Database.Database, name: string) => db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
+
 /**
- * The project tokens the file at `dataPath` holds as revoked, when it is a store with any: a
- * restore keeps them revoked, since a backup taken before a revocation must not bring a revoked
- * secret back. A file that is no such store (missing, another layout) has none.
+ * What the file at `dataPath` holds that a restore must not go back on, when it is a store: its
+ * revoked tokens, and the tokens and numbers it handed out (a backup restored twice, or an older
+ * one after a newer, must not hand them out again). Its WAL is folded into it first, so that the
+ * restore removing the WAL can lose nothing should it stop before its rename. A file that is no
+ * such store (missing, another layout) has none.
  */
-function revokedTokensOf(dataPath: string): { id: string; revoked_at: number }[] {
-  if (!fs.existsSync(dataPath)) return [];
+function targetFacts(dataPath: string): TargetFacts {
+  const none: TargetFacts = { revoked: [], fences: [], fenceBase: 0, heads: [], inboxes: [] };
+  if (!fs.existsSync(dataPath)) return none;
   let db: Database.Database | undefined;
   try {
-    db = new Database(dataPath, { readonly: true, fileMustExist: true });
-    const has = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'project_tokens'").get();
-    return has ? (db.prepare("SELECT id, revoked_at FROM project_tokens WHERE revoked_at IS NOT NULL").all() as { id: string; revoked_at: number }[]) : [];
+    db = new Database(dataPath, { fileMustExist: true });
   } catch {
-    return [];
-  } finally {
-    db?.close();
+    return none;
   }
+  try {
+    if (!hasTable(db, "leases")) return none;
+    db.pragma("wal_checkpoint(TRUNCATE)");
+    const { fences, fenceBase } = readFences(db);
+    return {
+      revoked: hasTable(db, "project_tokens") ? (db.prepare("SELECT id, revoked_at FROM project_tokens WHERE revoked_at IS NOT NULL").all() as TargetFacts["revoked"]) : [],
+      fences,
+      fenceBase,
+      heads: hasTable(db, "watch_heads") ? (db.prepare("SELECT project, stream, head FROM watch_heads").all() as TargetFacts["heads"]) : [],
+      inboxes: hasTable(db, "inbox_streams") ? (db.prepare("SELECT agent_id, next_seq FROM inbox_streams").all() as TargetFacts["inboxes"]) : [],
+    };
+  } catch {
+    return none;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Raises what the restored copy `db` numbers from to at least what the replaced file had reached
+ * (`target`): each resource's token and the fence base, each watch stream's head, each inbox's
+ * next number. bumpFence then adds the margin on top. And ends every agent's instance: offline,
+ * its key rotated to one nobody holds, as an eviction does, so that a key rotated away after the
+ * backup (an eviction, an unregistering) does not work again; agents register again (resuming,
+ * the same id).
+ */
+function keepAhead(db: Database.Database, target: TargetFacts): void {
+  db.transaction(() => {
+    const floor = db.prepare(
+      `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at)
+       VALUES (?, ?, NULL, NULL, ?, 0, 0)
+       ON CONFLICT (project, name) DO UPDATE SET fencing_token = max(fencing_token, excluded.fencing_token)`,
+    );
+    for (const f of target.fences) floor.run(f.project, f.name, f.fencingToken);
+    db.prepare("UPDATE fence_base SET floor = max(floor, ?)").run(target.fenceBase);
+    const head = db.prepare("INSERT INTO watch_heads (project, stream, head) VALUES (?, ?, ?) ON CONFLICT (project, stream) DO UPDATE SET head = max(head, excluded.head)");
+    for (const h of target.heads) head.run(h.project, h.stream, h.head);
+    // An inbox the backup had not numbered yet starts where the replaced file's was, with nothing
+    // below it to read (for an agent the backup knows).
+    const inbox = db.prepare(
+      `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through)
+       SELECT @agent, @next, 0, @next - 1 WHERE EXISTS (SELECT 1 FROM agents WHERE id = @agent)
+       ON CONFLICT (agent_id) DO UPDATE SET next_seq = max(next_seq, excluded.next_seq)`,
+    );
+    for (const i of target.inboxes) inbox.run({ agent: i.agent_id, next: i.next_seq });
+    db.prepare("UPDATE agents SET online = 0, key_hash = lower(hex(randomblob(32)))").run();
+  })();
 }
 
 const errnoOf = (e: unknown) => (e as { code?: string }).code ?? "";
@@ -355,7 +419,7 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
   }
   const lock = lockStore(dataPath);
   const tmp = `${dataPath}.restore-${process.pid}`;
-  const revokedTokens = revokedTokensOf(dataPath);
+  const target = targetFacts(dataPath);
   try {
     fs.copyFileSync(from, tmp);
     if (sha256Of(tmp) !== manifest.sha256) throw new BackupError("backup_corrupt", `${from} changed while it was copied`);
@@ -365,6 +429,9 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
       db.pragma("journal_mode = DELETE");
       const version = checkVersion(db, from);
       openSchema(db); // migrates an older backup and checks its shape
+      // Never below what the replaced file had handed out (a backup restored twice, or an older
+      // one after a newer), then the margin above that.
+      keepAhead(db, target);
       const before = readFences(db);
       const highest = before.fences.reduce((m, f) => Math.max(m, f.fencingToken), before.fenceBase);
       if (highest + margin > Number.MAX_SAFE_INTEGER) {
@@ -374,7 +441,7 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
       const revoke = db.prepare("UPDATE project_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
       let keptRevoked = 0;
       db.transaction(() => {
-        for (const t of revokedTokens) keptRevoked += revoke.run(t.revoked_at, t.id).changes;
+        for (const t of target.revoked) keptRevoked += revoke.run(t.revoked_at, t.id).changes;
       })();
       const bumped = bumpFence(db, margin, { backup: path.basename(from), highestTokenBefore: highest, keptRevoked });
       summary = {
