@@ -31,14 +31,17 @@ type Lease struct {
 	// Token is the fencing token: present it with every write to the guarded resource.
 	Token int64
 
-	s     *Session
-	ttl   time.Duration
-	lost  chan struct{}
-	stop  chan struct{}
-	kept  sync.WaitGroup
-	mu    sync.Mutex
-	err   error
-	lease *hubv1.Lease
+	s    *Session
+	ttl  time.Duration
+	lost chan struct{}
+	stop chan struct{}
+	// stopOnce closes stop once: Release and Session.Close may race (a WithLease ending while
+	// its session closes), and closing a channel twice panics.
+	stopOnce sync.Once
+	kept     sync.WaitGroup
+	mu       sync.Mutex
+	err      error
+	lease    *hubv1.Lease
 }
 
 // Acquire takes the lease (waiting in the queue with Wait) and keeps it renewed.
@@ -141,11 +144,7 @@ func (l *Lease) lose(err *Error) bool {
 
 // Release stops renewing and releases the lease (one already lost is not released).
 func (l *Lease) Release(ctx context.Context) error {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
+	l.stopOnce.Do(func() { close(l.stop) })
 	l.kept.Wait()
 	if !l.lose(&Error{Code: "released", Message: "lease " + l.Name + " was released"}) {
 		return nil

@@ -72,10 +72,12 @@ type Session struct {
 	clock   Clock
 	done    chan struct{}
 	closing chan struct{}
-	beats   sync.WaitGroup
-	mu      sync.Mutex
-	err     error
-	held    map[*Lease]struct{}
+	// closeOnce closes closing once: two Close calls may race.
+	closeOnce sync.Once
+	beats     sync.WaitGroup
+	mu        sync.Mutex
+	err       error
+	held      map[*Lease]struct{}
 }
 
 // Connect registers (or resumes) the agent and starts its heartbeats. A name still online is
@@ -182,11 +184,7 @@ func (s *Session) Close(ctx context.Context) error {
 	for _, l := range held {
 		_ = l.Release(ctx)
 	}
-	select {
-	case <-s.closing:
-	default:
-		close(s.closing)
-	}
+	s.closeOnce.Do(func() { close(s.closing) })
 	s.beats.Wait()
 	if s.Err() != nil {
 		return nil
