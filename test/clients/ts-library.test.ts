@@ -138,6 +138,28 @@ describe("TypeScript library: leases", () => {
     expect((e as HubError).lease?.fencingToken).toBe(held.token);
   });
 
+  it("counts the first renewal from the grant, not from the answer: an answer that took half the TTL is renewed at once", async () => {
+    await using t = await startTestHub();
+    // The answer to AcquireLease arrives 3 s (hub and library clock) after it was sent.
+    const slow: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      if (req.method.name === "AcquireLease") t.clock.advance(3_000);
+      return res;
+    };
+    const { calls, transport } = counted();
+    const s = await open(t, "slow", { transport: (interceptors) => transport(t.baseUrl)([slow, ...interceptors]) });
+    const held = await s.acquire("res", { ttlMs: 6_000 });
+    // Past grant + TTL/3 already: the keeper's renewal is due now, not another TTL/3 later.
+    await idle(t.clock, 2);
+    t.clock.advance(0);
+    await idle(t.clock, 2);
+    expect(calls.get("RenewLease")).toBe(1);
+    t.clock.advance(2_000);
+    await idle(t.clock, 2);
+    expect(calls.get("RenewLease")).toBe(2);
+    expect(held.lost.aborted).toBe(false);
+  });
+
   it("refuses a second acquire of a lease the agent holds with lease_held: one token, one holder", async () => {
     await using t = await startTestHub();
     const a = await open(t, "alpha");

@@ -95,7 +95,9 @@ export class HeldLease {
   /** Renews every ttl/3; retries a failed renewal until the lease may be lapsing, then gives it up. */
   private async keep(): Promise<void> {
     const margin = this.ttlMs / 5;
-    let nextRenewAt = this.clock.now() + this.ttlMs / 3;
+    // A third of the TTL after the grant (its validity's start), not after its answer arrived: a
+    // slow answer must not push the first renewal past the point where the lease is given up.
+    let nextRenewAt = this.#validUntilMs - this.ttlMs + this.ttlMs / 3;
     while (!this.#stop.signal.aborted && !this.#lost.signal.aborted) {
       const lostAt = this.#validUntilMs - margin;
       await this.clock.sleep(Math.min(nextRenewAt, lostAt) - this.clock.now(), this.#stop.signal);
