@@ -186,6 +186,21 @@ describe("group commit", () => {
     expect(await store.ready()).toBe(false);
   });
 
+  it("a WAL that cannot be opened for its sync after the COMMIT answers nothing of the batch and stops the store", async () => {
+    // The COMMIT is done: failing the batch as if it had not been would leave it applied unseen.
+    const store = open({
+      walSync: () => {
+        throw Object.assign(new Error("EMFILE: too many open files"), { code: "EMFILE" });
+      },
+    });
+    const lost = watch(acquire(store, "main", 1));
+    await turn();
+    await turn();
+    expect(lost.error).toBeInstanceOf(DurabilityLost);
+    await expect(acquire(store, "other", 1)).rejects.toBeInstanceOf(DurabilityLost);
+    expect(await store.ready()).toBe(false);
+  });
+
   it("FULL (the default) syncs the -wal file after each writing batch; NORMAL never does", async () => {
     let full = 0;
     const counting = (file: string): WalSync => {

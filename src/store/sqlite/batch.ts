@@ -172,8 +172,22 @@ export function sqliteBatches(
         hooks.batchRolledBack?.();
         return Promise.reject(error);
       }
-      if (changed) hooks.wrote();
-      const sync = changed ? walSync() : undefined;
+      // Committed from here on: nothing may fail the batch as if it had not been. A checkpoint
+      // that cannot be asked for leaves the WAL to grow (it never holds a batch); a WAL that
+      // cannot be synced loses durability, which stops the store.
+      if (changed) {
+        try {
+          hooks.wrote();
+        } catch {
+          // the checkpointer answers its own failures (checkpointer.ts)
+        }
+      }
+      let sync: ReturnType<typeof walSync> | undefined;
+      try {
+        sync = changed ? walSync() : undefined;
+      } catch (e) {
+        return Promise.reject(new DurabilityLost(`the WAL could not be synced: ${(e as Error).message}`, { cause: e }));
+      }
       if (!sync) return Promise.resolve(outcomes);
       return sync.sync().then(
         () => outcomes,

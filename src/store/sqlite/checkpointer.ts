@@ -88,8 +88,15 @@ export class Checkpointer {
   fold(): Promise<void> {
     return new Promise((resolve) => {
       this.asked.push(resolve);
-      // The process stays up for it, as for close(): the worker is otherwise unref'd.
-      this.ensureWorker().ref();
+      try {
+        // The process stays up for it, as for close(): the worker is otherwise unref'd.
+        this.ensureWorker().ref();
+      } catch (e) {
+        // No worker can start (a thread limit, memory): what waits is answered, the WAL grows.
+        this.answering.push(...this.asked.splice(0));
+        this.reported({ ok: false, error: (e as Error).message });
+        return;
+      }
       if (!this.inFlight) this.request();
     });
   }
@@ -108,7 +115,12 @@ export class Checkpointer {
     this.lastAtMs = performance.now();
     this.answering = this.asked;
     this.asked = [];
-    this.ensureWorker().postMessage("checkpoint");
+    try {
+      this.ensureWorker().postMessage("checkpoint");
+    } catch (e) {
+      // No worker can start: this checkpoint ends as failed, and the next commit asks again.
+      this.reported({ ok: false, error: (e as Error).message });
+    }
   }
 
   /** A checkpoint ended (or the worker did): answers the folds it covered, starts the next one asked. */
