@@ -73,6 +73,8 @@ export class Checkpointer {
   constructor(
     private readonly file: string,
     private readonly restartFrames = defaultRestartFrames,
+    /** Starts the worker (tests give one that cannot start). */
+    private readonly startWorker: (file: string) => Worker = (file) => new Worker(workerSource, { eval: true, workerData: { file, driver: driverPath } }),
   ) {}
 
   /** True when the worker last reported a WAL past `restartFrames`, and no fold came since. */
@@ -137,7 +139,7 @@ export class Checkpointer {
 
   private ensureWorker(): Worker {
     if (this.worker) return this.worker;
-    const worker = new Worker(workerSource, { eval: true, workerData: { file: this.file, driver: driverPath } });
+    const worker = this.startWorker(this.file);
     worker.unref();
     worker.on("message", (r: CheckpointResult) => this.reported(r));
     // A worker that fails, or ends when not asked to, answers what waits on it: a checkpoint
