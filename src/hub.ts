@@ -324,7 +324,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
         stopTlsWatch?.();
         // Streams end with `unavailable` and new calls are refused, on every connection.
         shutdown.abort(toConnectError(errors.hubShuttingDown()));
-        await mcp.close();
+        // MCP sessions close once their calls under way are answered, while the port drains.
+        const mcpClosed = mcp.close();
         const listening = dual.server.listening;
         dual.closeGracefully();
         let forced = false;
@@ -343,6 +344,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
             });
           });
         }
+        // Forced: what was still under way was cut with its connection.
+        if (forced) void mcpClosed.catch(() => undefined);
+        else await mcpClosed;
         await prepare.close();
         stopInboxTail();
         stopChangeTail();

@@ -32,6 +32,8 @@ interface Session extends Identity {
   lastUsedMs: number;
   /** POSTs under way (a tool call that waits): a busy session is never idle. */
   busy: number;
+  /** Called once `busy` is back to 0 (a shutdown waits for the answers under way). */
+  idle: (() => void)[];
   /** Its resource subscriptions: one stream each, ended with the session. */
   resources: Subscriptions;
 }
@@ -144,6 +146,7 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
       remote,
       lastUsedMs: deps.clock.now(),
       busy: 0,
+      idle: [],
       resources: undefined as never,
       touch: () => void (s.lastUsedMs = deps.clock.now()),
       bind: (r) => bind(s, r),
@@ -190,6 +193,7 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
       if (counted) {
         s.busy--;
         s.lastUsedMs = deps.clock.now();
+        if (s.busy === 0) for (const done of s.idle.splice(0)) done();
       }
     }
   }
@@ -200,10 +204,19 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     serve,
     expireIdle,
     endAgentSessions,
-    /** Closes every session (hub shutdown); their agents' leases lapse at their TTL. */
+    /**
+     * Closes every session (hub shutdown), each once the tool calls under way in it have been
+     * answered; their agents' leases lapse at their TTL.
+     */
     async close() {
-      for (const s of [...sessions.values()]) await closeSession(s);
+      const all = [...sessions.values()];
       sessions.clear();
+      await Promise.all(
+        all.map(async (s) => {
+          if (s.busy > 0) await new Promise<void>((resolve) => s.idle.push(resolve));
+          await closeSession(s);
+        }),
+      );
     },
     get size() {
       return sessions.size;

@@ -317,6 +317,21 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
   /** Answers one 2026-07-28 request (the face classified it, read its body and charged the limiter). */
   async function handle(req: Req, res: Res, body: unknown, ac: AbortController): Promise<void> {
     if (closed) return refuseHttp(res, restErrorFromHub(errors.hubShuttingDown(), requestIdOfRequest(req)));
+    if (isListen(body)) return exchange(req, res, body, ac);
+    // A call under way is answered before a shutdown ends the exchanges (close).
+    const answered = exchange(req, res, body, ac);
+    underway.add(answered);
+    try {
+      await answered;
+    } finally {
+      underway.delete(answered);
+    }
+  }
+
+  /** Requests under way other than listen streams. */
+  const underway = new Set<Promise<void>>();
+
+  async function exchange(req: Req, res: Res, body: unknown, ac: AbortController): Promise<void> {
     const at: Scope = { req, body, ac };
     try {
       const response = await scope.run(at, () => handler.fetch(webRequestOf(req, ac.signal), { parsedBody: body }));
@@ -342,9 +357,10 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     holds,
     forgetAgent: (agentId: string) => forgetAgent(agentId),
     expireIdle,
-    /** Ends the listen streams (gracefully) and the exchanges under way; later requests are refused hub_shutting_down. */
-    close: () => {
+    /** Ends the listen streams (gracefully) once the calls under way are answered; later requests are refused hub_shutting_down. */
+    close: async () => {
       closed = true;
+      await Promise.allSettled([...underway]);
       return handler.close();
     },
     get size() {
