@@ -10,7 +10,7 @@ import { checkFence, connect, HubError, LeaseService, type Session } from "../..
 import { serveCli } from "../fixtures/cli.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
-import { idle } from "../fixtures/streams.js";
+import { idle, until } from "../fixtures/streams.js";
 
 /**
  * The TypeScript library's behaviour against a real hub: leases kept and lost, blocking acquire,
@@ -158,6 +158,22 @@ describe("TypeScript library: leases", () => {
     await idle(t.clock, 2);
     expect(calls.get("RenewLease")).toBe(2);
     expect(held.lost.aborted).toBe(false);
+  });
+
+  it("loses what it holds with the session when the hub refuses its agent for good (taken over), not at the next renewal", async () => {
+    await using t = await startTestHub();
+    const old = await open(t, "builder", { heartbeatMs: 10_000 });
+    const held = await old.acquire("repo/main", { ttlMs: 300_000 }); // next renewal in 100 s
+    await open(t, "builder", { takeover: true });
+    const other = await open(t, "other");
+    await other.acquire("repo/main", { ttlMs: 300_000 });
+    await idle(t.clock, 2);
+    t.clock.advance(10_000); // the old instance's heartbeat is refused
+    await until(() => old.lost.aborted, "the old session's loss");
+    expect(old.lost.reason).toMatchObject({ code: "invalid_agent_identity" });
+    expect(held.lost.aborted).toBe(true);
+    expect(held.lost.reason).toMatchObject({ code: "invalid_agent_identity" });
+    expect(() => held.check()).toThrow();
   });
 
   it("refuses a second acquire of a lease the agent holds with lease_held: one token, one holder", async () => {

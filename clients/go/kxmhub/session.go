@@ -212,6 +212,20 @@ func (s *Session) heartbeat(every time.Duration) {
 		}
 		if e := AsError(err); !e.Transient || failures+1 >= 3 {
 			s.lose(e)
+			// Refused for good (its key no longer works: taken over, evicted): what it holds is
+			// lost with it, at once, not at the next renewal.
+			if !e.Transient {
+				s.mu.Lock()
+				held := make([]*Lease, 0, len(s.held))
+				for l := range s.held {
+					held = append(held, l)
+				}
+				s.mu.Unlock()
+				for _, l := range held {
+					l.stopOnce.Do(func() { close(l.stop) })
+					l.lose(e)
+				}
+			}
 			return
 		}
 		failures++

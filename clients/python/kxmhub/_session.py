@@ -187,6 +187,12 @@ class Session:
                 failures += 1
                 if not err.transient or failures >= 3:
                     self._lose(err)
+                    # Refused for good (its key no longer works: taken over, evicted): what it holds
+                    # is lost with it, at once, not at the next renewal.
+                    if not err.transient:
+                        for held in list(self._held):
+                            held._keeper.cancel()
+                            held._lose(err)
                     return
 
 

@@ -88,6 +88,15 @@ export class HeldLease {
     }
   }
 
+  /**
+   * The session's agent was refused for good (its key no longer works: taken over, evicted): the
+   * lease is lost with it at once, not at its next renewal. @internal
+   */
+  endWithSession(reason: HubError): void {
+    this.#lose(reason);
+    this.#stop.abort();
+  }
+
   #lose(reason: HubError): void {
     if (!this.#lost.signal.aborted) this.#lost.abort(reason);
   }

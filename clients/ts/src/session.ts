@@ -225,6 +225,9 @@ export class Session {
         const err = HubError.from(e);
         if (!err.transient || ++failures >= 3) {
           this.#lost.abort(err);
+          // Refused for good (its key no longer works: taken over, evicted): what it holds is
+          // lost with it, at once, not at the next renewal.
+          if (!err.transient) for (const h of [...this.#held]) h.endWithSession(err);
           return;
         }
       }

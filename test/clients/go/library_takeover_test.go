@@ -35,7 +35,8 @@ func TestLibraryTakeoverRestartsAnAgentAtOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = old.Close(context.Background()) })
 	name := "lib-takeover-" + randomHex(4)
-	held, err := old.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	// Renewed only every 100 s: its loss below comes with the session's, not from a renewal.
+	held, err := old.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 300 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -507,3 +507,27 @@ def test_a_second_acquire_of_a_held_lease_is_refused(hub: HubEnv) -> None:
             await held.release()
 
     asyncio.run(run())
+
+
+def test_a_lease_is_lost_with_its_session_when_the_agent_is_taken_over(hub: HubEnv) -> None:
+    """When the hub refuses the session's agent for good (taken over), what it holds is lost with
+    it at the next heartbeat, not at the lease's next renewal."""
+
+    async def run() -> None:
+        clock = HubClock(hub)
+        name = f"replaced-{secrets.token_hex(4)}"
+        connect = lambda **kw: kxmhub.connect(hub.hub_url, project=PROJECT, name=name, token=hub.project_token, clock=clock, **kw)  # noqa: E731
+        old = await connect(heartbeat=10)
+        held = await old.acquire(f"py-replaced-{secrets.token_hex(4)}", ttl=300)  # renewed every 100 s
+        await until("the keeper and the heartbeat asleep", lambda: clock.sleepers >= 2)
+        new = await connect(heartbeat=3600, takeover=True)
+        try:
+            clock.advance(10)  # the old heartbeat: refused
+            await asyncio.wait_for(held.lost.wait(), 10)
+            assert held.error is not None and held.error.code == "invalid_agent_identity"
+            assert old.error is not None and old.error.code == "invalid_agent_identity"
+        finally:
+            await old.close()
+            await new.close()
+
+    asyncio.run(run())
