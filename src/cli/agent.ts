@@ -145,7 +145,9 @@ export async function inboxCommand(argv: string[]): Promise<void> {
         shown++;
         if (p.values.ack && kind === "message") await s.peer.ackMessage({ messageId: item.event.value.id });
       }
-      if (page.events.length === 0 || page.nextCursor === after) break;
+      // An empty page whose cursor moved on read events that are no longer pending (messages
+      // replied to, say): the inbox goes on after them. Only a cursor that stays is its end.
+      if (page.nextCursor === after) break;
       after = page.nextCursor;
     }
     if (shown === 0 && !p.values.json) await write("no pending mail\n");

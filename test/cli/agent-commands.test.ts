@@ -45,6 +45,20 @@ describe("kxm-hub agent commands", () => {
     ]);
   });
 
+  it("inbox reads on past a page of events that are no longer pending: mail after 100 replied messages is listed", async () => {
+    await using t = await startTestHub();
+    const alpha = await t.register("alpha", PROJECT);
+    const beta = await t.register("beta", PROJECT);
+    for (let i = 0; i < 100; i++) {
+      const sent = await jsonOf(await t.rest("/v1/messages", { json: { target: "beta", content: `m${i}` }, headers: alpha.headers }));
+      // A reply does not acknowledge: the message's event stays in the inbox, no longer pending.
+      expect((await t.rest(`/v1/messages/${sent.message.id}/reply`, { json: { content: "ok" }, headers: beta.headers })).status).toBe(200);
+    }
+    await t.rest("/v1/messages", { json: { target: "beta", content: "the new one" }, headers: alpha.headers });
+    expect((await t.rest(`/v1/agents/${beta.id}`, { method: "DELETE", headers: beta.headers })).status).toBeLessThan(300);
+    expect(ok(await as(t, "beta", ["inbox"]))).toMatch(/message .*the new one/);
+  });
+
   it("send, inbox --ack, reply: a round trip between two agent names", async () => {
     await using t = await startTestHub();
     expect(ok(await as(t, "beta", ["inbox"]))).toBe("no pending mail\n");
