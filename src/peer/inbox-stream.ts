@@ -85,10 +85,15 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       yield { kind: "ready", agent, cursor: last };
 
       if (afterSeq === undefined) {
+        let replayed = state.ackedCursor;
         for (const m of await store.messages.pendingMessages(caller.agentId, state.ackedCursor, state.head)) {
           yield { kind: "event", event: { agentId: caller.agentId, seq: m.seq, kind: "message", message: m }, cursor: m.seq };
+          replayed = m.seq;
         }
         last = state.head;
+        // The stream skipped what is no longer pending up to the head: a client resuming must do
+        // so from there, not from its last message (which would bring back what was skipped).
+        if (replayed !== last) yield { kind: "keepAlive", atMs: clock.now(), cursor: last };
       }
       const liveFrom = state.head;
       const tooSlow = () => peersOverflowed || liveHead - Math.max(last, liveFrom) > deps.maxLag;

@@ -173,3 +173,48 @@ describe("TypeScript library: a connection reset under a renewal", () => {
     await s.close();
   });
 });
+
+describe("TypeScript library: the inbox's default start, then a reconnect", () => {
+  it("resumes where the stream stood, not from its last message: what the default start skipped does not come back", async () => {
+    const fs = await import("node:fs");
+    const os = await import("node:os");
+    const path = await import("node:path");
+    const { FakeClock } = await import("../fixtures/fake-clock.js");
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-inbox-resume-"));
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, "127.0.0.1", () => {
+        const { port } = s.address() as net.AddressInfo;
+        s.close(() => resolve(port));
+      });
+    });
+    const clock = new FakeClock();
+    const config = { port, dataPath: path.join(dir, "kxm.db") };
+    try {
+      let t = await startTestHub({ clock, config });
+      const sender = await open(t, "sender");
+      const reader = await open(t, "reader");
+      await sender.send("reader", "m1 pending");
+      const m2 = await sender.send("reader", "m2 cancelled before the inbox opened");
+      await sender.peer.cancelMessage({ messageId: m2.id });
+      const ac = new AbortController();
+      const it = reader.inbox({ signal: ac.signal })[Symbol.asyncIterator]();
+      const seen = [(await it.next()).value.message.content];
+      // The hub restarts; the inbox reconnects and reads on.
+      await t.close();
+      t = await startTestHub({ clock, config });
+      const next = it.next();
+      await until(() => clock.sleepers > 0, "the inbox's back-off");
+      for (let i = 0; i < 20 && clock.sleepers > 0; i++) {
+        clock.advance(5_000);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await sender.send("reader", "m3 live after the reconnect");
+      seen.push((await next).value.message.content);
+      ac.abort();
+      await t.close();
+      expect(seen).toEqual(["m1 pending", "m3 live after the reconnect"]);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});

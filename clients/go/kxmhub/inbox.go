@@ -63,6 +63,13 @@ func (s *Session) Inbox(ctx context.Context, afterSeq *int64) iter.Seq2[InboxEve
 						kind, m = "cancelled", ev.Cancelled
 					case *hubv1.SubscribeResponse_Expired:
 						kind, m = "expired", ev.Expired
+					case *hubv1.SubscribeResponse_KeepAlive:
+						// Where the stream stands: past what it skipped (what was no longer
+						// pending when it opened), which a resume must not bring back.
+						if cursor := f.GetCursor(); after == nil || cursor > *after {
+							after = &cursor
+						}
+						continue
 					default:
 						continue
 					}

@@ -56,6 +56,12 @@ async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncG
             async for frame in session.peer.subscribe(request, headers=session._headers()):
                 backoff = 0.1
                 kind = frame.WhichOneof("event")
+                if kind == "keep_alive":
+                    # Where the stream stands: past what it skipped (what was no longer pending
+                    # when it opened), which a resume must not bring back.
+                    if after is None or frame.cursor > after:
+                        after = frame.cursor
+                    continue
                 if kind not in _KINDS:
                     continue
                 after = frame.cursor

@@ -40,6 +40,12 @@ export async function* inboxEvents(peer: Client<typeof PeerService>, clock: Cloc
       for await (const f of peer.subscribe({ ...(after !== undefined && { afterSeq: after }) }, { signal: o.signal })) {
         backoffMs = 100;
         const ev = f.event;
+        // A keep-alive's cursor is where the stream stands: past what it skipped (what was no
+        // longer pending when it opened), which a resume must not bring back.
+        if (ev.case === "keepAlive") {
+          if (after === undefined || f.cursor > after) after = f.cursor;
+          continue;
+        }
         if (!ev.case || !kinds.has(ev.case)) continue;
         const message = ev.value as Message;
         after = f.cursor;
