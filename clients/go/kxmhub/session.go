@@ -175,13 +175,7 @@ func (s *Session) Send(ctx context.Context, target, content string) (*hubv1.Mess
 
 // Close releases the leases still held, stops the heartbeats and unregisters the agent.
 func (s *Session) Close(ctx context.Context) error {
-	s.mu.Lock()
-	held := make([]*Lease, 0, len(s.held))
-	for l := range s.held {
-		held = append(held, l)
-	}
-	s.mu.Unlock()
-	for _, l := range held {
+	for _, l := range s.heldLeases() {
 		_ = l.Release(ctx)
 	}
 	s.closeOnce.Do(func() { close(s.closing) })
@@ -192,6 +186,17 @@ func (s *Session) Close(ctx context.Context) error {
 	s.lose(&Error{Code: "closed", Message: "the session was closed"})
 	_, err := s.Presence.UnregisterAgent(ctx, connect.NewRequest(&hubv1.UnregisterAgentRequest{AgentId: s.Agent.GetId()}))
 	return AsError(err).orNil()
+}
+
+// heldLeases is the leases the session holds now, copied: releasing or losing one changes the set.
+func (s *Session) heldLeases() []*Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	held := make([]*Lease, 0, len(s.held))
+	for l := range s.held {
+		held = append(held, l)
+	}
+	return held
 }
 
 func (s *Session) heartbeat(every time.Duration) {
@@ -215,13 +220,7 @@ func (s *Session) heartbeat(every time.Duration) {
 			// Refused for good (its key no longer works: taken over, evicted): what it holds is
 			// lost with it, at once, not at the next renewal.
 			if !e.Transient {
-				s.mu.Lock()
-				held := make([]*Lease, 0, len(s.held))
-				for l := range s.held {
-					held = append(held, l)
-				}
-				s.mu.Unlock()
-				for _, l := range held {
+				for _, l := range s.heldLeases() {
 					l.stopOnce.Do(func() { close(l.stop) })
 					l.lose(e)
 				}
