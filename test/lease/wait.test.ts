@@ -118,6 +118,7 @@ describe("blocking acquire", () => {
     const c = await t.register("gamma");
     const held = await acquire(t, a, "db");
     const wait = acquire(t, b, "db", 60_000);
+    wait.catch(() => undefined); // refused before the test looks at it
     await idle(t.clock);
     await createClient(PresenceService, protocols[1].make(t.baseUrl, [withHeaders(b.headers)])).unregisterAgent({ agentId: b.id });
     expect(await waiting(t)).toBe(0);
@@ -135,6 +136,7 @@ describe("blocking acquire", () => {
     const c = await t.register("gamma");
     const held = await acquire(t, a, "db");
     const wait = acquire(t, b, "db", 60_000);
+    wait.catch(() => undefined); // refused before the test looks at it
     await idle(t.clock);
     // The key changes without the decisions that drop the agent's waiters (as another hub's
     // write would look to this one); the holder's renewal wakes the waiting call.
