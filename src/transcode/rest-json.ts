@@ -11,6 +11,7 @@ import { reflect, reflectList, reflectMap, type ReflectMessage } from "@bufbuild
 import { base64Decode, base64Encode } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence, TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { closed, rest_name } from "../../gen/ts/kxm/hub/v1/options_pb.js";
+import { FieldBehavior, field_behavior } from "../../gen/ts/google/api/field_behavior_pb.js";
 import { markUnknownProperty } from "../wire/unknown-properties.js";
 
 /** A client error in one field; `field` is the dotted JSON path ("events.3.payload.lease"). */
@@ -66,6 +67,14 @@ export function fromRestJson<Desc extends DescMessage>(schema: Desc, json: JsonO
   return message;
 }
 
+/** Whether a field is required (google.api.field_behavior REQUIRED), read once per field. */
+const requiredCache = new WeakMap<DescField, boolean>();
+function isRequiredField(f: DescField): boolean {
+  let v = requiredCache.get(f);
+  if (v === undefined) requiredCache.set(f, (v = getOption(f, field_behavior).includes(FieldBehavior.REQUIRED)));
+  return v;
+}
+
 /** Whether a message type is closed (the option, read once per type: reading options is not cheap). */
 const closedCache = new WeakMap<DescMessage, boolean>();
 function isClosedMessage(desc: DescMessage): boolean {
@@ -84,7 +93,12 @@ function decodeObject(r: ReflectMessage, json: JsonObject, prefix: string): void
   }
   for (const field of r.fields) {
     // Own keys only: "constructor" or "__proto__" must never resolve through the prototype.
-    if (!Object.hasOwn(json, field.jsonName)) continue;
+    if (!Object.hasOwn(json, field.jsonName)) {
+      // A list a closed message requires cannot be told absent once decoded (an empty list is
+      // what absent means in protobuf): keep its absence for validation to refuse.
+      if (isClosed && field.fieldKind === "list" && isRequiredField(field)) markUnknownProperty(r.message, field.jsonName);
+      continue;
+    }
     const value = json[field.jsonName];
     if (value === null) {
       // No property of a closed message's schema admits null: keep it for validation to refuse.

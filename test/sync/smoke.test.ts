@@ -71,4 +71,13 @@ describe("sync smoke", () => {
     // Nothing of either was stored: the same event without them is the first one accepted.
     expect((await jsonOf(await raw(`[${ev}]`))).results[0].outcome).toBe("accepted");
   });
+
+  it("rejects an event whose redaction lacks fieldsOmitted over REST, instead of storing it as []", async () => {
+    await using t = await startTestHub({ config: { authToken: "admin" } });
+    const push = (events: unknown[]) => t.rest("/v1/sync/events", { headers: { authorization: "Bearer admin" }, json: { project: "p", runtimeId: "rtm_runtime0001", events } });
+    const without = syncEvent({ redaction: { version: "v1", valuesReplaced: 0 } });
+    const body = await jsonOf(await push([without]));
+    expect(body.results.map((r: { outcome: string; code?: string }) => r.code ?? r.outcome)).toEqual(["sync_event_invalid"]);
+    expect((await jsonOf(await push([syncEvent()]))).results[0].outcome).toBe("accepted");
+  });
 });
