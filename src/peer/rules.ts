@@ -42,6 +42,12 @@ const isOpen = (m: MessageRow) => m.status === "queued" || m.status === "deliver
  */
 const statusAt = (m: MessageRow, nowMs: number): MessageStatus => (isOpen(m) && m.expiresAtMs <= nowMs ? "expired" : m.status);
 
+/** Refuses `action` (invalid_message_state) unless the message is open at `nowMs` (statusAt). */
+function requireOpenAt(m: MessageRow, nowMs: number, action: string): void {
+  const status = statusAt(m, nowMs);
+  if (status !== "queued" && status !== "delivered") throw errors.invalidMessageState(`cannot ${action} a ${status} message`, status);
+}
+
 /** What watchers of a project's open messages learn of one (WatchOpenMessages): never its content. */
 export interface MessageChangeBody {
   id: string;
@@ -155,8 +161,7 @@ function found(m: MessageRow | undefined, req: { id: string; project: string }):
 export function decideAck(current: MessageRow | undefined, req: { id: string; agentId: string; project: string; nowMs: number }) {
   const m = found(current, req);
   if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can acknowledge this message", m.id);
-  const status = statusAt(m, req.nowMs);
-  if (status !== "queued" && status !== "delivered") throw errors.invalidMessageState(`cannot acknowledge a ${status} message`, status);
+  requireOpenAt(m, req.nowMs, "acknowledge");
   const next: MessageRow = m.status === "queued" ? { ...m, status: "delivered", deliveredAtMs: req.nowMs } : m;
   return {
     atMs: req.nowMs,
@@ -174,8 +179,7 @@ export function decideReply(
   const m = found(current, req);
   if (m.toId !== req.agentId) throw errors.messageForbidden("only the recipient can reply to this message", m.id);
   if (m.status === "replied") throw errors.duplicateReply(m.id);
-  const status = statusAt(m, req.nowMs);
-  if (status !== "queued" && status !== "delivered") throw errors.invalidMessageState(`cannot reply to a ${status} message`, status);
+  requireOpenAt(m, req.nowMs, "reply to");
   const next: MessageRow = {
     ...m,
     status: "replied",
@@ -199,8 +203,7 @@ export function decideCancel(
   const m = found(current, req);
   if (m.fromId !== req.agentId) throw errors.messageForbidden("only the sender can cancel this message", m.id);
   if (m.status === "cancelled") return { atMs: req.nowMs, result: { message: m, changed: false } };
-  const status = statusAt(m, req.nowMs);
-  if (status !== "queued" && status !== "delivered") throw errors.invalidMessageState(`cannot cancel a ${status} message`, status);
+  requireOpenAt(m, req.nowMs, "cancel");
   const next: MessageRow = { ...m, status: "cancelled", cancelledAtMs: req.nowMs, error: cancelledError };
   return {
     atMs: req.nowMs,

@@ -26,6 +26,15 @@ afterAll(() => server?.stop());
 
 const key: LeaseKey = { project: "p", name: "repo/main" };
 
+/**
+ * The backends of this database waiting for a lock now, seen from `c`. The activity as of now: a
+ * transaction reads one snapshot of it unless it clears it first.
+ */
+async function lockWaiters(c: pg.Client): Promise<number[]> {
+  await c.query("SELECT pg_stat_clear_snapshot()");
+  return (await c.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows.map((r) => r.pid);
+}
+
 /** The lease rules' own acquire, for agent `id` of project p (60 s). */
 const decideAcquireFor = (id: string, name: string, nowMs: number, cur: LeaseRow | undefined, waiters: Parameters<typeof decideAcquire>[2]) =>
   decideAcquire(cur, { name, holder: { agentId: id, agentName: id, project: "p" }, ttlMs: 60_000, nowMs }, waiters);
@@ -202,12 +211,7 @@ describe("PostgreSQL store", () => {
       const lease = store.leases.decideLease(key, granted);
       const registration = store.agents.decideRegistration("p", "k", (cur) => ({ write: { ...cur!, lastSeenAtMs: 2 }, result: 0 }));
       let waiting: number | undefined;
-      while (waiting === undefined) {
-        // The activity as of now: a transaction reads one snapshot of it unless it clears it.
-        await other.query("SELECT pg_stat_clear_snapshot()");
-        const [w] = (await other.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows;
-        waiting = w?.pid;
-      }
+      while (waiting === undefined) waiting = (await lockWaiters(other))[0];
       await other.query("SELECT pg_terminate_backend($1)", [waiting]);
       await expect(lease).rejects.toBeInstanceOf(StoreUnavailable);
       await expect(registration).rejects.toBeInstanceOf(StoreUnavailable);
@@ -241,18 +245,12 @@ describe("PostgreSQL store", () => {
       await other.query("BEGIN");
       await other.query("INSERT INTO leases (project, name, fencing_token, acquired_at, expires_at) VALUES ('q', 'r', 1, 0, 0)");
       const decision = store.leases.decideLease(fresh, granted);
-      const lockWaiters = async () => {
-        // The activity as of now: a transaction reads one snapshot of it unless it clears it.
-        await other.query("SELECT pg_stat_clear_snapshot()");
-        const found = await other.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
-        return Number(found.rows[0]!.n);
-      };
-      while ((await lockWaiters()) < 1);
+      while ((await lockWaiters(other)).length < 1);
       // raise-fence now must wait for the decision: a row it has not committed yet is one a
       // snapshot would miss, and it stands on the old base.
       let raiseSettled = false;
       const raised = store.raiseFence(1000).finally(() => (raiseSettled = true));
-      while (!raiseSettled && (await lockWaiters()) < 2);
+      while (!raiseSettled && (await lockWaiters(other)).length < 2);
       await other.query("ROLLBACK");
       expect(await decision).toBe(1);
       expect(await raised).toMatchObject({ fenceBase: 1000, leasesReleased: 1, highestTokenBefore: 1 });
@@ -288,11 +286,7 @@ describe("PostgreSQL store", () => {
       await other.query("SELECT 1 FROM inbox_streams WHERE agent_id = 'agt_y' FOR UPDATE");
       const toY = send("agt_y", 1);
       const toX = send("agt_x", 2);
-      for (;;) {
-        await other.query("SELECT pg_stat_clear_snapshot()");
-        const found = await other.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
-        if (Number(found.rows[0]!.n) > 0) break;
-      }
+      while ((await lockWaiters(other)).length === 0);
       const forgotten = await b.agents.forgetAgents(60_000);
       await other.query("ROLLBACK");
       await Promise.all([toY, toX]);
@@ -315,21 +309,17 @@ describe("PostgreSQL store", () => {
     try {
       const agent = (id: string): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
       for (const id of ["h1", "h9"]) await a.agents.decideRegistration("p", id, () => ({ write: agent(id), result: 0 }));
-      const lockWaiters = async () => {
-        await other.query("SELECT pg_stat_clear_snapshot()");
-        return Number((await other.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")).rows[0]!.n);
-      };
       const dbNow = async () => Number((await other.query<{ ms: string }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms")).rows[0]!.ms);
       // Hub b's batch holds p's heads (a presence decision, which moves the presence head but
       // not the lease head) while it waits for a row another session holds.
       await other.query("BEGIN");
       await other.query("SELECT 1 FROM agents WHERE id = 'h9' FOR UPDATE");
       const bBatch = b.agents.decideAgent("h9", (cur, nowMs) => ({ write: { ...cur!, lastSeenAtMs: nowMs }, change: { stream: "presence" as const, body: {} }, result: 0 }));
-      while ((await lockWaiters()) < 1);
+      while ((await lockWaiters(other)).length < 1);
       const grant = (name: string) =>
         a.leases.decideLease({ project: "p", name }, (cur, nowMs, waiters) => decideAcquireFor("h1", name, nowMs, cur, waiters));
       const first = grant("one");
-      while ((await lockWaiters()) < 2);
+      while ((await lockWaiters(other)).length < 2);
       // Hub a's batch waits for the heads; the database's clock moves on by 20 ms meanwhile, and
       // a second request arrives.
       const waitingSince = await dbNow();
