@@ -3,7 +3,7 @@ import type { CallReport, FaceObserver } from "../observe.js";
 import { openLogFile } from "./log-destination.js";
 import type { Metrics } from "./metrics.js";
 
-/** Bytes of log lines gathered before one write (a write per line cost a visible share of a busy hub). */
+/** Characters of log lines gathered before one write (a write per line cost a visible share of a busy hub). */
 const logBufferBytes = 8 * 1024;
 /** Longest a log line waits in that buffer. */
 const logFlushMs = 100;
@@ -21,24 +21,92 @@ export interface HubLogger {
  * killed with SIGKILL loses at most those last lines, and a closed one none.
  */
 export function createLogger(logPath: string | undefined, level: pino.LevelWithSilent = "info"): HubLogger {
-  const options: pino.LoggerOptions = { base: undefined, level, timestamp: pino.stdTimeFunctions.isoTime, messageKey: "msg" };
+  const options: pino.LoggerOptions = { base: undefined, level, timestamp: isoTimeOfLine, messageKey: "msg" };
   // Opened synchronously: an unusable path refuses the start (log_path_invalid) before listening.
-  const dest = pino.destination({ dest: logPath ? openLogFile(logPath) : 1, sync: false, minLength: logBufferBytes });
-  const timer = setInterval(() => {
-    try {
-      dest.flush();
-    } catch {
-      // a write is in flight: the next tick flushes
-    }
-  }, logFlushMs);
+  // It writes only when asked (flush), never on its own: `minLength` is past anything gathered.
+  const dest = pino.destination({
+    dest: logPath ? openLogFile(logPath) : 1,
+    sync: false,
+    contentMode: "buffer",
+    minLength: destinationHoldBytes - 1,
+    maxWrite: destinationHoldBytes,
+  });
+  // In "buffer" mode the destination writes the Buffers it is given (its types name only strings).
+  const lines = new LineGatherer(dest as unknown as BufferDestination);
+  const timer = setInterval(() => lines.flush(), logFlushMs);
   timer.unref();
   return {
-    logger: pino(options, dest),
+    logger: pino(options, lines),
     close() {
       clearInterval(timer);
+      lines.hand();
       dest.flushSync();
     },
   };
+}
+
+interface BufferDestination {
+  write(b: Buffer): boolean;
+  flush(): void;
+}
+
+/** What the destination may hold before it writes on its own, far past one hand-over (LineGatherer). */
+const destinationHoldBytes = 1024 * 1024;
+
+/**
+ * pino's destination gathers text lines up to `minLength` itself, but measures all it holds again
+ * for each line it adds and encodes what it wrote once more after each write, a visible share of
+ * a busy hub's thread (bench/README.md "Against etcd as etcd is used"). This gathers the lines
+ * in a list, counting their length, and hands the destination about 8 KiB at a time, encoded
+ * once, which it writes at once, off the event loop (or after the write in flight, at the next
+ * hand-over or tick).
+ */
+class LineGatherer {
+  private lines: string[] = [];
+  private length = 0;
+
+  constructor(private readonly dest: BufferDestination) {}
+
+  write(line: string): boolean {
+    this.lines.push(line);
+    this.length += line.length;
+    if (this.length >= logBufferBytes) this.flush();
+    return true;
+  }
+
+  /** Hands what is gathered to the destination and asks it to write. */
+  flush(): void {
+    this.hand();
+    try {
+      this.dest.flush();
+    } catch {
+      // a write is in flight: the next hand-over or tick asks again
+    }
+  }
+
+  /** Hands what is gathered to the destination, to be written by its next flush. */
+  hand(): void {
+    if (this.length === 0) return;
+    const text = this.lines.length === 1 ? this.lines[0]! : this.lines.join("");
+    this.lines = [];
+    this.length = 0;
+    this.dest.write(Buffer.from(text));
+  }
+}
+
+/**
+ * pino's `isoTime` (`,"time":"<ISO 8601>"`), made once per millisecond: a busy hub writes several
+ * lines in each.
+ */
+let lastTimeMs = Number.NaN;
+let lastTime = "";
+function isoTimeOfLine(): string {
+  const ms = Date.now();
+  if (ms !== lastTimeMs) {
+    lastTimeMs = ms;
+    lastTime = `,"time":"${new Date(ms).toISOString()}"`;
+  }
+  return lastTime;
 }
 
 /** Codes that say the hub failed, not the caller. */
