@@ -116,24 +116,45 @@ function assertNotAmbiguous(a: RestRoute, b: RestRoute): void {
 
 interface Candidate {
   route: RestRoute;
-  segs: readonly Segment[];
+  /** Per segment, the literal it must equal, or undefined for a variable. */
+  literalAt: readonly (string | undefined)[];
+  /** Per segment, the variable it binds, or undefined for a literal. */
+  variableAt: readonly (string | undefined)[];
   literals: number;
 }
 
-/** A route table's routes by verb and segment count (`"POST 4"`), in table order: what a path can only match. */
-const candidateCache = new WeakMap<readonly RestRoute[], Map<string, Candidate[]>>();
-function candidatesOf(routes: readonly RestRoute[]): Map<string, Candidate[]> {
-  let byShape = candidateCache.get(routes);
-  if (!byShape) {
-    byShape = new Map();
+/**
+ * A route table's routes by verb, then by segment count, in table order: what a path can only
+ * match. Read once per REST call, so it holds plain arrays and no per-call strings.
+ */
+const candidateCache = new WeakMap<readonly RestRoute[], Map<string, Candidate[][]>>();
+function candidatesOf(routes: readonly RestRoute[]): Map<string, Candidate[][]> {
+  let byVerb = candidateCache.get(routes);
+  if (!byVerb) {
+    byVerb = new Map();
     for (const route of routes) {
       const segs = segmentsOf(route);
-      const key = `${route.verb} ${segs.length}`;
-      byShape.set(key, [...(byShape.get(key) ?? []), { route, segs, literals: literalCount(segs) }]);
+      const byLength = byVerb.get(route.verb) ?? [];
+      byVerb.set(route.verb, byLength);
+      (byLength[segs.length] ??= []).push({
+        route,
+        literalAt: segs.map((s) => ("literal" in s ? s.literal : undefined)),
+        variableAt: segs.map((s) => ("variable" in s ? s.variable : undefined)),
+        literals: literalCount(segs),
+      });
     }
-    candidateCache.set(routes, byShape);
+    candidateCache.set(routes, byVerb);
   }
-  return byShape;
+  return byVerb;
+}
+
+/** Whether every literal of the candidate is its segment of the path, and no variable's segment is empty. */
+function fits(c: Candidate, parts: readonly string[]): boolean {
+  for (let i = 0; i < parts.length; i++) {
+    const literal = c.literalAt[i];
+    if (literal === undefined ? parts[i] === "" : literal !== parts[i]) return false;
+  }
+  return true;
 }
 
 /**
@@ -149,20 +170,21 @@ export function matchRestRoute(
   if (!pathname.startsWith("/")) return undefined;
   const parts = pathname.slice(1).split("/");
   let best: Candidate | undefined;
-  for (const c of candidatesOf(routes).get(`${verb} ${parts.length}`) ?? []) {
-    const ok = c.segs.every((s, i) => ("literal" in s ? s.literal === parts[i] : parts[i] !== ""));
-    if (ok && (!best || c.literals > best.literals)) best = c;
+  for (const c of candidatesOf(routes).get(verb)?.[parts.length] ?? []) {
+    if (fits(c, parts) && (!best || c.literals > best.literals)) best = c;
   }
   if (!best) return undefined;
   const params: Record<string, string> = {};
-  best.segs.forEach((s, i) => {
-    if (!("variable" in s)) return;
+  for (let i = 0; i < parts.length; i++) {
+    const variable = best.variableAt[i];
+    if (variable === undefined) continue;
+    const part = parts[i]!;
     try {
-      params[s.variable] = decodeURIComponent(parts[i]);
+      params[variable] = part.includes("%") ? decodeURIComponent(part) : part;
     } catch {
       throw new RestPathError();
     }
-  });
+  }
   return { route: best.route, params };
 }
 
