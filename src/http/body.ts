@@ -5,6 +5,7 @@
  */
 import type { ServerResponse } from "node:http";
 import type { Http2ServerResponse } from "node:http2";
+import { HeaderBag } from "./header-bag.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "./types.js";
 
 /**
@@ -53,6 +54,39 @@ export function readBody(req: Req, max: number): Promise<BodyRead> {
 export async function* replay(chunks: Buffer[], req: Req): ReplayBody {
   yield* chunks;
   if (!req.readableEnded) yield* req as AsyncIterable<Buffer>;
+}
+
+/**
+ * The request headers a unary call's rules read (server/unary-rules.ts: the request id, the
+ * declared length, the credentials): a unary call served in-process hands on only these, as the
+ * REST face does, without the cost of a Fetch API `Headers` of every header.
+ */
+const ruleHeaderNames = ["x-request-id", "content-length", "authorization", "x-kxm-agent-id", "x-kxm-agent-key"] as const;
+
+/**
+ * `ruleHeaderNames` of a Node request, each as `Headers` would give it: a repeated header's
+ * values joined with ", ", leading and trailing whitespace trimmed.
+ */
+export function ruleHeadersOf(req: Req): HeaderBag {
+  const header = new HeaderBag();
+  const h = req.headers;
+  for (const name of ruleHeaderNames) {
+    const v = h[name];
+    if (typeof v === "string") header.set(name, trimmed(v));
+    else if (Array.isArray(v)) header.set(name, v.map(trimmed).join(", "));
+  }
+  return header;
+}
+
+/** A header value without the leading and trailing whitespace `Headers` strips (HTTP/1.1's parser already has). */
+const edgeSpace = /^[\t\n\r ]+|[\t\n\r ]+$/g;
+function trimmed(v: string): string {
+  const last = v.length - 1;
+  const space = (i: number) => {
+    const c = v.charCodeAt(i);
+    return c === 32 || c === 9 || c === 10 || c === 13;
+  };
+  return last >= 0 && (space(0) || space(last)) ? v.replace(edgeSpace, "") : v;
 }
 
 /** A Node request's headers as the interceptors read them (pseudo-headers left out, as connect does). */

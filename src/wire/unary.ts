@@ -1,9 +1,9 @@
 import type { DescMethod, JsonReadOptions, JsonWriteOptions, Message } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { compressionNegotiate, type Compression } from "@connectrpc/connect/protocol";
-import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJsonBytes, trailerMux } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, contentTypeUnaryJson, contentTypeUnaryProto, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import type { InProcessCaller } from "./in-process.js";
-import { clientGoneSignal, headersOf, readBody, replay, type ReplayBody } from "../http/body.js";
+import { clientGoneSignal, readBody, replay, ruleHeadersOf, type ReplayBody } from "../http/body.js";
 import { methodSerializations } from "./serialization.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
@@ -74,21 +74,22 @@ export function createConnectUnary(o: ConnectUnaryOptions) {
       return replay(read.chunks, req); // connect's refusal, typed as on every other path
     }
 
-    const header = headersOf(req);
-    const responseHeader = new Headers({ "content-type": binary ? contentTypeUnaryProto : contentTypeUnaryJson });
+    const header = ruleHeadersOf(req);
+    // The answer's headers by lower-case name, trailers as `trailer-` headers (connect's trailerMux).
+    const out: Record<string, string> = { "content-type": binary ? contentTypeUnaryProto : contentTypeUnaryJson };
     let status = 200;
     let body: Uint8Array;
     try {
       const answer = await o.call(path, { message: input, header, contextValues: values, signal: clientGoneSignal(res) }, "connect");
       body = serialization.getO(binary).serialize(answer.message);
-      answer.header.forEach((v, k) => responseHeader.set(k, v));
-      answer.trailer.forEach((v, k) => responseHeader.set(`trailer-${k}`, v));
+      answer.header.forEach((v, k) => (out[k.toLowerCase()] = v));
+      answer.trailer.forEach((v, k) => (out[`trailer-${k.toLowerCase()}`] = v));
     } catch (e) {
       // What the interceptors throw is already typed (interceptors/errors.ts): written as connect does.
       const error = e instanceof ConnectError ? e : new ConnectError("internal error", Code.Internal, undefined, undefined, e);
       status = codeToHttpStatus(error.code);
-      responseHeader.set("content-type", contentTypeUnaryJson);
-      error.metadata.forEach((v, k) => responseHeader.set(k, v));
+      out["content-type"] = contentTypeUnaryJson;
+      error.metadata.forEach((v, k) => (out[k] = v));
       body = errorToJsonBytes(error, o.jsonOptions);
     }
     const accepted = req.headers["accept-encoding"];
@@ -96,11 +97,9 @@ export function createConnectUnary(o: ConnectUnaryOptions) {
       const compression = compressionNegotiate(o.acceptCompression, null, accepted, "accept-encoding").response;
       if (compression) {
         body = await compression.compress(body);
-        responseHeader.set("content-encoding", compression.name);
+        out["content-encoding"] = compression.name;
       }
     }
-    const out: Record<string, string> = {};
-    trailerMux(responseHeader, new Headers()).forEach((v, k) => (out[k] = v));
     out["content-length"] = String(body.byteLength);
     if (res.destroyed) return undefined;
     res.writeHead(status, out);
