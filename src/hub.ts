@@ -267,7 +267,10 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     expireIdleSessions: mcp.expireIdle,
     noteExpiredTokens: projectTokens.noteExpired,
     purgeAudit: audit.purge,
-    pruneRefusals: refusals.prune,
+    pruneRefusals: (nowMs) => {
+      refusals.prune(nowMs);
+      audit.prune(nowMs);
+    },
   });
 
   // A restart makes everybody offline until they call again. Not with replicas: the others still

@@ -17,8 +17,14 @@ import type { AuditRecord, AuditRow } from "../domain.js";
  */
 export const auditRetention = { ms: 90 * 24 * 60 * 60 * 1_000, entries: 100_000 } as const;
 
-/** Alerts stored per minute at most; the ones over it are counted in the next one stored. */
-const alertsPerMinute = 60;
+/**
+ * How many alerts are stored, per minute of the hub clock: at most 60 for each project (the
+ * hub's own, project "", included), and at most 600 for all projects together, the hub's own
+ * left out. A flood in one project (or many) never keeps another project's alerts, nor the
+ * hub's (bursts of refused authentication), from being stored; each dropped alert is counted in
+ * the next one stored for its own project (`suppressed`), so no project reads another's count.
+ */
+export const alertBounds = { perProjectPerMinute: 60, projectsPerMinute: 600, trackedProjects: 10_000 } as const;
 
 export interface AuditDeps {
   store: TokenStore;
@@ -33,30 +39,43 @@ export interface AuditPage {
 }
 
 export function createAudit({ store, clock, observer }: AuditDeps) {
-  let windowStartMs = -Infinity;
-  let stored = 0;
-  let suppressed = 0;
+  /** This minute's alerts by project: stored, and dropped since the last one stored. */
+  const windows = new Map<string, { startMs: number; stored: number; suppressed: number }>();
+  /** All projects' alerts stored this minute, the hub's own ("") left out. */
+  let projects = { startMs: -Infinity, stored: 0 };
 
   return {
     /**
      * Stores a security alert without holding up the call that raised it (the alert is also in
-     * the log, written at once). Bounded: at most 60 a minute on the hub clock; the count of the
-     * ones dropped goes into the next one stored (`suppressed`).
+     * the log, written at once). Bounded per project and minute on the hub clock (alertBounds);
+     * the count of the ones dropped goes into the project's next one stored (`suppressed`).
      */
     alert(record: AuditRecord): void {
       const nowMs = clock.now();
-      if (nowMs - windowStartMs >= 60_000) {
-        windowStartMs = nowMs;
-        stored = 0;
+      const key = record.project;
+      let w = windows.get(key);
+      if (!w) {
+        if (windows.size >= alertBounds.trackedProjects) windows.delete(windows.keys().next().value!);
+        windows.set(key, (w = { startMs: nowMs, stored: 0, suppressed: 0 }));
+      } else if (nowMs - w.startMs >= 60_000) {
+        w.startMs = nowMs;
+        w.stored = 0;
       }
-      if (stored >= alertsPerMinute) {
-        suppressed++;
+      if (key !== "" && nowMs - projects.startMs >= 60_000) projects = { startMs: nowMs, stored: 0 };
+      if (w.stored >= alertBounds.perProjectPerMinute || (key !== "" && projects.stored >= alertBounds.projectsPerMinute)) {
+        w.suppressed++;
         return;
       }
-      stored++;
-      const detail = suppressed > 0 ? { ...record.detail, suppressed } : record.detail;
-      suppressed = 0;
+      w.stored++;
+      if (key !== "") projects.stored++;
+      const detail = w.suppressed > 0 ? { ...record.detail, suppressed: w.suppressed } : record.detail;
+      w.suppressed = 0;
       store.appendAudit([{ ...record, detail }]).catch((e: unknown) => observer.log("audit_write_failed", { kind: record.kind, error: String(e) }));
+    },
+
+    /** Drops the windows of projects whose minute ended with nothing dropped (the sweep). */
+    prune(nowMs: number): void {
+      for (const [k, w] of windows) if (nowMs - w.startMs >= 60_000 && w.suppressed === 0) windows.delete(k);
     },
 
     /** One page of the trail, newest first; `pageToken` is a previous page's `nextPageToken`. */

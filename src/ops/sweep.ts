@@ -24,7 +24,7 @@ export interface SweepDeps {
   noteExpiredTokens?: () => Promise<number>;
   /** Deletes the audit entries beyond their retention. */
   purgeAudit?: () => Promise<number>;
-  /** Forgets the refused-authentication windows that ended. */
+  /** Forgets the refused-authentication windows and the audit alert windows that ended. */
   pruneRefusals?: (nowMs: number) => void;
 }
 

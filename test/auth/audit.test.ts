@@ -101,18 +101,22 @@ describe("the audit trail", () => {
     await eventually(async () => (await audit(t)).events.length === 2, "a second alert, the next minute");
   });
 
-  it("bounds the alerts a flood can store, and says how many it dropped", async () => {
+  it("bounds the alerts a project's flood can store, and says how many it dropped", async () => {
     const t = await hub();
-    const push = (i: number) =>
+    const push = (project: string) =>
       t.rest("/v1/sync/events", {
-        json: { project: `p${i}`, runtimeId: "rtm_other0001", events: [syncEvent({ homeRuntimeId: "rtm_home0001" })] },
+        json: { project, runtimeId: "rtm_other0001", events: [syncEvent({ homeRuntimeId: "rtm_home0001" })] },
         headers: admin,
       });
-    for (let i = 0; i < 70; i++) await push(i);
+    for (let i = 0; i < 70; i++) await push("flood");
     await eventually(async () => (await audit(t, "?pageSize=1000")).events.length === 60, "60 alerts stored");
+    // Another project's alert is stored all the same, and says nothing of the flood.
+    await push("quiet");
+    await eventually(async () => (await audit(t, "?pageSize=1000")).events.length === 61, "the other project's alert");
+    expect((await audit(t, "?project=quiet")).events[0]!.detail).not.toHaveProperty("suppressed");
     t.clock.advance(60_000);
-    await push(99);
-    await eventually(async () => (await audit(t, "?pageSize=1000")).events.length === 61, "the next minute's first alert");
+    await push("flood");
+    await eventually(async () => (await audit(t, "?pageSize=1000")).events.length === 62, "the next minute's first alert");
     expect((await audit(t, "?pageSize=1")).events[0]!.detail).toMatchObject({ suppressed: "10", alert: "sync_runtime_mismatch" });
   });
 
