@@ -3,7 +3,7 @@ import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { createClient, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { checkFence, connect, HubError, LeaseService, type Session } from "../../clients/ts/src/index.js";
@@ -101,6 +101,41 @@ describe("TypeScript library: leases", () => {
       await held.release();
     }
     expect(calls.get("AcquireLease")).toBe(5);
+  });
+
+  it("releases a lease granted to an acquire whose answer never came (cancelled while the grant was on its way)", async () => {
+    await using t = await startTestHub();
+    const holder = await open(t, "holder");
+    const first = await holder.acquire("deploy", { ttlMs: 30_000 });
+    // The hub's answer to the first AcquireLease reaches the hub's side of the wire and no further:
+    // the call ends only when its caller gives up, as when a grant crosses a cancellation.
+    let answered: (() => void) | undefined;
+    const grantSent = new Promise<void>((resolve) => (answered = resolve));
+    const lose: Interceptor = (next) => async (req) => {
+      const res = await next(req);
+      if (req.method.name !== "AcquireLease" || !answered) return res;
+      answered();
+      answered = undefined;
+      return new Promise<never>((_, reject) =>
+        req.signal.addEventListener("abort", () => reject(new ConnectError("the caller gave up", Code.Canceled)), { once: true }),
+      );
+    };
+    const waiter = await open(t, "waiter", { transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [lose, ...i] }) });
+    const giveUp = new AbortController();
+    const waiting = waiter.acquire("deploy", { ttlMs: 30_000, waitMs: 120_000, signal: giveUp.signal });
+    waiting.catch(() => undefined); // looked at below; a failed test must not leave it unhandled
+    await idle(t.clock, 4); // holder: heartbeat + keeper; waiter: heartbeat + its wait
+    await first.release();
+    await grantSent;
+    expect((await holder.leases.getLease({ name: "deploy" })).lease).toMatchObject({ holderAgentName: "waiter", fencingToken: first.token + 1n });
+    giveUp.abort();
+    await expect(waiting).rejects.toMatchObject({ code: "cancelled" });
+    // The session looked the lease up and released the grant it never saw: its next acquire is a
+    // grant of its own (not "already held by this agent"), and so is another agent's.
+    const again = await waiter.acquire("deploy", { ttlMs: 30_000 }).catch((e: unknown) => e);
+    expect(again).toMatchObject({ token: first.token + 2n });
+    await (again as Awaited<ReturnType<Session["acquire"]>>).release();
+    expect((await holder.acquire("deploy", { ttlMs: 30_000 })).token).toBe(first.token + 3n);
   });
 
   it("signals the session lost when the hub refuses the agent's heartbeat", async () => {

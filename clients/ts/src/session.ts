@@ -11,6 +11,11 @@ import { awaitReply } from "./reply.js";
 import { handshakeFailure } from "./tls-failure.js";
 import { nodeTlsOptions, ownTransport, type TlsOptions } from "./tls.js";
 
+/** The codes of a call that ended without the hub's answer (HubError.from): it may have been carried out. */
+const unanswered = new Set(["cancelled", "unavailable", "unknown"]);
+/** How long each call of settleUnanswered may take. */
+const settleTimeoutMs = 10_000;
+
 export interface SessionOptions {
   /** The hub's base URL, e.g. `http://127.0.0.1:7331`, or `https://hub.example:7331` for a hub with TLS. */
   url: string;
@@ -64,6 +69,10 @@ export class Session {
   readonly #lost = new AbortController();
   readonly #closing = new AbortController();
   readonly #held = new Set<HeldLease>();
+  /** Acquires in flight, by lease name. */
+  readonly #acquiring = new Map<string, number>();
+  /** By lease name: the look after an acquire whose answer never came (settleUnanswered). */
+  readonly #unsettled = new Map<string, Promise<void>>();
   readonly #heartbeats: Promise<void>;
   readonly #connection: Http2SessionManager | undefined;
 
@@ -135,13 +144,19 @@ export class Session {
    */
   async acquire(name: string, o: AcquireOptions = {}): Promise<HeldLease> {
     const ttlMs = o.ttlMs ?? 30_000;
+    await this.#unsettled.get(name);
     const sentAt = this.clock.now();
     let answer;
+    this.#acquiring.set(name, (this.#acquiring.get(name) ?? 0) + 1);
     try {
       answer = await this.leases.acquireLease({ name, ttlMs, waitMs: o.waitMs }, { signal: o.signal });
     } catch (e) {
-      throw HubError.from(e);
+      const err = HubError.from(e);
+      this.#doneAcquiring(name);
+      if (unanswered.has(err.code)) this.#settleUnanswered(name);
+      throw err;
     }
+    this.#doneAcquiring(name);
     // Renewed: this agent holds the lease already, under this acquire's token: in this session
     // (an acquire not released yet) or in an earlier process of the agent. Two holders of one
     // token are what no fence can tell apart, so the lease stays its holder's and this is refused.
@@ -155,6 +170,38 @@ export class Session {
     this.#held.add(held);
     held.lost.addEventListener("abort", () => this.#held.delete(held), { once: true });
     return held;
+  }
+
+  #doneAcquiring(name: string): void {
+    const n = this.#acquiring.get(name)! - 1;
+    if (n === 0) this.#acquiring.delete(name);
+    else this.#acquiring.set(name, n);
+  }
+
+  /** Whether a call of this session holds lease `name` or is acquiring it. */
+  #after(name: string): boolean {
+    return this.#acquiring.has(name) || [...this.#held].some((h) => h.name === name);
+  }
+
+  /**
+   * An acquire that got no answer (cancelled, timed out, the connection lost) may have been
+   * granted all the same: the grant was on its way when the call ended. Nothing of this session
+   * would ever release it, and it would stay held until its time to live ran out. So the lease
+   * is looked up, and released when this agent holds it and no call of this session holds or
+   * acquires it (as etcd's lock recipe deletes its key when a wait for the lock is cancelled).
+   * The next acquire of the name waits for this look; close() too.
+   */
+  #settleUnanswered(name: string): void {
+    if (this.#unsettled.has(name) || this.#lost.signal.aborted) return;
+    const look = (async () => {
+      if (this.#after(name)) return;
+      const { lease } = await this.leases.getLease({ name }, { timeoutMs: settleTimeoutMs });
+      if (!lease || lease.holderAgentId !== this.agent.id || this.#after(name)) return;
+      await this.leases.releaseLease({ name, fencingToken: lease.fencingToken }, { timeoutMs: settleTimeoutMs });
+    })()
+      .catch(() => undefined)
+      .finally(() => this.#unsettled.delete(name));
+    this.#unsettled.set(name, look);
   }
 
   /**
@@ -203,6 +250,7 @@ export class Session {
   /** Releases every lease still held, stops the heartbeats, unregisters the agent and closes the connection. */
   async close(): Promise<void> {
     await Promise.all([...this.#held].map((h) => h.release().catch(() => undefined)));
+    await Promise.all(this.#unsettled.values());
     this.#closing.abort();
     await this.#heartbeats;
     if (!this.#lost.signal.aborted) {
