@@ -107,6 +107,7 @@ describe("Go client (gen/go, clients/go)", () => {
           "TestLibraryAwaitReplySaysWhenTheMessageEndedWithoutAReply",
           "TestLibraryTakeoverRestartsAnAgentAtOnce",
           "TestLibrarySecondAcquireOfAHeldLeaseIsRefused",
+          "TestLibraryReleasesALeaseGrantedToAnAcquireWhoseAnswerNeverCame",
           "TestLibraryOverTLSWithItsCAOverConnectAndGRPC",
           "TestLibraryOverMutualTLSServedWithItsClientCertificateOnly",
         ]) {

@@ -55,10 +55,25 @@ func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*
 		wait := int32(o.Wait / time.Millisecond)
 		req.WaitMs = &wait
 	}
+	if err := s.awaitUnsettled(ctx, name); err != nil {
+		return nil, AsError(err)
+	}
+	s.mu.Lock()
+	s.acquiring[name]++
+	s.mu.Unlock()
 	sent := s.clock.Now()
 	res, err := s.Leases.AcquireLease(ctx, connect.NewRequest(req))
+	if err != nil || res.Msg.GetRenewed() {
+		s.mu.Lock()
+		s.doneAcquiring(name)
+		s.mu.Unlock()
+	}
 	if err != nil {
-		return nil, AsError(err)
+		e := AsError(err)
+		if unanswered[e.Code] {
+			s.settleUnanswered(name)
+		}
+		return nil, e
 	}
 	// Renewed: this agent holds the lease already, under this acquire's token: in this session
 	// (an Acquire not released yet) or in an earlier process of the agent. Two holders of one
@@ -68,11 +83,95 @@ func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*
 	}
 	l := &Lease{Name: name, Token: res.Msg.GetLease().GetFencingToken(), s: s, ttl: o.TTL, lost: make(chan struct{}), stop: make(chan struct{}), lease: res.Msg.GetLease()}
 	s.mu.Lock()
+	s.doneAcquiring(name)
 	s.held[l] = struct{}{}
 	s.mu.Unlock()
 	l.kept.Add(1)
 	go l.keep(grantedAt(sent, res.Msg.GetWaitedMs(), s.clock.Now()))
 	return l, nil
+}
+
+// unanswered are the codes of a call that ended without the hub's answer (AsError): it may have
+// been carried out all the same.
+var unanswered = map[string]bool{"cancelled": true, "unavailable": true, "unknown": true}
+
+// settleTimeout bounds each call of settleUnanswered.
+const settleTimeout = 10 * time.Second
+
+// doneAcquiring counts an Acquire of name as no longer in flight; s.mu is held.
+func (s *Session) doneAcquiring(name string) {
+	if s.acquiring[name]--; s.acquiring[name] == 0 {
+		delete(s.acquiring, name)
+	}
+}
+
+// after says whether a call of this session holds lease name or is acquiring it; s.mu is held.
+func (s *Session) after(name string) bool {
+	if s.acquiring[name] > 0 {
+		return true
+	}
+	for l := range s.held {
+		if l.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitUnsettled waits for the look at lease name after an Acquire that got no answer, if one
+// is under way, or for ctx to end.
+func (s *Session) awaitUnsettled(ctx context.Context, name string) error {
+	s.mu.Lock()
+	done := s.unsettled[name]
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// settleUnanswered: an Acquire that got no answer (cancelled, timed out, the connection lost)
+// may have been granted all the same, the grant on its way when the call ended. Nothing of this
+// session would ever release it, and it would stay held until its TTL ran out. So the lease is
+// looked up, and released when this agent holds it and no call of this session holds or
+// acquires it (as etcd's lock recipe deletes its key when a wait for the lock is cancelled).
+// The next Acquire of the name waits for this look; Close too.
+func (s *Session) settleUnanswered(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unsettled[name] != nil || s.err != nil || s.noLooks || s.after(name) {
+		return
+	}
+	done := make(chan struct{})
+	s.unsettled[name] = done
+	s.looks.Add(1)
+	go func() {
+		defer s.looks.Done()
+		defer func() {
+			s.mu.Lock()
+			delete(s.unsettled, name)
+			s.mu.Unlock()
+			close(done)
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		got, err := s.Leases.GetLease(ctx, connect.NewRequest(&hubv1.GetLeaseRequest{Name: name}))
+		if err != nil || got.Msg.GetLease().GetHolderAgentId() != s.Agent.GetId() {
+			return
+		}
+		s.mu.Lock()
+		mine := !s.after(name)
+		s.mu.Unlock()
+		if mine {
+			token := got.Msg.GetLease().GetFencingToken()
+			_, _ = s.Leases.ReleaseLease(ctx, connect.NewRequest(&hubv1.ReleaseLeaseRequest{Name: name, FencingToken: &token}))
+		}
+	}()
 }
 
 // grantedAt is the earliest time, on this process's clock, at which the hub can have granted a

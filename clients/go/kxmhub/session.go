@@ -78,6 +78,14 @@ type Session struct {
 	mu        sync.Mutex
 	err       error
 	held      map[*Lease]struct{}
+	// acquiring counts the Acquire calls in flight, by lease name.
+	acquiring map[string]int
+	// unsettled holds, by lease name, a channel closed when the look after an Acquire that got
+	// no answer is done (settleUnanswered); looks counts them for Close.
+	unsettled map[string]chan struct{}
+	looks     sync.WaitGroup
+	// noLooks is set by Close before it waits for looks: no new one starts after.
+	noLooks bool
 }
 
 // Connect registers (or resumes) the agent and starts its heartbeats. A name still online is
@@ -111,13 +119,15 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	creds := &credentials{token: o.Token}
 	opts := append([]connect.ClientOption{connect.WithInterceptors(creds)}, o.ClientOptions...)
 	s := &Session{
-		Presence: hubv1connect.NewPresenceServiceClient(o.HTTPClient, o.URL, opts...),
-		Leases:   hubv1connect.NewLeaseServiceClient(o.HTTPClient, o.URL, opts...),
-		Peer:     hubv1connect.NewPeerServiceClient(o.HTTPClient, o.URL, opts...),
-		clock:    o.Clock,
-		done:     make(chan struct{}),
-		closing:  make(chan struct{}),
-		held:     map[*Lease]struct{}{},
+		Presence:  hubv1connect.NewPresenceServiceClient(o.HTTPClient, o.URL, opts...),
+		Leases:    hubv1connect.NewLeaseServiceClient(o.HTTPClient, o.URL, opts...),
+		Peer:      hubv1connect.NewPeerServiceClient(o.HTTPClient, o.URL, opts...),
+		clock:     o.Clock,
+		done:      make(chan struct{}),
+		closing:   make(chan struct{}),
+		held:      map[*Lease]struct{}{},
+		acquiring: map[string]int{},
+		unsettled: map[string]chan struct{}{},
 	}
 	req := &hubv1.RegisterAgentRequest{Name: o.Name, Project: o.Project, Host: &o.Host, Takeover: o.Takeover}
 	if o.Purpose != "" {
@@ -178,6 +188,10 @@ func (s *Session) Close(ctx context.Context) error {
 	for _, l := range s.heldLeases() {
 		_ = l.Release(ctx)
 	}
+	s.mu.Lock()
+	s.noLooks = true
+	s.mu.Unlock()
+	s.looks.Wait()
 	s.closeOnce.Do(func() { close(s.closing) })
 	s.beats.Wait()
 	if s.Err() != nil {

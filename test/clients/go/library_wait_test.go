@@ -143,3 +143,71 @@ func TestLibraryLeaseGrantedAfterAWaitIsLostBeforeItCanLapseWhenRenewalsFail(t *
 		t.Fatalf("the lease must still be live on the hub when the loss comes: %v %v", got, err)
 	}
 }
+
+// An Acquire whose answer never came (cancelled while the grant was on its way) would leave the
+// lease held by the agent until its TTL: the library looks the lease up and releases it, and the
+// session's next Acquire of the name is a grant of its own, not lease_held.
+func TestLibraryReleasesALeaseGrantedToAnAcquireWhoseAnswerNeverCame(t *testing.T) {
+	e := loadEnv(t)
+	hc := newTestClock("")
+	holder := open(t, e, hc, "holder")
+	name := "lib-unanswered-" + randomHex(4)
+	held, err := holder.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hub's answer to the first AcquireLease reaches this side of the wire and no further:
+	// the call ends only when its caller gives up.
+	var lost atomic.Bool
+	answered := make(chan struct{})
+	lose := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			res, err := next(ctx, req)
+			if req.Spec().Procedure != "/kxm.hub.v1.LeaseService/AcquireLease" || !lost.CompareAndSwap(false, true) {
+				return res, err
+			}
+			close(answered)
+			<-ctx.Done()
+			return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+		}
+	})
+	waiter := open(t, e, newTestClock(""), "waiter", connect.WithInterceptors(lose))
+	giveUp, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	failed := make(chan error, 1)
+	base := hubSleepers(t, e.controlURL)
+	go func() {
+		_, err := waiter.Acquire(giveUp, name, kxmhub.AcquireOptions{TTL: 30 * time.Second, Wait: time.Minute})
+		failed <- err
+	}()
+	eventually(t, "the waiter queued", func() bool { return hubSleepers(t, e.controlURL) >= base+1 })
+	if err := held.Release(within(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-answered:
+	case <-time.After(waitTimeout):
+		t.Fatal("the waiter was not granted the released lease")
+	}
+	got, err := holder.Leases.GetLease(within(t), connect.NewRequest(&hubv1.GetLeaseRequest{Name: name}))
+	if err != nil || got.Msg.GetLease().GetHolderAgentId() != waiter.Agent.GetId() || got.Msg.GetLease().GetFencingToken() != held.Token+1 {
+		t.Fatalf("the grant the waiter never saw: %v %v", got, err)
+	}
+	cancel()
+	var herr *kxmhub.Error
+	if err := <-failed; !errors.As(err, &herr) || herr.Code != "cancelled" {
+		t.Fatalf("the cancelled acquire: %v", err)
+	}
+	again, err := waiter.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil || again.Token != held.Token+2 {
+		t.Fatalf("the waiter's next acquire: %v %v", again, err)
+	}
+	if err := again.Release(within(t)); err != nil {
+		t.Fatal(err)
+	}
+	next, err := holder.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil || next.Token != held.Token+3 {
+		t.Fatalf("another agent's acquire: %v %v", next, err)
+	}
+	_ = next.Release(within(t))
+}
