@@ -21,6 +21,11 @@ from ._reply import reply_to
 from ._tls import PathLike, diagnose
 from ._tls import transport as tls_transport
 
+# The codes of a call that ended without the hub's answer (HubError.of): it may have been carried out.
+_UNANSWERED = frozenset({"cancelled", "unavailable", "unknown"})
+# How long the look after such an acquire may take (Session._settle_unanswered).
+_SETTLE_TIMEOUT = 10.0
+
 
 class Session:
     """An agent's session: registered (or resumed) by `connect`, its credentials on every call, a
@@ -45,6 +50,9 @@ class Session:
         self._key = ""
         self._transport = transport
         self._held: set[Lease] = set()
+        # Acquires in flight, and the looks after acquires that got no answer, by lease name.
+        self._acquiring: dict[str, int] = {}
+        self._unsettled: dict[str, asyncio.Task[None]] = {}
         self._inboxes: weakref.WeakSet[AsyncGenerator[InboxEvent, None]] = weakref.WeakSet()
         self._beats: asyncio.Task[None] | None = None
 
@@ -70,12 +78,23 @@ class Session:
         req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=ttl_ms)
         if wait_ms > 0:
             req.wait_ms = wait_ms
+        look = self._unsettled.get(name)
+        if look is not None:
+            await asyncio.shield(look)
+        self._acquiring[name] = self._acquiring.get(name, 0) + 1
         try:
             res = await self.leases.acquire_lease(req, headers=self._headers())
         except asyncio.CancelledError:
+            self._done_acquiring(name)
+            self._settle_unanswered(name)
             raise
         except Exception as e:  # noqa: BLE001 - typed
-            raise HubError.of(e) from e
+            self._done_acquiring(name)
+            err = HubError.of(e)
+            if err.code in _UNANSWERED:
+                self._settle_unanswered(name)
+            raise err from e
+        self._done_acquiring(name)
         # Renewed: this agent holds the lease already, under this acquire's token: in this session
         # (an acquire not released yet) or in an earlier process of the agent. Two holders of one
         # token are what no fence can tell apart, so the lease stays its holder's and this is refused.
@@ -86,6 +105,43 @@ class Session:
         held = Lease(self, res.lease, ttl_ms / 1000, sent + min(res.waited_ms / 1000, self.clock.now() - sent))
         self._held.add(held)
         return held
+
+    def _done_acquiring(self, name: str) -> None:
+        n = self._acquiring[name] - 1
+        if n == 0:
+            del self._acquiring[name]
+        else:
+            self._acquiring[name] = n
+
+    def _after(self, name: str) -> bool:
+        """Whether a call of this session holds lease `name` or is acquiring it."""
+        return name in self._acquiring or any(h.name == name for h in self._held)
+
+    def _settle_unanswered(self, name: str) -> None:
+        """An acquire that got no answer (cancelled, timed out, the connection lost) may have been
+        granted all the same, the grant on its way when the call ended. Nothing of this session
+        would ever release it, and it would stay held until its TTL ran out. So the lease is looked
+        up, and released when this agent holds it and no call of this session holds or acquires it
+        (as etcd's lock recipe deletes its key when a wait for the lock is cancelled). The next
+        acquire of the name waits for this look; close() too."""
+        if name in self._unsettled or self.error is not None or self.leases is None:
+            return
+
+        async def look() -> None:
+            try:
+                if self._after(name):
+                    return
+                async with asyncio.timeout(_SETTLE_TIMEOUT):
+                    got = await self.leases.get_lease(lease_pb2.GetLeaseRequest(name=name), headers=self._headers())
+                    if got.lease.holder_agent_id != self.agent.id or self._after(name):
+                        return
+                    await self.leases.release_lease(lease_pb2.ReleaseLeaseRequest(name=name, fencing_token=got.lease.fencing_token), headers=self._headers())
+            except Exception:  # noqa: BLE001 - a look that fails leaves the lease to its TTL
+                pass
+            finally:
+                del self._unsettled[name]
+
+        self._unsettled[name] = asyncio.ensure_future(look())
 
     def lease(self, name: str, ttl: float = 30.0, wait: float = 0.0) -> _LeaseContext:
         """`async with hub.lease(name) as lease:` holds the lease for the block and releases it after."""
@@ -145,6 +201,7 @@ class Session:
                 await held.release()
             except HubError:
                 pass
+        await asyncio.gather(*self._unsettled.values(), return_exceptions=True)
         if self._beats is not None:
             self._beats.cancel()
             await asyncio.gather(self._beats, return_exceptions=True)

@@ -509,6 +509,49 @@ def test_a_second_acquire_of_a_held_lease_is_refused(hub: HubEnv) -> None:
     asyncio.run(run())
 
 
+def test_a_lease_granted_to_an_acquire_whose_answer_never_came_is_released(hub: HubEnv) -> None:
+    """An acquire cancelled while its grant was on its way would leave the lease held by the agent
+    until its TTL: the library looks the lease up and releases it, and the session's next acquire
+    of the name is a grant of its own, not lease_held."""
+
+    async def run() -> None:
+        clock = HubClock(hub)
+        name = f"py-unanswered-{secrets.token_hex(4)}"
+        async with await open_session(hub, clock, "holder") as holder, await open_session(hub, clock, "waiter") as waiter:
+            first = await holder.acquire(name, ttl=30)
+            # The hub's answer to the first acquire reaches this side of the wire and no further: the
+            # call ends only when its caller gives up.
+            answered = asyncio.Event()
+            original = waiter.leases.acquire_lease
+
+            async def lose(req, *, headers=None, timeout_ms=None):
+                res = await original(req, headers=headers, timeout_ms=timeout_ms)
+                if answered.is_set():
+                    return res
+                answered.set()
+                await asyncio.Event().wait()
+
+            waiter.leases.acquire_lease = lose
+            base = hub.sleepers()
+            waiting = asyncio.create_task(waiter.acquire(name, ttl=30, wait=120))
+            await until("the waiter queued", lambda: hub.sleepers() >= base + 1)
+            await first.release()
+            await asyncio.wait_for(answered.wait(), 10)
+            now = await holder.leases.get_lease(kxmhub_get(name), headers=holder._headers())
+            assert now.lease.holder_agent_id == waiter.agent.id and now.lease.fencing_token == first.token + 1
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            again = await waiter.acquire(name, ttl=30)
+            assert again.token == first.token + 2
+            await again.release()
+            last = await holder.acquire(name, ttl=30)
+            assert last.token == first.token + 3
+            await last.release()
+
+    asyncio.run(run())
+
+
 def test_a_lease_is_lost_with_its_session_when_the_agent_is_taken_over(hub: HubEnv) -> None:
     """When the hub refuses the session's agent for good (taken over), what it holds is lost with
     it at the next heartbeat, not at the lease's next renewal."""
