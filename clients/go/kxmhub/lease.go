@@ -12,7 +12,8 @@ import (
 )
 
 // AcquireOptions: TTL on the hub (5 s..10 min, default 30 s); Wait for a lease another agent
-// holds, in the hub's queue (default 0: lease_held at once). The context ends a wait.
+// holds, in the hub's queue (default 0: lease_held at once). The context ends a wait; a grant
+// that crossed its end on the wire is looked up and released by the session (settleUnanswered).
 type AcquireOptions struct {
 	TTL  time.Duration
 	Wait time.Duration

@@ -72,7 +72,8 @@ class Session:
         """Acquires the lease (waiting in the hub's queue up to `wait` seconds) and keeps it renewed.
         `ttl` is 5..600 seconds, `wait` 0..600: outside, HubError protocol_error before anything
         is sent (`metadata["field"]` is "ttl" or "wait"). Raises HubError (lease_held, with the
-        holder's lease). Cancelling the call leaves the queue."""
+        holder's lease). Cancelling the call leaves the queue; a grant that crossed the cancellation on
+        the wire is looked up and released by the session."""
         ttl_ms, wait_ms = millis("ttl", ttl, *TTL_RANGE), millis("wait", wait, *WAIT_RANGE)
         sent = self.clock.now()
         req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=ttl_ms)

@@ -8,7 +8,10 @@ export interface AcquireOptions {
   ttlMs?: number;
   /** Wait this long for a lease another agent holds, in the hub's queue (default 0: lease_held at once). */
   waitMs?: number;
-  /** Stops waiting (and leaves the queue). */
+  /**
+   * Stops waiting (and leaves the queue). A grant that crossed the abort on the wire is looked up
+   * and released by the session (docs/clients.md).
+   */
   signal?: AbortSignal;
 }
 
