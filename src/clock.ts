@@ -47,3 +47,35 @@ export const clockWithTime = (clock: Clock, now: () => number): Clock => ({
   sleep: (ms, signal) => clock.sleep(ms, signal),
   after: (ms, fire) => clock.after(ms, fire),
 });
+
+/** The last two minutes isoOfMs formatted, as `YYYY-MM-DDTHH:MM:` (a time and its expiry are often a minute apart). */
+const isoMinutes: { minute: number; prefix: string }[] = [
+  { minute: Number.NaN, prefix: "" },
+  { minute: Number.NaN, prefix: "" },
+];
+/** The last millisecond isoOfMs can write as `YYYY-...Z` (year 9999). */
+const lastFourDigitYearMs = 253_402_300_799_999;
+
+/**
+ * `new Date(ms).toISOString()`, for an integer `ms`, with the minute's prefix kept: a busy hub
+ * writes several times a call (an answer's stamps, its log lines), and Date's own formatting was
+ * a visible share of a lease call (bench/README.md "Against etcd as etcd is used"). Years before
+ * 1970 or past 9999 go to Date itself.
+ */
+export function isoOfMs(ms: number): string {
+  if (!(ms >= 0 && ms <= lastFourDigitYearMs) || !Number.isInteger(ms)) return new Date(ms).toISOString();
+  const minute = Math.floor(ms / 60_000);
+  let slot = isoMinutes[0]!;
+  if (slot.minute !== minute) {
+    slot = isoMinutes[1]!;
+    if (slot.minute !== minute) {
+      slot = { minute, prefix: new Date(minute * 60_000).toISOString().slice(0, 17) };
+      isoMinutes[1] = isoMinutes[0]!;
+    }
+    isoMinutes[0] = slot;
+  }
+  const inMinute = ms - minute * 60_000;
+  const s = Math.floor(inMinute / 1000);
+  const milli = inMinute - s * 1000;
+  return `${slot.prefix}${s < 10 ? "0" : ""}${s}.${milli < 100 ? (milli < 10 ? "00" : "0") : ""}${milli}Z`;
+}

@@ -3,6 +3,7 @@
  * factories below; each face maps them once (server/interceptors/errors.ts for RPC,
  * transcode/rest-errors.ts for REST) using this table.
  */
+import { isoOfMs } from "./clock.js";
 import type { LeaseView } from "./domain.js";
 
 /** Connect codes by name, kept free of the Connect import so domain code stays transport-free. */
@@ -97,13 +98,12 @@ export class HubError extends Error {
 
 export const isHubError = (e: unknown): e is HubError => e instanceof HubError;
 
-const iso = (ms: number) => new Date(ms).toISOString();
 const leaseMeta = (lease: LeaseView) => ({
   resource: lease.resource,
   holderAgentId: lease.holderAgentId,
   holderAgentName: lease.holderAgentName,
   fencingToken: String(lease.fencingToken),
-  expiresAt: iso(lease.expiresAtMs),
+  expiresAt: isoOfMs(lease.expiresAtMs),
 });
 
 /** One factory per code; the argument types say what each refusal must carry. */
@@ -142,7 +142,7 @@ export const errors = {
   leaseHeld: (lease: LeaseView) =>
     new HubError(
       "lease_held",
-      `lease on ${lease.name} is held by ${lease.holderAgentName} until ${iso(lease.expiresAtMs)}`,
+      `lease on ${lease.name} is held by ${lease.holderAgentName} until ${isoOfMs(lease.expiresAtMs)}`,
       { lease, metadata: leaseMeta(lease) },
     ),
   leaseSuperseded: (name: string, lease: LeaseView) =>
@@ -154,7 +154,7 @@ export const errors = {
   leaseExpired: (lease: LeaseView) =>
     new HubError(
       "lease_expired",
-      `lease on ${lease.name} expired at ${iso(lease.expiresAtMs)}; re-acquire to take it over`,
+      `lease on ${lease.name} expired at ${isoOfMs(lease.expiresAtMs)}; re-acquire to take it over`,
       { lease, metadata: leaseMeta(lease) },
     ),
   leaseNotFound: (name: string) =>

@@ -1,5 +1,5 @@
 import type { AgentCaller } from "../caller.js";
-import type { Clock } from "../clock.js";
+import { isoOfMs, type Clock } from "../clock.js";
 import { errors, isHubError, type HubError } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { Bus } from "../events/bus.js";
@@ -111,7 +111,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         project: caller.project,
         agentId: caller.agentId,
         fencingToken: lease.fencingToken,
-        expiresAt: new Date(lease.expiresAtMs).toISOString(),
+        expiresAt: isoOfMs(lease.expiresAtMs),
       };
       if (outcome.kind === "released") {
         observer.count("leasesReleased");
@@ -349,7 +349,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
           project: l.project,
           agentId: l.holderAgentId,
           fencingToken: l.fencingToken,
-          expiresAt: new Date(l.expiresAtMs).toISOString(),
+          expiresAt: isoOfMs(l.expiresAtMs),
         });
       }
       return purged.length;

@@ -12,6 +12,7 @@ import { base64Decode, base64Encode } from "@bufbuild/protobuf/wire";
 import { FeatureSet_FieldPresence, TimestampSchema, type Timestamp } from "@bufbuild/protobuf/wkt";
 import { closed, rest_name } from "../../gen/ts/kxm/hub/v1/options_pb.js";
 import { FieldBehavior, field_behavior } from "../../gen/ts/google/api/field_behavior_pb.js";
+import { isoOfMs } from "../clock.js";
 import { markUnknownProperty } from "../wire/unknown-properties.js";
 
 /** A client error in one field; `field` is the dotted JSON path ("events.3.payload.lease"). */
@@ -288,7 +289,7 @@ function parseTimestamp(value: JsonValue, path: string): Timestamp {
 
 function formatTimestamp(ts: Timestamp): string {
   // Truncate to the millisecond so a time never rounds up into the next second.
-  return new Date(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1_000_000)).toISOString();
+  return isoOfMs(Number(ts.seconds) * 1000 + Math.floor(ts.nanos / 1_000_000));
 }
 
 /** Only Timestamp among the well-known types has a REST spelling; anything else is a schema bug. */
