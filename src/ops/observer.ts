@@ -1,5 +1,6 @@
 import pino from "pino";
 import type { CallReport, FaceObserver } from "../observe.js";
+import { isoOfMs } from "../clock.js";
 import { openLogFile } from "./log-destination.js";
 import type { Metrics } from "./metrics.js";
 
@@ -23,7 +24,7 @@ export interface HubLogger {
 export function createLogger(logPath: string | undefined, level: pino.LevelWithSilent = "info"): HubLogger {
   const options: pino.LoggerOptions = { base: undefined, level, timestamp: isoTimeOfLine, messageKey: "msg" };
   // Opened synchronously: an unusable path refuses the start (log_path_invalid) before listening.
-  // It writes only when asked (flush), never on its own: `minLength` is past anything gathered.
+  // It writes when the gatherer asks (flush), or on its own once it holds 1 MiB (a stalled disk).
   const dest = pino.destination({
     dest: logPath ? openLogFile(logPath) : 1,
     sync: false,
@@ -78,9 +79,9 @@ class LineGatherer {
   flush(): void {
     this.hand();
     try {
-      this.dest.flush();
+      this.dest.flush(); // with a write in flight, it writes the rest at the next hand-over or tick
     } catch {
-      // a write is in flight: the next hand-over or tick asks again
+      // destroyed (its pipe closed): nothing more is written
     }
   }
 
@@ -104,7 +105,7 @@ function isoTimeOfLine(): string {
   const ms = Date.now();
   if (ms !== lastTimeMs) {
     lastTimeMs = ms;
-    lastTime = `,"time":"${new Date(ms).toISOString()}"`;
+    lastTime = `,"time":"${isoOfMs(ms)}"`;
   }
   return lastTime;
 }
