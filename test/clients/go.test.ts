@@ -99,6 +99,7 @@ describe("Go client (gen/go, clients/go)", () => {
           "TestLibraryInboxAcksAndReplies",
           "TestLibraryLeaseThroughAShortOutageAndLostBeforeItsTTLInALongOne",
           "TestLibraryInboxThroughSubscriberTooSlowAndARestart",
+          "TestLibraryInboxResumesWhereTheStreamStoodNotFromItsLastMessage",
           "TestLibraryLeaseGrantedAfterAWaitLongerThanItsTTLStaysRenewed",
           "TestLibraryLeaseGrantedAfterAWaitIsLostBeforeItCanLapseWhenRenewalsFail",
           "TestLibraryAwaitReplyReturnsAReplyMadeBeforeTheCall",
