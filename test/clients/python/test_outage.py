@@ -144,3 +144,49 @@ def test_inbox_loses_and_repeats_nothing_through_subscriber_too_slow_and_a_resta
                 hub.kill()
 
     asyncio.run(run())
+
+
+def test_inbox_resumes_where_its_stream_stood_not_after_its_last_message() -> None:
+    """After a restart the inbox resumes where its stream stood: a message cancelled before the
+    inbox opened (which the default start skips) does not come back."""
+
+    async def run() -> None:
+        from kxm.hub.v1 import peer_pb2
+
+        with tempfile.TemporaryDirectory() as d:
+            port, data = free_port(), os.path.join(d, "kxm.db")
+            hub = HubProcess(port, data)
+            try:
+                sender = await kxmhub.connect(hub.url, project="p", name="sender", heartbeat=3600)
+                reader = await kxmhub.connect(hub.url, project="p", name="reader", heartbeat=3600)
+
+                async def send(text: str):
+                    deadline = time.monotonic() + 10
+                    while True:
+                        try:
+                            return await sender.send("reader", text)
+                        except kxmhub.HubError as e:
+                            # After a restart the reader is offline until its inbox reconnects.
+                            if e.code != "target_not_found" or time.monotonic() > deadline:
+                                raise
+                            await asyncio.sleep(0.05)
+
+                await send("m1 pending")
+                m2 = await send("m2 cancelled before the inbox opened")
+                await sender.peer.cancel_message(peer_pb2.CancelMessageRequest(message_id=m2.id), headers=sender._headers())
+                inbox = reader.inbox().__aiter__()
+                seen = [(await asyncio.wait_for(inbox.__anext__(), 30)).message.content]
+                # The hub restarts; the inbox reconnects and reads on.
+                hub.kill()
+                hub = HubProcess(port, data)
+                nxt = asyncio.create_task(asyncio.wait_for(inbox.__anext__(), 30))  # reading makes the inbox reconnect
+                await send("m3 live after the reconnect")
+                seen.append((await nxt).message.content)
+                assert seen == ["m1 pending", "m3 live after the reconnect"]
+                await inbox.aclose()
+                await sender.close()
+                await reader.close()
+            finally:
+                hub.kill()
+
+    asyncio.run(run())
