@@ -76,6 +76,25 @@ func startHubProcess(t *testing.T, port int, dataPath string, env ...string) *hu
 	}
 }
 
+// sendToReader sends text to the agent "reader", again while the hub says it is not there: after
+// a restart the reader is offline until its inbox reconnects.
+func sendToReader(t *testing.T, sender *kxmhub.Session, text string) *hubv1.Message {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		m, err := sender.Send(within(t), "reader", text)
+		var herr *kxmhub.Error
+		if errors.As(err, &herr) && herr.Code == "target_not_found" && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+}
+
 func (h *hubProcess) kill() {
 	_ = h.cmd.Process.Kill() // SIGKILL
 	_ = h.cmd.Wait()
@@ -152,20 +171,7 @@ func TestLibraryInboxThroughSubscriberTooSlowAndARestart(t *testing.T) {
 	}
 	send := func(i int) {
 		t.Helper()
-		deadline := time.Now().Add(waitTimeout)
-		for {
-			_, err := sender.Send(within(t), "reader", big(i))
-			var herr *kxmhub.Error
-			// After a restart the reader is offline until its inbox reconnects.
-			if errors.As(err, &herr) && herr.Code == "target_not_found" && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
+		sendToReader(t, sender, big(i))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -262,25 +268,8 @@ func TestLibraryInboxResumesWhereTheStreamStoodNotFromItsLastMessage(t *testing.
 		return s
 	}
 	sender, reader := open("sender"), open("reader")
-	send := func(text string) *hubv1.Message {
-		t.Helper()
-		deadline := time.Now().Add(waitTimeout)
-		for {
-			m, err := sender.Send(within(t), "reader", text)
-			var herr *kxmhub.Error
-			// After a restart the reader is offline until its inbox reconnects.
-			if errors.As(err, &herr) && herr.Code == "target_not_found" && time.Now().Before(deadline) {
-				time.Sleep(50 * time.Millisecond)
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			return m
-		}
-	}
-	send("m1 pending")
-	m2 := send("m2 cancelled before the inbox opened")
+	sendToReader(t, sender, "m1 pending")
+	m2 := sendToReader(t, sender, "m2 cancelled before the inbox opened")
 	if _, err := sender.Peer.CancelMessage(within(t), connect.NewRequest(&hubv1.CancelMessageRequest{MessageId: m2.GetId()})); err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +301,7 @@ func TestLibraryInboxResumesWhereTheStreamStoodNotFromItsLastMessage(t *testing.
 		text, err := take()
 		got <- taken{text, err}
 	}()
-	send("m3 live after the reconnect")
+	sendToReader(t, sender, "m3 live after the reconnect")
 	r := <-got
 	if r.err != nil {
 		t.Fatal(r.err)

@@ -53,6 +53,19 @@ class HubProcess:
         self.proc.wait()
 
 
+async def send_to_reader(sender: kxmhub.Session, text: str):
+    """Sends `text` to the agent "reader", again while the hub says it is not there: after a restart
+    the reader is offline until its inbox reconnects."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return await sender.send("reader", text)
+        except kxmhub.HubError as e:
+            if e.code != "target_not_found" or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
 def test_lease_through_a_short_outage_and_lost_before_its_ttl_in_a_long_one() -> None:
     async def run() -> None:
         with tempfile.TemporaryDirectory() as d:
@@ -98,16 +111,7 @@ def test_inbox_loses_and_repeats_nothing_through_subscriber_too_slow_and_a_resta
                     return f"message {i:03d} " + base64.b64encode(secrets.token_bytes(22_000)).decode()
 
                 async def send(i: int) -> None:
-                    deadline = time.monotonic() + 10
-                    while True:
-                        try:
-                            await sender.send("reader", big(i))
-                            return
-                        except kxmhub.HubError as e:
-                            # After a restart the reader is offline until its inbox reconnects.
-                            if e.code != "target_not_found" or time.monotonic() > deadline:
-                                raise
-                            await asyncio.sleep(0.05)
+                    await send_to_reader(sender, big(i))
 
                 inbox = reader.inbox().__aiter__()
                 seen: list[str] = []
@@ -160,19 +164,8 @@ def test_inbox_resumes_where_its_stream_stood_not_after_its_last_message() -> No
                 sender = await kxmhub.connect(hub.url, project="p", name="sender", heartbeat=3600)
                 reader = await kxmhub.connect(hub.url, project="p", name="reader", heartbeat=3600)
 
-                async def send(text: str):
-                    deadline = time.monotonic() + 10
-                    while True:
-                        try:
-                            return await sender.send("reader", text)
-                        except kxmhub.HubError as e:
-                            # After a restart the reader is offline until its inbox reconnects.
-                            if e.code != "target_not_found" or time.monotonic() > deadline:
-                                raise
-                            await asyncio.sleep(0.05)
-
-                await send("m1 pending")
-                m2 = await send("m2 cancelled before the inbox opened")
+                await send_to_reader(sender, "m1 pending")
+                m2 = await send_to_reader(sender, "m2 cancelled before the inbox opened")
                 await sender.peer.cancel_message(peer_pb2.CancelMessageRequest(message_id=m2.id), headers=sender._headers())
                 inbox = reader.inbox().__aiter__()
                 seen = [(await asyncio.wait_for(inbox.__anext__(), 30)).message.content]
@@ -180,7 +173,7 @@ def test_inbox_resumes_where_its_stream_stood_not_after_its_last_message() -> No
                 hub.kill()
                 hub = HubProcess(port, data)
                 nxt = asyncio.create_task(asyncio.wait_for(inbox.__anext__(), 30))  # reading makes the inbox reconnect
-                await send("m3 live after the reconnect")
+                await send_to_reader(sender, "m3 live after the reconnect")
                 seen.append((await nxt).message.content)
                 assert seen == ["m1 pending", "m3 live after the reconnect"]
                 await inbox.aclose()
