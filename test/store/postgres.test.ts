@@ -301,6 +301,58 @@ describe("PostgreSQL store", () => {
     }
   });
 
+  it("the message purge on another hub takes inbox streams in the order a batch of sends does: neither waits on the other in a cycle", async () => {
+    const url = await server.createDatabase();
+    const [a, b] = await Promise.all([PostgresStore.open({ url }), PostgresStore.open({ url })]);
+    const other = new pg.Client({ connectionString: url });
+    await other.connect();
+    const failed: string[] = [];
+    const query = pg.Client.prototype.query;
+    // Every error a statement of this process meets (a deadlock is retried by the store, so it is
+    // seen on its way out of the driver, not in the outcomes).
+    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+      const r = (query as (...a: unknown[]) => unknown).apply(this, args);
+      if (r instanceof Promise) r.catch((e: { code?: string }) => failed.push(String(e?.code)));
+      return r;
+    } as typeof query;
+    try {
+      const agent = (id: string): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
+      for (const id of ["agt_s", "agt_a", "agt_z"]) await a.agents.decideRegistration("p", id, () => ({ write: agent(id), result: 0 }));
+      const sender = { agentId: "agt_s", agentName: "agt_s", project: "p" };
+      const send = (target: string, id: string) => {
+        const input = { target, content: id, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 600_000, allowOffline: true };
+        return a.messages.decideSend({ senderId: "agt_s", project: "p", target }, (ctx, nowMs) => decideSend(ctx, { sender, input, id, nowMs }));
+      };
+      // Two ended messages, the first (by id) to Z, the second to A: in message order the purge
+      // took Z's stream, then A's; a batch of sends to A and Z takes A's, then Z's.
+      await send("agt_z", "msg_1");
+      await send("agt_a", "msg_2");
+      await other.query("UPDATE messages SET status = 'cancelled', cancelled_at = 1 WHERE id IN ('msg_1', 'msg_2')");
+      // Another session holds the second message's event: the purge (hub b) waits there.
+      await other.query("BEGIN");
+      await other.query("SELECT 1 FROM inbox_events WHERE message_id = 'msg_2' FOR UPDATE");
+      const purge = b.messages.purgeMessages(1_000, 100);
+      purge.catch(() => undefined);
+      while ((await lockWaiters(other)).length < 1);
+      // Hub a's batch of sends to A and Z goes through while the purge waits: the purge holds no
+      // stream yet. (Taken in message order, it held Z's, and the batch waited for it.)
+      const sends = Promise.all([send("agt_a", "msg_3"), send("agt_z", "msg_4")]);
+      let sent = false;
+      void sends.then(() => (sent = true), () => (sent = true));
+      while (!sent) expect((await lockWaiters(other)).length, "a send waits for the purge").toBeLessThan(2);
+      await sends;
+      await other.query("ROLLBACK");
+      expect((await purge).map((m) => m.id).sort()).toEqual(["msg_1", "msg_2"]);
+      expect(failed).not.toContain("40P01");
+      expect(await a.messages.inboxState("agt_a")).toMatchObject({ purgedThrough: 1, head: 2 });
+      expect(await a.messages.inboxState("agt_z")).toMatchObject({ purgedThrough: 1, head: 2 });
+    } finally {
+      pg.Client.prototype.query = query;
+      await other.end();
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   it("a batch that waited for its project's heads decides at a time after the wait, not at the time it began waiting", async () => {
     const url = await server.createDatabase();
     const [a, b] = await Promise.all([PostgresStore.open({ url }), PostgresStore.open({ url })]);

@@ -290,17 +290,25 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
             [cutoffMs, limit],
           )
         ).rows;
-        for (const r of ended) {
-          const evs = (await t.query<{ agent_id: string; seq: number }>("DELETE FROM inbox_events WHERE message_id = $1 RETURNING agent_id, seq", [r.id])).rows;
-          for (const e of evs) {
-            await t.query(
-              `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) VALUES ($1, $2 + 1, 0, $2)
-               ON CONFLICT (agent_id) DO UPDATE SET purged_through = greatest(inbox_streams.purged_through, excluded.purged_through)`,
-              [e.agent_id, e.seq],
-            );
-          }
-          await t.query("DELETE FROM messages WHERE id = $1", [r.id]);
+        if (ended.length === 0) return [];
+        const ids = ended.map((r) => r.id);
+        // Their events first, then the streams they leave behind in agent order, the order a batch
+        // of sends locks them in (loadSends): streams taken in message order (random ids) made a
+        // cycle with such a batch, which PostgreSQL broke by failing one of the two (40P01).
+        const evs = (await t.query<{ agent_id: string; seq: number }>("DELETE FROM inbox_events WHERE message_id = ANY($1::text[]) RETURNING agent_id, seq", [ids])).rows;
+        const purgedThrough = new Map<string, number>();
+        for (const e of evs) purgedThrough.set(e.agent_id, Math.max(purgedThrough.get(e.agent_id) ?? 0, Number(e.seq)));
+        const agents = [...purgedThrough.keys()].sort();
+        if (agents.length > 0) {
+          await t.query("SELECT 1 FROM inbox_streams WHERE agent_id = ANY($1::text[]) ORDER BY agent_id FOR UPDATE", [agents]);
+          await t.query(
+            `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through)
+             SELECT agent_id, seq + 1, 0, seq FROM unnest($1::text[], $2::bigint[]) AS p (agent_id, seq) ORDER BY agent_id
+             ON CONFLICT (agent_id) DO UPDATE SET purged_through = greatest(inbox_streams.purged_through, excluded.purged_through)`,
+            [agents, agents.map((a) => purgedThrough.get(a)!)],
+          );
         }
+        await t.query("DELETE FROM messages WHERE id = ANY($1::text[])", [ids]);
         return ended.map(messageFromDb);
       });
     },
