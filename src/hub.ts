@@ -140,7 +140,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     ...stream,
     maxLag: config.streamMaxLag,
   });
-  const readInbox = createInboxReader({ store, clock, messages, inboxBus });
+  const readInbox = createInboxReader({ store, clock, messages, presence, inboxBus });
   const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
   const operatorLive = createOperatorLive({
     store,

@@ -5,6 +5,7 @@ import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
 import type { MessageStore } from "../store/message-store.js";
 import { intInRange } from "../validate.js";
+import type { Presence } from "../presence/presence.js";
 import type { Messages } from "./messages.js";
 import type { InboxNotice } from "../domain.js";
 import type { InboxEvent } from "../domain.js";
@@ -13,6 +14,7 @@ export interface InboxReadDeps {
   store: { messages: MessageStore };
   clock: Clock;
   messages: Messages;
+  presence: Pick<Presence, "requireKey">;
   inboxBus: Bus<InboxNotice>;
 }
 
@@ -25,9 +27,11 @@ const wanted = (e: InboxEvent) => e.kind !== "message" || e.message.status === "
  * The inbox in one answer (ReadInbox): the events after a cursor, from the store, leaving out
  * messages acknowledged since; with `waitMs` and nothing to answer, it waits for the next event
  * of the caller's inbox (the bus, fed by this hub's commits and the others'), never on a poll.
+ * After each wait the caller's key is checked again, as a Subscribe stream's is: an instance
+ * taken over, evicted or unregistered while it waited reads nothing sent after it ended.
  * Reads only: nothing is acknowledged or changed.
  */
-export function createInboxReader({ store, clock, messages, inboxBus }: InboxReadDeps) {
+export function createInboxReader({ store, clock, messages, presence, inboxBus }: InboxReadDeps) {
   return async function readInbox(
     caller: AgentCaller,
     input: { afterCursor?: bigint | number; limit?: number; waitMs?: number },
@@ -59,6 +63,7 @@ export function createInboxReader({ store, clock, messages, inboxBus }: InboxRea
         const leftMs = deadlineMs - clock.now();
         if (leftMs <= 0 || stop.signal.aborted) return { events, nextCursor: cursor };
         await waker.wait(leftMs, stop.signal);
+        await presence.requireKey(caller);
       }
     } finally {
       unsubscribe();

@@ -119,6 +119,21 @@ describe.each(protocols)("RegisterAgent with takeover over $name", (protocol) =>
     expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
   });
 
+  it("ends the old instance's waiting inbox read: it reads nothing sent after the takeover, the new instance does", async () => {
+    await using t = await startTestHub({ config });
+    const { as: old } = await register(t, "alpha");
+    const { as: beta } = await register(t, "beta");
+    const peer = (as: AgentCreds) => createClient(PeerService, protocol.make(t.baseUrl, [withHeaders(as.headers)]));
+    const oldRead = pending(peer(old).readInbox({ waitMs: 30_000 }));
+    await idle(t.clock, 1);
+    const { as: fresh } = await register(t, "alpha", true);
+    await peer(beta).sendMessage({ target: "alpha", content: "for the new instance" });
+    expect(await refused(oldRead)).toMatchObject({ code: "unauthenticated", reason: "INVALID_AGENT_IDENTITY" });
+    expect((await peer(fresh).readInbox({})).events.map((e) => (e.event.case === "message" ? e.event.value.content : e.event.case))).toEqual([
+      "for the new instance",
+    ]);
+  });
+
   it("drops the old instance's queued acquire: it is not granted the lease the new instance is handed", async () => {
     await using t = await startTestHub({ config });
     const { as: old } = await register(t, "alpha");
