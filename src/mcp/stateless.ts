@@ -30,6 +30,9 @@ export interface StatelessDeps {
  * RegisterAgent answered, with the headers every call as it carries. A binding without an agent
  * (no X-Kxm-Agent) only records that the token may act in the project.
  */
+/** A request's binding, or why it has none: refused (`error`), or no room for it (`full`). */
+type Resolved = { binding?: Binding; error?: RestError; full?: true };
+
 interface Binding {
   key: string;
   project: string;
@@ -129,7 +132,7 @@ const idOf = (body: unknown) => {
 export function createStateless(deps: StatelessDeps, calls: McpCalls) {
   /** Least recently used first. */
   const bindings = new Map<string, Binding>();
-  const pending = new Map<string, Promise<{ binding?: Binding; error?: RestError; full?: true }>>();
+  const pending = new Map<string, Promise<Resolved>>();
   const scope = new AsyncLocalStorage<Scope>();
   const bus = createScopedBus(scope);
   let closed = false;
@@ -178,15 +181,18 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     return idle.length;
   }
 
+  /** Places taken by bindings being made (their agent registering): counted as bindings already. */
+  let reserved = 0;
+
   /** Room for one more binding: the least recently used idle one goes; false when every one is busy. */
   function makeRoom(): boolean {
-    if (bindings.size < deps.maxBindings) return true;
+    if (bindings.size + reserved < deps.maxBindings) return true;
     expireIdle();
     for (const b of bindings.values()) {
-      if (bindings.size < deps.maxBindings) break;
+      if (bindings.size + reserved < deps.maxBindings) break;
       if (b.busy === 0) bindings.delete(b.key);
     }
-    return bindings.size < deps.maxBindings;
+    return bindings.size + reserved < deps.maxBindings;
   }
 
   /** The binding of a request's headers: held, or made (registering its agent, or checking its token). */
@@ -201,8 +207,21 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     }
     const already = pending.get(key);
     if (already) return already;
-    const made = (async () => {
-      if (!makeRoom()) return { full: true as const };
+    // Its place is taken before its agent registers, and kept: a registration (a takeover, even)
+    // is never followed by "too many MCP clients".
+    const made = (async (): Promise<Resolved> => {
+      if (!makeRoom()) return { full: true };
+      reserved++;
+      try {
+        return await bind();
+      } finally {
+        reserved--;
+      }
+    })().finally(() => pending.delete(key));
+    pending.set(key, made);
+    return made;
+
+    async function bind(): Promise<Resolved> {
       const header = new Headers();
       if (authorization !== undefined) header.set("authorization", authorization);
       const caller = { header, remote: remoteAddressOf(req) };
@@ -219,12 +238,9 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
         forgetAgent(r.agent.id);
         await deps.registered(r.agent.id);
       }
-      if (!makeRoom()) return { full: true as const };
       bindings.set(key, binding);
       return { binding };
-    })().finally(() => pending.delete(key));
-    pending.set(key, made);
-    return made;
+    }
   }
 
   /** Whether a request's headers name a binding held now (its requests count as a session's do). */
