@@ -19,7 +19,8 @@ export interface HubLogger {
  * JSON-lines logger: one object per event, `event` holding the reference hub's event name.
  * `level` is the lowest level written ("debug" adds a `request_completed` line per call).
  * Lines are gathered up to 8 KiB and written at least every 100 ms, off the event loop; a hub
- * killed with SIGKILL loses at most those last lines, and a closed one none.
+ * killed with SIGKILL loses at most those last lines; a closed one, or one that exits or dies of an
+ * error, none.
  */
 export function createLogger(logPath: string | undefined, level: pino.LevelWithSilent = "info"): HubLogger {
   const options: pino.LoggerOptions = { base: undefined, level, timestamp: isoTimeOfLine, messageKey: "msg" };
@@ -34,13 +35,24 @@ export function createLogger(logPath: string | undefined, level: pino.LevelWithS
   });
   // In "buffer" mode the destination writes the Buffers it is given (its types name only strings).
   const lines = new LineGatherer(dest as unknown as BufferDestination);
+  // pino flushes the destination itself when the process exits (flushSync: a crash, an exit
+  // without close) or is about to (flush): the lines gathered here go first.
+  const flush = dest.flush.bind(dest);
+  const flushSync = dest.flushSync.bind(dest);
+  dest.flush = (cb) => {
+    lines.hand();
+    flush(cb);
+  };
+  dest.flushSync = () => {
+    lines.hand();
+    flushSync();
+  };
   const timer = setInterval(() => lines.flush(), logFlushMs);
   timer.unref();
   return {
     logger: pino(options, lines),
     close() {
       clearInterval(timer);
-      lines.hand();
       dest.flushSync();
     },
   };

@@ -1,6 +1,8 @@
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { createLogger } from "../../src/ops/observer.js";
 
@@ -53,6 +55,25 @@ describe("the logger", () => {
     } finally {
       log.close();
     }
+  });
+
+  it.each([
+    ["exits without closing the logger", "process.exit(3);", 3],
+    ["dies of an uncaught error", 'throw new Error("boom");', 1],
+  ])("writes the lines still gathered when a process %s", (_, end, code) => {
+    const file = logFile();
+    const entry = path.join(path.dirname(file), "log-and-end.mjs");
+    const observer = pathToFileURL(path.resolve(import.meta.dirname, "../../src/ops/observer.ts")).href;
+    fs.writeFileSync(
+      entry,
+      `import { createLogger } from ${JSON.stringify(observer)};
+      const log = createLogger(${JSON.stringify(file)});
+      for (let i = 0; i < 10; i++) log.logger.info({ event: "before_the_end", i });
+      ${end}`,
+    );
+    const out = spawnSync(process.execPath, ["--import", "tsx", entry], { cwd: path.resolve(import.meta.dirname, "../.."), encoding: "utf8", timeout: 60_000 });
+    expect(out.status, out.stderr).toBe(code);
+    expect(linesOf(file).map((l) => l.i)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
   });
 
   it("stamps lines of one millisecond with that millisecond's time", () => {
