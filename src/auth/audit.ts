@@ -55,7 +55,8 @@ export function createAudit({ store, clock, observer }: AuditDeps) {
       const key = record.project;
       let w = windows.get(key);
       if (!w) {
-        if (windows.size >= alertBounds.trackedProjects) windows.delete(windows.keys().next().value!);
+        // The oldest project's window goes first; the hub's own is never the one dropped.
+        if (windows.size >= alertBounds.trackedProjects) for (const k of windows.keys()) if (k !== "" && windows.delete(k)) break;
         windows.set(key, (w = { startMs: nowMs, stored: 0, suppressed: 0 }));
       } else if (nowMs - w.startMs >= 60_000) {
         w.startMs = nowMs;

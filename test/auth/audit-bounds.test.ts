@@ -62,6 +62,17 @@ describe("the audit trail's alert bounds", () => {
     expect(t.of("late")).toEqual([{ kind: "sync_conflict", project: "late", detail: { i: 0, suppressed: 3 } }]);
   });
 
+  it("keeps the hub's own window when it tracks as many projects as it can", () => {
+    const t = audit();
+    t.alert("", alertBounds.perProjectPerMinute);
+    for (let p = 0; p < alertBounds.trackedProjects; p++) t.alert(`p${p}`);
+    t.alert("");
+    expect(t.of("")).toHaveLength(alertBounds.perProjectPerMinute);
+    t.clock.advance(60_000);
+    t.alert("");
+    expect(t.of("").at(-1)!.detail).toEqual({ i: 0, suppressed: 1 });
+  });
+
   it("forgets the windows of minutes that ended, unless they hold a count still to report", () => {
     const t = audit();
     t.alert("done");
