@@ -138,6 +138,47 @@ describe("TypeScript library: leases", () => {
     expect((await holder.acquire("deploy", { ttlMs: 30_000 })).token).toBe(first.token + 3n);
   });
 
+  it("an acquire cancelled while the session still looks at a grant it never saw ends at once, sending nothing", async () => {
+    await using t = await startTestHub();
+    const holder = await open(t, "holder");
+    const first = await holder.acquire("deploy", { ttlMs: 30_000 });
+    const sent = new Map<string, number>();
+    let answered: (() => void) | undefined;
+    const grantSent = new Promise<void>((resolve) => (answered = resolve));
+    let openLook!: () => void;
+    const lookHeld = new Promise<void>((resolve) => (openLook = resolve));
+    const lose: Interceptor = (next) => async (req) => {
+      sent.set(req.method.name, (sent.get(req.method.name) ?? 0) + 1);
+      // The session's look at the lease waits until the test lets it go on.
+      if (req.method.name === "GetLease") await lookHeld;
+      const res = await next(req);
+      if (req.method.name !== "AcquireLease" || !answered) return res;
+      answered();
+      answered = undefined;
+      return new Promise<never>((_, reject) =>
+        req.signal.addEventListener("abort", () => reject(new ConnectError("the caller gave up", Code.Canceled)), { once: true }),
+      );
+    };
+    const waiter = await open(t, "waiter", { transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [lose, ...i] }) });
+    const giveUp = new AbortController();
+    const waiting = waiter.acquire("deploy", { ttlMs: 30_000, waitMs: 120_000, signal: giveUp.signal });
+    waiting.catch(() => undefined);
+    await idle(t.clock, 4);
+    await first.release();
+    await grantSent;
+    giveUp.abort();
+    await expect(waiting).rejects.toMatchObject({ code: "cancelled" });
+    // The look is held; an acquire cancelled meanwhile ends without waiting for it or sending.
+    const again = new AbortController();
+    const cancelled = waiter.acquire("deploy", { ttlMs: 30_000, signal: again.signal });
+    cancelled.catch(() => undefined);
+    again.abort();
+    await expect(cancelled).rejects.toMatchObject({ code: "cancelled" });
+    expect(sent.get("AcquireLease")).toBe(1);
+    openLook();
+    expect((await waiter.acquire("deploy", { ttlMs: 30_000 })).token).toBe(first.token + 2n);
+  });
+
   it("signals the session lost when the hub refuses the agent's heartbeat", async () => {
     await using t = await startTestHub();
     const s = await open(t, "ghost", { heartbeatMs: 10_000 });

@@ -144,7 +144,12 @@ export class Session {
    */
   async acquire(name: string, o: AcquireOptions = {}): Promise<HeldLease> {
     const ttlMs = o.ttlMs ?? 30_000;
-    await this.#unsettled.get(name);
+    const look = this.#unsettled.get(name);
+    if (look) {
+      const signal = o.signal;
+      await (signal ? Promise.race([look, new Promise((r) => signal.addEventListener("abort", r, { once: true }))]) : look);
+      if (signal?.aborted) throw new HubError("cancelled", "the acquire was cancelled before it was sent");
+    }
     const sentAt = this.clock.now();
     let answer;
     this.#acquiring.set(name, (this.#acquiring.get(name) ?? 0) + 1);
