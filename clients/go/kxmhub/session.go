@@ -191,7 +191,15 @@ func (s *Session) Close(ctx context.Context) error {
 	s.mu.Lock()
 	s.noLooks = true
 	s.mu.Unlock()
-	s.looks.Wait()
+	looked := make(chan struct{})
+	go func() {
+		s.looks.Wait()
+		close(looked)
+	}()
+	select {
+	case <-looked:
+	case <-ctx.Done():
+	}
 	s.closeOnce.Do(func() { close(s.closing) })
 	s.beats.Wait()
 	if s.Err() != nil {

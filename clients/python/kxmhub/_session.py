@@ -80,7 +80,7 @@ class Session:
         if wait_ms > 0:
             req.wait_ms = wait_ms
         look = self._unsettled.get(name)
-        if look is not None:
+        if look is not None and not look.done():
             await asyncio.shield(look)
         self._acquiring[name] = self._acquiring.get(name, 0) + 1
         try:
@@ -125,7 +125,8 @@ class Session:
         up, and released when this agent holds it and no call of this session holds or acquires it
         (as etcd's lock recipe deletes its key when a wait for the lock is cancelled). The next
         acquire of the name waits for this look; close() too."""
-        if name in self._unsettled or self.error is not None or self.leases is None:
+        look = self._unsettled.get(name)
+        if (look is not None and not look.done()) or self.error is not None or self.leases is None:
             return
 
         async def look() -> None:
@@ -140,9 +141,11 @@ class Session:
             except Exception:  # noqa: BLE001 - a look that fails leaves the lease to its TTL
                 pass
             finally:
-                del self._unsettled[name]
+                if self._unsettled.get(name) is task:
+                    del self._unsettled[name]
 
-        self._unsettled[name] = asyncio.ensure_future(look())
+        task = asyncio.ensure_future(look())
+        self._unsettled[name] = task
 
     def lease(self, name: str, ttl: float = 30.0, wait: float = 0.0) -> _LeaseContext:
         """`async with hub.lease(name) as lease:` holds the lease for the block and releases it after."""
@@ -202,7 +205,9 @@ class Session:
                 await held.release()
             except HubError:
                 pass
-        await asyncio.gather(*self._unsettled.values(), return_exceptions=True)
+        # Shielded: a close that is cancelled leaves the looks to finish (cancelled, they would
+        # leave the lease to its TTL).
+        await asyncio.shield(asyncio.gather(*self._unsettled.values(), return_exceptions=True))
         if self._beats is not None:
             self._beats.cancel()
             await asyncio.gather(self._beats, return_exceptions=True)
