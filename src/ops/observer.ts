@@ -20,7 +20,8 @@ export interface HubLogger {
  * `level` is the lowest level written ("debug" adds a `request_completed` line per call).
  * Lines are gathered up to 8 KiB and written at least every 100 ms, off the event loop; a hub
  * killed with SIGKILL loses at most those last lines; a closed one, or one that exits or dies of an
- * error, none.
+ * error, none of them (to stdout through a pipe that is full, a write under way when the process
+ * ends may still be cut short).
  */
 export function createLogger(logPath: string | undefined, level: pino.LevelWithSilent = "info"): HubLogger {
   const options: pino.LoggerOptions = { base: undefined, level, timestamp: isoTimeOfLine, messageKey: "msg" };
@@ -60,7 +61,8 @@ export function createLogger(logPath: string | undefined, level: pino.LevelWithS
 
 interface BufferDestination {
   write(b: Buffer): boolean;
-  flush(): void;
+  flush(cb?: (err?: Error) => void): void;
+  flushSync(): void;
 }
 
 /** What the destination may hold before it writes on its own, far past one hand-over (LineGatherer). */
@@ -87,14 +89,21 @@ class LineGatherer {
     return true;
   }
 
-  /** Hands what is gathered to the destination and asks it to write. */
-  flush(): void {
+  /** Hands what is gathered to the destination and asks it to write (pino's `logger.flush(cb)` too). */
+  flush(cb?: (err?: Error) => void): void {
     this.hand();
     try {
-      this.dest.flush(); // with a write in flight, it writes the rest at the next hand-over or tick
-    } catch {
-      // destroyed (its pipe closed): nothing more is written
+      this.dest.flush(cb); // with a write in flight, it writes the rest at the next hand-over or tick
+    } catch (e) {
+      // ended (pino ends it before the process exits): nothing more is written
+      cb?.(e as Error);
     }
+  }
+
+  /** Hands what is gathered to the destination and has it written now (pino's `logger.fatal`). */
+  flushSync(): void {
+    this.hand();
+    this.dest.flushSync();
   }
 
   /** Hands what is gathered to the destination, to be written by its next flush. */
@@ -103,7 +112,11 @@ class LineGatherer {
     const text = this.lines.length === 1 ? this.lines[0]! : this.lines.join("");
     this.lines = [];
     this.length = 0;
-    this.dest.write(Buffer.from(text));
+    try {
+      this.dest.write(Buffer.from(text));
+    } catch {
+      // ended (pino ends it before the process exits): these lines come too late to be written
+    }
   }
 }
 
