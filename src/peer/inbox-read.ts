@@ -63,7 +63,7 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
         const leftMs = deadlineMs - clock.now();
         if (leftMs <= 0 || stop.signal.aborted) return { events, nextCursor: cursor };
         await waker.wait(leftMs, stop.signal);
-        await presence.requireKey(caller);
+        if (!stop.signal.aborted) await presence.requireKey(caller);
       }
     } finally {
       unsubscribe();
