@@ -20,9 +20,10 @@ export const auditRetention = { ms: 90 * 24 * 60 * 60 * 1_000, entries: 100_000 
 /**
  * How many alerts are stored, per minute of the hub clock: at most 60 for each project (the
  * hub's own, project "", included), and at most 600 for all projects together, the hub's own
- * left out. A flood in one project (or many) never keeps another project's alerts, nor the
- * hub's (bursts of refused authentication), from being stored; each dropped alert is counted in
- * the next one stored for its own project (`suppressed`), so no project reads another's count.
+ * left out. A flood in one project never keeps another project's alerts from being stored;
+ * floods in ten or more can fill the bound for all projects, but never keep the hub's own
+ * (bursts of refused authentication) out. Each dropped alert is counted in the next one stored
+ * for its own project (`suppressed`), so no project reads another's count.
  */
 export const alertBounds = { perProjectPerMinute: 60, projectsPerMinute: 600, trackedProjects: 10_000 } as const;
 

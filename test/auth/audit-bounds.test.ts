@@ -6,8 +6,9 @@ import { FakeClock } from "../fixtures/fake-clock.js";
 
 /**
  * How many security alerts the audit trail stores (src/auth/audit.ts alertBounds): a flood in
- * one project, or in many, never keeps another project's alerts or the hub's own out, and a
- * project's `suppressed` counts only its own dropped alerts.
+ * one project never keeps another project's alerts out, floods in many fill the bound for all
+ * projects and never keep the hub's own out, and a project's `suppressed` counts only its own
+ * dropped alerts.
  */
 
 function audit() {
