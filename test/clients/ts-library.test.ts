@@ -103,15 +103,21 @@ describe("TypeScript library: leases", () => {
     expect(calls.get("AcquireLease")).toBe(5);
   });
 
-  it("releases a lease granted to an acquire whose answer never came (cancelled while the grant was on its way)", async () => {
-    await using t = await startTestHub();
+  /**
+   * A holder's lease handed to a waiter whose blocking acquire never sees the grant: the hub's
+   * answer to the waiter's first AcquireLease reaches the hub's side of the wire and no further,
+   * and the call ends only when its caller gives up, as when a grant crosses a cancellation.
+   * Returns once the grant is sent; `lookHeld` holds the waiter's GetLease calls until it settles.
+   */
+  async function grantNeverSeen(t: TestHub, lookHeld?: Promise<void>) {
     const holder = await open(t, "holder");
     const first = await holder.acquire("deploy", { ttlMs: 30_000 });
-    // The hub's answer to the first AcquireLease reaches the hub's side of the wire and no further:
-    // the call ends only when its caller gives up, as when a grant crosses a cancellation.
+    const sent = new Map<string, number>();
     let answered: (() => void) | undefined;
     const grantSent = new Promise<void>((resolve) => (answered = resolve));
     const lose: Interceptor = (next) => async (req) => {
+      sent.set(req.method.name, (sent.get(req.method.name) ?? 0) + 1);
+      if (req.method.name === "GetLease") await lookHeld;
       const res = await next(req);
       if (req.method.name !== "AcquireLease" || !answered) return res;
       answered();
@@ -123,10 +129,16 @@ describe("TypeScript library: leases", () => {
     const waiter = await open(t, "waiter", { transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [lose, ...i] }) });
     const giveUp = new AbortController();
     const waiting = waiter.acquire("deploy", { ttlMs: 30_000, waitMs: 120_000, signal: giveUp.signal });
-    waiting.catch(() => undefined); // looked at below; a failed test must not leave it unhandled
+    waiting.catch(() => undefined); // looked at by the test; a failed test must not leave it unhandled
     await idle(t.clock, 4); // holder: heartbeat + keeper; waiter: heartbeat + its wait
     await first.release();
     await grantSent;
+    return { holder, first, waiter, waiting, giveUp, sent };
+  }
+
+  it("releases a lease granted to an acquire whose answer never came (cancelled while the grant was on its way)", async () => {
+    await using t = await startTestHub();
+    const { holder, first, waiter, waiting, giveUp } = await grantNeverSeen(t);
     expect((await holder.leases.getLease({ name: "deploy" })).lease).toMatchObject({ holderAgentName: "waiter", fencingToken: first.token + 1n });
     giveUp.abort();
     await expect(waiting).rejects.toMatchObject({ code: "cancelled" });
@@ -140,32 +152,9 @@ describe("TypeScript library: leases", () => {
 
   it("an acquire cancelled while the session still looks at a grant it never saw ends at once, sending nothing", async () => {
     await using t = await startTestHub();
-    const holder = await open(t, "holder");
-    const first = await holder.acquire("deploy", { ttlMs: 30_000 });
-    const sent = new Map<string, number>();
-    let answered: (() => void) | undefined;
-    const grantSent = new Promise<void>((resolve) => (answered = resolve));
     let openLook!: () => void;
     const lookHeld = new Promise<void>((resolve) => (openLook = resolve));
-    const lose: Interceptor = (next) => async (req) => {
-      sent.set(req.method.name, (sent.get(req.method.name) ?? 0) + 1);
-      // The session's look at the lease waits until the test lets it go on.
-      if (req.method.name === "GetLease") await lookHeld;
-      const res = await next(req);
-      if (req.method.name !== "AcquireLease" || !answered) return res;
-      answered();
-      answered = undefined;
-      return new Promise<never>((_, reject) =>
-        req.signal.addEventListener("abort", () => reject(new ConnectError("the caller gave up", Code.Canceled)), { once: true }),
-      );
-    };
-    const waiter = await open(t, "waiter", { transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [lose, ...i] }) });
-    const giveUp = new AbortController();
-    const waiting = waiter.acquire("deploy", { ttlMs: 30_000, waitMs: 120_000, signal: giveUp.signal });
-    waiting.catch(() => undefined);
-    await idle(t.clock, 4);
-    await first.release();
-    await grantSent;
+    const { first, waiter, waiting, giveUp, sent } = await grantNeverSeen(t, lookHeld);
     giveUp.abort();
     await expect(waiting).rejects.toMatchObject({ code: "cancelled" });
     // The look is held; an acquire cancelled meanwhile ends without waiting for it or sending.
