@@ -8,6 +8,7 @@ import { clockWithTime, systemClock, type Clock } from "./clock.js";
 import { isLoopback, validateConfig, type HubConfig } from "./config.js";
 import { errors } from "./errors.js";
 import { createBus } from "./events/bus.js";
+import { ListenerCount } from "./events/listening.js";
 import { changeRetention } from "./events/watch.js";
 import { createLeases, leaseChangeOf, type LeaseChange } from "./lease/leases.js";
 import { createInboxStreams } from "./peer/inbox-stream.js";
@@ -93,18 +94,20 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const hubLogger = overrides.log === false ? undefined : createLogger(config.logPath, config.logLevel);
   const observer = createObserver(hubLogger?.logger, metrics, overrides.tap);
 
-  const presenceBus = createBus<PresenceChange>((c) => c.project);
-  const leaseBus = createBus<LeaseChange>((c) => c.project);
-  const messageBus = createBus<MessageWatchChange>((c) => c.project);
-  const runBus = createBus<RunWatchChange>((c) => c.project);
+  /** Everyone listening on the buses below: while nobody does, the store's tail looks seldom. */
+  const listening = new ListenerCount();
+  const presenceBus = createBus<PresenceChange>((c) => c.project, listening);
+  const leaseBus = createBus<LeaseChange>((c) => c.project, listening);
+  const messageBus = createBus<MessageWatchChange>((c) => c.project, listening);
+  const runBus = createBus<RunWatchChange>((c) => c.project, listening);
   /** Every change of every project, for the live project list. */
-  const projectsBus = createBus<StreamChange>(() => "*");
-  const inboxBus = createBus<InboxNotice>((n) => n.agentId);
+  const projectsBus = createBus<StreamChange>(() => "*", listening);
+  const inboxBus = createBus<InboxNotice>((n) => n.agentId, listening);
   /** Managed project tokens revoked or expired, by id: the streams opened with them end. */
-  const endedTokens = createBus<string>((id) => id);
+  const endedTokens = createBus<string>((id) => id, listening);
   // Every change reaches the streams from the store, once durable: inbox events (this hub's with
   // the event, on PostgreSQL every hub's) here, and the watch changes below.
-  const stopInboxTail = store.messages.tailInbox((n) => inboxBus.publish(n));
+  const stopInboxTail = store.messages.tailInbox((n) => inboxBus.publish(n), listening);
   // Presence, lease, message and run changes are stored by the decisions that make them; the
   // store hands each over once it is durable (and, on PostgreSQL, the ones other hubs commit).
   const stopChangeTail = store.changes.tailChanges((c) => {
@@ -118,7 +121,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
       return; // no project view changes with its tokens
     }
     projectsBus.publish(c);
-  });
+  }, listening);
   /** Aborted by close(): ends every open stream and waiting acquire so shutdown does not wait on them. */
   const shutdown = createShutdownSignal();
   const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });

@@ -82,6 +82,18 @@ export function purgeRotation() {
   };
 }
 
+/**
+ * Whether anyone on this hub listens for what is committed now (a stream, a waiting acquire, a
+ * read that waits), as the hub's buses count them. A store several hubs share looks for the
+ * others' commits often only while someone does; with nobody listening it looks now and then,
+ * so that when someone starts it has little to catch up on (postgres/tail.ts).
+ */
+export interface Listening {
+  readonly active: boolean;
+  /** Calls `started` each time listening starts (none to some); returns what stops that. */
+  onStart(started: () => void): () => void;
+}
+
 export interface ChangeFeed {
   /** Up to `limit` changes of a stream after `afterSeq`, oldest first, and its head. */
   readChanges(project: string, stream: ChangeStream, afterSeq: number, limit: number): Promise<ChangeRead>;
@@ -89,9 +101,10 @@ export interface ChangeFeed {
    * Calls `onChange` for each change committed from now on, this hub's own as soon as they are
    * durable and, on a store several hubs share, the others' as this hub learns of them: each
    * stream's in order, but a stream's changes from two hubs may come out of order or late (a
-   * watcher reads the store for a gap). Until the returned function is called.
+   * watcher reads the store for a gap). Until the returned function is called. `listening`
+   * (absent: always) says when the others' changes are wanted soon.
    */
-  tailChanges(onChange: (change: StreamChange) => void): () => void;
+  tailChanges(onChange: (change: StreamChange) => void, listening?: Listening): () => void;
   /**
    * Deletes each stream's changes made more than `retainMs` before the sweep's time, and all but
    * its last `keep`; what stays of a stream is always its newest changes. At most `limit` in one

@@ -1,4 +1,4 @@
-import type { ChangeOf, ChangeRecord } from "./change-feed.js";
+import type { ChangeOf, ChangeRecord, Listening } from "./change-feed.js";
 import type { AgentRow, InboxEvent, InboxEventKind, InboxNotice, MessageRow, MessageStatus } from "../domain.js";
 
 /**
@@ -85,7 +85,8 @@ export interface MessageStore {
   /**
    * Every inbox event once it is durable, each agent's in order, until the returned function is
    * called: this store's own decisions with the event itself (the same channel as the change
-   * feed's), and on PostgreSQL the ones every hub commits, by agent and sequence.
+   * feed's), and on PostgreSQL the ones every hub commits, by agent and sequence, soon while
+   * `listening` is active (ChangeFeed.tailChanges).
    */
-  tailInbox(onNotice: (notice: InboxNotice) => void): () => void;
+  tailInbox(onNotice: (notice: InboxNotice) => void, listening?: Listening): () => void;
 }

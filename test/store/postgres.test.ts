@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import net from "node:net";
 import pg from "pg";
 import type { Decision } from "../../src/store/change-feed.js";
@@ -10,6 +10,7 @@ import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { sendTogether } from "../../src/store/postgres/transaction.js";
 import { listenForInbox } from "../../src/store/postgres/inbox-notify.js";
 import { createTail } from "../../src/store/postgres/tail.js";
+import { ListenerCount } from "../../src/events/listening.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 import type { AgentRow, Delivery, LeaseKey, LeaseRow } from "../../src/domain.js";
 
@@ -657,5 +658,78 @@ describe("inbox events wake the other replicas' tails", () => {
     await third;
     expect(calls).toBe(4);
     stop();
+  });
+  it("a tail looks every interval only while someone listens: seldom else, wakes ignored, at once when someone starts", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      let calls = 0;
+      const rows = (async () => {
+        calls++;
+        return [{ xmin: String(100 + calls), r0: [] }];
+      }) as Parameters<typeof createTail>[0];
+      const listening = new ListenerCount();
+      const tail = createTail(rows, 20, 0, 1_000);
+      const stop = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {}, listening });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls).toBe(1);
+      // Nobody listens: the next look is a second away, and a wake does not bring it forward.
+      await vi.advanceTimersByTimeAsync(500);
+      tail.wake();
+      await vi.advanceTimersByTimeAsync(499);
+      expect(calls).toBe(1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(calls).toBe(2);
+      // Someone starts listening: a look at once, then one every 20 ms.
+      const leave = listening.join();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls).toBe(3);
+      await vi.advanceTimersByTimeAsync(100);
+      expect(calls).toBe(8);
+      // Nobody again: the tick already armed, then one a second.
+      leave();
+      await vi.advanceTimersByTimeAsync(20);
+      expect(calls).toBe(9);
+      await vi.advanceTimersByTimeAsync(999);
+      expect(calls).toBe(9);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(calls).toBe(10);
+      // A reader that gives no `listening` always wants its rows: a look at once, then every 20 ms.
+      const always = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {} });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls).toBe(11);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(calls).toBe(61);
+      always();
+      stop();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it("a store's tail that nobody listened to looks as soon as someone does, not at its idle tick", async () => {
+    const url = await server.createDatabase();
+    // b's idle tick is an hour away: only someone starting to listen can make it look again.
+    const [a, b] = await Promise.all([PostgresStore.open({ url }), PostgresStore.open({ url, tailIntervalMs: 20, tailIdleMs: 3_600_000 })]);
+    const listening = new ListenerCount();
+    const heard: number[] = [];
+    const stop = b.changes.tailChanges((c) => heard.push(c.seq), listening);
+    try {
+      const granted = (name: string) => (cur: LeaseRow | undefined, nowMs: number) => ({
+        write: { project: "p", name, holderAgentId: "agt_a", holderAgentName: "a", fencingToken: (cur?.fencingToken ?? 0) + 1, acquiredAtMs: nowMs, expiresAtMs: nowMs + 60_000 },
+        change: { stream: "leases" as const, body: { name } },
+        result: (cur?.fencingToken ?? 0) + 1,
+      });
+      // Whether b's first look (where its window starts) came before this commit or after, it
+      // does not look again by itself for an hour.
+      await a.leases.decideLease({ project: "p", name: "before" }, granted("before"));
+      const leave = listening.join();
+      await a.leases.decideLease({ project: "p", name: "after" }, granted("after"));
+      while (!heard.includes(2)) await new Promise((r) => setTimeout(r, 5));
+      expect(heard.at(-1)).toBe(2);
+      leave();
+    } finally {
+      stop();
+      await Promise.all([a.close(), b.close()]);
+    }
   });
 });

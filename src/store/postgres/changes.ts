@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { purgeRotation, type ChangeFeed, type ChangeRead, type ChangeStream, type StreamChange } from "../change-feed.js";
+import { purgeRotation, type ChangeFeed, type ChangeRead, type ChangeStream, type Listening, type StreamChange } from "../change-feed.js";
 import { ChangeListeners } from "../change-listeners.js";
 import type { createTail } from "./tail.js";
 import type { PgAccess, PgTx, Statement } from "./transaction.js";
@@ -84,13 +84,14 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
      * tick of it, in the order of the transactions that wrote them (a watcher reads the store for
      * any gap that leaves).
      */
-    tailChanges(onChange: (change: StreamChange) => void): () => void {
+    tailChanges(onChange: (change: StreamChange) => void, listening?: Listening): () => void {
       const removeOwn = listeners.add(onChange);
       const removeTail = tail.add<{ project: string; stream: ChangeStream; seq: number; at_ms: number; body: string }>({
         sql: `SELECT coalesce(json_agg(json_build_object('project', project, 'stream', stream, 'seq', seq, 'at_ms', at_ms, 'body', body)
                 ORDER BY xid, project, stream, seq), '[]')
               FROM watch_changes WHERE xid >= $1::xid8 AND xid < window_end AND origin <> $2`,
         params: [origin],
+        listening,
         deliver: (found) => {
           for (const r of found) onChange({ project: r.project, stream: r.stream, seq: r.seq, atMs: r.at_ms, body: JSON.parse(r.body) as unknown });
         },

@@ -1,5 +1,5 @@
 import { agentFromDb, expiryDecision, messageFromDb, messageToDb, type AgentDb, type MessageDb } from "../rows.js";
-import type { ChangeOf } from "../change-feed.js";
+import type { ChangeOf, Listening } from "../change-feed.js";
 import type { InboxState, ListMessagesQuery, MessageDecision, MessageStore, SendContext } from "../message-store.js";
 import type { SegmentKind } from "./batches.js";
 import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
@@ -332,12 +332,13 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
     },
 
     /** This store's own inbox events at commit, with the event; every hub's from the tail, by agent and sequence. */
-    tailInbox(onNotice: (notice: InboxNotice) => void): () => void {
+    tailInbox(onNotice: (notice: InboxNotice) => void, listening?: Listening): () => void {
       const removeOwn = inbox.add(onNotice);
       const removeTail = tail.add<{ agent_id: string; seq: number }>({
         sql: `SELECT coalesce(json_agg(json_build_object('agent_id', agent_id, 'seq', seq) ORDER BY xid, agent_id, seq), '[]')
               FROM inbox_events WHERE xid >= $1::xid8 AND xid < window_end`,
         params: [],
+        listening,
         deliver: (events) => {
           for (const e of events) onNotice({ agentId: e.agent_id, seq: e.seq });
         },

@@ -36,6 +36,11 @@ export interface PostgresStoreOptions {
    * events also wake it at once (inbox-notify.ts). Tests set it long to see the wake alone.
    */
   tailIntervalMs?: number;
+  /**
+   * How often it looks while nobody on this hub listens (ChangeFeed.tailChanges `listening`).
+   * Default 1 s; someone starting to listen makes it look at once.
+   */
+  tailIdleMs?: number;
 }
 
 /**
@@ -91,6 +96,7 @@ export class PostgresStore implements HubStore {
     private readonly pool: pg.Pool,
     private readonly clock: StoreClock | undefined,
     tailEveryMs: number,
+    tailIdleMs: number | undefined,
     listenerConfig: pg.ClientConfig,
     name: string,
   ) {
@@ -106,7 +112,7 @@ export class PostgresStore implements HubStore {
     };
     // One loop looks for what other replicas committed, for every reader (tail.ts).
     // Unnamed: a prepared statement's generic plan would not know how narrow a window is.
-    const tail = createTail((sql, params) => this.rows(sql, params, false), tailEveryMs);
+    const tail = createTail((sql, params) => this.rows(sql, params, false), tailEveryMs, undefined, tailIdleMs);
     this.listener = listenForInbox(listenerConfig, name, () => tail.wake());
     this.changeLog = createPostgresChanges(access, tail);
     this.changes = this.changeLog.feed;
@@ -154,7 +160,7 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
+    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
     // The first reading of the database's clock, so the hub's views follow it from the start.
     // A store that cannot take it is closed: its pool and its listening connection go with it.
     try {

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import type { Listening } from "../change-feed.js";
 
 /**
  * What one reader of the tail reads of each window: `sql` is an expression of one JSON array,
@@ -12,6 +13,8 @@ export interface TailReader<R = unknown> {
   sql: string;
   params: readonly unknown[];
   deliver(rows: R[]): void;
+  /** When its rows are wanted soon (ChangeFeed.tailChanges); absent: always. */
+  listening?: Listening;
 }
 
 /**
@@ -21,9 +24,19 @@ export interface TailReader<R = unknown> {
  * exactly the ones committed in between, whatever order their transactions committed in. One
  * loop, and one statement per tick for every reader: the xmin and each reader's rows, read on one
  * snapshot (readers with the same query share it).
+ *
+ * A tick comes every `intervalMs` while some reader's rows are wanted soon (someone on this hub
+ * listens: a stream, a waiting call), else every `idleMs`: an idle hub does not ask the database
+ * fifty times a second for rows nobody reads, and the window it keeps moving stays short, so the
+ * look when someone starts listening (at once) reads little. Wakes are ignored meanwhile.
  */
-export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>, intervalMs: number, minGapMs = 2) {
-  const readers = new Set<TailReader>();
+export function createTail(
+  rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => Promise<R[]>,
+  intervalMs: number,
+  minGapMs = 2,
+  idleMs = Math.max(intervalMs, 1_000),
+) {
+  const readers = new Map<TailReader, () => void>();
   let from: string | undefined;
   let timer: NodeJS.Timeout | undefined;
   let running = false;
@@ -33,11 +46,16 @@ export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, para
   let startedAt = Number.NEGATIVE_INFINITY;
   /** How long until the next look may start, when woken: `minGapMs` after the last one started. */
   const gap = () => Math.max(0, startedAt + minGapMs - performance.now());
+  /** Whether some reader's rows are wanted soon. */
+  const wanted = (): boolean => {
+    for (const r of readers.keys()) if (!r.listening || r.listening.active) return true;
+    return false;
+  };
 
   /** The tick's statement for the readers there are now: one array per distinct query. */
   function statement(): { sql: string; params: unknown[]; groups: TailReader[][] } {
     const byQuery = new Map<string, TailReader[]>();
-    for (const r of readers) {
+    for (const r of readers.keys()) {
       const key = JSON.stringify([r.sql, r.params]);
       (byQuery.get(key) ?? byQuery.set(key, []).get(key)!).push(r);
     }
@@ -85,21 +103,41 @@ export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, para
       .finally(() => {
         looking = false;
         if (readers.size === 0) running = false;
-        else timer = setTimeout(tick, woken ? gap() : intervalMs).unref();
+        else timer = setTimeout(tick, woken ? gap() : wanted() ? intervalMs : idleMs).unref();
         woken = false;
       });
   }
 
+  /**
+   * Another replica committed rows a reader tails (it said so: inbox-notify.ts), or someone
+   * started listening: look now rather than at the next tick, at most every `minGapMs`; one woken
+   * during a look looks again once it ends. The ticks go on: a wake that never comes delays
+   * nothing past them. Ignored while no reader's rows are wanted soon.
+   */
+  function wake(): void {
+    if (!running || !wanted()) return;
+    if (looking) {
+      woken = true;
+      return;
+    }
+    clearTimeout(timer);
+    timer = setTimeout(tick, gap()).unref();
+  }
+
   return {
-    /** Adds a reader (the loop starts with the first); returns the function that removes it. */
+    /**
+     * Adds a reader (the loop starts with the first, and a later one whose rows are wanted soon
+     * wakes it); returns the function that removes it.
+     */
     add<R>(reader: TailReader<R>): () => void {
       const r = reader as TailReader;
-      readers.add(r);
+      readers.set(r, r.listening?.onStart(wake) ?? (() => {}));
       if (!running) {
         running = true;
         tick();
-      }
+      } else wake();
       return () => {
+        readers.get(r)?.();
         readers.delete(r);
         // The loop stops (a look in flight stops it when it ends): the next reader starts it again.
         if (readers.size === 0 && !looking) {
@@ -108,19 +146,6 @@ export function createTail(rows: <R extends pg.QueryResultRow>(sql: string, para
         }
       };
     },
-    /**
-     * Another replica committed rows a reader tails (it said so: inbox-notify.ts): look now
-     * rather than at the next tick, at most every `minGapMs`; one woken during a look looks
-     * again once it ends. The ticks go on: a wake that never comes delays nothing past them.
-     */
-    wake(): void {
-      if (!running) return;
-      if (looking) {
-        woken = true;
-        return;
-      }
-      clearTimeout(timer);
-      timer = setTimeout(tick, gap()).unref();
-    },
+    wake,
   };
 }
