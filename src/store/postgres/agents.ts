@@ -4,7 +4,7 @@ import type { HeldResource } from "../lease-store.js";
 import { agentFromDb, byRegistration, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
 import type { createPostgresLeases } from "./leases.js";
 import { CoalescedReads } from "./coalesce.js";
-import { agentColumns } from "./rows.js";
+import { agentColumns, agentColumnsOf, leaseColumns, runtimeColumns, runtimeColumnsOf } from "./rows.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 import type { AgentRow, RuntimeRow } from "../../domain.js";
 
@@ -15,7 +15,7 @@ const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, m
     connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`;
 
 /** A project's runtimes by id, as `t` sees them (the run snapshot's too: sync.ts). */
-export const runtimesOfProject = "SELECT * FROM runtime_presence WHERE project = $1 ORDER BY runtime_id";
+export const runtimesOfProject = `SELECT ${runtimeColumns} FROM runtime_presence WHERE project = $1 ORDER BY runtime_id`;
 
 /**
  * The presence concern of the PostgreSQL store, the same decisions as on SQLite (sqlite/agents.ts).
@@ -56,7 +56,7 @@ export function createPostgresAgents(
       const found = (
         await t.query<AgentDb & { reg: number }>(
           `WITH locked AS (SELECT id FROM agents WHERE ${where} AND project = ANY($${params(0).length + 1}::text[]) ORDER BY reg_seq FOR UPDATE)
-           UPDATE agents a SET online = false FROM locked WHERE a.id = locked.id RETURNING a.reg_seq AS reg, ${agentColumns.split(", ").map((c) => `a.${c}`).join(", ")}`,
+           UPDATE agents a SET online = false FROM locked WHERE a.id = locked.id RETURNING a.reg_seq AS reg, ${agentColumnsOf("a")}`,
           [...params(nowMs), projects],
         )
       ).rows;
@@ -140,7 +140,7 @@ export function createPostgresAgents(
         const held = r
           ? (
               await t.query<LeaseDb>(
-                `SELECT * FROM leases WHERE project = $1 AND (holder_agent_id = $2
+                `SELECT ${leaseColumns} FROM leases WHERE project = $1 AND (holder_agent_id = $2
                    OR name IN (SELECT name FROM lease_waiters WHERE project = $1 AND agent_id = $2)) ORDER BY name FOR UPDATE`,
                 [r.project, r.id],
               )
@@ -173,7 +173,7 @@ export function createPostgresAgents(
                  AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = c.id OR m.from_id = c.id))
                  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = c.project AND l.holder_agent_id = c.id AND l.expires_at > $2)
                ORDER BY c.reg_seq FOR UPDATE SKIP LOCKED)
-             RETURNING ${agentColumns.split(", ").map((c) => `a.${c}`).join(", ")}`,
+             RETURNING ${agentColumnsOf("a")}`,
             [nowMs - retainMs, nowMs],
           )
         ).rows;
@@ -194,7 +194,7 @@ export function createPostgresAgents(
 
     decideRuntime(project, runtimeId, decide) {
       return changeTx(project, async (t, record) => {
-        const [r] = (await t.query<RuntimeDb>("SELECT * FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE", [project, runtimeId])).rows;
+        const [r] = (await t.query<RuntimeDb>(`SELECT ${runtimeColumns} FROM runtime_presence WHERE project = $1 AND runtime_id = $2 FOR UPDATE`, [project, runtimeId])).rows;
         const nowMs = await now(t);
         const d = decide(r && runtimeFromDb(r), nowMs);
         if (d.write) {
@@ -228,7 +228,7 @@ export function createPostgresAgents(
             `WITH due AS (SELECT project, runtime_id FROM runtime_presence WHERE ${stale} AND project = ANY($2::text[])
                ORDER BY project, runtime_id FOR UPDATE SKIP LOCKED)
              UPDATE runtime_presence r SET expiry_noted = true FROM due WHERE r.project = due.project AND r.runtime_id = due.runtime_id
-             RETURNING r.*`,
+             RETURNING ${runtimeColumnsOf("r")}`,
             [nowMs - staleAfterMs, projects],
           )
         ).rows

@@ -1,7 +1,7 @@
 import { changesOf } from "../change-feed.js";
 import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
 import { agentFromDb, checkLeaseWrite, floorRow, leaseFromDb, leaseToDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
-import { agentColumns } from "./rows.js";
+import { agentColumns, leaseColumns, waiterColumns } from "./rows.js";
 import type { SegmentKind } from "./batches.js";
 import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
 import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
@@ -19,7 +19,7 @@ import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
  *   lockHeads), so the queues it reads are the latest.
  */
 const loadSegment = `WITH a AS (SELECT ${agentColumns} FROM agents WHERE id = ANY($3::text[]) ORDER BY id FOR SHARE),
-    l AS (SELECT * FROM leases WHERE project = $1 AND name = ANY($2::text[]) ORDER BY name FOR UPDATE)
+    l AS (SELECT ${leaseColumns} FROM leases WHERE project = $1 AND name = ANY($2::text[]) ORDER BY name FOR UPDATE)
   SELECT (SELECT coalesce(json_agg(a), '[]') FROM a) AS agents,
     (SELECT coalesce(json_agg(l), '[]') FROM l) AS leases,
     (SELECT coalesce(json_agg(w ORDER BY w.name, w.seq), '[]') FROM lease_waiters w WHERE w.project = $1 AND w.name = ANY($2::text[])) AS waiters,
@@ -151,7 +151,7 @@ const leaseSegment: SegmentKind<LeaseItem> = {
  */
 export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }: PgAccess) {
   async function waitersOf(t: PgTx, key: LeaseKey): Promise<LeaseWaiter[]> {
-    return (await t.query<WaiterDb>("SELECT * FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq", [key.project, key.name])).rows.map(waiterFromDb);
+    return (await t.query<WaiterDb>(`SELECT ${waiterColumns} FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq`, [key.project, key.name])).rows.map(waiterFromDb);
   }
 
   /**
@@ -201,8 +201,8 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
     async leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]> {
       const found =
         name === undefined
-          ? await rows<WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = $1 ORDER BY name, seq", [project])
-          : await rows<WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq", [project, name]);
+          ? await rows<WaiterDb & { name: string }>(`SELECT ${waiterColumns} FROM lease_waiters WHERE project = $1 ORDER BY name, seq`, [project])
+          : await rows<WaiterDb & { name: string }>(`SELECT ${waiterColumns} FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq`, [project, name]);
       return found.map(namedWaiterFromDb);
     },
 
@@ -211,14 +211,14 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
     },
 
     async getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
-      const [r] = await rows<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND name = $2", [key.project, key.name]);
+      const [r] = await rows<LeaseDb>(`SELECT ${leaseColumns} FROM leases WHERE project = $1 AND name = $2`, [key.project, key.name]);
       return r && leaseFromDb(r);
     },
 
     async listLeases(query: ListLeasesQuery): Promise<LeaseRow[]> {
       return (
         await rows<LeaseDb>(
-          `SELECT * FROM leases WHERE project = $1 AND name > $2 AND holder_agent_id IS NOT NULL
+          `SELECT ${leaseColumns} FROM leases WHERE project = $1 AND name > $2 AND holder_agent_id IS NOT NULL
              AND ($3 OR expires_at > $4) ORDER BY name LIMIT $5`,
           [query.project, query.afterName ?? "", query.includeExpired, query.nowMs, query.limit],
         )
@@ -232,7 +232,7 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
         // is skipped, not waited for (that decision may hold rows this one locked: the next sweep
         // clears it).
         const before = (
-          await t.query<LeaseDb>("SELECT * FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= $1 ORDER BY project, name FOR UPDATE SKIP LOCKED", [cutoffMs])
+          await t.query<LeaseDb>(`SELECT ${leaseColumns} FROM leases WHERE holder_agent_id IS NOT NULL AND expires_at <= $1 ORDER BY project, name FOR UPDATE SKIP LOCKED`, [cutoffMs])
         ).rows;
         await t.query("UPDATE leases SET holder_agent_id = NULL, holder_agent_name = NULL WHERE (project, name) IN (SELECT * FROM unnest($1::text[], $2::text[]))", [
           before.map((l) => l.project),
@@ -249,9 +249,9 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
     leaseSnapshot(project: string, nowMs: number) {
       return snapshot(async (t) => ({
         leases: (
-          await t.query<LeaseDb>("SELECT * FROM leases WHERE project = $1 AND holder_agent_id IS NOT NULL AND expires_at > $2 ORDER BY name", [project, nowMs])
+          await t.query<LeaseDb>(`SELECT ${leaseColumns} FROM leases WHERE project = $1 AND holder_agent_id IS NOT NULL AND expires_at > $2 ORDER BY name`, [project, nowMs])
         ).rows.map(leaseFromDb),
-        waiters: (await t.query<WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = $1 ORDER BY name, seq", [project])).rows.map(namedWaiterFromDb),
+        waiters: (await t.query<WaiterDb & { name: string }>(`SELECT ${waiterColumns} FROM lease_waiters WHERE project = $1 ORDER BY name, seq`, [project])).rows.map(namedWaiterFromDb),
         head: await head(t, project, "leases"),
       }));
     },

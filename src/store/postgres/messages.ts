@@ -3,7 +3,7 @@ import type { ChangeOf, Listening } from "../change-feed.js";
 import type { InboxState, ListMessagesQuery, MessageDecision, MessageStore, SendContext } from "../message-store.js";
 import type { SegmentKind } from "./batches.js";
 import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
-import { agentColumns } from "./rows.js";
+import { agentColumns, messageColumns, messageColumnsOf } from "./rows.js";
 import type { createTail } from "./tail.js";
 import type { InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
 import { ChangeListeners } from "../change-listeners.js";
@@ -210,14 +210,14 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
       // A message's project never changes: read first, it is the project the decision declares.
       const [of] = await rows<{ project: string }>("SELECT project FROM messages WHERE id = $1", [id]);
       return handedOver(changeTx(of ? of.project : [], async (t, record) => {
-        const [r] = (await t.query<MessageDb>("SELECT * FROM messages WHERE id = $1 FOR UPDATE", [id])).rows;
+        const [r] = (await t.query<MessageDb>(`SELECT ${messageColumns} FROM messages WHERE id = $1 FOR UPDATE`, [id])).rows;
         const d = decide(r && messageFromDb(r), await now(t));
         return { result: d.result, events: await apply(t, d, record) };
       }));
     },
 
     async getMessage(id: string) {
-      const [r] = await rows<MessageDb>("SELECT * FROM messages WHERE id = $1", [id]);
+      const [r] = await rows<MessageDb>(`SELECT ${messageColumns} FROM messages WHERE id = $1`, [id]);
       return r && messageFromDb(r);
     },
 
@@ -233,7 +233,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
         where.push(`(created_at < $${params.length - 1} OR (created_at = $${params.length - 1} AND id < $${params.length}))`);
       }
       params.push(query.limit);
-      const sql = `SELECT * FROM messages WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`;
+      const sql = `SELECT ${messageColumns} FROM messages WHERE ${where.join(" AND ")} ORDER BY created_at DESC, id DESC LIMIT $${params.length}`;
       return (await rows<MessageDb>(sql, params)).map(messageFromDb);
     },
 
@@ -244,7 +244,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
     async listOpenMessages(project: string, limit: number) {
       const open = "project = $1 AND status IN ('queued', 'delivered')";
       const [messages, [count]] = await Promise.all([
-        rows<MessageDb>(`SELECT * FROM messages WHERE ${open} ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit]),
+        rows<MessageDb>(`SELECT ${messageColumns} FROM messages WHERE ${open} ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit]),
         rows<{ n: number }>(`SELECT count(*)::int AS n FROM messages WHERE ${open}`, [project]),
       ]);
       return { messages: messages.map(messageFromDb), total: count!.n };
@@ -253,7 +253,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
     openMessagesSnapshot(project: string, limit: number) {
       const open = "project = $1 AND status IN ('queued', 'delivered')";
       return snapshot(async (t) => ({
-        messages: (await t.query<MessageDb>(`SELECT * FROM messages WHERE ${open} ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit])).rows.map(messageFromDb),
+        messages: (await t.query<MessageDb>(`SELECT ${messageColumns} FROM messages WHERE ${open} ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit])).rows.map(messageFromDb),
         total: (await t.query<{ n: number }>(`SELECT count(*)::int AS n FROM messages WHERE ${open}`, [project])).rows[0]!.n,
         head: await head(t, project, "messages"),
       }));
@@ -269,7 +269,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
         // Locked, and re-checked after a wait: a message another replica expired meanwhile drops out.
         const found = (
           await t.query<MessageDb>(
-            `SELECT * FROM messages WHERE ${due} AND expires_at <= $1 AND project = ANY($2::text[]) ORDER BY expires_at, id LIMIT $3 FOR UPDATE`,
+            `SELECT ${messageColumns} FROM messages WHERE ${due} AND expires_at <= $1 AND project = ANY($2::text[]) ORDER BY expires_at, id LIMIT $3 FOR UPDATE`,
             [nowMs, projects, limit],
           )
         ).rows;
@@ -286,7 +286,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
         // A message a decision holds is skipped, not waited for: the next purge takes it.
         const ended = (
           await t.query<MessageDb>(
-            `SELECT * FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`,
+            `SELECT ${messageColumns} FROM messages WHERE status IN ('replied', 'cancelled', 'expired', 'error') AND ${endedAt} <= $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED`,
             [cutoffMs, limit],
           )
         ).rows;
@@ -324,7 +324,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
     async readInbox(agentId: string, afterSeq: number, limit: number) {
       return (
         await rows<MessageDb & { ev_agent: string; ev_seq: number; ev_kind: string }>(
-          `SELECT e.agent_id AS ev_agent, e.seq AS ev_seq, e.kind AS ev_kind, m.* FROM inbox_events e
+          `SELECT e.agent_id AS ev_agent, e.seq AS ev_seq, e.kind AS ev_kind, ${messageColumnsOf("m")} FROM inbox_events e
            JOIN messages m ON m.id = e.message_id WHERE e.agent_id = $1 AND e.seq > $2 ORDER BY e.seq LIMIT $3`,
           [agentId, afterSeq, limit],
         )
@@ -352,7 +352,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
     async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
       return (
         await rows<MessageDb>(
-          "SELECT * FROM messages WHERE to_id = $1 AND status IN ('queued', 'delivered') AND seq > $2 AND seq <= $3 ORDER BY seq",
+          `SELECT ${messageColumns} FROM messages WHERE to_id = $1 AND status IN ('queued', 'delivered') AND seq > $2 AND seq <= $3 ORDER BY seq`,
           [agentId, afterSeq, uptoSeq],
         )
       ).map(messageFromDb);

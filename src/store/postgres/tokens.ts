@@ -1,4 +1,5 @@
 import { auditFromDb, tokenFromDb, tokenToDb, type AuditDb, type TokenDb } from "../rows.js";
+import { auditColumns, tokenColumns } from "./rows.js";
 import type { TokenStore } from "../token-store.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 import type { AuditRecord, ProjectTokenRow } from "../../domain.js";
@@ -20,7 +21,7 @@ export function createPostgresTokens({ tx, changeTx, rows, now }: PgAccess): Tok
   const appendOne = (t: PgTx, r: AuditRecord, atMs: number) =>
     t.query("INSERT INTO audit_events (at_ms, project, kind, detail) VALUES ($1, $2, $3, $4)", [atMs, r.project, r.kind, JSON.stringify(r.detail)]);
   const getToken = async (id: string) => {
-    const [r] = await rows<TokenDb>("SELECT * FROM project_tokens WHERE id = $1", [id]);
+    const [r] = await rows<TokenDb>(`SELECT ${tokenColumns} FROM project_tokens WHERE id = $1`, [id]);
     return r && tokenFromDb(r);
   };
 
@@ -28,7 +29,7 @@ export function createPostgresTokens({ tx, changeTx, rows, now }: PgAccess): Tok
     decideToken: (project, id, decide) =>
       changeTx(project, async (t, record) => {
         await t.query(lockProject, [project]);
-        const [found] = (await t.query<TokenDb>("SELECT * FROM project_tokens WHERE id = $1 FOR UPDATE", [id])).rows;
+        const [found] = (await t.query<TokenDb>(`SELECT ${tokenColumns} FROM project_tokens WHERE id = $1 FOR UPDATE`, [id])).rows;
         const nowMs = await now(t);
         const live = await t.query<{ n: number }>(
           "SELECT count(*)::int AS n FROM project_tokens WHERE project = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)",
@@ -44,7 +45,7 @@ export function createPostgresTokens({ tx, changeTx, rows, now }: PgAccess): Tok
     peekToken: getToken,
     getToken,
     async listTokens(project, limit) {
-      const r = await rows<TokenDb>("SELECT * FROM project_tokens WHERE project = $1 ORDER BY created_at DESC, id DESC LIMIT $2", [project, limit]);
+      const r = await rows<TokenDb>(`SELECT ${tokenColumns} FROM project_tokens WHERE project = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [project, limit]);
       return r.map(tokenFromDb);
     },
     async projectHasTokens(project) {
@@ -53,13 +54,13 @@ export function createPostgresTokens({ tx, changeTx, rows, now }: PgAccess): Tok
     async noteExpiredTokens(note) {
       const due = await tx(async (t) => {
         const nowMs = await now(t);
-        const sql = "SELECT * FROM project_tokens WHERE NOT expiry_noted AND expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at";
+        const sql = `SELECT ${tokenColumns} FROM project_tokens WHERE NOT expiry_noted AND expires_at IS NOT NULL AND expires_at <= $1 ORDER BY expires_at`;
         return (await t.query<TokenDb>(sql, [nowMs])).rows;
       });
       const noted: ProjectTokenRow[] = [];
       for (const d of due) {
         const done = await changeTx(d.project, async (t, record) => {
-          const [r] = (await t.query<TokenDb>("UPDATE project_tokens SET expiry_noted = true WHERE id = $1 AND NOT expiry_noted RETURNING *", [d.id])).rows;
+          const [r] = (await t.query<TokenDb>(`UPDATE project_tokens SET expiry_noted = true WHERE id = $1 AND NOT expiry_noted RETURNING ${tokenColumns}`, [d.id])).rows;
           if (!r) return undefined; // another hub noted it meanwhile
           const nowMs = await now(t);
           const n = note(tokenFromDb(r), nowMs);
@@ -80,8 +81,8 @@ export function createPostgresTokens({ tx, changeTx, rows, now }: PgAccess): Tok
       const before = beforeSeq ?? Number.MAX_SAFE_INTEGER;
       const r =
         project === undefined
-          ? await rows<AuditDb>("SELECT * FROM audit_events WHERE seq < $1 ORDER BY seq DESC LIMIT $2", [before, limit])
-          : await rows<AuditDb>("SELECT * FROM audit_events WHERE project = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3", [project, before, limit]);
+          ? await rows<AuditDb>(`SELECT ${auditColumns} FROM audit_events WHERE seq < $1 ORDER BY seq DESC LIMIT $2`, [before, limit])
+          : await rows<AuditDb>(`SELECT ${auditColumns} FROM audit_events WHERE project = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`, [project, before, limit]);
       return r.map(auditFromDb);
     },
     purgeAudit: (retainMs, keep) =>
