@@ -5,7 +5,8 @@
  */
 export class ListenerCount {
   private count = 0;
-  private readonly starts = new Set<() => void>();
+  /** One entry per registration: a function registered twice is told twice, and unhooked once per stop. */
+  private readonly starts = new Set<{ started: () => void }>();
 
   get active(): boolean {
     return this.count > 0;
@@ -13,13 +14,14 @@ export class ListenerCount {
 
   /** Calls `started` each time the count leaves zero; returns what stops that. */
   onStart(started: () => void): () => void {
-    this.starts.add(started);
-    return () => this.starts.delete(started);
+    const entry = { started };
+    this.starts.add(entry);
+    return () => this.starts.delete(entry);
   }
 
   /** One more listens; returns what ends that (once, however often it is called). */
   join(): () => void {
-    if (this.count++ === 0) for (const started of [...this.starts]) started();
+    if (this.count++ === 0) for (const { started } of [...this.starts]) started();
     let left = false;
     return () => {
       if (left) return;

@@ -41,8 +41,9 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
     const waitMs = intInRange("waitMs", input.waitMs, 0, inboxRead.maxWaitMs, 0);
     const after = input.afterCursor === undefined ? undefined : intInRange("afterCursor", input.afterCursor, 0, Number.MAX_SAFE_INTEGER, 0);
     const waker = createWaker(clock);
-    // Subscribed before the first read, so an event committed in between wakes the wait.
-    const unsubscribe = inboxBus.subscribe(caller.agentId, () => waker.wake());
+    // Subscribed before the first read, so an event committed in between wakes the wait; a read
+    // that does not wait listens for nothing (on PostgreSQL that would wake an idle hub's tail).
+    const unsubscribe = waitMs > 0 ? inboxBus.subscribe(caller.agentId, () => waker.wake()) : () => {};
     const stop = new AbortController();
     const onAbort = () => stop.abort();
     signal?.addEventListener("abort", onAbort, { once: true });

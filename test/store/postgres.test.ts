@@ -706,6 +706,33 @@ describe("inbox events wake the other replicas' tails", () => {
     }
   });
 
+  it("a tail's readers on one count each keep the wake: removing one leaves the other woken when listening starts", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      let calls = 0;
+      const rows = (async () => {
+        calls++;
+        return [{ xmin: String(100 + calls), r0: [], r1: [] }];
+      }) as Parameters<typeof createTail>[0];
+      const listening = new ListenerCount();
+      const tail = createTail(rows, 20, 0, 1_000);
+      // As the hub's two tails (changes, inbox): two readers on one count.
+      const stopA = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {}, listening });
+      const stopB = tail.add({ sql: "SELECT '[]'::json AS b", params: [], deliver: () => {}, listening });
+      await vi.advanceTimersByTimeAsync(1_000);
+      stopA();
+      await vi.advanceTimersByTimeAsync(100);
+      const before = calls;
+      const leave = listening.join();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(calls).toBe(before + 1);
+      leave();
+      stopB();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("a store's tail that nobody listened to looks as soon as someone does, not at its idle tick", async () => {
     const url = await server.createDatabase();
     // b's idle tick is an hour away: only someone starting to listen can make it look again.

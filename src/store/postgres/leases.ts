@@ -22,7 +22,7 @@ const loadSegment = `WITH a AS (SELECT ${agentColumns} FROM agents WHERE id = AN
     l AS (SELECT ${leaseColumns} FROM leases WHERE project = $1 AND name = ANY($2::text[]) ORDER BY name FOR UPDATE)
   SELECT (SELECT coalesce(json_agg(a), '[]') FROM a) AS agents,
     (SELECT coalesce(json_agg(l), '[]') FROM l) AS leases,
-    (SELECT coalesce(json_agg(w ORDER BY w.name, w.seq), '[]') FROM lease_waiters w WHERE w.project = $1 AND w.name = ANY($2::text[])) AS waiters,
+    (SELECT coalesce(json_agg(w ORDER BY w.name, w.seq), '[]') FROM (SELECT ${waiterColumns} FROM lease_waiters WHERE project = $1 AND name = ANY($2::text[])) w) AS waiters,
     (SELECT floor FROM fence_base WHERE id = 1) AS floor`;
 
 /** What a run of lease decisions decided: the waiters that left, and the rows written. */

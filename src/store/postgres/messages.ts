@@ -40,8 +40,8 @@ const due = "status IN ('queued', 'delivered')";
  */
 const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[])) ORDER BY id FOR SHARE),
     s AS (SELECT agent_id, next_seq FROM inbox_streams WHERE agent_id IN (SELECT id FROM c) ORDER BY agent_id FOR UPDATE)
-  SELECT (SELECT coalesce(json_agg(m), '[]') FROM messages m
-            WHERE (m.from_id, m.idempotency_key) IN (SELECT * FROM unnest($2::text[], $3::text[]))) AS existing,
+  SELECT (SELECT coalesce(json_agg(m), '[]') FROM (SELECT ${messageColumns} FROM messages
+            WHERE (from_id, idempotency_key) IN (SELECT * FROM unnest($2::text[], $3::text[]))) m) AS existing,
     (SELECT coalesce(json_agg(c ORDER BY c.reg_seq), '[]') FROM c) AS candidates,
     (SELECT coalesce(json_agg(s), '[]') FROM s) AS streams`;
 
