@@ -227,4 +227,61 @@ describe("blocking acquire, a client gone during its last look", () => {
       await store.close();
     }
   });
+  it("a call whose client goes away after another call of its agent extended the lease it was handed leaves that lease to the other call", async () => {
+    const clock = new FakeClock();
+    const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
+    const bus = createBus<LeaseChange>((c) => c.project);
+    store.changes.tailChanges((c) => {
+      if (c.stream === "leases") bus.publish(leaseChangeOf(c));
+    });
+    const caller = (name: string) => ({ kind: "agent" as const, agentId: `agt_${name}`, agentName: name, project: "p" });
+    // While beta's look after the release runs, another call of beta (which learnt the token,
+    // from a watch say) renews the lease; then beta's waiting client goes away.
+    const betaClient = new AbortController();
+    let armed = false;
+    let renewed: { lease: { expiresAtMs: number } } | undefined;
+    const leaseStore: LeaseStore = Object.create(store.leases);
+    leaseStore.decideLease = (key, decide, holderId) => {
+      const decided = store.leases.decideLease(key, decide, holderId);
+      if (!armed || holderId !== "agt_b") return decided;
+      armed = false;
+      return decided.then(async (answer) => {
+        const token = (answer as { lease: { fencingToken: number } }).lease.fencingToken;
+        renewed = await leases.renew(caller("b"), { name: "db", fencingToken: token, ttlMs: 90_000 });
+        betaClient.abort();
+        return answer;
+      });
+    };
+    const leases = createLeases({ store: { leases: leaseStore, changes: store.changes }, clock, observer: { log() {}, count() {} }, bus });
+    for (const name of ["a", "b", "c"]) {
+      const row = { id: `agt_${name}`, project: "p", name, purpose: "test", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
+      await store.agents.decideRegistration("p", name, () => ({ write: row, result: undefined }));
+    }
+    try {
+      const held = await leases.acquire(caller("a"), { name: "db", ttlMs: 60_000 });
+      const beta = leases.acquire(caller("b"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, betaClient.signal).then(
+        () => "granted",
+        (e: { code?: string }) => e.code,
+      );
+      await idle(clock, 1);
+      const gammaClient = new AbortController();
+      const gamma = leases.acquire(caller("c"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, gammaClient.signal).then(
+        (g) => g.lease.holderAgentName,
+        (e: { code?: string }) => e.code,
+      );
+      await idle(clock, 2);
+      armed = true;
+      await leases.release(caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
+      expect(await beta).toBe("lease_held");
+      // The lease stays with beta, as its renewal left it; gamma still waits behind it.
+      expect(renewed).toBeDefined();
+      const now = (await leases.get({ project: "p" }, { name: "db" })).lease;
+      expect(now).toMatchObject({ holderAgentName: "b", fencingToken: held.lease.fencingToken + 1, expiresAtMs: renewed!.lease.expiresAtMs });
+      expect(now?.waiters?.map((w) => w.agentName)).toEqual(["c"]);
+      gammaClient.abort();
+      expect(await gamma).toBe("lease_held");
+    } finally {
+      await store.close();
+    }
+  });
 });
