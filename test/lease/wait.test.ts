@@ -187,68 +187,25 @@ describe("blocking acquire", () => {
 });
 
 describe("blocking acquire, a client gone during its last look", () => {
-  it("a call whose client goes away while the look that hands it the lease runs gives the lease on to the next in line", async () => {
+  /**
+   * Leases on an in-memory store, agents a, b and c registered in project p; once armed, b's next
+   * decision (its look after a release) runs `onLook` with its answer before b's call sees it.
+   */
+  async function lastLook(onLook: (answer: unknown) => Promise<void> | void) {
     const clock = new FakeClock();
     const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
     const bus = createBus<LeaseChange>((c) => c.project);
     store.changes.tailChanges((c) => {
       if (c.stream === "leases") bus.publish(leaseChangeOf(c));
     });
-    // beta's client goes away while beta's look after the release is in the store.
-    const betaClient = new AbortController();
     let armed = false;
-    const leaseStore: LeaseStore = Object.create(store.leases);
-    leaseStore.decideLease = (key, decide, holderId) => {
-      const decided = store.leases.decideLease(key, decide, holderId);
-      if (armed && holderId === "agt_b") betaClient.abort();
-      return decided;
-    };
-    const leases = createLeases({ store: { leases: leaseStore, changes: store.changes }, clock, observer: { log() {}, count() {} }, bus });
-    for (const name of ["a", "b", "c"]) {
-      const row = { id: `agt_${name}`, project: "p", name, purpose: "test", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
-      await store.agents.decideRegistration("p", name, () => ({ write: row, result: undefined }));
-    }
-    const caller = (name: string) => ({ kind: "agent" as const, agentId: `agt_${name}`, agentName: name, project: "p" });
-    try {
-      const held = await leases.acquire(caller("a"), { name: "db", ttlMs: 60_000 });
-      const beta = leases.acquire(caller("b"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, betaClient.signal).then(
-        () => "granted",
-        (e: { code?: string }) => e.code,
-      );
-      await idle(clock, 1);
-      const gamma = leases.acquire(caller("c"), { name: "db", ttlMs: 60_000, waitMs: 30_000 });
-      await idle(clock, 2);
-      armed = true;
-      await leases.release(caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
-      expect(await beta).toBe("lease_held");
-      expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
-      expect((await leases.get({ project: "p" }, { name: "db" })).lease).toMatchObject({ holderAgentName: "c", waiters: [] });
-    } finally {
-      await store.close();
-    }
-  });
-  it("a call whose client goes away after another call of its agent extended the lease it was handed leaves that lease to the other call", async () => {
-    const clock = new FakeClock();
-    const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
-    const bus = createBus<LeaseChange>((c) => c.project);
-    store.changes.tailChanges((c) => {
-      if (c.stream === "leases") bus.publish(leaseChangeOf(c));
-    });
-    const caller = (name: string) => ({ kind: "agent" as const, agentId: `agt_${name}`, agentName: name, project: "p" });
-    // While beta's look after the release runs, another call of beta (which learnt the token,
-    // from a watch say) renews the lease; then beta's waiting client goes away.
-    const betaClient = new AbortController();
-    let armed = false;
-    let renewed: { lease: { expiresAtMs: number } } | undefined;
     const leaseStore: LeaseStore = Object.create(store.leases);
     leaseStore.decideLease = (key, decide, holderId) => {
       const decided = store.leases.decideLease(key, decide, holderId);
       if (!armed || holderId !== "agt_b") return decided;
       armed = false;
       return decided.then(async (answer) => {
-        const token = (answer as { lease: { fencingToken: number } }).lease.fencingToken;
-        renewed = await leases.renew(caller("b"), { name: "db", fencingToken: token, ttlMs: 90_000 });
-        betaClient.abort();
+        await onLook(answer);
         return answer;
       });
     };
@@ -257,31 +214,60 @@ describe("blocking acquire, a client gone during its last look", () => {
       const row = { id: `agt_${name}`, project: "p", name, purpose: "test", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
       await store.agents.decideRegistration("p", name, () => ({ write: row, result: undefined }));
     }
-    try {
+    const caller = (name: string) => ({ kind: "agent" as const, agentId: `agt_${name}`, agentName: name, project: "p" });
+    const outcome = <T>(p: Promise<T>, value: (t: T) => string) => p.then(value, (e: { code?: string }) => e.code);
+    /** a holds db; b waits for it, then c; resolves once both are queued. */
+    async function queued(betaSignal: AbortSignal, gammaSignal?: AbortSignal) {
       const held = await leases.acquire(caller("a"), { name: "db", ttlMs: 60_000 });
-      const beta = leases.acquire(caller("b"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, betaClient.signal).then(
-        () => "granted",
-        (e: { code?: string }) => e.code,
-      );
+      const beta = outcome(leases.acquire(caller("b"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, betaSignal), () => "granted");
       await idle(clock, 1);
-      const gammaClient = new AbortController();
-      const gamma = leases.acquire(caller("c"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, gammaClient.signal).then(
-        (g) => g.lease.holderAgentName,
-        (e: { code?: string }) => e.code,
-      );
+      const gamma = leases.acquire(caller("c"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, gammaSignal);
       await idle(clock, 2);
-      armed = true;
-      await leases.release(caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
+      return { held, beta, gamma };
+    }
+    return { store, leases, caller, outcome, queued, arm: () => (armed = true) };
+  }
+
+  it("a call whose client goes away while the look that hands it the lease runs gives the lease on to the next in line", async () => {
+    const betaClient = new AbortController();
+    const t = await lastLook(() => betaClient.abort());
+    try {
+      const { held, beta, gamma } = await t.queued(betaClient.signal);
+      t.arm();
+      await t.leases.release(t.caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
       expect(await beta).toBe("lease_held");
-      // The lease stays with beta, as its renewal left it; gamma still waits behind it.
+      expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
+      expect((await t.leases.get({ project: "p" }, { name: "db" })).lease).toMatchObject({ holderAgentName: "c", waiters: [] });
+    } finally {
+      await t.store.close();
+    }
+  });
+
+  it("a call whose client goes away after another call of its agent extended the lease it was handed leaves that lease to the other call", async () => {
+    // While b's look after the release runs, another call of b (which learnt the token, from a
+    // watch say) renews the lease; then b's waiting client goes away.
+    const betaClient = new AbortController();
+    let renewed: { lease: { expiresAtMs: number } } | undefined;
+    const t = await lastLook(async (answer) => {
+      const token = (answer as { lease: { fencingToken: number } }).lease.fencingToken;
+      renewed = await t.leases.renew(t.caller("b"), { name: "db", fencingToken: token, ttlMs: 90_000 });
+      betaClient.abort();
+    });
+    const gammaClient = new AbortController();
+    try {
+      const { held, beta, gamma } = await t.queued(betaClient.signal, gammaClient.signal);
+      t.arm();
+      await t.leases.release(t.caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
+      expect(await beta).toBe("lease_held");
+      // The lease stays with b, as its renewal left it; c still waits behind it.
       expect(renewed).toBeDefined();
-      const now = (await leases.get({ project: "p" }, { name: "db" })).lease;
+      const now = (await t.leases.get({ project: "p" }, { name: "db" })).lease;
       expect(now).toMatchObject({ holderAgentName: "b", fencingToken: held.lease.fencingToken + 1, expiresAtMs: renewed!.lease.expiresAtMs });
       expect(now?.waiters?.map((w) => w.agentName)).toEqual(["c"]);
       gammaClient.abort();
-      expect(await gamma).toBe("lease_held");
+      expect(await t.outcome(gamma, (g) => g.lease.holderAgentName)).toBe("lease_held");
     } finally {
-      await store.close();
+      await t.store.close();
     }
   });
 });

@@ -659,54 +659,12 @@ describe("inbox events wake the other replicas' tails", () => {
     expect(calls).toBe(4);
     stop();
   });
-  it("a tail looks every interval only while someone listens: seldom else, wakes ignored, at once when someone starts", async () => {
-    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
-    try {
-      let calls = 0;
-      const rows = (async () => {
-        calls++;
-        return [{ xmin: String(100 + calls), r0: [] }];
-      }) as Parameters<typeof createTail>[0];
-      const listening = new ListenerCount();
-      const tail = createTail(rows, 20, 0, 1_000);
-      const stop = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {}, listening });
-      await vi.advanceTimersByTimeAsync(0);
-      expect(calls).toBe(1);
-      // Nobody listens: the next look is a second away, and a wake does not bring it forward.
-      await vi.advanceTimersByTimeAsync(500);
-      tail.wake();
-      await vi.advanceTimersByTimeAsync(499);
-      expect(calls).toBe(1);
-      await vi.advanceTimersByTimeAsync(1);
-      expect(calls).toBe(2);
-      // Someone starts listening: a look at once, then one every 20 ms.
-      const leave = listening.join();
-      await vi.advanceTimersByTimeAsync(0);
-      expect(calls).toBe(3);
-      await vi.advanceTimersByTimeAsync(100);
-      expect(calls).toBe(8);
-      // Nobody again: the tick already armed, then one a second.
-      leave();
-      await vi.advanceTimersByTimeAsync(20);
-      expect(calls).toBe(9);
-      await vi.advanceTimersByTimeAsync(999);
-      expect(calls).toBe(9);
-      await vi.advanceTimersByTimeAsync(1);
-      expect(calls).toBe(10);
-      // A reader that gives no `listening` always wants its rows: a look at once, then every 20 ms.
-      const always = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {} });
-      await vi.advanceTimersByTimeAsync(0);
-      expect(calls).toBe(11);
-      await vi.advanceTimersByTimeAsync(1_000);
-      expect(calls).toBe(61);
-      always();
-      stop();
-    } finally {
-      vi.useRealTimers();
-    }
-  });
 
-  it("a tail's readers on one count each keep the wake: removing one leaves the other woken when listening starts", async () => {
+  /**
+   * A tail on the test's timers (every 20 ms while someone listens, else every second) whose looks
+   * are counted (`looks()`) and find nothing; `fn` runs with it, the real timers back after.
+   */
+  async function pacedTail(fn: (t: { tail: ReturnType<typeof createTail>; listening: ListenerCount; looks: () => number }) => Promise<void>) {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     try {
       let calls = 0;
@@ -714,23 +672,64 @@ describe("inbox events wake the other replicas' tails", () => {
         calls++;
         return [{ xmin: String(100 + calls), r0: [], r1: [] }];
       }) as Parameters<typeof createTail>[0];
-      const listening = new ListenerCount();
-      const tail = createTail(rows, 20, 0, 1_000);
+      await fn({ tail: createTail(rows, 20, 0, 1_000), listening: new ListenerCount(), looks: () => calls });
+    } finally {
+      vi.useRealTimers();
+    }
+  }
+
+  it("a tail looks every interval only while someone listens: seldom else, wakes ignored, at once when someone starts", async () => {
+    await pacedTail(async ({ tail, listening, looks }) => {
+      const stop = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {}, listening });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(looks()).toBe(1);
+      // Nobody listens: the next look is a second away, and a wake does not bring it forward.
+      await vi.advanceTimersByTimeAsync(500);
+      tail.wake();
+      await vi.advanceTimersByTimeAsync(499);
+      expect(looks()).toBe(1);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(looks()).toBe(2);
+      // Someone starts listening: a look at once, then one every 20 ms.
+      const leave = listening.join();
+      await vi.advanceTimersByTimeAsync(0);
+      expect(looks()).toBe(3);
+      await vi.advanceTimersByTimeAsync(100);
+      expect(looks()).toBe(8);
+      // Nobody again: the tick already armed, then one a second.
+      leave();
+      await vi.advanceTimersByTimeAsync(20);
+      expect(looks()).toBe(9);
+      await vi.advanceTimersByTimeAsync(999);
+      expect(looks()).toBe(9);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(looks()).toBe(10);
+      // A reader that gives no `listening` always wants its rows: a look at once, then every 20 ms.
+      const always = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {} });
+      await vi.advanceTimersByTimeAsync(0);
+      expect(looks()).toBe(11);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(looks()).toBe(61);
+      always();
+      stop();
+    });
+  });
+
+  it("a tail's readers on one count each keep the wake: removing one leaves the other woken when listening starts", async () => {
+    await pacedTail(async ({ tail, listening, looks }) => {
       // As the hub's two tails (changes, inbox): two readers on one count.
       const stopA = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: () => {}, listening });
       const stopB = tail.add({ sql: "SELECT '[]'::json AS b", params: [], deliver: () => {}, listening });
       await vi.advanceTimersByTimeAsync(1_000);
       stopA();
       await vi.advanceTimersByTimeAsync(100);
-      const before = calls;
+      const before = looks();
       const leave = listening.join();
       await vi.advanceTimersByTimeAsync(0);
-      expect(calls).toBe(before + 1);
+      expect(looks()).toBe(before + 1);
       leave();
       stopB();
-    } finally {
-      vi.useRealTimers();
-    }
+    });
   });
 
   it("a store's tail that nobody listened to looks as soon as someone does, not at its idle tick", async () => {
