@@ -161,7 +161,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     const stop = linked(signal, shutdown);
     /** Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is gone. */
     const leave = (clientGone: boolean) =>
-      store.leases.decideLease(key, (cur, now, waiters) => decideLeaving(cur, { id, holder, name: key.name, ttlMs, nowMs: now, clientGone }, waiters));
+      store.leases.decideLease(key, (cur, now, waiters) => decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone }, waiters));
     // Set while the call's entry may be in the queue, or the lease handed to it: a look that
     // fails (the agent's key changed, the store) must not leave it there for the lease to go to.
     let entered = false;

@@ -193,14 +193,11 @@ export function decideWaiting(
 /**
  * A waiting call ends without the lease (its wait ran out, or its client went away): it leaves
  * the queue. If the queue handed it the lease in the meantime, a wait that ran out keeps it (the
- * answer is the grant), and a call whose client is gone gives it on to the next in line, unless
- * another call of the same agent has extended it since (an acquire or a renewal: its lease no
- * longer lapses `ttlMs`, the waiting call's own time to live, after it was handed over), which
- * then holds it.
+ * answer is the grant), and a call whose client is gone gives it on to the next in line.
  */
 export function decideLeaving(
   current: LeaseRow | undefined,
-  req: { id: string; holder: LeaseHolder; name: string; ttlMs: number; nowMs: number; clientGone: boolean },
+  req: { id: string; holder: LeaseHolder; name: string; nowMs: number; clientGone: boolean },
   waiters: LeaseWaiter[],
 ): LeaseDecision<LeaseAnswer | { kind: "left" }> {
   const held = heldLease(current);
@@ -211,7 +208,6 @@ export function decideLeaving(
   }
   if (!held || held.holderAgentId !== req.holder.agentId || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
   if (!req.clientGone) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
-  if (held.expiresAtMs - held.acquiredAtMs !== req.ttlMs) return { result: { kind: "left" } };
   const d = decideRelease(current, { name: req.name, holder: req.holder, fencingToken: held.fencingToken }, waiters, req.nowMs);
   return { ...d, result: { kind: "left" } };
 }

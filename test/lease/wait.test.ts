@@ -217,15 +217,15 @@ describe("blocking acquire, a client gone during its last look", () => {
     const caller = (name: string) => ({ kind: "agent" as const, agentId: `agt_${name}`, agentName: name, project: "p" });
     const outcome = <T>(p: Promise<T>, value: (t: T) => string) => p.then(value, (e: { code?: string }) => e.code);
     /** a holds db; b waits for it, then c; resolves once both are queued. */
-    async function queued(betaSignal: AbortSignal, gammaSignal?: AbortSignal) {
+    async function queued(betaSignal: AbortSignal) {
       const held = await leases.acquire(caller("a"), { name: "db", ttlMs: 60_000 });
       const beta = outcome(leases.acquire(caller("b"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, betaSignal), () => "granted");
       await idle(clock, 1);
-      const gamma = leases.acquire(caller("c"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, gammaSignal);
+      const gamma = leases.acquire(caller("c"), { name: "db", ttlMs: 60_000, waitMs: 30_000 });
       await idle(clock, 2);
       return { held, beta, gamma };
     }
-    return { store, leases, caller, outcome, queued, arm: () => (armed = true) };
+    return { store, leases, caller, queued, arm: () => (armed = true) };
   }
 
   it("a call whose client goes away while the look that hands it the lease runs gives the lease on to the next in line", async () => {
@@ -238,34 +238,6 @@ describe("blocking acquire, a client gone during its last look", () => {
       expect(await beta).toBe("lease_held");
       expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
       expect((await t.leases.get({ project: "p" }, { name: "db" })).lease).toMatchObject({ holderAgentName: "c", waiters: [] });
-    } finally {
-      await t.store.close();
-    }
-  });
-
-  it("a call whose client goes away after another call of its agent extended the lease it was handed leaves that lease to the other call", async () => {
-    // While b's look after the release runs, another call of b (which learnt the token, from a
-    // watch say) renews the lease; then b's waiting client goes away.
-    const betaClient = new AbortController();
-    let renewed: { lease: { expiresAtMs: number } } | undefined;
-    const t = await lastLook(async (answer) => {
-      const token = (answer as { lease: { fencingToken: number } }).lease.fencingToken;
-      renewed = await t.leases.renew(t.caller("b"), { name: "db", fencingToken: token, ttlMs: 90_000 });
-      betaClient.abort();
-    });
-    const gammaClient = new AbortController();
-    try {
-      const { held, beta, gamma } = await t.queued(betaClient.signal, gammaClient.signal);
-      t.arm();
-      await t.leases.release(t.caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
-      expect(await beta).toBe("lease_held");
-      // The lease stays with b, as its renewal left it; c still waits behind it.
-      expect(renewed).toBeDefined();
-      const now = (await t.leases.get({ project: "p" }, { name: "db" })).lease;
-      expect(now).toMatchObject({ holderAgentName: "b", fencingToken: held.lease.fencingToken + 1, expiresAtMs: renewed!.lease.expiresAtMs });
-      expect(now?.waiters?.map((w) => w.agentName)).toEqual(["c"]);
-      gammaClient.abort();
-      expect(await t.outcome(gamma, (g) => g.lease.holderAgentName)).toBe("lease_held");
     } finally {
       await t.store.close();
     }

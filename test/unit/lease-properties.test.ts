@@ -30,7 +30,7 @@ describe("lease properties", () => {
     | { op: "release"; who: number; delta: number }
     | { op: "force"; withToken: boolean; delta: number }
     | { op: "look"; who: number }
-    | { op: "leave"; who: number; clientGone: boolean; ttlMs: number }
+    | { op: "leave"; who: number; clientGone: boolean }
     | { op: "drop"; who: number }
     | { op: "end"; who: number }
     | { op: "advance"; ms: number };
@@ -43,7 +43,7 @@ describe("lease properties", () => {
     fc.record({ op: fc.constant("release" as const), who, delta }),
     fc.record({ op: fc.constant("force" as const), withToken: fc.boolean(), delta }),
     fc.record({ op: fc.constant("look" as const), who }),
-    fc.record({ op: fc.constant("leave" as const), who, clientGone: fc.boolean(), ttlMs: ttl }),
+    fc.record({ op: fc.constant("leave" as const), who, clientGone: fc.boolean() }),
     fc.record({ op: fc.constant("drop" as const), who }),
     fc.record({ op: fc.constant("end" as const), who }),
     fc.record({ op: fc.constant("advance" as const), ms: fc.oneof(fc.integer({ min: 0, max: 10_000 }), fc.integer({ min: 0, max: 700_000 })) }),
@@ -117,7 +117,7 @@ describe("lease properties", () => {
             case "look":
               return decideWaiting(current, { id: myWait, holder: h, name: NAME, nowMs }, waiters);
             case "leave":
-              return decideLeaving(current, { id: myWait, holder: h, name: NAME, ttlMs: o.ttlMs, nowMs, clientGone: o.clientGone }, waiters);
+              return decideLeaving(current, { id: myWait, holder: h, name: NAME, nowMs, clientGone: o.clientGone }, waiters);
             case "drop":
               return decideDropWaiters(current, { agentId: h.agentId, nowMs }, waiters);
             case "end":
