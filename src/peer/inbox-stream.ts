@@ -104,7 +104,10 @@ export function createInboxStreams(deps: InboxStreamDeps) {
           await presence.requireKey(caller);
         }
         const live = takeContiguous(handed, last);
-        const events = live.length > 0 ? live : await store.messages.readInbox(caller.agentId, last, page);
+        // The store is read only for what the bus announced without handing it over (or before
+        // the stream was live): a wake for a peer, a recheck or an event already sent reads nothing.
+        const behind = Math.max(liveHead, liveFrom) > last;
+        const events = live.length > 0 ? live : behind ? await store.messages.readInbox(caller.agentId, last, page) : [];
         for (const event of events) {
           if (tooSlow()) throw errors.subscriberTooSlow(last);
           yield { kind: "event", event, cursor: event.seq };
