@@ -10,7 +10,8 @@ import { agentFlagOptions, agentFlags, agentTarget, bounded, closeSession, durat
  * agent registers, waits for the lease, starts the command in a process group of its own with the
  * fencing token in its environment, keeps the lease renewed (the client library's keeper) and
  * releases it when the command ends. When the lease is lost the command's group is terminated,
- * then killed after a grace, so it stops before another holder can exist.
+ * then killed after a grace, so it stops before another holder can exist; a guard process does the
+ * same when lease run itself dies without a chance to (guardProgram).
  */
 
 /** lease run's own exit codes; any other code is the command's (128 + n: killed by signal n). */
@@ -53,7 +54,9 @@ with the command's exit code (128 + n if a signal n killed it).
 If the lease is lost (taken by an operator or another holder after it lapsed: lease_superseded,
 lease_expired, lease_not_found; or renewals not confirmed a fifth of the TTL before it can lapse:
 lease_unconfirmed, also when this process was stopped or the hub answers too slowly), the
-command's group gets SIGTERM, then SIGKILL after --grace, and lease run exits ${leaseRunExitCodes.leaseLost}.
+command's group gets SIGTERM, then SIGKILL after --grace, and lease run exits ${leaseRunExitCodes.leaseLost}. If lease run
+itself is killed outright (SIGKILL, the OOM killer), a guard process it starts beside the command
+does the same to the command's group.
 Durations: 30s, 5m, 1500ms, 1h, or a bare number of milliseconds.
 
 This is how a lease is held across a command. \`kxm-hub lease acquire\` holds one only until its
@@ -118,6 +121,45 @@ async function acquire(session: Session, o: RunOptions, target: AgentTarget): Pr
 }
 
 /**
+ * The guard's program (`node -e`; argv: the command's process group, the grace in ms). Its stdin
+ * is a pipe whose only writer is lease run, so the kernel closes it when lease run ends in any
+ * way, SIGKILL and the OOM killer included: then the guard does what a lost lease does, SIGTERM
+ * to the group and SIGKILL after the grace. Signals meant for a terminal's or a supervisor's
+ * group do not reach it (a group of its own), and the ones lease run passes on are ignored.
+ */
+const guardProgram = `
+const [group, graceMs] = process.argv.slice(1).map(Number);
+for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(s, () => {});
+const signal = (s) => { try { process.kill(-group, s); return true; } catch { return false; } };
+process.stdin.on("data", () => {});
+process.stdin.on("end", () => {
+  if (!signal("SIGTERM")) process.exit(0);
+  setTimeout(() => { signal("SIGKILL"); process.exit(0); }, graceMs);
+});
+`;
+
+/**
+ * Starts the guard of the command's group (guardProgram): without it a lease run killed outright
+ * would leave the command running on a lease nobody renews, past the moment another holder can
+ * have it. Returns how to stand it down, once the command has ended while lease run still runs.
+ */
+function guard(group: number, graceMs: number): () => void {
+  const g = spawn(process.execPath, ["-e", guardProgram, String(group), String(Math.round(graceMs))], {
+    detached: true,
+    stdio: ["pipe", "ignore", "ignore"],
+    env: {},
+  });
+  g.once("error", () => {}); // could not start: lease run goes on as it did without one
+  g.stdin!.on("error", () => {});
+  g.unref();
+  (g.stdin as unknown as { unref?: () => void }).unref?.();
+  return () => {
+    g.kill("SIGKILL");
+    g.stdin!.destroy();
+  };
+}
+
+/**
  * Runs the command under the held lease. Resolves with lease run's exit code once the command
  * has ended; rejects with lease_lost (exit 76) when the lease was lost while it ran.
  */
@@ -132,6 +174,8 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
       KXM_LEASE_RESOURCE: held.lease.resource,
     },
   });
+  // Right after the command's own spawn, in the same turn: the guard watches from the start.
+  const standDown = child.pid === undefined ? () => {} : guard(child.pid, o.graceMs);
   return new Promise((resolve, reject) => {
     let loss: HubError | undefined;
     let killTimer: NodeJS.Timeout | undefined;
@@ -159,6 +203,7 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     held.lost.addEventListener("abort", onLost, { once: true });
 
     const done = () => {
+      standDown();
       clearInterval(watchdog);
       clearTimeout(killTimer);
       held.lost.removeEventListener("abort", onLost);

@@ -83,6 +83,20 @@ function commandPid(files: Run["files"]): number | undefined {
   }
 }
 
+/** Whether process `pid` still runs (a zombie nobody reaped counts as ended). */
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, "utf8"));
+  } catch {
+    return true; // no /proc: the signal's answer stands
+  }
+}
+
 /** Resolves once `check` answers something, checking again on every turn of a short timer; bounded. */
 async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + waitBoundMs;
@@ -176,6 +190,43 @@ describe("kxm-hub lease run", () => {
     const { code, stderr } = await within(run.exited, "lease run's exit");
     expect(code, stderr).toBe(130);
     expect(await liveLeases(t)).toEqual([]);
+  });
+
+  it("killed outright (SIGKILL), it still ends the command: the command gets SIGTERM, as when the lease is lost", async () => {
+    await using t = await startTestHub();
+    const run = leaseRun(t, "alpha", ["--ttl", "5s", "--grace", "300ms"]);
+    const env = await envOf(run);
+    run.child.kill("SIGKILL");
+    await until("the command's end", () => (alive(env.pid) ? undefined : true));
+    expect(fs.readFileSync(run.files.term, "utf8")).toBe("SIGTERM");
+    expect((await within(run.exited, "lease run's streams to close")).signal).toBe("SIGKILL");
+  });
+
+  it("killed outright, it ends even a process of the command's group that ignores SIGTERM, after --grace", async () => {
+    await using t = await startTestHub();
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-lease-run-"));
+    onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
+    const pidFile = path.join(dir, "pid");
+    const stubborn = `process.on("SIGTERM", () => {}); require("node:fs").writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000);`;
+    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
+    const child = spawn(process.execPath, [bin, "lease", "run", LEASE, "--ttl", "5s", "--grace", "300ms", "--", process.execPath, "-e", stubborn], {
+      cwd: repo,
+      env: { ...base, KXM_URL: t.baseUrl, KXM_PROJECT: PROJECT, KXM_AGENT: "alpha" },
+      stdio: "ignore",
+      detached: true,
+    });
+    const pid = await until("the command's pid file", () => (fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8"))) || undefined);
+    onTestFinished(() => {
+      for (const p of [pid, child.pid!]) {
+        try {
+          process.kill(p, "SIGKILL");
+        } catch {
+          // gone already
+        }
+      }
+    });
+    child.kill("SIGKILL");
+    await until("the command's end", () => (alive(pid) ? undefined : true));
   });
 
   it("runs nothing when the lease is not had within --wait and exits 75 with lease_held", async () => {
