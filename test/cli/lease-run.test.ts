@@ -42,13 +42,13 @@ interface Run {
 }
 
 /** Starts `kxm-hub lease run` as `agent` in a process group of its own (kept from vitest's signals). */
-function leaseRun(t: TestHub, agent: string, flags: string[], url = t.baseUrl): Run {
+function leaseRun(t: TestHub, agent: string, flags: string[], url = t.baseUrl, script = commandScript): Run {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-lease-run-"));
   const files = { env: path.join(dir, "env.json"), go: path.join(dir, "go"), term: path.join(dir, "term") };
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
   const child = spawn(
     process.execPath,
-    [bin, "lease", "run", LEASE, ...flags, "--", process.execPath, "-e", commandScript, files.env, files.go, files.term],
+    [bin, "lease", "run", LEASE, ...flags, "--", process.execPath, "-e", script, files.env, files.go, files.term],
     {
       cwd: repo,
       env: { ...base, KXM_URL: url, KXM_PROJECT: PROJECT, KXM_AGENT: agent },
@@ -202,30 +202,17 @@ describe("kxm-hub lease run", () => {
     expect((await within(run.exited, "lease run's streams to close")).signal).toBe("SIGKILL");
   });
 
-  it("killed outright, it ends even a process of the command's group that ignores SIGTERM, after --grace", async () => {
+  it("killed outright, it ends even a command that ignores SIGTERM, after --grace", async () => {
     await using t = await startTestHub();
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-lease-run-"));
-    onTestFinished(() => fs.rmSync(dir, { recursive: true, force: true }));
-    const pidFile = path.join(dir, "pid");
-    const stubborn = `process.on("SIGTERM", () => {}); require("node:fs").writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); setInterval(() => {}, 1000);`;
-    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
-    const child = spawn(process.execPath, [bin, "lease", "run", LEASE, "--ttl", "5s", "--grace", "300ms", "--", process.execPath, "-e", stubborn], {
-      cwd: repo,
-      env: { ...base, KXM_URL: t.baseUrl, KXM_PROJECT: PROJECT, KXM_AGENT: "alpha" },
-      stdio: "ignore",
-      detached: true,
-    });
-    const pid = await until("the command's pid file", () => (fs.existsSync(pidFile) && Number(fs.readFileSync(pidFile, "utf8"))) || undefined);
-    onTestFinished(() => {
-      for (const p of [pid, child.pid!]) {
-        try {
-          process.kill(p, "SIGKILL");
-        } catch {
-          // gone already
-        }
-      }
-    });
-    child.kill("SIGKILL");
+    const stubborn = `
+const [envFile] = process.argv.slice(1);
+process.on("SIGTERM", () => {});
+require("node:fs").writeFileSync(envFile, JSON.stringify({ pid: process.pid }));
+setInterval(() => {}, 1000);
+`;
+    const run = leaseRun(t, "alpha", ["--ttl", "5s", "--grace", "300ms"], t.baseUrl, stubborn);
+    const { pid } = await envOf(run);
+    run.child.kill("SIGKILL");
     await until("the command's end", () => (alive(pid) ? undefined : true));
   });
 
