@@ -124,8 +124,10 @@ async function acquire(session: Session, o: RunOptions, target: AgentTarget): Pr
  * The guard's program (`node -e`; argv: the command's process group, the grace in ms). Its stdin
  * is a pipe whose only writer is lease run, so the kernel closes it when lease run ends in any
  * way, SIGKILL and the OOM killer included: then the guard does what a lost lease does, SIGTERM
- * to the group and SIGKILL after the grace. Signals meant for a terminal's or a supervisor's
- * group do not reach it (a group of its own), and the ones lease run passes on are ignored.
+ * to the group and SIGKILL after the grace, unless the group is gone by then (it looks every
+ * 50 ms, and leaves as soon as it is: a group number, once free, can be another's). Signals meant
+ * for a terminal's or a supervisor's group do not reach it (a group of its own), and the ones
+ * lease run passes on are ignored.
  */
 const guardProgram = `
 const [group, graceMs] = process.argv.slice(1).map(Number);
@@ -134,7 +136,11 @@ const signal = (s) => { try { process.kill(-group, s); return true; } catch { re
 process.stdin.on("data", () => {});
 process.stdin.on("end", () => {
   if (!signal("SIGTERM")) process.exit(0);
-  setTimeout(() => { signal("SIGKILL"); process.exit(0); }, graceMs);
+  const until = Date.now() + graceMs;
+  const look = setInterval(() => {
+    if (!signal(0)) process.exit(0);
+    if (Date.now() >= until) { signal("SIGKILL"); process.exit(0); }
+  }, Math.min(50, graceMs));
 });
 `;
 
@@ -142,20 +148,37 @@ process.stdin.on("end", () => {
  * Starts the guard of the command's group (guardProgram): without it a lease run killed outright
  * would leave the command running on a lease nobody renews, past the moment another holder can
  * have it. Returns how to stand it down, once the command has ended while lease run still runs.
+ * A guard that cannot start, or ends while it should stand, is said on stderr, and lease run goes
+ * on as it did without one.
  */
 function guard(group: number, graceMs: number): () => void {
-  const g = spawn(process.execPath, ["-e", guardProgram, String(group), String(Math.round(graceMs))], {
-    detached: true,
-    stdio: ["pipe", "ignore", "ignore"],
-    env: {},
-  });
-  g.once("error", () => {}); // could not start: lease run goes on as it did without one
-  g.stdin!.on("error", () => {});
+  let standing = true;
+  const unguarded = (why: string) => {
+    if (standing) process.stderr.write(`kxm-hub: warning: the command runs without its guard (${why}): if lease run is killed outright, nothing ends it\n`);
+    standing = false;
+  };
+  let g: ChildProcess;
+  try {
+    g = spawn(process.execPath, ["-e", guardProgram, String(group), String(Math.max(1, Math.round(graceMs)))], {
+      detached: true,
+      stdio: ["pipe", "ignore", "ignore"],
+      env: {},
+    });
+  } catch (e) {
+    unguarded((e as Error).message);
+    return () => {};
+  }
+  g.once("error", (e) => unguarded(e.message));
+  g.once("exit", (code, signal) => unguarded(signal ? `it was killed by ${signal}` : `it exited ${code}`));
   g.unref();
-  (g.stdin as unknown as { unref?: () => void }).unref?.();
+  const pipe = g.stdin;
+  if (!pipe) return () => void (standing = false); // the spawn failed: "error" comes next
+  pipe.on("error", () => {});
+  (pipe as unknown as { unref?: () => void }).unref?.();
   return () => {
+    standing = false;
     g.kill("SIGKILL");
-    g.stdin!.destroy();
+    pipe.destroy();
   };
 }
 

@@ -97,6 +97,21 @@ function alive(pid: number): boolean {
   }
 }
 
+/** The pid of the guard lease run started for the command's group `group` (`node -e <program> <group> <grace>`). */
+function guardOf(group: number): number | undefined {
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    let argv: string[];
+    try {
+      argv = fs.readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue; // ended meanwhile
+    }
+    if (argv[1] === "-e" && argv[3] === String(group)) return Number(entry);
+  }
+  return undefined;
+}
+
 /** Resolves once `check` answers something, checking again on every turn of a short timer; bounded. */
 async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + waitBoundMs;
@@ -214,6 +229,29 @@ setInterval(() => {}, 1000);
     const { pid } = await envOf(run);
     run.child.kill("SIGKILL");
     await until("the command's end", () => (alive(pid) ? undefined : true));
+  });
+
+  it("killed outright, its guard leaves as soon as the command's group has ended, not at the end of --grace", async () => {
+    await using t = await startTestHub();
+    const run = leaseRun(t, "alpha", ["--ttl", "5s", "--grace", "10m"]);
+    const env = await envOf(run);
+    const guard = await until("the guard", () => guardOf(env.pid));
+    run.child.kill("SIGKILL");
+    await until("the command's end", () => (alive(env.pid) ? undefined : true));
+    // The group's number is free again: a SIGKILL to it at the end of the grace could reach another's.
+    await until("the guard's end", () => (alive(guard) ? undefined : true));
+  });
+
+  it("says on stderr when the command's guard ends while it runs, and goes on", async () => {
+    await using t = await startTestHub();
+    const run = leaseRun(t, "alpha", ["--ttl", "5s"]);
+    const env = await envOf(run);
+    process.kill(await until("the guard", () => guardOf(env.pid)), "SIGKILL");
+    fs.writeFileSync(`${run.files.go}.part`, "0");
+    fs.renameSync(`${run.files.go}.part`, run.files.go);
+    const { code, stderr } = await within(run.exited, "lease run's exit");
+    expect(code, stderr).toBe(0);
+    expect(stderr).toBe("kxm-hub: warning: the command runs without its guard (it was killed by SIGKILL): if lease run is killed outright, nothing ends it\n");
   });
 
   it("runs nothing when the lease is not had within --wait and exits 75 with lease_held", async () => {
