@@ -11,7 +11,7 @@ import { agentFlagOptions, agentFlags, agentTarget, bounded, closeSession, durat
  * fencing token in its environment, keeps the lease renewed (the client library's keeper) and
  * releases it when the command ends. When the lease is lost the command's group is terminated,
  * then killed after a grace, so it stops before another holder can exist; a guard process does the
- * same when lease run itself dies without a chance to (guardProgram).
+ * same when lease run itself dies or is stopped (guardProgram).
  */
 
 /** lease run's own exit codes; any other code is the command's (128 + n: killed by signal n). */
@@ -55,8 +55,8 @@ If the lease is lost (taken by an operator or another holder after it lapsed: le
 lease_expired, lease_not_found; or renewals not confirmed a fifth of the TTL before it can lapse:
 lease_unconfirmed, also when this process was stopped or the hub answers too slowly), the
 command's group gets SIGTERM, then SIGKILL after --grace, and lease run exits ${leaseRunExitCodes.leaseLost}. If lease run
-itself is killed outright (SIGKILL, the OOM killer), a guard process it starts beside the command
-does the same to the command's group.
+itself is killed outright (SIGKILL, the OOM killer) or stopped past that deadline (SIGSTOP), a guard
+process it starts beside the command does the same to the command's group.
 Durations: 30s, 5m, 1500ms, 1h, or a bare number of milliseconds.
 
 This is how a lease is held across a command. \`kxm-hub lease acquire\` holds one only until its
@@ -123,35 +123,64 @@ async function acquire(session: Session, o: RunOptions, target: AgentTarget): Pr
 /**
  * The guard's program (`node -e`; argv: the command's process group, the grace in ms). Its stdin
  * is a pipe whose only writer is lease run, so the kernel closes it when lease run ends in any
- * way, SIGKILL and the OOM killer included: then the guard does what a lost lease does, SIGTERM
- * to the group and SIGKILL after the grace, unless the group is gone by then (it looks every
- * 50 ms, and leaves as soon as it is: a group number, once free, can be another's). Signals meant
- * for a terminal's or a supervisor's group do not reach it (a group of its own), and the ones
- * lease run passes on are ignored.
+ * way, SIGKILL and the OOM killer included. Down the pipe, lease run writes its local deadline
+ * (a line of milliseconds on the system's monotonic clock, `process.hrtime`) whenever it moves.
+ * When the pipe closes, or the deadline passes without a newer one (lease run stopped with
+ * SIGSTOP, or starved), the guard does what a lost lease does: SIGTERM to the group, SIGKILL
+ * after the grace unless the group is gone by then (it looks every 50 ms, and leaves as soon as
+ * it is: a group number, once free, can be another's). Signals meant for a terminal's or a
+ * supervisor's group do not reach it (a group of its own), and the ones lease run passes on are
+ * ignored.
  */
 const guardProgram = `
 const [group, graceMs] = process.argv.slice(1).map(Number);
 for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(s, () => {});
 const signal = (s) => { try { process.kill(-group, s); return true; } catch { return false; } };
-process.stdin.on("data", () => {});
-process.stdin.on("end", () => {
+const nowMs = () => Number(process.hrtime.bigint() / 1000000n);
+let deadline = Infinity;
+let text = "";
+let ending = false;
+function end() {
+  if (ending) return;
+  ending = true;
   if (!signal("SIGTERM")) process.exit(0);
-  const until = Date.now() + graceMs;
-  const look = setInterval(() => {
+  const until = nowMs() + graceMs;
+  setInterval(() => {
     if (!signal(0)) process.exit(0);
-    if (Date.now() >= until) { signal("SIGKILL"); process.exit(0); }
+    if (nowMs() >= until) { signal("SIGKILL"); process.exit(0); }
   }, Math.min(50, graceMs));
+}
+process.stdin.setEncoding("utf8");
+process.stdin.on("data", (chunk) => {
+  text += chunk;
+  const lines = text.split("\\n");
+  text = lines.pop();
+  for (const line of lines) if (line !== "") deadline = Number(line);
 });
+process.stdin.on("end", end);
+setInterval(() => { if (nowMs() >= deadline) end(); }, 50);
 `;
+
+/** Milliseconds on the system's monotonic clock, which every process reads alike (the guard's deadline). */
+const systemMonotonicMs = () => Number(process.hrtime.bigint() / 1_000_000n);
+
+/** The guard of a command's group: stand it down, or move its deadline. */
+interface Guard {
+  standDown(): void;
+  /** The local deadline, as `performance.now()` counts it in this process. */
+  deadline(atPerformanceMs: number): void;
+}
+
+const noGuard: Guard = { standDown() {}, deadline() {} };
 
 /**
  * Starts the guard of the command's group (guardProgram): without it a lease run killed outright
  * would leave the command running on a lease nobody renews, past the moment another holder can
- * have it. Returns how to stand it down, once the command has ended while lease run still runs.
- * A guard that cannot start, or ends while it should stand, is said on stderr, and lease run goes
- * on as it did without one.
+ * have it, and one stopped would leave it running until it is continued. A guard that cannot
+ * start, or ends while it should stand, is said on stderr, and lease run goes on as it did
+ * without one.
  */
-function guard(group: number, graceMs: number): () => void {
+function guard(group: number, graceMs: number): Guard {
   let standing = true;
   const unguarded = (why: string) => {
     if (standing) process.stderr.write(`kxm-hub: warning: the command runs without its guard (${why}): if lease run is killed outright, nothing ends it\n`);
@@ -166,19 +195,31 @@ function guard(group: number, graceMs: number): () => void {
     });
   } catch (e) {
     unguarded((e as Error).message);
-    return () => {};
+    return noGuard;
   }
   g.once("error", (e) => unguarded(e.message));
   g.once("exit", (code, signal) => unguarded(signal ? `it was killed by ${signal}` : `it exited ${code}`));
   g.unref();
   const pipe = g.stdin;
-  if (!pipe) return () => void (standing = false); // the spawn failed: "error" comes next
+  if (!pipe) {
+    // The spawn failed: "error" comes next.
+    return { standDown: () => void (standing = false), deadline() {} };
+  }
   pipe.on("error", () => {});
   (pipe as unknown as { unref?: () => void }).unref?.();
-  return () => {
-    standing = false;
-    g.kill("SIGKILL");
-    pipe.destroy();
+  let sent = Number.NaN;
+  return {
+    standDown() {
+      standing = false;
+      g.kill("SIGKILL");
+      pipe.destroy();
+    },
+    deadline(atPerformanceMs) {
+      const at = Math.floor(systemMonotonicMs() + (atPerformanceMs - performance.now()));
+      if (!standing || Math.abs(at - sent) < 1) return;
+      sent = at;
+      pipe.write(`${at}\n`);
+    },
   };
 }
 
@@ -198,7 +239,10 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     },
   });
   // Right after the command's own spawn, in the same turn: the guard watches from the start.
-  const standDown = child.pid === undefined ? () => {} : guard(child.pid, o.graceMs);
+  const guarded = child.pid === undefined ? noGuard : guard(child.pid, o.graceMs);
+  /** The local deadline, on the monotonic clock the keeper counts with (below). */
+  const deadline = () => held.validUntilMs - o.ttlMs / 5;
+  guarded.deadline(deadline());
   return new Promise((resolve, reject) => {
     let loss: HubError | undefined;
     let killTimer: NodeJS.Timeout | undefined;
@@ -210,10 +254,12 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     // (SIGSTOP) or a hub answering slowly cannot push it back: this timer fires late after a stop,
     // and acts at once, before any answer comes.
     const checkEveryMs = Math.min(250, o.ttlMs / 20);
+    // The guard holds the same deadline, so a lease run that is stopped (and cannot act) still
+    // has the command ended in time.
+    const unconfirmed = () => new HubError("lease_unconfirmed", `lease ${o.name} was not confirmed in time: it may lapse on the hub`, {}, held.lease, true);
     const watchdog = setInterval(() => {
-      if (performance.now() >= held.validUntilMs - o.ttlMs / 5) {
-        lose(new HubError("lease_unconfirmed", `lease ${o.name} was not confirmed in time: it may lapse on the hub`, {}, held.lease, true));
-      }
+      if (performance.now() >= deadline()) lose(unconfirmed());
+      else guarded.deadline(deadline());
     }, checkEveryMs);
 
     function lose(reason: HubError) {
@@ -226,7 +272,7 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     held.lost.addEventListener("abort", onLost, { once: true });
 
     const done = () => {
-      standDown();
+      guarded.standDown();
       clearInterval(watchdog);
       clearTimeout(killTimer);
       held.lost.removeEventListener("abort", onLost);
@@ -246,6 +292,8 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     });
     child.once("exit", (code, signal) => {
       done();
+      // Ended past the deadline: by the guard, while this process was stopped, or on its own.
+      if (!loss && performance.now() >= deadline()) loss = unconfirmed();
       if (loss) {
         // Nothing in the group may go on writing with a lost lease: whatever the leader left is killed.
         signalGroup(child, "SIGKILL");
