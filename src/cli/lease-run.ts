@@ -216,7 +216,7 @@ function guard(group: number, graceMs: number): Guard {
     },
     deadline(atPerformanceMs) {
       const at = Math.floor(systemMonotonicMs() + (atPerformanceMs - performance.now()));
-      if (!standing || Math.abs(at - sent) < 1) return;
+      if (!standing || Math.abs(at - sent) < 5) return; // the two clocks' floors differ by a millisecond
       sent = at;
       pipe.write(`${at}\n`);
     },
@@ -242,7 +242,15 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
   const guarded = child.pid === undefined ? noGuard : guard(child.pid, o.graceMs);
   /** The local deadline, on the monotonic clock the keeper counts with (below). */
   const deadline = () => held.validUntilMs - o.ttlMs / 5;
-  guarded.deadline(deadline());
+  const checkEveryMs = Math.min(250, o.ttlMs / 20);
+  // The guard's deadline comes later than this process's own by a slack: a renewal confirmed
+  // just before the deadline reaches the guard only at the watchdog's next tick, and a guard that
+  // acted on the older deadline would end a command whose lease is fine. It is the backstop of a
+  // lease run that cannot act; with the default grace (a tenth of the TTL) its SIGKILL still comes
+  // before the lease can lapse.
+  const guardSlackMs = checkEveryMs + 100;
+  const guardDeadline = () => deadline() + guardSlackMs;
+  guarded.deadline(guardDeadline());
   return new Promise((resolve, reject) => {
     let loss: HubError | undefined;
     let killTimer: NodeJS.Timeout | undefined;
@@ -253,13 +261,12 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     // the lease can lapse, counted from the last confirmed renewal's send time. A stopped process
     // (SIGSTOP) or a hub answering slowly cannot push it back: this timer fires late after a stop,
     // and acts at once, before any answer comes.
-    const checkEveryMs = Math.min(250, o.ttlMs / 20);
-    // The guard holds the same deadline, so a lease run that is stopped (and cannot act) still
-    // has the command ended in time.
+    // The guard holds it too (with its slack), so a lease run that is stopped, and cannot act,
+    // still has the command ended before the lease can lapse.
     const unconfirmed = () => new HubError("lease_unconfirmed", `lease ${o.name} was not confirmed in time: it may lapse on the hub`, {}, held.lease, true);
     const watchdog = setInterval(() => {
       if (performance.now() >= deadline()) lose(unconfirmed());
-      else guarded.deadline(deadline());
+      else guarded.deadline(guardDeadline());
     }, checkEveryMs);
 
     function lose(reason: HubError) {
@@ -292,16 +299,18 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     });
     child.once("exit", (code, signal) => {
       done();
-      // Ended past the deadline: by the guard, while this process was stopped, or on its own.
+      // Ended past the deadline before this process acted (the guard ended it while this process
+      // was stopped): the lease was as good as lost.
+      const sentTerm = loss !== undefined;
       if (!loss && performance.now() >= deadline()) loss = unconfirmed();
       if (loss) {
         // Nothing in the group may go on writing with a lost lease: whatever the leader left is killed.
         signalGroup(child, "SIGKILL");
-        const how = signal ? `killed by ${signal}` : `exited ${code}`;
+        const how = signal ? `was killed by ${signal}` : `exited ${code}`;
         reject(
           new CommandError(
             "lease_lost",
-            `${loss.code}: lease ${o.name} (token ${held.token}) was lost (${loss.message}); the command was sent SIGTERM and ${how}`,
+            `${loss.code}: lease ${o.name} (token ${held.token}) was lost (${loss.message}); the command ${sentTerm ? "was sent SIGTERM and " : "ended past the deadline: it "}${how}`,
             leaseRunExitCodes.leaseLost,
           ),
         );
