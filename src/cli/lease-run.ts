@@ -198,7 +198,8 @@ function guard(group: number, graceMs: number): Guard {
     return noGuard;
   }
   g.once("error", (e) => unguarded(e.message));
-  g.once("exit", (code, signal) => unguarded(signal ? `it was killed by ${signal}` : `it exited ${code}`));
+  // Exit 0 is a guard that did its work (the group ended, or it ended it): nothing to warn of.
+  g.once("exit", (code, signal) => (code === 0 ? void (standing = false) : unguarded(signal ? `it was killed by ${signal}` : `it exited ${code}`)));
   g.unref();
   const pipe = g.stdin;
   if (!pipe) {
