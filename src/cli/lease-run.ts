@@ -239,7 +239,11 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
       KXM_LEASE_RESOURCE: held.lease.resource,
     },
   });
-  // Right after the command's own spawn, in the same turn: the guard watches from the start.
+  // Signals are passed on from the command's first moment: its spawn returns while it already
+  // runs, and starting the guard takes a spawn more.
+  const onSignal = (signal: NodeJS.Signals) => signalGroup(child, signal);
+  for (const s of forwarded) process.on(s, onSignal);
+  // Then the guard, in the same turn: it watches from the start.
   const guarded = child.pid === undefined ? noGuard : guard(child.pid, o.graceMs);
   /** The local deadline, on the monotonic clock the keeper counts with (below). */
   const deadline = () => held.validUntilMs - o.ttlMs / 5;
@@ -255,8 +259,6 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
   return new Promise((resolve, reject) => {
     let loss: HubError | undefined;
     let killTimer: NodeJS.Timeout | undefined;
-    const onSignal = (signal: NodeJS.Signals) => signalGroup(child, signal);
-    for (const s of forwarded) process.on(s, onSignal);
 
     // The local deadline, on the monotonic clock the keeper counts with: a fifth of the TTL before
     // the lease can lapse, counted from the last confirmed renewal's send time. A stopped process
