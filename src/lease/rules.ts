@@ -144,6 +144,11 @@ export function decideAcquire(
       result: { kind: me ? "queued" : "held", lease },
     };
   }
+  // The caller's own agent may be first in line: the agent gets the lease now, through this call,
+  // and the waiting call keeps its place behind it. A place belongs to a call (leases.md "Who
+  // waits"): taken out here, the waiting call would find its agent holding the lease at its next
+  // look and be answered granted on this call's token, two calls each holding one lease (D64).
+  const remove = h.outcome ? h.remove.filter((id) => id !== h.next.id) : h.remove;
   // @NOTE decision D43: the fence never restarts; a released resource keeps its token as floor.
   const lease: LeaseView = {
     resource: displayResource(req.holder.project, req.name),
@@ -154,10 +159,10 @@ export function decideAcquire(
     fencingToken: (current?.fencingToken ?? 0) + 1,
     acquiredAtMs: req.nowMs,
     expiresAtMs,
-    waiters: queueAfter(waiters, { remove: h.remove }, req.nowMs),
+    waiters: queueAfter(waiters, { remove }, req.nowMs),
   };
   const outcome: LeaseOutcome = { kind: held ? "taken_over" : "granted", lease };
-  return { write: toRow(lease), change: recorded(outcome), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: outcome };
+  return { write: toRow(lease), change: recorded(outcome), ...(remove.length > 0 && { queue: { remove } }), result: outcome };
 }
 
 /**

@@ -166,6 +166,25 @@ describe("blocking acquire", () => {
     expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
   });
 
+  it("a call of the waiter's own agent that does not wait takes the lapsed lease, and the waiting call stays queued behind it, never granted on its token", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    await client(t, a).acquireLease({ name: "db", ttlMs: 5_000 });
+    const wait = acquire(t, b, "db", 60_000);
+    await idle(t.clock);
+    // The lease lapses; beta's other call comes before its waiting call looks again.
+    t.clock.jump(5_000);
+    const plain = await acquire(t, b, "db");
+    expect(plain.lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
+    t.clock.advance(0); // the waiting call looks: the lease is its agent's, through another call
+    expect(await settled(wait)).toBe(false);
+    expect(await waiting(t)).toBe(1);
+    await release(t, b, "db", plain.lease!.fencingToken);
+    expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 3n });
+    expect(await waiting(t)).toBe(0);
+  });
+
   it("waits through REST with waitMs, and refuses a wait out of range", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");

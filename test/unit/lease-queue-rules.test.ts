@@ -59,7 +59,6 @@ describe("decideAcquire with a queue (blocking acquire)", () => {
     { name: "a never-leased resource goes to the first waiter on token 1", current: undefined, waiters: [wc], waits: false, expect: { result: "held", holder: C, token: 1, ttlMs: 45_000, kind: "granted", remove: ["w_c"] } },
     { name: "a waiter whose wait ends at this instant is passed over for the next", current: floorRow(3), waiters: [wcGone, wd], waits: false, expect: { result: "held", holder: D, token: 4, ttlMs: 20_000, kind: "granted", remove: ["w_c", "w_d"] } },
     { name: "only run-out waiters: the caller gets the lease and they leave the queue", current: floorRow(3), waiters: [wcGone], waits: false, expect: { result: "granted", holder: A, token: 4, ttlMs: TTL, kind: "granted", remove: ["w_c"] } },
-    { name: "the caller's own agent first in line: the caller gets it and that entry leaves", current: floorRow(3), waiters: [wa2], waits: false, expect: { result: "granted", holder: A, token: 4, ttlMs: TTL, kind: "granted", remove: ["w_a2"] } },
     { name: "a caller that waits on a free resource queues behind the first waiter's new lease", current: floorRow(3), waiters: [wc], waits: true, expect: { result: "queued", holder: C, token: 4, ttlMs: 45_000, kind: "granted", remove: ["w_c"] } },
     { name: "no queue at all: no queue change", current: floorRow(3), waiters: [], waits: false, expect: { result: "granted", holder: A, token: 4, ttlMs: TTL, kind: "granted", remove: undefined } },
   ];
@@ -78,6 +77,23 @@ describe("decideAcquire with a queue (blocking acquire)", () => {
     expect(change.body.kind).toBe(want.kind);
     expect(change.body.lease.waiters).toEqual(waits ? [viewOf(me)] : []);
     expect({ current, waiters }).toEqual(before);
+  });
+
+  // R4 of the lease review (D64): a place in the queue is a call's, not its agent's.
+  it.each([
+    ["a caller that does not wait", false],
+    ["a caller that waits", true],
+  ])("%s whose own agent is first in line gets the lease, and the agent's waiting call keeps its place behind it", (_title, waits) => {
+    const ran = waiter("w_d", D, NOW); // its wait ends at this instant
+    const d = decideAcquire(lapsedRow(B, 3), { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW, ...(waits && { wait }) }, [ran, wa2, wc]);
+    const written = rowOf(A, 4, NOW, NOW + TTL);
+    expect(d.write).toEqual(written);
+    expect(d.result).toEqual({ kind: "taken_over", lease: { ...heldLease(written), waiters: [viewOf(wa2), viewOf(wc)] } });
+    expect(d.queue).toEqual({ remove: ["w_d"] });
+    // Its next look finds it still queued, behind the lease its agent's other call holds.
+    const look = decideWaiting(written, { id: "w_a2", holder: A, name: NAME, nowMs: NOW }, [wa2, wc]);
+    expect(look.result).toEqual({ kind: "queued", lease: heldLease(written) });
+    expect(look.write).toBeUndefined();
   });
 });
 
