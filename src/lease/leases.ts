@@ -67,10 +67,14 @@ const holderOf = (c: AgentCaller): LeaseHolder => ({ agentId: c.agentId, agentNa
  */
 function asCaller<T>(caller: AgentCaller, decide: (cur: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => T) {
   return (cur: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], agent: AgentRow | undefined): T => {
-    if (!agent || (caller.keyHash !== undefined && agent.keyHash !== caller.keyHash)) throw errors.invalidAgentIdentity();
+    if (!sameInstance(caller, agent)) throw errors.invalidAgentIdentity();
     return decide(cur, nowMs, waiters);
   };
 }
+
+/** Whether the agent's row, as a decision reads it, still carries the key the call presented. */
+const sameInstance = (caller: AgentCaller, agent: AgentRow | undefined) =>
+  agent !== undefined && (caller.keyHash === undefined || agent.keyHash === caller.keyHash);
 
 /** What a caller that does not wait makes of an answer: a lease it holds, or lease_held. */
 function held(a: LeaseAnswer): LeaseOutcome {
@@ -161,7 +165,12 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     const stop = linked(signal, shutdown);
     /** Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is gone. */
     const leave = (clientGone: boolean) =>
-      store.leases.decideLease(key, (cur, now, waiters) => decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone }, waiters));
+      store.leases.decideLease(
+        key,
+        (cur, now, waiters, agent) =>
+          decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone, instanceEnded: !sameInstance(caller, agent) }, waiters),
+        caller.agentId,
+      );
     // Set while the call's entry may be in the queue, or the lease handed to it: a look that
     // fails (the agent's key changed, the store) must not leave it there for the lease to go to.
     let entered = false;

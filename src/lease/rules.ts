@@ -198,11 +198,14 @@ export function decideWaiting(
 /**
  * A waiting call ends without the lease (its wait ran out, or its client went away): it leaves
  * the queue. If the queue handed it the lease in the meantime, a wait that ran out keeps it (the
- * answer is the grant), and a call whose client is gone gives it on to the next in line.
+ * answer is the grant), and a call whose client is gone gives it on to the next in line. A call
+ * whose agent's instance ended (`instanceEnded`: evicted, unregistered, taken over) only leaves
+ * the queue: the decision that ended the instance dealt with its leases, and a lease its agent
+ * holds now may be a later instance's (D65).
  */
 export function decideLeaving(
   current: LeaseRow | undefined,
-  req: { id: string; holder: LeaseHolder; name: string; nowMs: number; clientGone: boolean },
+  req: { id: string; holder: LeaseHolder; name: string; nowMs: number; clientGone: boolean; instanceEnded?: boolean },
   waiters: LeaseWaiter[],
 ): LeaseDecision<LeaseAnswer | { kind: "left" }> {
   const held = heldLease(current);
@@ -211,7 +214,7 @@ export function decideLeaving(
     if (!held || isLapsed(held, req.nowMs)) return { queue, result: { kind: "left" } };
     return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: { kind: "left" } };
   }
-  if (!held || held.holderAgentId !== req.holder.agentId || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
+  if (req.instanceEnded || !held || held.holderAgentId !== req.holder.agentId || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
   if (!req.clientGone) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
   const d = decideRelease(current, { name: req.name, holder: req.holder, fencingToken: held.fencingToken }, waiters, req.nowMs);
   return { ...d, result: { kind: "left" } };

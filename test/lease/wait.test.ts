@@ -150,6 +150,27 @@ describe("blocking acquire", () => {
     expect((await next).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: held.lease!.fencingToken + 1n });
   });
 
+  it("a waiting call of an instance taken over, refused at its next look, leaves the new instance's lease alone", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const old = await t.register("beta");
+    await client(t, a).acquireLease({ name: "db", ttlMs: 5_000 });
+    const wait = acquire(t, old, "db", 60_000);
+    wait.catch(() => undefined); // refused before the test looks at it
+    await idle(t.clock);
+    // alpha's lease lapses (nobody woken yet); beta restarts, and its new instance takes the lease.
+    t.clock.jump(5_000);
+    const res = await t.rest("/v1/agents/register", { json: { name: "beta", project: "p", takeover: true } });
+    const body = (await res.json()) as { agent: { id: string }; agentKey: string };
+    const fresh = { ...old, key: body.agentKey, headers: { "x-kxm-agent-id": body.agent.id, "x-kxm-agent-key": body.agentKey } };
+    const got = await acquire(t, fresh, "db");
+    expect(got.lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
+    // The grant woke the old instance's waiting call: its look is refused, and it leaves.
+    expect(await wait.then(() => "granted", (e: unknown) => refusalOf(e).reason)).toBe("INVALID_AGENT_IDENTITY");
+    const lease = await client(t, fresh).getLease({ name: "db" });
+    expect(lease.lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
+  });
+
   it("never lets a caller that does not wait take a lease a waiter is first in line for", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");

@@ -157,6 +157,15 @@ describe("decideLeaving (a waiting call ends without the lease)", () => {
     expect(kinds).toEqual(want.change ?? []);
     expect(d.write).toEqual(want.write);
   });
+
+  it.each([false, true])("a call whose agent's instance ended leaves a lease its agent holds alone (client gone: %s)", (clientGone) => {
+    const d = decideLeaving(liveRow(A, 4), { id: "w_a", holder: A, name: NAME, nowMs: NOW, clientGone, instanceEnded: true }, [wc]);
+    expect(d).toEqual({ result: { kind: "left" } });
+    // Still in the queue, it leaves it as any call does.
+    const queued = decideLeaving(liveRow(B, 4), { id: "w_a", holder: A, name: NAME, nowMs: NOW, clientGone, instanceEnded: true }, [wa, wc]);
+    expect(queued.queue).toEqual({ remove: ["w_a"] });
+    expect(queued.write).toBeUndefined();
+  });
 });
 
 
