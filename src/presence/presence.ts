@@ -69,6 +69,17 @@ function releaseHeld(agentId: string, resources: HeldResource[], nowMs: number) 
 }
 
 /**
+ * An agent's instance ends and its leases stay (UnregisterAgent; RegisterAgent resuming it): its
+ * waiting acquires, which no key answers for any more, leave their queues in that decision.
+ */
+function dropWaiters(agentId: string, resources: HeldResource[], nowMs: number) {
+  return resources.map(({ lease, waiters }) => ({
+    key: { project: lease.project, name: lease.name },
+    decision: decideDropWaiters(lease, { agentId, nowMs }, waiters),
+  }));
+}
+
+/**
  * Authenticated calls refresh last_seen_at at most this often (heartbeats always do), so a
  * burst of calls costs one write, not one per call. Far below any stale-after interval.
  */
@@ -153,10 +164,18 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
               result: { agent, resumed: existing !== undefined, nowMs, takenOver: existing?.online === true, released },
             };
           })
-        : await store.agents.decideRegistration(project, name.toLowerCase(), (existing, nowMs) => {
+        : // A resumed agent keeps its leases (it releases them with their tokens); the waiting
+          // acquires of its old instance, which no key answers for any more, leave their queues
+          // in the same decision, as at UnregisterAgent, so that no lease is handed to them.
+          await store.agents.decideAgentLeases({ project, nameKey: name.toLowerCase() }, (existing, held, nowMs) => {
             if (existing?.online) throw errors.duplicateAgentName(name);
             const agent = registered(existing, nowMs);
-            return { write: agent, change: change({ agent: view(agent, nowMs) }), result: { agent, resumed: existing !== undefined, nowMs, takenOver: false, released: [] as LeaseView[] } };
+            return {
+              write: agent,
+              change: change({ agent: view(agent, nowMs) }),
+              leases: dropWaiters(agent.id, held, nowMs),
+              result: { agent, resumed: existing !== undefined, nowMs, takenOver: false, released: [] as LeaseView[] },
+            };
           });
       observer.count("registrations");
       if (takenOver) observer.log("agent_taken_over", { ...logFields(agent), releasedLeases: released.length });
@@ -219,11 +238,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       const agent = await store.agents.decideAgentLeases({ agentId: caller.agentId }, (cur, held, nowMs) => {
         if (!cur) throw errors.invalidAgentIdentity();
         const next = { ...cur, online: false, lastSeenAtMs: nowMs, keyHash: sha256Hex(newId("key")) };
-        const leases = held.map(({ lease, waiters }) => ({
-          key: { project: lease.project, name: lease.name },
-          decision: decideDropWaiters(lease, { agentId: cur.id, nowMs }, waiters),
-        }));
-        return { write: next, change: change({ agent: view(next, nowMs) }), leases, result: next };
+        return { write: next, change: change({ agent: view(next, nowMs) }), leases: dropWaiters(cur.id, held, nowMs), result: next };
       });
       observer.log("agent_unregistered", logFields(agent));
     },

@@ -171,6 +171,27 @@ describe("blocking acquire", () => {
     expect(lease.lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
   });
 
+  it("an agent resumed after going stale takes its old instance's waiting calls out of the queues: the lease goes to the next waiter", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const old = await t.register("beta");
+    const c = await t.register("gamma");
+    const held = await client(t, a).acquireLease({ name: "db", ttlMs: 600_000 });
+    const stale = acquire(t, old, "db", 600_000);
+    stale.catch(() => undefined); // refused before the test looks at it
+    await idle(t.clock, 1);
+    const next = acquire(t, c, "db", 600_000);
+    await idle(t.clock, 2);
+    // beta's old instance goes quiet: the sweep marks it offline, and a new instance resumes it.
+    t.clock.jump(30_001);
+    await t.hub.sweepNow();
+    await t.register("beta");
+    expect(await waiting(t)).toBe(1);
+    await release(t, a, "db", held.lease!.fencingToken);
+    expect((await next).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: 2n });
+    expect(await stale.then(() => "granted", (e: unknown) => refusalOf(e).reason)).toBe("INVALID_AGENT_IDENTITY");
+  });
+
   it("never lets a caller that does not wait take a lease a waiter is first in line for", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");
