@@ -192,7 +192,13 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
           const clientGone = stop.signal.aborted;
           entered = false;
           const left = await leave(clientGone);
-          if (left.kind === "granted") return left;
+          if (left.kind === "granted") {
+            // Kept as its wait ran out, but the client went away while that decision ran: nobody
+            // will hold the lease, so it goes on to the next in line, as at the last look below.
+            if (!signal?.aborted) return left;
+            await leave(true);
+            throw errors.leaseHeld(behind);
+          }
           if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : errors.leaseHeld(behind);
           throw errors.leaseHeld(behind);
         }

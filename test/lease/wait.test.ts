@@ -252,7 +252,7 @@ describe("blocking acquire, a client gone during its last look", () => {
    * Leases on an in-memory store, agents a, b and c registered in project p; once armed, b's next
    * decision (its look after a release) runs `onLook` with its answer before b's call sees it.
    */
-  async function lastLook(onLook: (answer: unknown) => Promise<void> | void) {
+  async function lastLook(onLook: (answer: unknown) => Promise<void> | void, onDecided?: (holderId: string | undefined) => void) {
     const clock = new FakeClock();
     const store = new SqliteStore({ path: ":memory:", synchronous: "full", clock });
     const bus = createBus<LeaseChange>((c) => c.project);
@@ -262,7 +262,15 @@ describe("blocking acquire, a client gone during its last look", () => {
     let armed = false;
     const leaseStore: LeaseStore = Object.create(store.leases);
     leaseStore.decideLease = (key, decide, holderId) => {
-      const decided = store.leases.decideLease(key, decide, holderId);
+      const decided = store.leases.decideLease(
+        key,
+        (...args) => {
+          const d = decide(...args);
+          onDecided?.(holderId);
+          return d;
+        },
+        holderId,
+      );
       if (!armed || holderId !== "agt_b") return decided;
       armed = false;
       return decided.then(async (answer) => {
@@ -286,7 +294,7 @@ describe("blocking acquire, a client gone during its last look", () => {
       await idle(clock, 2);
       return { held, beta, gamma };
     }
-    return { store, leases, caller, queued, arm: () => (armed = true) };
+    return { store, leases, caller, queued, clock, arm: () => (armed = true) };
   }
 
   it("a call whose client goes away while the look that hands it the lease runs gives the lease on to the next in line", async () => {
@@ -299,6 +307,40 @@ describe("blocking acquire, a client gone during its last look", () => {
       expect(await beta).toBe("lease_held");
       expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
       expect((await t.leases.get({ project: "p" }, { name: "db" })).lease).toMatchObject({ holderAgentName: "c", waiters: [] });
+    } finally {
+      await t.store.close();
+    }
+  });
+
+  it("a call whose wait ran out as the lease was handed to it, and whose client goes away while it leaves, gives the lease on", async () => {
+    const betaClient = new AbortController();
+    let handing = false;
+    // The release hands beta the lease in beta's last millisecond; the clock then passes beta's
+    // deadline, so beta leaves the queue keeping the lease, and its client goes away meanwhile.
+    const t = await lastLook(
+      () => betaClient.abort(),
+      (holderId) => {
+        if (handing && holderId === undefined) {
+          handing = false;
+          t.clock.jump(1);
+        }
+      },
+    );
+    try {
+      const held = await t.leases.acquire(t.caller("a"), { name: "db", ttlMs: 60_000 });
+      const beta = t.leases.acquire(t.caller("b"), { name: "db", ttlMs: 60_000, waitMs: 30_000 }, betaClient.signal).then(
+        () => "granted",
+        (e: { code?: string }) => e.code,
+      );
+      await idle(t.clock, 1);
+      const gamma = t.leases.acquire(t.caller("c"), { name: "db", ttlMs: 60_000, waitMs: 60_000 });
+      await idle(t.clock, 2);
+      t.clock.jump(29_999);
+      handing = true;
+      t.arm();
+      await t.leases.release(t.caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
+      expect(await beta).toBe("lease_held");
+      expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
     } finally {
       await t.store.close();
     }
