@@ -75,6 +75,11 @@ export interface LeaseRow extends LeaseKey {
   fencingToken: number;
   acquiredAtMs: number;
   expiresAtMs: number;
+  /**
+   * The waiting call the queue handed this lease to (its waiter id), kept while the lease is
+   * renewed; absent when a call took it itself. Kept in the store's row only, never shown (D64).
+   */
+  handedTo?: string;
 }
 
 export type MessageStatus = "queued" | "delivered" | "replied" | "cancelled" | "expired" | "error";

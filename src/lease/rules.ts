@@ -81,8 +81,9 @@ const queued = (lease: LeaseView, queue: WaiterView[]): LeaseView => ({ ...lease
 /**
  * The resource as it stands for a handover: a free or lapsed resource goes to the first waiter
  * still waiting (its lease on the next token), and the waiters whose wait ran out leave the
- * queue. `from` is the row the new lease builds on; `lapsed` says whether a live-looking holder
- * is being replaced (a takeover).
+ * queue. `from` is the row the new lease builds on; a live-looking holder in it is being
+ * replaced (a takeover). `write` is the new lease's row, naming the call it went to (`handedTo`):
+ * a waiting call takes the lease for its own only when it is named there (decideWaiting).
  */
 function handOver(from: LeaseRow | undefined, key: { project: string; name: string }, waiters: LeaseWaiter[], nowMs: number) {
   const expired = waiters.filter((w) => w.deadlineMs <= nowMs).map((w) => w.id);
@@ -100,8 +101,12 @@ function handOver(from: LeaseRow | undefined, key: { project: string; name: stri
   };
   const remove = [...expired, next.id];
   const outcome: LeaseOutcome = { kind: heldLease(from) ? "taken_over" : "granted", lease: queued(lease, queueAfter(waiters, { remove }, nowMs)) };
-  return { remove, next, outcome };
+  return { remove, next, outcome, write: { ...toRow(lease), handedTo: next.id } };
 }
+
+/** A renewal's row: the lease extended, still the call's the queue handed it to, if it was. */
+const renewedRow = (lease: LeaseView, current: LeaseRow | undefined): LeaseRow =>
+  current?.handedTo === undefined ? toRow(lease) : { ...toRow(lease), handedTo: current.handedTo };
 
 export function decideAcquire(
   current: LeaseRow | undefined,
@@ -122,7 +127,7 @@ export function decideAcquire(
     if (held.holderAgentId === req.holder.agentId) {
       const lease = queued({ ...held, expiresAtMs }, queueOf(waiters, req.nowMs));
       const outcome: LeaseOutcome = { kind: "renewed", lease };
-      return { write: toRow(lease), change: recorded(outcome), result: outcome };
+      return { write: renewedRow(lease, current), change: recorded(outcome), result: outcome };
     }
     if (me) {
       // Joining the queue is a change watchers see (who waits, since when).
@@ -131,24 +136,21 @@ export function decideAcquire(
     }
     throw errors.leaseHeld(held);
   }
-  // Free or lapsed: the queue comes first.
+  // Free or lapsed: the queue comes first, even when the first in line is a call of the caller's
+  // own agent: a place in the queue is a call's (D64), and the caller is refused or queued.
   const key = { project: req.holder.project, name: req.name };
   const h = handOver(current, key, waiters, req.nowMs);
-  if (h.outcome && h.next.agentId !== req.holder.agentId) {
+  if (h.outcome) {
     const lease = me ? queued(h.outcome.lease, queueAfter(waiters, { remove: h.remove, add: me }, req.nowMs)) : h.outcome.lease;
     if (me) h.outcome.lease = lease;
     return {
-      write: toRow(lease),
+      write: h.write,
       change: recorded(h.outcome),
       queue: { remove: h.remove, ...(me && { add: me }) },
       result: { kind: me ? "queued" : "held", lease },
     };
   }
-  // The caller's own agent may be first in line: the agent gets the lease now, through this call,
-  // and the waiting call keeps its place behind it. A place belongs to a call (leases.md "Who
-  // waits"): taken out here, the waiting call would find its agent holding the lease at its next
-  // look and be answered granted on this call's token, two calls each holding one lease (D64).
-  const remove = h.outcome ? h.remove.filter((id) => id !== h.next.id) : h.remove;
+  const remove = h.remove;
   // @NOTE decision D43: the fence never restarts; a released resource keeps its token as floor.
   const lease: LeaseView = {
     resource: displayResource(req.holder.project, req.name),
@@ -167,10 +169,11 @@ export function decideAcquire(
 
 /**
  * A waiting call looks again (its resource changed, or the lease it waits behind lapsed): it has
- * the lease when the queue handed it over (its entry is gone and its agent holds the lease), or
- * when the resource is free now and it is first in line; otherwise it stays queued behind the
- * current lease, and a free resource goes to whoever is first. `gone`: its entry is not in the
- * queue and the lease is not its agent's (its wait ran out and a decision passed it over).
+ * the lease when the queue handed it over (its entry is gone, and the live lease's row names it
+ * as the call it was handed to), or when the resource is free now and it is first in line;
+ * otherwise it stays queued behind the current lease, and a free resource goes to whoever is
+ * first. `gone`: its entry is not in the queue and the lease was not handed to it (its wait ran
+ * out and a decision passed it over; its agent may hold the lease through another call).
  */
 export function decideWaiting(
   current: LeaseRow | undefined,
@@ -181,24 +184,29 @@ export function decideWaiting(
   const inQueue = waiters.some((w) => w.id === req.id);
   const live = held && !isLapsed(held, req.nowMs);
   if (!inQueue) {
-    if (live && held.holderAgentId === req.holder.agentId) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
+    if (live && handedTo(current, req)) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
     return { result: { kind: "gone" } };
   }
   if (live) return { result: { kind: "queued", lease: held } };
   const h = handOver(current, { project: req.holder.project, name: req.name }, waiters, req.nowMs);
   if (!h.outcome) return { queue: { remove: h.remove }, result: { kind: "gone" } };
   return {
-    write: toRow(h.outcome.lease),
+    write: h.write,
     change: recorded(h.outcome),
     queue: { remove: h.remove },
     result: h.next.id === req.id ? h.outcome : { kind: "queued", lease: h.outcome.lease },
   };
 }
 
+/** Whether the queue handed the lease in `current` to the waiting call `req` (its agent holds it). */
+const handedTo = (current: LeaseRow | undefined, req: { id: string; holder: LeaseHolder }) =>
+  current !== undefined && current.holderAgentId === req.holder.agentId && current.handedTo === req.id;
+
 /**
  * A waiting call ends without the lease (its wait ran out, or its client went away): it leaves
- * the queue. If the queue handed it the lease in the meantime, a wait that ran out keeps it (the
- * answer is the grant), and a call whose client is gone gives it on to the next in line. A call
+ * the queue. If the queue handed it the lease in the meantime (the row names it), a wait that ran
+ * out keeps it (the answer is the grant), and a call whose client is gone gives it on to the next
+ * in line; a lease its agent holds through another call is not its own to keep or give on. A call
  * whose agent's instance ended (`instanceEnded`: evicted, unregistered, taken over) only leaves
  * the queue: the decision that ended the instance dealt with its leases, and a lease its agent
  * holds now may be a later instance's (D65).
@@ -214,7 +222,7 @@ export function decideLeaving(
     if (!held || isLapsed(held, req.nowMs)) return { queue, result: { kind: "left" } };
     return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: { kind: "left" } };
   }
-  if (req.instanceEnded || !held || held.holderAgentId !== req.holder.agentId || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
+  if (req.instanceEnded || !held || !handedTo(current, req) || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
   if (!req.clientGone) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
   const d = decideRelease(current, { name: req.name, holder: req.holder, fencingToken: held.fencingToken }, waiters, req.nowMs);
   return { ...d, result: { kind: "left" } };
@@ -242,7 +250,7 @@ export function decideRenew(
   if (isLapsed(held, req.nowMs)) throw errors.leaseExpired(held);
   const lease = queued({ ...held, expiresAtMs: req.nowMs + req.ttlMs }, queueOf(waiters, req.nowMs));
   const outcome: LeaseOutcome = { kind: "renewed", lease };
-  return { write: toRow(lease), change: recorded(outcome), result: outcome };
+  return { write: renewedRow(lease, current), change: recorded(outcome), result: outcome };
 }
 
 /**
@@ -271,7 +279,7 @@ function releasing(held: LeaseView, kind: "released" | "force_released", waiters
     const decision: LeaseDecision<LeaseOutcome> = { write: floor, change: recorded(released), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: released };
     return { decision, next: undefined };
   }
-  const decision: LeaseDecision<LeaseOutcome> = { write: toRow(h.outcome.lease), change: [recorded(released), recorded(h.outcome)], queue: { remove: h.remove }, result: released };
+  const decision: LeaseDecision<LeaseOutcome> = { write: h.write, change: [recorded(released), recorded(h.outcome)], queue: { remove: h.remove }, result: released };
   return { decision, next: h.outcome.lease };
 }
 

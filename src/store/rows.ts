@@ -46,6 +46,7 @@ export interface LeaseDb {
   fencing_token: number;
   acquired_at: number;
   expires_at: number;
+  handed_to: string | null;
 }
 
 export const leaseFromDb = (r: LeaseDb): LeaseRow => ({
@@ -56,6 +57,7 @@ export const leaseFromDb = (r: LeaseDb): LeaseRow => ({
   fencingToken: r.fencing_token,
   acquiredAtMs: r.acquired_at,
   expiresAtMs: r.expires_at,
+  ...(r.handed_to !== null && r.handed_to !== undefined && { handedTo: r.handed_to }),
 });
 
 export const leaseToDb = (l: LeaseRow): LeaseDb => ({
@@ -66,6 +68,7 @@ export const leaseToDb = (l: LeaseRow): LeaseDb => ({
   fencing_token: l.fencingToken,
   acquired_at: l.acquiredAtMs,
   expires_at: l.expiresAtMs,
+  handed_to: l.handedTo ?? null,
 });
 
 /**
@@ -92,6 +95,7 @@ export const floorRow = (key: { project: string; name: string }, base: number): 
   fencing_token: base,
   acquired_at: 0,
   expires_at: 0,
+  handed_to: null,
 });
 
 export interface RuntimeDb {

@@ -208,7 +208,7 @@ describe("blocking acquire", () => {
     expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
   });
 
-  it("a call of the waiter's own agent that does not wait takes the lapsed lease, and the waiting call stays queued behind it, never granted on its token", async () => {
+  it("a call of the waiter's own agent that does not wait is refused a lapsed lease its waiting call is first in line for", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");
     const b = await t.register("beta");
@@ -217,14 +217,43 @@ describe("blocking acquire", () => {
     await idle(t.clock);
     // The lease lapses; beta's other call comes before its waiting call looks again.
     t.clock.jump(5_000);
+    const e = refusalOf(await acquire(t, b, "db").catch((x: unknown) => x));
+    expect(e).toMatchObject({ reason: "LEASE_HELD", lease: { holderAgentName: "beta", fencingToken: 2n } });
+    // The lease went to the waiting call, on a token only it was given.
+    expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
+    expect(await waiting(t)).toBe(0);
+  });
+
+  it("two waiting calls of one agent: the one whose wait ran out is not granted the lease handed to the other", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const held = await acquire(t, a, "db");
+    const first = acquire(t, b, "db", 10_000);
+    first.catch(() => undefined); // refused before the test looks at it
+    await idle(t.clock, 1);
+    const second = acquire(t, b, "db", 60_000);
+    await idle(t.clock, 2);
+    // The first call's wait runs out (nobody woken yet); alpha's release hands the lease on.
+    t.clock.jump(10_000);
+    await release(t, a, "db", held.lease!.fencingToken);
+    expect((await second).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
+    expect(await first.then((r) => `granted ${r.lease!.fencingToken}`, (x: unknown) => refusalOf(x).reason)).toBe("LEASE_HELD");
+  });
+
+  it("a waiting call whose wait ran out is not granted the lease its agent's other call took meanwhile", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    await client(t, a).acquireLease({ name: "db", ttlMs: 5_000 });
+    const wait = acquire(t, b, "db", 5_000);
+    wait.catch(() => undefined); // refused before the test looks at it
+    await idle(t.clock);
+    t.clock.jump(5_000); // the lease lapses and the wait runs out; nobody is woken yet
     const plain = await acquire(t, b, "db");
     expect(plain.lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
-    t.clock.advance(0); // the waiting call looks: the lease is its agent's, through another call
-    expect(await settled(wait)).toBe(false);
-    expect(await waiting(t)).toBe(1);
-    await release(t, b, "db", plain.lease!.fencingToken);
-    expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 3n });
-    expect(await waiting(t)).toBe(0);
+    expect(await wait.then((r) => `granted ${r.lease!.fencingToken}`, (x: unknown) => refusalOf(x).reason)).toBe("LEASE_HELD");
+    expect((await client(t, b).getLease({ name: "db" })).lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2n });
   });
 
   it("waits through REST with waitMs, and refuses a wait out of range", async () => {

@@ -47,6 +47,18 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
+    it("keeps the waiting call a lease was handed to with its row, and forgets it when a write names none (D64)", async () => {
+      const store = await open();
+      await store.leases.decideLease(x, () => ({ write: { ...lease(x, 1), handedTo: "wtr_1" }, result: undefined }));
+      expect(await store.leases.getLease(x)).toEqual({ ...lease(x, 1), handedTo: "wtr_1" });
+      // A decision is shown it, in a batch of several too.
+      const seen = await Promise.all([1, 2].map(() => store.leases.decideLease(x, (cur) => ({ result: cur?.handedTo }))));
+      expect(seen).toEqual(["wtr_1", "wtr_1"]);
+      await store.leases.decideLease(x, () => ({ write: lease(x, 2), result: undefined }));
+      expect(await store.leases.getLease(x)).toEqual(lease(x, 2));
+      await store.close();
+    });
+
     it("writes nothing when a decision throws", async () => {
       const store = await open();
       await store.leases.decideLease(x, () => ({ write: lease(x, 1), result: undefined }));

@@ -47,19 +47,19 @@ describe("decideAcquire with a queue (blocking acquire)", () => {
     current: LeaseRow | undefined;
     waiters: LeaseWaiter[];
     waits: boolean;
-    expect: { result: "held" | "queued" | "granted"; holder: LeaseHolder; token: number; ttlMs: number; kind: "granted" | "taken_over"; remove: string[] | undefined };
+    expect: { result: "held" | "queued" | "granted"; holder: LeaseHolder; token: number; ttlMs: number; kind: "granted" | "taken_over"; remove: string[] | undefined; handedTo?: string };
   };
   const wc = waiter("w_c", C, NOW + 1_000, 45_000);
   const wcGone = waiter("w_c", C, NOW, 45_000);
   const wd = waiter("w_d", D, NOW + 1, 20_000);
   const wa2 = waiter("w_a2", A, NOW + 1_000, 15_000);
   const cases: Case[] = [
-    { name: "a released resource goes to the first waiter, not to a caller that does not wait", current: floorRow(3), waiters: [wc], waits: false, expect: { result: "held", holder: C, token: 4, ttlMs: 45_000, kind: "granted", remove: ["w_c"] } },
-    { name: "a lapsed lease is taken over by the first waiter on token + 1", current: lapsedRow(B, 3), waiters: [wc], waits: false, expect: { result: "held", holder: C, token: 4, ttlMs: 45_000, kind: "taken_over", remove: ["w_c"] } },
-    { name: "a never-leased resource goes to the first waiter on token 1", current: undefined, waiters: [wc], waits: false, expect: { result: "held", holder: C, token: 1, ttlMs: 45_000, kind: "granted", remove: ["w_c"] } },
-    { name: "a waiter whose wait ends at this instant is passed over for the next", current: floorRow(3), waiters: [wcGone, wd], waits: false, expect: { result: "held", holder: D, token: 4, ttlMs: 20_000, kind: "granted", remove: ["w_c", "w_d"] } },
+    { name: "a released resource goes to the first waiter, not to a caller that does not wait", current: floorRow(3), waiters: [wc], waits: false, expect: { result: "held", holder: C, token: 4, ttlMs: 45_000, kind: "granted", remove: ["w_c"] , handedTo: "w_c"} },
+    { name: "a lapsed lease is taken over by the first waiter on token + 1", current: lapsedRow(B, 3), waiters: [wc], waits: false, expect: { result: "held", holder: C, token: 4, ttlMs: 45_000, kind: "taken_over", remove: ["w_c"] , handedTo: "w_c"} },
+    { name: "a never-leased resource goes to the first waiter on token 1", current: undefined, waiters: [wc], waits: false, expect: { result: "held", holder: C, token: 1, ttlMs: 45_000, kind: "granted", remove: ["w_c"] , handedTo: "w_c"} },
+    { name: "a waiter whose wait ends at this instant is passed over for the next", current: floorRow(3), waiters: [wcGone, wd], waits: false, expect: { result: "held", holder: D, token: 4, ttlMs: 20_000, kind: "granted", remove: ["w_c", "w_d"] , handedTo: "w_d"} },
     { name: "only run-out waiters: the caller gets the lease and they leave the queue", current: floorRow(3), waiters: [wcGone], waits: false, expect: { result: "granted", holder: A, token: 4, ttlMs: TTL, kind: "granted", remove: ["w_c"] } },
-    { name: "a caller that waits on a free resource queues behind the first waiter's new lease", current: floorRow(3), waiters: [wc], waits: true, expect: { result: "queued", holder: C, token: 4, ttlMs: 45_000, kind: "granted", remove: ["w_c"] } },
+    { name: "a caller that waits on a free resource queues behind the first waiter's new lease", current: floorRow(3), waiters: [wc], waits: true, expect: { result: "queued", holder: C, token: 4, ttlMs: 45_000, kind: "granted", remove: ["w_c"] , handedTo: "w_c"} },
     { name: "no queue at all: no queue change", current: floorRow(3), waiters: [], waits: false, expect: { result: "granted", holder: A, token: 4, ttlMs: TTL, kind: "granted", remove: undefined } },
   ];
 
@@ -67,7 +67,7 @@ describe("decideAcquire with a queue (blocking acquire)", () => {
     const before = structuredClone({ current, waiters });
     const d = decideAcquire(current, { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW, ...(waits && { wait }) }, waiters);
     const written = rowOf(want.holder, want.token, NOW, NOW + want.ttlMs);
-    expect(d.write).toEqual(written);
+    expect(d.write).toEqual(want.handedTo ? { ...written, handedTo: want.handedTo } : written);
     expect(d.queue?.remove).toEqual(want.remove);
     expect(d.queue?.add).toEqual(waits ? me : undefined);
     expect(d.result.kind).toBe(want.result);
@@ -80,20 +80,23 @@ describe("decideAcquire with a queue (blocking acquire)", () => {
   });
 
   // R4 of the lease review (D64): a place in the queue is a call's, not its agent's.
-  it.each([
-    ["a caller that does not wait", false],
-    ["a caller that waits", true],
-  ])("%s whose own agent is first in line gets the lease, and the agent's waiting call keeps its place behind it", (_title, waits) => {
+  it("a caller that does not wait, whose own agent's waiting call is first in line, is refused: the lease is handed to that call", () => {
     const ran = waiter("w_d", D, NOW); // its wait ends at this instant
-    const d = decideAcquire(lapsedRow(B, 3), { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW, ...(waits && { wait }) }, [ran, wa2, wc]);
-    const written = rowOf(A, 4, NOW, NOW + TTL);
-    expect(d.write).toEqual(written);
-    expect(d.result).toEqual({ kind: "taken_over", lease: { ...heldLease(written), waiters: [viewOf(wa2), viewOf(wc)] } });
-    expect(d.queue).toEqual({ remove: ["w_d"] });
-    // Its next look finds it still queued, behind the lease its agent's other call holds.
-    const look = decideWaiting(written, { id: "w_a2", holder: A, name: NAME, nowMs: NOW }, [wa2, wc]);
-    expect(look.result).toEqual({ kind: "queued", lease: heldLease(written) });
-    expect(look.write).toBeUndefined();
+    const d = decideAcquire(lapsedRow(B, 3), { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW }, [ran, wa2, wc]);
+    const written = rowOf(A, 4, NOW, NOW + 15_000);
+    expect(d.write).toEqual({ ...written, handedTo: "w_a2" });
+    expect(d.result).toEqual({ kind: "held", lease: { ...heldLease(written), waiters: [viewOf(wc)] } });
+    expect(d.queue).toEqual({ remove: ["w_d", "w_a2"] });
+    // The waiting call finds the lease handed to it; another call of its agent would not.
+    expect(decideWaiting({ ...written, handedTo: "w_a2" }, { id: "w_a2", holder: A, name: NAME, nowMs: NOW }, [wc]).result.kind).toBe("granted");
+    expect(decideWaiting({ ...written, handedTo: "w_a2" }, { id: "w_a", holder: A, name: NAME, nowMs: NOW }, [wc]).result.kind).toBe("gone");
+  });
+
+  it("a caller that waits, whose own agent's waiting call is first in line, queues behind the lease handed to that call", () => {
+    const d = decideAcquire(floorRow(3), { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW, wait }, [wa2, wc]);
+    expect(d.write).toEqual({ ...rowOf(A, 4, NOW, NOW + 15_000), handedTo: "w_a2" });
+    expect(d.result.kind).toBe("queued");
+    expect(d.queue).toEqual({ remove: ["w_a2"], add: me });
   });
 });
 
@@ -108,14 +111,16 @@ describe("decideWaiting (a queued call looks again)", () => {
     expect: { kind: "granted" | "taken_over" | "queued" | "gone"; write?: LeaseRow; remove?: string[]; holder?: LeaseHolder };
   };
   const cases: Case[] = [
-    { name: "has the lease the queue handed over (its entry gone, its agent holding)", current: row(A, 4, NOW + 45_000, NOW - 10), waiters: [], expect: { kind: "granted", holder: A } },
+    { name: "has the lease the queue handed over (its entry gone, the row naming it)", current: { ...row(A, 4, NOW + 45_000, NOW - 10), handedTo: "w_a" }, waiters: [], expect: { kind: "granted", holder: A } },
+    { name: "is gone when its entry left and its agent holds the lease through another call", current: row(A, 4, NOW + 45_000, NOW - 10), waiters: [], expect: { kind: "gone" } },
+    { name: "is gone when its entry left and the lease was handed to another call of its agent", current: { ...row(A, 4, NOW + 45_000, NOW - 10), handedTo: "w_a2" }, waiters: [], expect: { kind: "gone" } },
     { name: "is gone when its entry left and another agent holds the lease", current: row(C, 4, NOW + 45_000), waiters: [], expect: { kind: "gone" } },
     { name: "is gone when its entry left and its agent's lease lapsed", current: lapsedRow(A, 4), waiters: [], expect: { kind: "gone" } },
     { name: "is gone when its entry left and the resource is free", current: floorRow(4), waiters: [], expect: { kind: "gone" } },
     { name: "stays queued behind a live lease", current: liveRow(B, 3), waiters: [wa], expect: { kind: "queued", holder: B } },
-    { name: "gets a released resource when first in line, on floor + 1", current: floorRow(3), waiters: [wa], expect: { kind: "granted", write: rowOf(A, 4, NOW, NOW + 45_000), remove: ["w_a"], holder: A } },
-    { name: "takes over a lease lapsing at this instant when first in line", current: lapsedRow(B, 3), waiters: [wa], expect: { kind: "taken_over", write: rowOf(A, 4, NOW, NOW + 45_000), remove: ["w_a"], holder: A } },
-    { name: "stays queued when the free resource goes to the waiter ahead", current: floorRow(3), waiters: [waiter("w_c", C, NOW + 1, 20_000), wa], expect: { kind: "queued", write: rowOf(C, 4, NOW, NOW + 20_000), remove: ["w_c"], holder: C } },
+    { name: "gets a released resource when first in line, on floor + 1", current: floorRow(3), waiters: [wa], expect: { kind: "granted", write: { ...rowOf(A, 4, NOW, NOW + 45_000), handedTo: "w_a" }, remove: ["w_a"], holder: A } },
+    { name: "takes over a lease lapsing at this instant when first in line", current: lapsedRow(B, 3), waiters: [wa], expect: { kind: "taken_over", write: { ...rowOf(A, 4, NOW, NOW + 45_000), handedTo: "w_a" }, remove: ["w_a"], holder: A } },
+    { name: "stays queued when the free resource goes to the waiter ahead", current: floorRow(3), waiters: [waiter("w_c", C, NOW + 1, 20_000), wa], expect: { kind: "queued", write: { ...rowOf(C, 4, NOW, NOW + 20_000), handedTo: "w_c" }, remove: ["w_c"], holder: C } },
     { name: "is gone when its own wait ran out and nobody else waits", current: floorRow(3), waiters: [waiter("w_a", A, NOW)], expect: { kind: "gone", remove: ["w_a"] } },
   ];
 
@@ -132,6 +137,8 @@ describe("decideWaiting (a queued call looks again)", () => {
 describe("decideLeaving (a waiting call ends without the lease)", () => {
   const wa = waiter("w_a", A, NOW, 45_000);
   const wc = waiter("w_c", C, NOW + 1_000);
+  /** A live lease the queue handed to this call. */
+  const handed: LeaseRow = { ...liveRow(A, 4), handedTo: "w_a" };
   type Case = {
     name: string;
     current: LeaseRow | undefined;
@@ -144,9 +151,11 @@ describe("decideLeaving (a waiting call ends without the lease)", () => {
     { name: "leaves the queue of a free resource quietly", current: floorRow(3), waiters: [wa], clientGone: true, expect: { kind: "left", remove: ["w_a"] } },
     { name: "leaves when the lease is another agent's", current: liveRow(C, 4), waiters: [], clientGone: false, expect: { kind: "left" } },
     { name: "leaves when its agent's handed-over lease already lapsed", current: lapsedRow(A, 4), waiters: [], clientGone: true, expect: { kind: "left" } },
-    { name: "keeps a lease handed over just as its wait ran out", current: liveRow(A, 4), waiters: [], clientGone: false, expect: { kind: "granted" } },
-    { name: "gives a handed-over lease back when its client is gone (released, floor kept)", current: liveRow(A, 4), waiters: [], clientGone: true, expect: { kind: "left", change: ["released"], write: { ...liveRow(A, 4), holderAgentId: null, holderAgentName: null } } },
-    { name: "gives a handed-over lease on to the next in line when its client is gone", current: liveRow(A, 4), waiters: [wc], clientGone: true, expect: { kind: "left", remove: ["w_c"], change: ["released", "granted"], write: rowOf(C, 5, NOW, NOW + 30_000) } },
+    { name: "keeps a lease handed over just as its wait ran out", current: handed, waiters: [], clientGone: false, expect: { kind: "granted" } },
+    { name: "gives a handed-over lease back when its client is gone (released, floor kept)", current: handed, waiters: [], clientGone: true, expect: { kind: "left", change: ["released"], write: { ...liveRow(A, 4), holderAgentId: null, holderAgentName: null } } },
+    { name: "gives a handed-over lease on to the next in line when its client is gone", current: handed, waiters: [wc], clientGone: true, expect: { kind: "left", remove: ["w_c"], change: ["released", "granted"], write: { ...rowOf(C, 5, NOW, NOW + 30_000), handedTo: "w_c" } } },
+    { name: "leaves a lease its agent holds through another call alone, wait run out", current: liveRow(A, 4), waiters: [], clientGone: false, expect: { kind: "left" } },
+    { name: "leaves a lease its agent holds through another call alone, client gone", current: liveRow(A, 4), waiters: [wc], clientGone: true, expect: { kind: "left" } },
   ];
 
   it.each(named(cases))("%s", (_title, { current, waiters, clientGone, expect: want }) => {

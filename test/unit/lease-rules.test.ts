@@ -207,7 +207,7 @@ describe("decideRelease", () => {
   it("hands a released lease to the first waiter on the next token, recording both changes in order", () => {
     const w = waiter("w_b", B, NOW + 1_000, 45_000);
     const d = decideRelease(liveRow(A, 3), { name: NAME, holder: A, fencingToken: 3 }, [waiter("w_c", C, NOW), w], NOW);
-    expect(d.write).toEqual(rowOf(B, 4, NOW, NOW + 45_000));
+    expect(d.write).toEqual({ ...rowOf(B, 4, NOW, NOW + 45_000), handedTo: "w_b" });
     expect(d.queue).toEqual({ remove: ["w_c", "w_b"] });
     expect(d.result.kind).toBe("released");
     expect(d.change).toEqual([
@@ -257,7 +257,7 @@ describe("decideForceRelease", () => {
   it("gives the lease to the first waiter on the next token", () => {
     const d = decideForceRelease(liveRow(B, 3), { name: NAME, nowMs: NOW }, [waiter("w_c", C, NOW + 1, 45_000)]);
     expect(d.result.next).toMatchObject(heldLease(rowOf(C, 4, NOW, NOW + 45_000))!);
-    expect(d.write).toEqual(rowOf(C, 4, NOW, NOW + 45_000));
+    expect(d.write).toEqual({ ...rowOf(C, 4, NOW, NOW + 45_000), handedTo: "w_c" });
     expect(d.queue).toEqual({ remove: ["w_c"] });
   });
 });

@@ -87,6 +87,9 @@ describe("runtime presence (§2.4)", () => {
   });
 });
 
+/** What RegisterAgent hands its store: the agent holding the name, the leases naming it, the time. */
+type Registration = (existing: AgentRow | undefined, held: never[], nowMs: number) => { write?: AgentRow };
+
 describe("registration checks (§2.2, before the store)", () => {
   const register = (over: Record<string, string | undefined> = {}) => presence().register({ name: "agent-a", project: "proj", ...over });
 
@@ -115,18 +118,18 @@ describe("registration checks (§2.2, before the store)", () => {
 
   it("registers under the trimmed name, case-folded for the lookup, online now", async () => {
     const call = await dependencyCall(register({ name: " Agent-A ", model: " tui ", host: "" }));
-    expect(call?.args.slice(0, 2)).toEqual(["proj", "agent-a"]);
-    const decide = decideOf<(existing: AgentRow | undefined, nowMs: number) => { write?: AgentRow }>(call);
-    const row = decide(undefined, NOW).write!;
+    expect(call?.args[0]).toEqual({ project: "proj", nameKey: "agent-a" });
+    const decide = decideOf<Registration>(call);
+    const row = decide(undefined, [], NOW).write!;
     expect(row).toMatchObject({ project: "proj", name: "Agent-A", model: "tui", connectedAtMs: NOW, lastSeenAtMs: NOW, online: true });
     expect(row).not.toHaveProperty("host");
   });
 
   it("refuses a name another online agent holds with duplicate_agent_name; resumes an offline one under its id", async () => {
-    const decide = decideOf<(existing: AgentRow | undefined, nowMs: number) => { write?: AgentRow }>(await dependencyCall(register()));
+    const decide = decideOf<Registration>(await dependencyCall(register()));
     const online = agentRow({ online: true, lastSeenAtMs: NOW - 3_600_000 });
-    expect(refusal(() => decide(online, NOW)).code).toBe("duplicate_agent_name");
-    const resumed = decide(agentRow({ online: false, model: "old" }), NOW).write!;
+    expect(refusal(() => decide(online, [], NOW)).code).toBe("duplicate_agent_name");
+    const resumed = decide(agentRow({ online: false, model: "old" }), [], NOW).write!;
     expect(resumed).toMatchObject({ id: "agt_a", online: true, connectedAtMs: NOW });
     expect(resumed).not.toHaveProperty("model");
     expect(resumed.keyHash).not.toBe("f".repeat(64));
@@ -134,8 +137,8 @@ describe("registration checks (§2.2, before the store)", () => {
 
   // Decision D51: the default purpose names no product.
   it("defaults the purpose to \"General-purpose agent\"", async () => {
-    const decide = decideOf<(existing: AgentRow | undefined, nowMs: number) => { write?: AgentRow }>(await dependencyCall(register()));
-    expect(decide(undefined, NOW).write!.purpose).toBe("General-purpose agent");
+    const decide = decideOf<Registration>(await dependencyCall(register()));
+    expect(decide(undefined, [], NOW).write!.purpose).toBe("General-purpose agent");
   });
 });
 

@@ -40,6 +40,7 @@ const lease: Record<keyof LeaseDb, true> = {
   fencing_token: true,
   acquired_at: true,
   expires_at: true,
+  handed_to: true,
 };
 export const leaseColumns = columns<LeaseDb>(lease);
 
