@@ -80,6 +80,11 @@ export interface LeaseRow extends LeaseKey {
    * renewed; absent when a call took it itself. Kept in the store's row only, never shown (D64).
    */
   handedTo?: string;
+  /**
+   * The holder was written by a release that did not record hand-overs (before D64, or an older
+   * hub sharing the database): any call of the holder may take the lease as handed to it.
+   */
+  handOverUnknown?: true;
 }
 
 export type MessageStatus = "queued" | "delivered" | "replied" | "cancelled" | "expired" | "error";

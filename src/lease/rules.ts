@@ -104,9 +104,15 @@ function handOver(from: LeaseRow | undefined, key: { project: string; name: stri
   return { remove, next, outcome, write: { ...toRow(lease), handedTo: next.id } };
 }
 
-/** A renewal's row: the lease extended, still the call's the queue handed it to, if it was. */
-const renewedRow = (lease: LeaseView, current: LeaseRow | undefined): LeaseRow =>
-  current?.handedTo === undefined ? toRow(lease) : { ...toRow(lease), handedTo: current.handedTo };
+/**
+ * A renewal's row: the lease extended, with what its row records of the hand-over as it was (the
+ * call it was handed to, or that an older release wrote it and recorded nothing).
+ */
+const renewedRow = (lease: LeaseView, current: LeaseRow | undefined): LeaseRow => ({
+  ...toRow(lease),
+  ...(current?.handedTo !== undefined && { handedTo: current.handedTo }),
+  ...(current?.handOverUnknown && { handOverUnknown: true as const }),
+});
 
 export function decideAcquire(
   current: LeaseRow | undefined,
@@ -198,9 +204,13 @@ export function decideWaiting(
   };
 }
 
-/** Whether the queue handed the lease in `current` to the waiting call `req` (its agent holds it). */
+/**
+ * Whether the queue handed the lease in `current` to the waiting call `req`: its agent holds it,
+ * and the row names the call, or (a holder an older release wrote, which recorded no hand-over)
+ * any call of the holder may take it, as before D64.
+ */
 const handedTo = (current: LeaseRow | undefined, req: { id: string; holder: LeaseHolder }) =>
-  current !== undefined && current.holderAgentId === req.holder.agentId && current.handedTo === req.id;
+  current !== undefined && current.holderAgentId === req.holder.agentId && (current.handOverUnknown === true || current.handedTo === req.id);
 
 /**
  * A waiting call ends without the lease (its wait ran out, or its client went away): it leaves

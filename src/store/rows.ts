@@ -47,6 +47,8 @@ export interface LeaseDb {
   acquired_at: number;
   expires_at: number;
   handed_to: string | null;
+  /** The fencing token written with handed_to: another token means an older release wrote the holder. */
+  handed_token: number | null;
 }
 
 export const leaseFromDb = (r: LeaseDb): LeaseRow => ({
@@ -57,8 +59,15 @@ export const leaseFromDb = (r: LeaseDb): LeaseRow => ({
   fencingToken: r.fencing_token,
   acquiredAtMs: r.acquired_at,
   expiresAtMs: r.expires_at,
-  ...(r.handed_to !== null && r.handed_to !== undefined && { handedTo: r.handed_to }),
+  ...handOverOf(r),
 });
+
+/** What a row records of the hand-over that made its holder (D64). */
+function handOverOf(r: LeaseDb): Pick<LeaseRow, "handedTo" | "handOverUnknown"> {
+  if (r.holder_agent_id === null) return {};
+  if (r.handed_token === null || r.handed_token === undefined || Number(r.handed_token) !== Number(r.fencing_token)) return { handOverUnknown: true };
+  return r.handed_to === null || r.handed_to === undefined ? {} : { handedTo: r.handed_to };
+}
 
 export const leaseToDb = (l: LeaseRow): LeaseDb => ({
   project: l.project,
@@ -69,6 +78,7 @@ export const leaseToDb = (l: LeaseRow): LeaseDb => ({
   acquired_at: l.acquiredAtMs,
   expires_at: l.expiresAtMs,
   handed_to: l.handedTo ?? null,
+  handed_token: l.holderAgentId !== null && !l.handOverUnknown ? l.fencingToken : null,
 });
 
 /**
@@ -96,6 +106,7 @@ export const floorRow = (key: { project: string; name: string }, base: number): 
   acquired_at: 0,
   expires_at: 0,
   handed_to: null,
+  handed_token: null,
 });
 
 export interface RuntimeDb {

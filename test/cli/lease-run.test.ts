@@ -39,6 +39,8 @@ interface Run {
   child: ChildProcess;
   files: { env: string; go: string; term: string };
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }>;
+  /** What lease run has written on stderr so far. */
+  stderr(): string;
 }
 
 /** Starts `kxm-hub lease run` as `agent` in a process group of its own (kept from vitest's signals). */
@@ -72,7 +74,7 @@ function leaseRun(t: TestHub, agent: string, flags: string[], url = t.baseUrl, s
     }
     fs.rmSync(dir, { recursive: true, force: true });
   });
-  return { child, files, exited };
+  return { child, files, exited, stderr: () => stderr };
 }
 
 function commandPid(files: Run["files"]): number | undefined {
@@ -247,6 +249,9 @@ setInterval(() => {}, 1000);
     const run = leaseRun(t, "alpha", ["--ttl", "5s"]);
     const env = await envOf(run);
     process.kill(await until("the guard", () => guardOf(env.pid)), "SIGKILL");
+    // The command ends only once lease run has seen its guard go: a command that ended first
+    // would have its guard ended by lease run, with nothing to say.
+    await until("the warning", () => run.stderr().includes("without its guard") || undefined);
     fs.writeFileSync(`${run.files.go}.part`, "0");
     fs.renameSync(`${run.files.go}.part`, run.files.go);
     const { code, stderr } = await within(run.exited, "lease run's exit");

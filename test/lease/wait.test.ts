@@ -241,6 +241,30 @@ describe("blocking acquire", () => {
     expect(await first.then((r) => `granted ${r.lease!.fencingToken}`, (x: unknown) => refusalOf(x).reason)).toBe("LEASE_HELD");
   });
 
+  it("a waiting call is granted a lease an older hub handed it, which recorded no hand-over (a rolling upgrade)", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const c = await t.register("gamma");
+    const held = await client(t, a).acquireLease({ name: "db", ttlMs: 600_000 });
+    const wait = acquire(t, b, "db", 60_000);
+    wait.catch(() => undefined); // refused before the test looks at it, if it is
+    await idle(t.clock, 1);
+    const [w] = await t.sql("SELECT id FROM lease_waiters");
+    // alpha releases through a hub of the release before D64: it hands the lease to beta's call
+    // with the statements that release ran, which know nothing of handed_to and handed_token.
+    const now = t.clock.now();
+    const token = Number(held.lease!.fencingToken) + 1;
+    await t.sql(`DELETE FROM lease_waiters WHERE id = '${String(w!.id)}' RETURNING id`);
+    await t.sql(
+      `UPDATE leases SET holder_agent_id = '${b.id}', holder_agent_name = 'beta', fencing_token = ${token}, acquired_at = ${now},
+         expires_at = ${now + 30_000} WHERE project = 'p' AND name = 'db' RETURNING name`,
+    );
+    const next = acquire(t, c, "db", 600_000); // its queueing wakes beta's call
+    next.catch(() => undefined);
+    expect(await wait.then((r) => `granted ${r.lease!.fencingToken}`, (x: unknown) => refusalOf(x).reason)).toBe(`granted ${token}`);
+  });
+
   it("a waiting call whose wait ran out is not granted the lease its agent's other call took meanwhile", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decideAcquire, decideDropWaiters, decideInstanceEnds, decideLeaving, decideWaiting, heldLease, type LeaseHolder } from "../../src/lease/rules.js";
+import { decideAcquire, decideDropWaiters, decideInstanceEnds, decideLeaving, decideRenew, decideWaiting, heldLease, type LeaseHolder } from "../../src/lease/rules.js";
 import { A, B, C, D, NAME, TTL, floorRow, lapsedRow, liveRow, row, rowOf, viewOf, waiter, type LeaseRow, type LeaseWaiter } from "./lease-fixtures.js";
 import { NOW, named, refusal } from "./support.js";
 
@@ -216,5 +216,29 @@ describe("decideInstanceEnds (eviction, takeover)", () => {
     expect(after.holderAgentId).toBe(want.holder);
     expect(after.fencingToken).toBe(want.token);
     expect(d.result.released !== undefined).toBe(want.released);
+  });
+});
+
+
+describe("what a lease's row records of its hand-over (D64)", () => {
+  const handed: LeaseRow = { ...liveRow(A, 4), handedTo: "w_a" };
+  const unknown: LeaseRow = { ...liveRow(A, 4), handOverUnknown: true };
+
+  it.each([
+    ["names the call it was handed to", handed],
+    ["records nothing, its holder written by an older release", unknown],
+    ["records that a call took it itself", liveRow(A, 4)],
+  ])("a renewal keeps what a row %s, by RenewLease and by a re-acquire", (_title, current) => {
+    const renewed = decideRenew(current, { name: NAME, holder: A, fencingToken: 4, ttlMs: TTL, nowMs: NOW });
+    const again = decideAcquire(current, { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW });
+    for (const d of [renewed, again]) {
+      expect(d.write).toEqual({ ...current, expiresAtMs: NOW + TTL });
+    }
+  });
+
+  it("a holder an older release wrote is taken by any waiting call of its agent that is out of the queue, as before D64", () => {
+    expect(decideWaiting(unknown, { id: "w_x", holder: A, name: NAME, nowMs: NOW }, []).result.kind).toBe("granted");
+    expect(decideLeaving(unknown, { id: "w_x", holder: A, name: NAME, nowMs: NOW, clientGone: false }, []).result.kind).toBe("granted");
+    expect(decideWaiting(unknown, { id: "w_x", holder: B, name: NAME, nowMs: NOW }, []).result.kind).toBe("gone");
   });
 });

@@ -27,10 +27,11 @@ const loadSegment = `WITH a AS (SELECT ${agentColumns} FROM agents WHERE id = AN
 
 /** What a run of lease decisions decided: the waiters that left, and the rows written. */
 const dropWaiters = `DELETE FROM lease_waiters WHERE project = $1 AND id = ANY($2::text[])`;
-const writeLeases = `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to)
-  SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[])
+const writeLeases = `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to, handed_token)
+  SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[], $7::bigint[], $8::text[], $9::bigint[])
   ON CONFLICT (project, name) DO UPDATE SET holder_agent_id = excluded.holder_agent_id, holder_agent_name = excluded.holder_agent_name,
-    fencing_token = excluded.fencing_token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, handed_to = excluded.handed_to`;
+    fencing_token = excluded.fencing_token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, handed_to = excluded.handed_to,
+    handed_token = excluded.handed_token`;
 
 /** The waiters a run of lease decisions queued, after dropWaiters removed those that left (a queue's numbers may be used again). */
 const queueWaiters = `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
@@ -127,7 +128,7 @@ const leaseSegment: SegmentKind<LeaseItem> = {
         if (leases.length > 0) {
           first.push({
             text: writeLeases,
-            values: [project, ...columns(leases, ["name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at", "handed_to"])],
+            values: [project, ...columns(leases, ["name", "holder_agent_id", "holder_agent_name", "fencing_token", "acquired_at", "expires_at", "handed_to", "handed_token"])],
           });
         }
         const after: Statement[] = [];
@@ -172,22 +173,14 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
       );
     }
     if (d.write) {
-      const values = [
-        d.write.project,
-        d.write.name,
-        d.write.holderAgentId,
-        d.write.holderAgentName,
-        d.write.fencingToken,
-        d.write.acquiredAtMs,
-        d.write.expiresAtMs,
-        d.write.handedTo ?? null,
-      ];
+      const w = leaseToDb(d.write);
+      const values = [w.project, w.name, w.holder_agent_id, w.holder_agent_name, w.fencing_token, w.acquired_at, w.expires_at, w.handed_to, w.handed_token];
       await t.query(
         row
-          ? `UPDATE leases SET holder_agent_id = $3, holder_agent_name = $4, fencing_token = $5, acquired_at = $6, expires_at = $7, handed_to = $8
-             WHERE project = $1 AND name = $2`
-          : `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+          ? `UPDATE leases SET holder_agent_id = $3, holder_agent_name = $4, fencing_token = $5, acquired_at = $6, expires_at = $7, handed_to = $8,
+               handed_token = $9 WHERE project = $1 AND name = $2`
+          : `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to, handed_token)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
         values,
       );
     }

@@ -41,6 +41,7 @@ const lease: Record<keyof LeaseDb, true> = {
   acquired_at: true,
   expires_at: true,
   handed_to: true,
+  handed_token: true,
 };
 export const leaseColumns = columns<LeaseDb>(lease);
 

@@ -16,16 +16,17 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
     holder: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
     fenceBase: db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base"),
     upsertLease: db.prepare(
-      `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to)
-       VALUES (@project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at, @handed_to)
+      `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to, handed_token)
+       VALUES (@project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at, @handed_to, @handed_token)
        ON CONFLICT (project, name) DO UPDATE SET holder_agent_id = excluded.holder_agent_id,
          holder_agent_name = excluded.holder_agent_name, fencing_token = excluded.fencing_token,
-         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, handed_to = excluded.handed_to`,
+         acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, handed_to = excluded.handed_to,
+         handed_token = excluded.handed_token`,
     ),
     // A decision on a row it read updates that row in place: no insert tried first.
-    updateLease: db.prepare<[string | null, string | null, number, number, number, string | null, string, string]>(
-      `UPDATE leases SET holder_agent_id = ?, holder_agent_name = ?, fencing_token = ?, acquired_at = ?, expires_at = ?, handed_to = ?
-       WHERE project = ? AND name = ?`,
+    updateLease: db.prepare<[string | null, string | null, number, number, number, string | null, number | null, string, string]>(
+      `UPDATE leases SET holder_agent_id = ?, holder_agent_name = ?, fencing_token = ?, acquired_at = ?, expires_at = ?, handed_to = ?,
+         handed_token = ? WHERE project = ? AND name = ?`,
     ),
     listLeases: db.prepare<[string, string, number, number, number], LeaseDb>(
       `SELECT * FROM leases WHERE project = ? AND name > ? AND holder_agent_id IS NOT NULL
@@ -78,8 +79,9 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
     checkLeaseWrite(key, r, d.write);
     if (d.write) {
       const w = d.write;
-      if (stored) q.updateLease.run(w.holderAgentId, w.holderAgentName, w.fencingToken, w.acquiredAtMs, w.expiresAtMs, w.handedTo ?? null, w.project, w.name);
-      else q.upsertLease.run(leaseToDb(w));
+      const row = leaseToDb(w);
+      if (stored) q.updateLease.run(row.holder_agent_id, row.holder_agent_name, row.fencing_token, row.acquired_at, row.expires_at, row.handed_to, row.handed_token, row.project, row.name);
+      else q.upsertLease.run(row);
     }
     for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
   }
