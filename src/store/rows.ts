@@ -51,22 +51,21 @@ export interface LeaseDb {
   handed_token: number | null;
 }
 
-export const leaseFromDb = (r: LeaseDb): LeaseRow => ({
-  project: r.project,
-  name: r.name,
-  holderAgentId: r.holder_agent_id,
-  holderAgentName: r.holder_agent_name,
-  fencingToken: r.fencing_token,
-  acquiredAtMs: r.acquired_at,
-  expiresAtMs: r.expires_at,
-  ...handOverOf(r),
-});
-
-/** What a row records of the hand-over that made its holder (D64). */
-function handOverOf(r: LeaseDb): Pick<LeaseRow, "handedTo" | "handOverUnknown"> {
-  if (r.holder_agent_id === null) return {};
-  if (r.handed_token === null || r.handed_token === undefined || Number(r.handed_token) !== Number(r.fencing_token)) return { handOverUnknown: true };
-  return r.handed_to === null || r.handed_to === undefined ? {} : { handedTo: r.handed_to };
+export function leaseFromDb(r: LeaseDb): LeaseRow {
+  // What the row records of the hand-over that made its holder (D64); every row read has the
+  // same fields, set or undefined, so that the rules reading them see one shape.
+  const stamped = r.holder_agent_id === null || (r.handed_token !== null && r.handed_token !== undefined && Number(r.handed_token) === Number(r.fencing_token));
+  return {
+    project: r.project,
+    name: r.name,
+    holderAgentId: r.holder_agent_id,
+    holderAgentName: r.holder_agent_name,
+    fencingToken: r.fencing_token,
+    acquiredAtMs: r.acquired_at,
+    expiresAtMs: r.expires_at,
+    handedTo: (stamped && r.holder_agent_id !== null && r.handed_to) || undefined,
+    handOverUnknown: stamped ? undefined : true,
+  };
 }
 
 export const leaseToDb = (l: LeaseRow): LeaseDb => ({
