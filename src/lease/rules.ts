@@ -156,7 +156,6 @@ export function decideAcquire(
       result: { kind: me ? "queued" : "held", lease },
     };
   }
-  const remove = h.remove;
   // @NOTE decision D43: the fence never restarts; a released resource keeps its token as floor.
   const lease: LeaseView = {
     resource: displayResource(req.holder.project, req.name),
@@ -167,10 +166,10 @@ export function decideAcquire(
     fencingToken: (current?.fencingToken ?? 0) + 1,
     acquiredAtMs: req.nowMs,
     expiresAtMs,
-    waiters: queueAfter(waiters, { remove }, req.nowMs),
+    waiters: queueAfter(waiters, { remove: h.remove }, req.nowMs),
   };
   const outcome: LeaseOutcome = { kind: held ? "taken_over" : "granted", lease };
-  return { write: toRow(lease), change: recorded(outcome), ...(remove.length > 0 && { queue: { remove } }), result: outcome };
+  return { write: toRow(lease), change: recorded(outcome), ...(h.remove.length > 0 && { queue: { remove: h.remove } }), result: outcome };
 }
 
 /**
