@@ -37,12 +37,6 @@ export interface AgentStore {
   /** Agents of a project in registration order. */
   listAgents(project: string): Promise<AgentRow[]>;
   countOnlineAgents(): Promise<number>;
-  /** Register/resume under (project, case-folded name); `decide` sees the agent holding the name. */
-  decideRegistration<T>(
-    project: string,
-    nameKey: string,
-    decide: (existing: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>,
-  ): Promise<T>;
   /**
    * One decision on an agent, found by id or by (project, case-folded name), and on every lease
    * naming it as holder or in its queue (each with its queue), all in one transaction: nobody can

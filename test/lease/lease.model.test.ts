@@ -139,7 +139,7 @@ describe("lease model", () => {
     // An acquire decides only for an agent the store knows (leases.ts, asCaller): register them.
     for (let a = 0; a < 8; a++) {
       const row = { id: `agt_${a}`, project: "p", name: `agent-${a}`, purpose: "model", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
-      await store.agents.decideRegistration("p", row.name, () => ({ write: row, result: undefined }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: row.name }, () => ({ write: row, result: undefined }));
     }
     const answer = async (run: () => Promise<{ lease: { fencingToken: number; holderAgentName: string; expiresAtMs: number }; renewed?: boolean }>): Promise<Answer> => {
       try {

@@ -334,7 +334,7 @@ describe("blocking acquire, a client gone during its last look", () => {
     const leases = createLeases({ store: { leases: leaseStore, changes: store.changes }, clock, observer: { log() {}, count() {} }, bus });
     for (const name of ["a", "b", "c"]) {
       const row = { id: `agt_${name}`, project: "p", name, purpose: "test", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
-      await store.agents.decideRegistration("p", name, () => ({ write: row, result: undefined }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: name }, () => ({ write: row, result: undefined }));
     }
     const caller = (name: string) => ({ kind: "agent" as const, agentId: `agt_${name}`, agentName: name, project: "p" });
     const outcome = <T>(p: Promise<T>, value: (t: T) => string) => p.then(value, (e: { code?: string }) => e.code);

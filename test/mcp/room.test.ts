@@ -20,14 +20,9 @@ describe("MCP 2026-07-28: room for clients", () => {
     const held: (() => void)[] = [];
     const walSync = (): WalSync => ({ sync: () => (hold ? new Promise<void>((r) => held.push(r)) : Promise.resolve()), close: () => {} });
     const store = new SqliteStore({ path: path.join(dir, "kxm.db"), synchronous: "full", walSync });
-    // Registrations decided (an MCP client's agent registers with takeover: decideAgentLeases).
+    // Registrations decided (every registration is a decideAgentLeases).
     let registrations = 0;
-    const decideRegistration = store.agents.decideRegistration.bind(store.agents);
     const decideAgentLeases = store.agents.decideAgentLeases.bind(store.agents);
-    store.agents.decideRegistration = (...args) => {
-      registrations++;
-      return decideRegistration(...args);
-    };
     store.agents.decideAgentLeases = (...args) => {
       registrations++;
       return decideAgentLeases(...args);

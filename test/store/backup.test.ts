@@ -300,7 +300,7 @@ describe("restoreFrom, what the replaced file had handed out", () => {
     const live = path.join(dir, "kxm.db");
     const s0 = open(live);
     const agent = { id: "agt_m", project: "p", name: "m", purpose: "", keyHash: "a".repeat(64), connectedAtMs: 1, lastSeenAtMs: 1, online: true };
-    await s0.agents.decideRegistration("p", "m", () => ({ write: agent, result: 0 }));
+    await s0.agents.decideAgentLeases({ project: "p", nameKey: "m" }, () => ({ write: agent, result: 0 }));
     const out = path.join(dir, "b.db");
     await backupTo(live, out, { hubVersion: "0", nowMs: T });
     await s0.close();

@@ -223,7 +223,7 @@ describe("group commit", () => {
     const held = heldSync();
     const store = open({ walSync: held.factory });
     const row = { id: "agt_1", project: "p", name: "a", purpose: "", keyHash: sha256Hex("key_1"), connectedAtMs: 1, lastSeenAtMs: 1, online: true };
-    const registered = watch(store.agents.decideRegistration("p", "a", () => ({ write: row, result: 0 })));
+    const registered = watch(store.agents.decideAgentLeases({ project: "p", nameKey: "a" }, () => ({ write: row, result: 0 })));
     await turn();
     expect(held.pending()).toBe(1);
     expect((await store.agents.peekCaller("agt_1"))?.agent).toEqual(row);

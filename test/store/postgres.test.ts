@@ -84,7 +84,7 @@ describe("PostgreSQL store", () => {
       const names = ["n0", "n1", "n2", "n3"];
       const agent = (i: number): AgentRow => ({ id: `agt_${i}`, project: "p", name: `a${i}`, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
       for (let i = 0; i < names.length; i++) {
-        await stores[0]!.agents.decideRegistration("p", `a${i}`, () => ({ write: agent(i), change: { stream: "presence", body: { i } }, result: 0 }));
+        await stores[0]!.agents.decideAgentLeases({ project: "p", nameKey: `a${i}` }, () => ({ write: agent(i), change: { stream: "presence", body: { i } }, result: 0 }));
       }
       // Each lease decision flips its lease (held by its agent, or released) and records a change.
       const flip = (i: number) => (cur: LeaseRow | undefined, nowMs: number, _w: unknown, holder: AgentRow | undefined) => {
@@ -149,7 +149,7 @@ describe("PostgreSQL store", () => {
     const stores = await Promise.all([1, 2, 3].map(() => PostgresStore.open({ url })));
     try {
       const agent = (i: number): AgentRow => ({ id: `agt_${i}`, project: "p", name: `A${i}`, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
-      for (let i = 0; i < 4; i++) await stores[0]!.agents.decideRegistration("p", `a${i}`, () => ({ write: agent(i), result: 0 }));
+      for (let i = 0; i < 4; i++) await stores[0]!.agents.decideAgentLeases({ project: "p", nameKey: `a${i}` }, () => ({ write: agent(i), result: 0 }));
       const send = (store: PostgresStore, from: number, target: string, n: number, key?: string, content?: string) => {
         const sender = { agentId: `agt_${from}`, agentName: `A${from}`, project: "p" };
         const input = { target, content: content ?? key ?? `m${n}`, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 60_000, allowOffline: false, ...(key && { idempotencyKey: key }) };
@@ -199,7 +199,7 @@ describe("PostgreSQL store", () => {
     await other.connect();
     try {
       const row: AgentRow = { id: "agt_k", project: "p", name: "k", purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true };
-      await store.agents.decideRegistration("p", "k", () => ({ write: row, result: 0 }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "k" }, () => ({ write: row, result: 0 }));
       // Another session holds the agent's row, so the batch's second decision waits for it.
       await other.query("BEGIN");
       await other.query("SELECT 1 FROM agents WHERE id = 'agt_k' FOR UPDATE");
@@ -210,7 +210,7 @@ describe("PostgreSQL store", () => {
       });
       // Submitted together: one batch, the lease decided and written first, then the registration waits.
       const lease = store.leases.decideLease(key, granted);
-      const registration = store.agents.decideRegistration("p", "k", (cur) => ({ write: { ...cur!, lastSeenAtMs: 2 }, result: 0 }));
+      const registration = store.agents.decideAgentLeases({ project: "p", nameKey: "k" }, (cur) => ({ write: { ...cur!, lastSeenAtMs: 2 }, result: 0 }));
       let waiting: number | undefined;
       while (waiting === undefined) waiting = (await lockWaiters(other))[0];
       await other.query("SELECT pg_terminate_backend($1)", [waiting]);
@@ -271,10 +271,10 @@ describe("PostgreSQL store", () => {
     await other.connect();
     try {
       const agent = (id: string, online: boolean, lastSeenAtMs: number): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs, online });
-      await a.agents.decideRegistration("p", "agt_s", () => ({ write: agent("agt_s", true, 1), result: 0 }));
-      await a.agents.decideRegistration("p", "agt_y", () => ({ write: agent("agt_y", true, 1), result: 0 }));
+      await a.agents.decideAgentLeases({ project: "p", nameKey: "agt_s" }, () => ({ write: agent("agt_s", true, 1), result: 0 }));
+      await a.agents.decideAgentLeases({ project: "p", nameKey: "agt_y" }, () => ({ write: agent("agt_y", true, 1), result: 0 }));
       // X has been offline long enough to be forgotten, and nothing names it yet.
-      await a.agents.decideRegistration("p", "agt_x", () => ({ write: agent("agt_x", false, 1), result: 0 }));
+      await a.agents.decideAgentLeases({ project: "p", nameKey: "agt_x" }, () => ({ write: agent("agt_x", false, 1), result: 0 }));
       const sender = { agentId: "agt_s", agentName: "agt_s", project: "p" };
       const send = (target: string, n: number) => {
         const input = { target, content: `m${n}`, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 600_000, allowOffline: true };
@@ -318,7 +318,7 @@ describe("PostgreSQL store", () => {
     } as typeof query;
     try {
       const agent = (id: string): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
-      for (const id of ["agt_s", "agt_a", "agt_z"]) await a.agents.decideRegistration("p", id, () => ({ write: agent(id), result: 0 }));
+      for (const id of ["agt_s", "agt_a", "agt_z"]) await a.agents.decideAgentLeases({ project: "p", nameKey: id }, () => ({ write: agent(id), result: 0 }));
       const sender = { agentId: "agt_s", agentName: "agt_s", project: "p" };
       const send = (target: string, id: string) => {
         const input = { target, content: id, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 600_000, allowOffline: true };
@@ -361,7 +361,7 @@ describe("PostgreSQL store", () => {
     await other.connect();
     try {
       const agent = (id: string): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
-      for (const id of ["h1", "h9"]) await a.agents.decideRegistration("p", id, () => ({ write: agent(id), result: 0 }));
+      for (const id of ["h1", "h9"]) await a.agents.decideAgentLeases({ project: "p", nameKey: id }, () => ({ write: agent(id), result: 0 }));
       const dbNow = async () => Number((await other.query<{ ms: string }>("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms")).rows[0]!.ms);
       // Hub b's batch holds p's heads (a presence decision, which moves the presence head but
       // not the lease head) while it waits for a row another session holds.
@@ -607,7 +607,7 @@ describe("inbox events wake the other replicas' tails", () => {
     try {
       await listener.query("LISTEN kxm_inbox");
       const agent = (i: number): AgentRow => ({ id: `agt_${i}`, project: "p", name: `a${i}`, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
-      for (let i = 0; i < 2; i++) await stores[0]!.agents.decideRegistration("p", `a${i}`, () => ({ write: agent(i), result: 0 }));
+      for (let i = 0; i < 2; i++) await stores[0]!.agents.decideAgentLeases({ project: "p", nameKey: `a${i}` }, () => ({ write: agent(i), result: 0 }));
       for (const [i, store] of stores.entries()) {
         const sender = { agentId: "agt_0", agentName: "a0", project: "p" };
         const input = { target: "agt_1", content: `m${i}`, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs: 60_000, allowOffline: false };

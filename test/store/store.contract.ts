@@ -151,14 +151,14 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
 
     it("keeps agent names unique per project, case-folded, and lists in registration order", async () => {
       const store = await open();
-      await store.agents.decideRegistration("p", "beta", () => ({ write: agent("agt_2", "p", "Beta"), result: 0 }));
-      await store.agents.decideRegistration("p", "alpha", () => ({ write: agent("agt_1", "p", "alpha"), result: 0 }));
-      await store.agents.decideRegistration("q", "beta", () => ({ write: agent("agt_3", "q", "beta"), result: 0 }));
-      const seen = await store.agents.decideRegistration("p", "beta", (existing) => ({ result: existing?.id }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "beta" }, () => ({ write: agent("agt_2", "p", "Beta"), result: 0 }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "alpha" }, () => ({ write: agent("agt_1", "p", "alpha"), result: 0 }));
+      await store.agents.decideAgentLeases({ project: "q", nameKey: "beta" }, () => ({ write: agent("agt_3", "q", "beta"), result: 0 }));
+      const seen = await store.agents.decideAgentLeases({ project: "p", nameKey: "beta" }, (existing) => ({ result: existing?.id }));
       expect(seen).toBe("agt_2");
       expect((await store.agents.listAgents("p")).map((a) => a.id)).toEqual(["agt_2", "agt_1"]);
       await expect(
-        store.agents.decideRegistration("p", "alpha", () => ({ write: agent("agt_9", "p", "ALPHA"), result: 0 })),
+        store.agents.decideAgentLeases({ project: "p", nameKey: "alpha" }, () => ({ write: agent("agt_9", "p", "ALPHA"), result: 0 })),
       ).rejects.toThrow();
       await store.close();
     });
@@ -282,7 +282,7 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
           throw new Error("refused");
         }),
       ).rejects.toThrow("refused");
-      await store.agents.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: "hello" }, result: 0 }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "a" }, () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: "hello" }, result: 0 }));
       await grant(x, 2);
       // A decision the store refuses after it was decided (a lower token) records nothing either.
       await expect(grant(x, 1)).rejects.toThrow();
@@ -346,7 +346,7 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.leases.decideLease({ project: "q", name: "y" }, () => ({ write: lease({ project: "q", name: "y" }, 1), change: recorded, result: 0 }));
       const snap = await store.leases.leaseSnapshot("p", 5_000);
       expect(snap).toEqual({ head: 3, leases: [lease(x, 1)], waiters: [] });
-      await store.agents.decideRegistration("p", "a", () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: 1 }, result: 0 }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "a" }, () => ({ write: agent("agt_1", "p", "a"), change: { stream: "presence", body: 1 }, result: 0 }));
       await store.agents.decideRuntime("p", "rtm_one", () => ({ write: { project: "p", runtimeId: "rtm_one", registeredAtMs: 1, heartbeatAtMs: 2 }, result: 0 }));
       expect(await store.agents.presenceSnapshot("p")).toEqual({
         head: 1,
@@ -408,8 +408,8 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
     it("expires and purges at most `limit` messages a call, the earliest due first", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);
-      await store.agents.decideRegistration("p", "a", () => ({ write: agent("agt_a", "p", "a"), result: 0 }));
-      await store.agents.decideRegistration("p", "b", () => ({ write: agent("agt_b", "p", "b"), result: 0 }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "a" }, () => ({ write: agent("agt_a", "p", "a"), result: 0 }));
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "b" }, () => ({ write: agent("agt_b", "p", "b"), result: 0 }));
       const sender = { agentId: "agt_a", agentName: "a", project: "p" };
       // Five messages to b, the later sent expiring first.
       for (let i = 0; i < 5; i++) {

@@ -103,17 +103,6 @@ export function createPostgresAgents(
       return (await rows<{ n: number }>("SELECT count(*)::int AS n FROM agents WHERE online"))[0]!.n;
     },
 
-    decideRegistration(project, nameKey, decide) {
-      return changeTx(project, async (t, record) => {
-        const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 AND name_key = $2 FOR UPDATE`, [project, nameKey])).rows;
-        const nowMs = await now(t);
-        const d = decide(r && agentFromDb(r), nowMs);
-        if (d.write) await writeAgent(t, d.write);
-        for (const c of changesOf(d)) await record(project, c.stream, c.body, nowMs);
-        return d.result;
-      });
-    },
-
     async decideAgent(id, decide) {
       return changeTx(await projectOf(id), async (t, record) => {
         const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;

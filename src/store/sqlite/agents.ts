@@ -130,17 +130,6 @@ export function createSqliteAgents(
     listAgents: (project) => read(() => q.agentsOfProject.all(project).map(agentFromDb)),
     countOnlineAgents: () => read(() => q.onlineCount.get()!.n),
 
-    decideRegistration(project, nameKey, decide) {
-      return changeTx((record) => {
-        const r = q.agentByName.get(project, nameKey);
-        const nowMs = now();
-        const d = decide(r && agentFromDb(r), nowMs);
-        if (d.write) writeAgent(d.write);
-        for (const c of changesOf(d)) record(project, c.stream, c.body, nowMs);
-        return d.result;
-      });
-    },
-
     decideAgent(id, decide) {
       return changeTx((record) => {
         const r = q.agentById.get(id);
