@@ -53,6 +53,8 @@ export const changeRetention = { ms: 3_600_000, perStream: 10_000 } as const;
  */
 export function continuing<E extends { seq: number }>(cursor: number, p: ChangePage<E>): E[] {
   const first = p.changes[0];
+  // A cursor past the head is not one this hub gave (a hub restored from a backup since).
+  if (!first && cursor > p.head) throw errors.cursorAhead(cursor, p.head);
   if (first ? first.seq !== cursor + 1 : cursor !== p.head) {
     throw errors.cursorExpired(cursor, first ? first.seq - 1 : p.head);
   }
