@@ -97,6 +97,13 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       }
       const liveFrom = state.head;
       const tooSlow = () => peersOverflowed || liveHead - Math.max(last, liveFrom) > deps.maxLag;
+      /**
+       * How far the store has been read: a read that returned less than a page saw everything
+       * committed up to what had been announced when it began. An announced event it did not
+       * return was purged since (its message ended and its retention passed while this stream
+       * lagged), and is not looked for again, or the loop would read the store without end.
+       */
+      let read = last;
 
       while (!signal.aborted) {
         if (recheck) {
@@ -106,8 +113,13 @@ export function createInboxStreams(deps: InboxStreamDeps) {
         const live = takeContiguous(handed, last);
         // The store is read only for what the bus announced without handing it over (or before
         // the stream was live): a wake for a peer, a recheck or an event already sent reads nothing.
-        const behind = Math.max(liveHead, liveFrom) > last;
-        const events = live.length > 0 ? live : behind ? await store.messages.readInbox(caller.agentId, last, page) : [];
+        const announced = Math.max(liveHead, liveFrom);
+        const behind = announced > Math.max(last, read);
+        let events = live;
+        if (live.length === 0 && behind) {
+          events = await store.messages.readInbox(caller.agentId, last, page);
+          if (events.length < page) read = announced;
+        }
         for (const event of events) {
           if (tooSlow()) throw errors.subscriberTooSlow(last);
           yield { kind: "event", event, cursor: event.seq };
@@ -117,7 +129,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
           if (tooSlow()) throw errors.subscriberTooSlow(last);
           yield { kind: "presence", agent: peers.shift()!, cursor: last };
         }
-        if (events.length === page || liveHead > last) continue;
+        if (events.length === page || liveHead > Math.max(last, read)) continue;
         if (!(await waker.wait(deps.keepAliveMs, signal))) {
           // An open stream is a connected agent: keep its presence fresh.
           await presence.recordActivity(caller.agentId);

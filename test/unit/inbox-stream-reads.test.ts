@@ -53,7 +53,7 @@ describe("inbox stream reads", () => {
     const abort = new AbortController();
     const frames = open(caller, undefined, abort.signal);
     const next = async (): Promise<InboxFrame> => (await frames.next()).value as InboxFrame;
-    return { reads, inboxBus, presenceBus, next, close: () => abort.abort() };
+    return { reads, inboxBus, presenceBus, next, clock, close: () => abort.abort() };
   }
 
   it("a peer's change and a notice of an event already sent read nothing; a notice past it reads once", async () => {
@@ -79,6 +79,29 @@ describe("inbox stream reads", () => {
       t.inboxBus.publish({ agentId: caller.agentId, seq: 2 });
       expect(await theirs).toMatchObject({ kind: "event", cursor: 2, event: { message: { content: "m2" } } });
       expect(t.reads).toEqual([1]);
+    } finally {
+      t.close();
+    }
+  });
+
+  it("an announced event the store no longer has (purged while the stream lagged) is read for once, not without end", async () => {
+    const stored: InboxEvent[] = [];
+    const t = setUp(stored);
+    try {
+      expect((await t.next()).kind).toBe("ready");
+      const gone = t.next();
+      gone.catch(() => undefined);
+      t.inboxBus.publish({ agentId: caller.agentId, seq: 1 }); // announced, then purged before the read
+      await new Promise((r) => setImmediate(r));
+      t.clock.advance(15_000);
+      expect(await gone).toMatchObject({ kind: "keepAlive", cursor: 0 });
+      expect(t.reads).toEqual([0]);
+      // What comes after it is read and sent as ever, past the gap.
+      stored.push(event(3));
+      const after = t.next();
+      t.inboxBus.publish({ agentId: caller.agentId, seq: 3 });
+      expect(await after).toMatchObject({ kind: "event", cursor: 3 });
+      expect(t.reads).toEqual([0, 0]);
     } finally {
       t.close();
     }
