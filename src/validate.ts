@@ -38,9 +38,11 @@ export const hasNul = (v: string): boolean => v.includes("\u0000");
 
 /**
  * An id the caller names (a message's, a run's), taken as given: refused when it holds a NUL
- * character, which no stored id does.
+ * character, which no stored id does, or is longer than `max` (an id the hub issued is short, and
+ * a refusal that echoes a long one would not fit in a gRPC answer's trailers).
  */
-export function idOf(label: string, value: string): string {
+export function idOf(label: string, value: string, max = Number.POSITIVE_INFINITY): string {
+  if (value.length > max) throw errors.protocol(`${label} exceeds ${max} characters`, label);
   return storable(label, value);
 }
 

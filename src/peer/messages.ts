@@ -16,6 +16,9 @@ import {
 } from "./rules.js";
 import { sweepChunk, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
 
+/** Longer than any message id the hub issues (`msg_` and 26 characters). */
+const maxMessageIdLength = 128;
+
 export interface MessagesDeps {
   store: { messages: MessageStore };
   observer: Observer;
@@ -160,7 +163,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** Recipient acknowledges; advances its stream cursor. */
     async ack(caller: AgentCaller, id: string): Promise<MessageRow> {
-      idOf("id", id);
+      idOf("id", id, maxMessageIdLength);
       await expireDue();
       await purge();
       const { result } = await store.messages.decideMessage(id, (cur, nowMs) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
@@ -169,7 +172,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** Recipient replies once; the sender's stream gets a reply event. */
     async reply(caller: AgentCaller, id: string, text: string | undefined): Promise<MessageRow> {
-      idOf("id", id);
+      idOf("id", id, maxMessageIdLength);
       await expireDue();
       const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) }),
@@ -181,7 +184,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** Sender cancels; the recipient's stream gets a cancelled event. */
     async cancel(caller: AgentCaller, id: string): Promise<MessageRow> {
-      idOf("id", id);
+      idOf("id", id, maxMessageIdLength);
       await expireDue();
       const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
         decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }),
@@ -195,7 +198,7 @@ export function createMessages(deps: MessagesDeps) {
 
     /** A message the caller sent or received. */
     async get(caller: AgentCaller, id: string): Promise<MessageRow> {
-      idOf("id", id);
+      idOf("id", id, maxMessageIdLength);
       await expireDue();
       return visibleTo(await store.messages.getMessage(id), { id, agentId: caller.agentId, project: caller.project });
     },
@@ -220,7 +223,8 @@ const encodePosition = (m: MessageRow) => Buffer.from(`${m.createdAtMs}:${m.id}`
 
 function decodePosition(token: string): { createdAtMs: number; id: string } {
   const [ms, id] = Buffer.from(token, "base64url").toString("utf8").split(":");
-  if (!ms || !id || !/^\d+$/.test(ms) || hasNul(id)) throw errors.protocol("pageToken is invalid", "pageToken");
+  // A time past 2^53 is none the hub wrote, and PostgreSQL would refuse it as a bigint.
+  if (!ms || !id || !/^\d+$/.test(ms) || !Number.isSafeInteger(Number(ms)) || hasNul(id)) throw errors.protocol("pageToken is invalid", "pageToken");
   return { createdAtMs: Number(ms), id };
 }
 

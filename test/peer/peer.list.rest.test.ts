@@ -94,6 +94,7 @@ describe("GET /v1/messages (ListMessages)", () => {
   it.each([
     ["a garbage pageToken", "?pageToken=garbage"],
     ["a pageToken without a position", `?pageToken=${Buffer.from("abc:").toString("base64url")}`],
+    ["a pageToken whose time is past 2^53 (PostgreSQL answered 500)", `?pageToken=${Buffer.from("9223372036854775807:msg_x").toString("base64url")}`],
     ["pageSize 201", "?pageSize=201"],
     ["pageSize -1", "?pageSize=-1"],
     ["pageSize not an integer", "?pageSize=ten"],

@@ -122,6 +122,16 @@ describe.each(protocols)("PeerService over $name", (protocol) => {
     const missing = "msg_00000000000000000000000000000000";
     expectRefusal(await refused(A.getMessage({ messageId: missing })), "not_found", "MESSAGE_NOT_FOUND", { messageId: missing });
     expectRefusal(await refused(Q.ackMessage({ messageId: missing })), "not_found", "MESSAGE_NOT_FOUND");
+    // An id longer than any the hub issues is refused as such, on every face: a not-found that
+    // echoed a 20,000-character id did not fit in a gRPC answer's trailers (a transport error).
+    const long = "x".repeat(20_000);
+    const tooLong = [
+      () => A.getMessage({ messageId: long }),
+      () => A.ackMessage({ messageId: long }),
+      () => A.replyMessage({ messageId: long, content: "x" }),
+      () => A.cancelMessage({ messageId: long }),
+    ];
+    for (const call of tooLong) expectRefusal(await refused(call()), "invalid_argument", "PROTOCOL_ERROR", { field: "id" });
   });
 
   it("refuses self, unknown and cross-project targets, and hop limits", async () => {
