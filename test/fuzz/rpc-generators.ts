@@ -9,6 +9,7 @@ import { fromBinary, fromJsonString, ScalarType, toJsonString, type DescMethod }
 import { ServerReflection } from "../../gen/ts/grpc/reflection/v1/reflection_pb.js";
 import { servedServices } from "../../src/server/routes.js";
 import { fromRestJson } from "../../src/transcode/rest-json.js";
+import { jsonOptionsOf } from "../../src/wire/serialization.js";
 import type { Expectation } from "./checks.js";
 import { jsonBytes, loneSurrogate, invalidUtf8, wrongValue, entriesOf, type JVal } from "./generators.js";
 import type { World } from "./harness.js";
@@ -158,7 +159,8 @@ const decodes = (m: DescMethod, bytes: Uint8Array) => {
 };
 const decodesJson = (m: DescMethod, bytes: Uint8Array) => {
   try {
-    fromJsonString(m.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), { ignoreUnknownFields: true });
+    // As the hub reads it: unknown properties dropped, but refused for the requests it reads strictly.
+    fromJsonString(m.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), jsonOptionsOf(m, { ignoreUnknownFields: true }));
     return true;
   } catch {
     return false;
