@@ -61,6 +61,7 @@ export const errorTable = {
   hub_shutting_down: { connect: "unavailable", rest: 503 },
   store_unavailable: { connect: "unavailable", rest: 503 },
   token_scope_insufficient: { connect: "permission_denied", rest: 403 },
+  origin_not_allowed: { connect: "permission_denied", rest: 403 },
   token_not_found: { connect: "not_found", rest: 404 },
   token_limit_reached: { connect: "failed_precondition", rest: 409 },
 } as const satisfies Record<string, Row>;
@@ -160,6 +161,8 @@ export const errors = {
   leaseNotFound: (name: string) =>
     new HubError("lease_not_found", `no lease is held on ${name}`, { metadata: { name } }),
   leaseTokenRequired: () => new HubError("lease_token_required", "fencingToken is required"),
+  /** A browser page's request from an origin the hub does not list, or addressed by a name not its own (D67). */
+  originNotAllowed: (why: string) => new HubError("origin_not_allowed", why),
   tokenScopeInsufficient: (scope: string, needed: string) =>
     new HubError("token_scope_insufficient", `this token's scope (${scope}) does not allow the call; it needs ${needed}`, {
       metadata: { scope, neededScope: needed },

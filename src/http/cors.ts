@@ -1,4 +1,6 @@
 import { cors as connectCors } from "@connectrpc/connect";
+import { errors, type HubError } from "../errors.js";
+import { validAuthority } from "./target.js";
 import type { NodeRequest, NodeResponse } from "./types.js";
 
 /** What MCP's Streamable HTTP transport sends and reads (the MCP face at /mcp), and the headers that name its agent. */
@@ -18,6 +20,34 @@ const allowMethods = [...new Set([...connectCors.allowedMethods, "GET", "POST", 
 
 /** Whether a browser page of `origin` may call the hub (`origins`: the configured list; "*" allows any). */
 export const originAllowed = (origins: readonly string[], origin: string) => origins.includes("*") || origins.includes(origin);
+
+/** Whether `origin` is the origin the request was addressed to (the hub's own pages: the operator page). */
+function sameOrigin(origin: string, authority: string | undefined): boolean {
+  if (authority === undefined) return false;
+  try {
+    const page = new URL(origin);
+    return (page.protocol === "http:" || page.protocol === "https:") && page.host === new URL(`http://${authority}`).host;
+  } catch {
+    return false; // "null" (a sandboxed page, a file), or not a URL
+  }
+}
+
+/**
+ * Refuses a browser page's request from an origin the hub neither lists (`origins`) nor is (D67).
+ * A page may send some requests without asking first (a POST with no body or a form's content
+ * type, `fetch` in `no-cors` mode): it cannot read the answer, but the call is made, and on a
+ * loopback hub without an admin token every caller is trusted as admin. A browser always names
+ * the page in `Origin` on such a request; other clients send none.
+ */
+export function createPageGuard(origins: readonly string[]) {
+  return (req: NodeRequest): HubError | undefined => {
+    const origin = req.headers.origin;
+    if (typeof origin !== "string" || originAllowed(origins, origin) || sameOrigin(origin, validAuthority(req))) return undefined;
+    return errors.originNotAllowed(
+      `requests from the page ${JSON.stringify(origin.slice(0, 200))} are not allowed: KXM_CORS_ORIGINS lists the origins that may call the hub`,
+    );
+  };
+}
 
 /**
  * CORS for browsers (Connect-Web, REST, MCP): `origins` lists allowed origins, "*" allows any.

@@ -8,7 +8,7 @@ import { toConnectError } from "./interceptors/errors.js";
 import { requestRefusal } from "./interceptors/request-refusals.js";
 import { requestIdOfRequest } from "../http/request-id.js";
 import { remoteAddressOf } from "../http/listen.js";
-import { createCors } from "../http/cors.js";
+import { createCors, createPageGuard } from "../http/cors.js";
 import type { InProcessCaller } from "../wire/in-process.js";
 import { createRpcAdapter, type WireSwitch } from "../wire/adapter.js";
 import type { RequestTarget } from "../http/target.js";
@@ -55,6 +55,7 @@ export interface HttpHandlerDeps {
  */
 export function createHttpHandler(deps: HttpHandlerDeps) {
   const cors = createCors(deps.corsOrigins);
+  const pageGuard = createPageGuard(deps.corsOrigins);
 
   /** Answers a failure nobody else handled: the typed refusal, or 500 for anything else. */
   const lastLine = (req: Req, res: Res, e: unknown, call?: CallRecord) => {
@@ -102,6 +103,10 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
     call.requestId = requestId;
     // MCP exchanges are not calls themselves: each tool call is, reported by the MCP face.
     if (target.pathname === "/mcp" && deps.mcp) return void deps.mcp(req, res);
+    // A page of another origin may reach these paths without a preflight (a POST with no body).
+    // The RPC paths need a content type only a preflight lets a page send; /mcp checks its own.
+    const fromPage = pageGuard(req);
+    if (fromPage) return answer(req, res, fromPage, call);
     deps
       .ops(req, res, target.pathname)
       .then((answered) =>

@@ -1,0 +1,49 @@
+import http from "node:http";
+import { describe, expect, it } from "vitest";
+import { startTestHub } from "../fixtures/hub.js";
+
+/**
+ * A browser page may make some calls without asking first (a POST with no body, `fetch` in
+ * `no-cors` mode), and on a loopback hub without an admin token every caller is trusted as admin:
+ * any web page the operator opened could release leases and mint tokens. A request that names
+ * a page in `Origin` is served only for an origin the hub lists or its own (D67).
+ */
+describe("requests from browser pages", () => {
+  const post = (url: string, headers: Record<string, string>) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(url, { method: "POST", headers }, (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => (body += c.toString()));
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+
+  it("refuses a page of another origin on every face, and nothing changes", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    await t.rest("/v1/leases/db/acquire", { json: { ttlMs: 60_000 }, headers: a.headers });
+    const page = { origin: "https://evil.example" };
+    for (const path of ["/v1/ops/projects/p/leases/db/release", "/v1/ops/projects/p/tokens", "/v1/agents/register"]) {
+      const r = await post(`${t.baseUrl}${path}`, page);
+      expect(r.status, path).toBe(403);
+      expect(JSON.parse(r.body)).toMatchObject({ code: "origin_not_allowed", error: expect.stringContaining("https://evil.example") });
+    }
+    // An RPC path takes no request without the content type a page may send only after a preflight.
+    expect((await post(`${t.baseUrl}/kxm.hub.v1.OpsService/CreateProjectToken`, page)).status).toBe(415);
+    expect(await (await t.rest("/v1/leases/db?project=p")).json()).toMatchObject({ lease: { holderAgentName: "alpha" } });
+    expect((await t.rest("/v1/agents", { headers: a.headers })).status).toBe(200); // no token was minted
+    // A sandboxed page or a file says "null": not an origin the hub is.
+    expect((await post(`${t.baseUrl}/v1/ops/projects/p/tokens`, { origin: "null" })).status).toBe(403);
+  });
+
+  it("serves the hub's own pages, and the origins it lists", async () => {
+    await using t = await startTestHub({ config: { corsOrigins: ["https://app.example"] } });
+    const own = new URL(t.baseUrl).origin;
+    expect((await post(`${t.baseUrl}/v1/ops/projects/p/tokens`, { origin: own })).status).toBe(201);
+    const listed = await post(`${t.baseUrl}/v1/ops/projects/q/tokens`, { origin: "https://app.example" });
+    expect(listed.status).toBe(201);
+    expect((await post(`${t.baseUrl}/v1/ops/projects/r/tokens`, { origin: "https://other.example" })).status).toBe(403);
+  });
+});
