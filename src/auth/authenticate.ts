@@ -109,7 +109,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
     const { grant: token } = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
-    await presence.recordActivity(agent.id, agent);
+    await presence.recordActivity(agent.id, agent.keyHash, agent);
     return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash, ...(token && { token }) };
   }
 

@@ -72,6 +72,9 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       waker.wake();
     });
     try {
+      // An instance that ended while this call was authenticated (its key changed before the
+      // presence subscription above) is told now: nothing after it would tell the stream.
+      await presence.requireKey(caller);
       await messages.expireDue();
       const state = await store.messages.inboxState(caller.agentId);
       if (afterSeq !== undefined && afterSeq < state.purgedThrough) {
@@ -132,7 +135,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
         if (events.length === page || liveHead > Math.max(last, read)) continue;
         if (!(await waker.wait(deps.keepAliveMs, signal))) {
           // An open stream is a connected agent: keep its presence fresh.
-          await presence.recordActivity(caller.agentId);
+          await presence.recordActivity(caller.agentId, caller.keyHash);
           yield { kind: "keepAlive", atMs: clock.now(), cursor: last };
         }
       }

@@ -117,9 +117,14 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
   });
 
   /** Marks the agent online now; the write is skipped while last_seen_at is fresh. A revival is a change. */
-  async function touch(agentId: string, force: boolean): Promise<AgentRow> {
+  /**
+   * Marks the agent online, seen now. Only for the instance that holds `keyHash` (when given): a
+   * call authenticated just before its agent was unregistered, evicted or taken over must not
+   * bring it back online (its streams' keep-alives included).
+   */
+  async function touch(agentId: string, force: boolean, keyHash: string | undefined): Promise<AgentRow> {
     return store.agents.decideAgent(agentId, (cur, nowMs) => {
-      if (!cur) throw errors.invalidAgentIdentity();
+      if (!cur || (keyHash !== undefined && cur.keyHash !== keyHash)) throw errors.invalidAgentIdentity();
       if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
       const next = { ...cur, online: true, lastSeenAtMs: nowMs };
       return { write: next, ...(!cur.online && { change: change({ agent: view(next, nowMs) }) }), result: next };
@@ -213,17 +218,21 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       return gone.length;
     },
 
-    /** Records authenticated activity of an agent (any agent call); `seen` is its row as just read. */
-    async recordActivity(agentId: string, seen?: AgentRow): Promise<AgentRow> {
+    /**
+     * Records authenticated activity of an agent (any agent call, a keep-alive of its streams) for
+     * the instance holding `keyHash`; `seen` is its row as just read. Throws invalid_agent_identity
+     * when the key changed since (unregistered, evicted, taken over): the agent stays as that left it.
+     */
+    async recordActivity(agentId: string, keyHash: string | undefined, seen?: AgentRow): Promise<AgentRow> {
       // The row the caller just read says nothing is due: spare the store a decision (the one
       // below would write nothing either), so an authenticated call costs one read.
       if (seen?.online && clock.now() - seen.lastSeenAtMs < activityWriteIntervalMs) return seen;
-      return touch(agentId, false);
+      return touch(agentId, false, keyHash);
     },
 
     /** Explicit heartbeat: always renews the presence lease. */
     async heartbeat(caller: AgentCaller): Promise<AgentView> {
-      const agent = await touch(caller.agentId, true);
+      const agent = await touch(caller.agentId, true, caller.keyHash);
       return view(agent, agent.lastSeenAtMs);
     },
 

@@ -52,9 +52,9 @@ interface WatchFrames<S, E, F> {
 }
 
 /** The project a watcher sees: an agent's own; a token caller's named one. */
-function watchedProject(ctx: HandlerContext, requested: string): { project: string; agentId?: string } {
+function watchedProject(ctx: HandlerContext, requested: string): { project: string; agent?: { agentId: string; keyHash: string | undefined } } {
   const caller = callerOf(ctx);
-  if (caller.kind === "agent") return { project: caller.project, agentId: caller.agentId };
+  if (caller.kind === "agent") return { project: caller.project, agent: { agentId: caller.agentId, keyHash: caller.keyHash } };
   return { project: caller.kind === "project" ? caller.project : projectName("project", requested) };
 }
 
@@ -149,12 +149,12 @@ export function createWatchHandlers(deps: WatchDeps) {
     /** Ends the stream (default: the call's own signal). */
     signal: AbortSignal = ctx.signal,
   ) {
-    const { project, agentId } = watchedProject(ctx, req.project);
+    const { project, agent } = watchedProject(ctx, req.project);
     const caller = callerOf(ctx);
     const revoked = caller.kind === "agent" ? endOnKeyChange(caller, signal) : undefined;
     if (revoked) signal = revoked.signal;
     try {
-      yield* servedFrames(project, agentId, req, source, frame, signal);
+      yield* servedFrames(project, agent, req, source, frame, signal);
     } finally {
       revoked?.dispose();
     }
@@ -189,7 +189,7 @@ export function createWatchHandlers(deps: WatchDeps) {
 
   async function* servedFrames<S, E extends { seq: number }, F>(
     project: string,
-    agentId: string | undefined,
+    agent: { agentId: string; keyHash: string | undefined } | undefined,
     req: { afterCursor?: bigint },
     source: WatchSource<S, E>,
     frame: WatchFrames<S, E, F>,
@@ -203,7 +203,7 @@ export function createWatchHandlers(deps: WatchDeps) {
       snapshot: () => source.snapshot(project),
       read: (after, limit) => source.read(project, after, limit),
       signal,
-      ...(source.agentsActive && agentId && { onKeepAlive: async () => void (await deps.presence.recordActivity(agentId)) }),
+      ...(source.agentsActive && agent && { onKeepAlive: async () => void (await deps.presence.recordActivity(agent.agentId, agent.keyHash)) }),
     });
     for await (const f of frames) {
       if (f.kind === "snapshot") {

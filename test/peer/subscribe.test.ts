@@ -90,6 +90,31 @@ describe.each(streamProtocols)("Subscribe over $name", (protocol) => {
     await quiet(t, s3);
   });
 
+  it("a stream whose agent is unregistered while the call is authenticated ends, and does not bring it back online", async () => {
+    await using t = await startTestHub({ config: base });
+    using s = new StreamScope();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    // The unregister commits after beta's call was authenticated, before its stream listens.
+    const agents = t.hub.store.agents;
+    const peek = agents.peekCaller.bind(agents);
+    let armed = true;
+    agents.peekCaller = async (id) => {
+      const r = await peek(id);
+      if (armed && id === b.id) {
+        armed = false;
+        expect((await t.rest(`/v1/agents/${b.id}`, { method: "DELETE", headers: b.headers })).status).toBe(204);
+      }
+      return r;
+    };
+    const f = subscribe(s, t, b);
+    const end = await f.next().then((r) => `frame ${r.event.case}`, (e: unknown) => refusalOf(e).reason);
+    expect(end).toBe("INVALID_AGENT_IDENTITY");
+    agents.peekCaller = peek;
+    const listed = await presenceOf(t, a).listAgents({ includeOffline: true });
+    expect(listed.agents.find((x) => x.id === b.id)?.online).toBe(false);
+  });
+
   it("resumes from afterSeq after a dropped connection: nothing lost, nothing repeated", async () => {
     await using t = await startTestHub({ config: base });
     using s = new StreamScope();
