@@ -112,6 +112,24 @@ function listenedUris(body: unknown): string[] {
 }
 
 const isListen = (body: unknown) => (body as { method?: unknown } | undefined)?.method === "subscriptions/listen";
+
+/**
+ * The methods a request's Server answers: calls.ts serverFor's, and the SDK's own that a client
+ * sends (its discovery probe, ping, listen). A request for one of them is checked as its headers'
+ * agent (the token refused at the client's first probe, as at a session's initialize).
+ */
+const served = new Set(["server/discover", "ping", "tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list", "subscriptions/listen"]);
+
+/**
+ * Whether `body` is a request the Server will act on, which needs its agent (registered, or taken
+ * over, on a miss): a notification, a method it does not serve, or a tool call that names no tool
+ * is refused or dropped by the SDK without one, and must register nothing.
+ */
+function needsAgent(body: unknown): boolean {
+  const b = body as { id?: unknown; method?: unknown; params?: { name?: unknown } } | undefined;
+  if (b === undefined || b.id === undefined || typeof b.method !== "string" || !served.has(b.method)) return false;
+  return b.method !== "tools/call" || typeof b.params?.name === "string";
+}
 const idOf = (body: unknown) => {
   const id = (body as { id?: unknown } | undefined)?.id;
   return typeof id === "string" || typeof id === "number" ? id : null;
@@ -124,8 +142,10 @@ const idOf = (body: unknown) => {
  * headers of every request (Authorization, X-Kxm-Project, X-Kxm-Agent; X-Kxm-Host and
  * X-Kxm-Purpose when registering), resolved through a small LRU of bindings; a miss registers the
  * agent as a session's initialize does (with takeover). That happens in the server factory, which
- * the SDK calls only once the request passed its own checks, so a request it refuses registers
- * nothing; the hub's refusal (401 with a Bearer challenge, …) then replaces the SDK's answer.
+ * the SDK calls once the request passed its envelope checks, and only for a request the Server
+ * will act on (needsAgent): a notification, a method it does not serve or a tool call without a
+ * tool registers nothing; the hub's refusal (401 with a Bearer challenge, …) replaces the SDK's
+ * answer.
  * Resources are read per request; `subscriptions/listen` on kxm:// URIs opens
  * one hub stream per URI as the binding's agent, for as long as the listen stream is open.
  */
@@ -301,6 +321,8 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
         rpcError(res, 400, ProtocolErrorCode.InvalidRequest, "every request acts as one agent of a project: set the X-Kxm-Project header, and X-Kxm-Agent, with Authorization: Bearer <project token>", { code: "protocol_error" }, {}, id),
       );
     }
+    // Nothing the SDK will refuse or drop on its own registers an agent (a takeover, on a miss).
+    if (!needsAgent(at.body)) return calls.serverFor({ era: "modern", project, remote: remoteAddressOf(at.req), header: new Headers() });
     const resolved = await resolve(at.req, project, headerOf(at.req, "x-kxm-agent"));
     if (resolved.full) refuse(at, (res) => rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP clients on this hub: try again later", { code: "resource_exhausted" }, {}, id));
     if (resolved.error) refuse(at, (res) => refuseHttp(res, resolved.error!));

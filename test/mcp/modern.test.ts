@@ -201,4 +201,30 @@ describe("MCP face, protocol 2026-07-28 (official TypeScript client pinned to it
     expect(await open.closed).toBe("graceful");
     await Promise.all([a.client.close(), b.client.close(), q.client.close()]);
   });
+
+  it("a request the SDK refuses or drops itself (an unknown method, a notification, a tool call naming no tool) takes nothing over", async () => {
+    await using t = await startTestHub();
+    const v = await t.register("victim");
+    expect((await t.rest("/v1/leases/db/acquire", { json: { ttlMs: 60_000 }, headers: v.headers })).status).toBe(200);
+    const meta = { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": { name: "raw", version: "0" }, "io.modelcontextprotocol/clientCapabilities": {} };
+    const send = (body: Record<string, unknown>, method: string) =>
+      fetch(`${t.baseUrl}/mcp`, {
+        method: "POST",
+        headers: { accept: "application/json, text/event-stream", "content-type": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": method, "x-kxm-project": "p", "x-kxm-agent": "victim" },
+        body: JSON.stringify({ jsonrpc: "2.0", ...body }),
+      });
+    const unknown = await send({ id: 1, method: "bogus/method", params: { _meta: meta } }, "bogus/method");
+    expect(unknown.status).toBe(404);
+    await unknown.body?.cancel();
+    const note = await send({ method: "notifications/progress", params: { _meta: meta, progressToken: 1, progress: 1 } }, "notifications/progress");
+    expect(note.status).toBeLessThan(500);
+    await note.body?.cancel();
+    const nameless = await send({ id: 2, method: "tools/call", params: { _meta: meta } }, "tools/call");
+    expect(nameless.status).toBeLessThan(500);
+    await nameless.body?.cancel();
+    // The victim's key still works, and its lease is still its own.
+    expect((await t.rest(`/v1/agents/${v.id}/heartbeat`, { method: "POST", headers: v.headers })).status).toBe(200);
+    expect(await (await t.rest("/v1/leases/db?project=p")).json()).toMatchObject({ lease: { holderAgentName: "victim" } });
+    expect(t.events.filter((e) => e.event === "agent_taken_over")).toEqual([]);
+  });
 });
