@@ -130,6 +130,7 @@ function needsAgent(body: unknown): boolean {
   if (b === undefined || b.id === undefined || typeof b.method !== "string" || !served.has(b.method)) return false;
   return b.method !== "tools/call" || typeof b.params?.name === "string";
 }
+
 const idOf = (body: unknown) => {
   const id = (body as { id?: unknown } | undefined)?.id;
   return typeof id === "string" || typeof id === "number" ? id : null;

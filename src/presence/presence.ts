@@ -116,11 +116,11 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     ...(a.host !== undefined && { host: a.host }),
   });
 
-  /** Marks the agent online now; the write is skipped while last_seen_at is fresh. A revival is a change. */
   /**
-   * Marks the agent online, seen now. Only for the instance that holds `keyHash` (when given): a
-   * call authenticated just before its agent was unregistered, evicted or taken over must not
-   * bring it back online (its streams' keep-alives included).
+   * Marks the agent online now; the write is skipped while last_seen_at is fresh, and a revival is
+   * a change. Only for the instance that holds `keyHash` (when given): a call authenticated just
+   * before its agent was unregistered, evicted or taken over must not bring it back online (its
+   * streams' keep-alives included).
    */
   async function touch(agentId: string, force: boolean, keyHash: string | undefined): Promise<AgentRow> {
     return store.agents.decideAgent(agentId, (cur, nowMs) => {
