@@ -6,6 +6,7 @@ import { takeContiguous } from "../events/contiguous.js";
 import { createWaker } from "../events/wait.js";
 import type { AgentView, Presence, PresenceChange } from "../presence/presence.js";
 import type { MessageStore } from "../store/message-store.js";
+import { intInRange } from "../validate.js";
 import type { Messages } from "./messages.js";
 import type { InboxNotice } from "../domain.js";
 import type { InboxEvent } from "../domain.js";
@@ -44,9 +45,11 @@ export function createInboxStreams(deps: InboxStreamDeps) {
 
   return async function* openInbox(
     caller: AgentCaller,
-    afterSeq: number | undefined,
+    after: bigint | number | undefined,
     signal: AbortSignal,
   ): AsyncGenerator<InboxFrame> {
+    // A cursor is a stream number: a negative one, or one past 2^53, is none the hub gave (as ReadInbox's afterCursor).
+    const afterSeq = after === undefined ? undefined : intInRange("afterSeq", after, 0, Number.MAX_SAFE_INTEGER, 0);
     const waker = createWaker(clock);
     let liveHead = 0;
     /** Committed events the bus handed over, not yet sent (at most a page; the store has the rest). */

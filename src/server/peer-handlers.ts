@@ -63,8 +63,7 @@ export function peerHandlers(messages: Messages, openInbox: InboxStreams, readIn
       return { messages: r.messages.map(messageToProto), nextPageToken: r.nextPageToken };
     },
     async *subscribe(req, ctx) {
-      const afterSeq = req.afterSeq === undefined ? undefined : Number(req.afterSeq);
-      for await (const f of openInbox(agentOf(ctx), afterSeq, ctx.signal)) {
+      for await (const f of openInbox(agentOf(ctx), req.afterSeq, ctx.signal)) {
         const cursor = BigInt(f.cursor);
         let frame: MessageInitShape<typeof SubscribeResponseSchema>;
         switch (f.kind) {

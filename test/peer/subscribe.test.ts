@@ -282,6 +282,15 @@ describe.each(streamProtocols)("Subscribe over $name", (protocol) => {
     await ready(subscribe(s, t, b, 1n), b, 1n);
   });
 
+  it("refuses a negative afterSeq, and one past 2^53, with PROTOCOL_ERROR, as ReadInbox refuses such a cursor", async () => {
+    await using t = await startTestHub({ config: base });
+    using s = new StreamScope();
+    const b = await t.register("beta");
+    for (const afterSeq of [-1n, -(2n ** 63n), 2n ** 53n]) {
+      expect(refusalOf(await subscribe(s, t, b, afterSeq).error()), String(afterSeq)).toMatchObject({ code: "invalid_argument", reason: "PROTOCOL_ERROR" });
+    }
+  });
+
   // Over HTTP/1.1 the kernel's socket buffers take megabytes before a non-reading client blocks
   // the hub; HTTP/2 flow control blocks the stream after a few frames.
   it.skipIf(protocol.name.includes("HTTP/1.1"))(
