@@ -120,7 +120,8 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
     if (!res.headersSent) res.setHeader("connection", "close");
     else res.once("finish", () => res.socket?.end());
   };
-  const h1 = http.createServer((req, res) => {
+  // An HTTP/1.1 request without Host gets the hub's refusal (http-handler.ts), not Node's bare 400.
+  const h1 = http.createServer({ requireHostHeader: false }, (req, res) => {
     if (draining) closeWhenDone(res);
     inFlight.add(res);
     res.once("close", () => inFlight.delete(res));

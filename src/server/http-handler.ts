@@ -168,6 +168,8 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
       res.setHeader("referrer-policy", "no-referrer");
       // @NOTE decision D48: once shutdown begins no new call is taken, on any connection.
       if (deps.shutdownSignal.aborted) return answer(req, res, errors.hubShuttingDown());
+      // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused (HTTP/1.0 may leave it out).
+      if (req.httpVersion === "1.1" && req.headers.host === undefined) return answer(req, res, errors.protocol("an HTTP/1.1 request must carry a Host header", "host"));
       if (cors(req, res)) return;
       rpc.handle(req, res);
     } catch (e) {

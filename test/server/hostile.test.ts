@@ -67,14 +67,21 @@ describe("request targets", () => {
   it.each([
     ["an invalid Host", "host: [\r\n"],
     ["no Host (HTTP/1.0)", ""],
-  ])("refuses an RPC with %s as protocol_error instead of throwing", async (_, host) => {
-    const version = host ? "1.1" : "1.0";
+    ["no Host (HTTP/1.1, which must carry one; Node answered a bare 400 itself)", "", "1.1"],
+  ])("refuses an RPC with %s as protocol_error instead of throwing", async (_, host, given?: string) => {
+    const version = given ?? (host ? "1.1" : "1.0");
     const r = parsed(
       await raw(t.baseUrl, `POST ${registerPath} HTTP/${version}\r\n${host}content-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}`),
     );
     expect(r.status).toBe(400);
     expect(r.json).toMatchObject({ code: "protocol_error" });
     await alive();
+  });
+
+  it("refuses a REST request over HTTP/1.1 without Host as protocol_error, with its request id", async () => {
+    const r = parsed(await raw(t.baseUrl, "GET /v1/agents?project=p HTTP/1.1\r\nconnection: close\r\n\r\n"));
+    expect(r.status).toBe(400);
+    expect(r.json).toMatchObject({ code: "protocol_error", error: expect.stringContaining("Host"), requestId: expect.any(String) });
   });
 });
 
