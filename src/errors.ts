@@ -161,7 +161,7 @@ export const errors = {
   leaseNotFound: (name: string) =>
     new HubError("lease_not_found", `no lease is held on ${name}`, { metadata: { name } }),
   leaseTokenRequired: () => new HubError("lease_token_required", "fencingToken is required"),
-  /** A browser page's request from an origin the hub neither lists nor is (D67). */
+  /** A browser page's request from an origin the hub neither lists nor is; on an open loopback hub, a request to a name not a loopback one (D67). */
   originNotAllowed: (why: string) => new HubError("origin_not_allowed", why),
   tokenScopeInsufficient: (scope: string, needed: string) =>
     new HubError("token_scope_insufficient", `this token's scope (${scope}) does not allow the call; it needs ${needed}`, {

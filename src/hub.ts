@@ -247,6 +247,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     maxBodyBytes: config.maxBodyBytes,
     shutdownSignal: shutdown.signal,
     corsOrigins: config.corsOrigins,
+    openLoopback: isLoopback(config.host) && config.authToken === undefined,
     observer,
     ops: createOpsRoutes({ store, metrics, authenticator }),
     ...(page && { page }),

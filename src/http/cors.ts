@@ -49,6 +49,34 @@ export function createPageGuard(origins: readonly string[]) {
   };
 }
 
+/** Whether `authority` (a valid `Host` / `:authority`) names this machine's loopback: localhost, 127.0.0.0/8, [::1]. */
+export function loopbackAuthority(authority: string): boolean {
+  let host: string;
+  try {
+    host = new URL(`http://${authority}`).hostname;
+  } catch {
+    return false;
+  }
+  return host === "localhost" || host.endsWith(".localhost") || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * On a hub that trusts its loopback callers (no admin token), refuses a request addressed to a
+ * name that is not a loopback one (D67): a page that rebinds a name of its own to 127.0.0.1 is,
+ * to the browser, of the origin its requests go to, so only the name it addressed tells it.
+ */
+export function createHostGuard(openLoopback: boolean) {
+  return (req: NodeRequest): HubError | undefined => {
+    if (!openLoopback) return undefined;
+    const authority = validAuthority(req);
+    if (authority === undefined || loopbackAuthority(authority)) return undefined;
+    return errors.originNotAllowed(
+      `this hub listens on loopback without an admin token, so it answers only requests addressed to a loopback name ` +
+        `(localhost, 127.0.0.1, [::1]), not ${JSON.stringify(authority.slice(0, 200))}: set KXM_AUTH_TOKEN to serve other names`,
+    );
+  };
+}
+
 /**
  * CORS for browsers (Connect-Web, REST, MCP): `origins` lists allowed origins, "*" allows any.
  * Returns true when it answered the request (a preflight).

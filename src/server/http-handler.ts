@@ -8,7 +8,7 @@ import { toConnectError } from "./interceptors/errors.js";
 import { requestRefusal } from "./interceptors/request-refusals.js";
 import { requestIdOfRequest } from "../http/request-id.js";
 import { remoteAddressOf } from "../http/listen.js";
-import { createCors, createPageGuard } from "../http/cors.js";
+import { createCors, createHostGuard, createPageGuard } from "../http/cors.js";
 import type { InProcessCaller } from "../wire/in-process.js";
 import { createRpcAdapter, type WireSwitch } from "../wire/adapter.js";
 import type { RequestTarget } from "../http/target.js";
@@ -42,6 +42,8 @@ export interface HttpHandlerDeps {
   page?: (req: Req, res: Res, pathname: string) => boolean;
   /** The MCP face at `/mcp` (src/mcp). */
   mcp?: (req: Req, res: Res) => Promise<void>;
+  /** The hub listens on loopback without an admin token (D46): requests must name a loopback host (D67). */
+  openLoopback?: boolean;
   rest: RestFallback;
 }
 
@@ -56,6 +58,7 @@ export interface HttpHandlerDeps {
 export function createHttpHandler(deps: HttpHandlerDeps) {
   const cors = createCors(deps.corsOrigins);
   const pageGuard = createPageGuard(deps.corsOrigins);
+  const hostGuard = createHostGuard(deps.openLoopback ?? false);
 
   /** Answers a failure nobody else handled: the typed refusal, or 500 for anything else. */
   const lastLine = (req: Req, res: Res, e: unknown, call?: CallRecord) => {
@@ -170,6 +173,9 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
       if (deps.shutdownSignal.aborted) return answer(req, res, errors.hubShuttingDown());
       // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused (HTTP/1.0 may leave it out).
       if (req.httpVersion === "1.1" && req.headers.host === undefined) return answer(req, res, errors.protocol("an HTTP/1.1 request must carry a Host header", "host"));
+      // CONNECT's authority names a tunnel's end, not the hub; it is refused as no route below.
+      const misaddressed = req.method === "CONNECT" ? undefined : hostGuard(req);
+      if (misaddressed) return answer(req, res, misaddressed);
       if (cors(req, res)) return;
       rpc.handle(req, res);
     } catch (e) {

@@ -31,7 +31,7 @@ describe("request targets", () => {
   it.each(["//", "///", "//[", "//a:b", "//%zz", "//evil/health"])(
     "answers %s over HTTP/1.1 with route_not_found, and lives",
     async (target) => {
-      const r = parsed(await raw(t.baseUrl, `GET ${target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+      const r = parsed(await raw(t.baseUrl, `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n`));
       expect(r.status).toBe(404);
       expect(r.json).toMatchObject({ code: "route_not_found", requestId: expect.any(String) });
       await alive();
@@ -46,18 +46,18 @@ describe("request targets", () => {
   });
 
   it("never reads //host/path as a URL with a host: //evil/v1/agents does not reach /v1/agents", async () => {
-    const r = parsed(await raw(t.baseUrl, `GET //evil/v1/agents?project=p HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+    const r = parsed(await raw(t.baseUrl, `GET //evil/v1/agents?project=p HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n`));
     expect(r.status).toBe(404);
   });
 
   it.each(["*", "http://x/v1/agents?project=p"])("refuses the non-origin-form target %s with protocol_error", async (target) => {
-    const r = parsed(await raw(t.baseUrl, `GET ${target} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+    const r = parsed(await raw(t.baseUrl, `GET ${target} HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n`));
     expect(r.status).toBe(400);
     expect(r.json).toMatchObject({ code: "protocol_error" });
   });
 
   it("logs the path of a non-origin-form target, never its query", async () => {
-    const r = parsed(await raw(t.baseUrl, `GET http://x/v1/agents?token=s3cret HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n`));
+    const r = parsed(await raw(t.baseUrl, `GET http://x/v1/agents?token=s3cret HTTP/1.1\r\nhost: 127.0.0.1\r\nconnection: close\r\n\r\n`));
     expect(r.status).toBe(400);
     const line = t.events.find((e) => e.fields.requestId === r.json.requestId);
     expect(line?.fields.path).toBe("http://x/v1/agents");
@@ -183,11 +183,11 @@ describe("malformed RPC bodies", () => {
 
 describe("parser refusals get the error body", () => {
   it.each([
-    ["a target without a leading slash", "GET x HTTP/1.1\r\nhost: x\r\n\r\n", 400],
-    ["NUL in a header", "GET /health HTTP/1.1\r\nhost: x\r\nx-a: a\0b\r\n\r\n", 400],
-    ["an invalid header name", "GET /health HTTP/1.1\r\nhost: x\r\nx a: b\r\n\r\n", 400],
-    ["Content-Length with Transfer-Encoding", "POST /v1/agents/register HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", 400],
-    ["headers over 16 KiB", `GET /health HTTP/1.1\r\nhost: x\r\nx-a: ${"a".repeat(20_000)}\r\n\r\n`, 431],
+    ["a target without a leading slash", "GET x HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n", 400],
+    ["NUL in a header", "GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-a: a\0b\r\n\r\n", 400],
+    ["an invalid header name", "GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx a: b\r\n\r\n", 400],
+    ["Content-Length with Transfer-Encoding", "POST /v1/agents/register HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", 400],
+    ["headers over 16 KiB", `GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-a: ${"a".repeat(20_000)}\r\n\r\n`, 431],
   ] as const)("%s", async (_, request, status) => {
     const r = parsed(await raw(t.baseUrl, request));
     expect(r.status).toBe(status);

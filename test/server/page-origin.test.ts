@@ -47,3 +47,33 @@ describe("requests from browser pages", () => {
     expect((await post(`${t.baseUrl}/v1/ops/projects/r/tokens`, { origin: "https://other.example" })).status).toBe(403);
   });
 });
+
+describe("requests addressed to a name that is not a loopback one", () => {
+  const get = (url: string, host: string) =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(url, { method: "GET", headers: { host } }, (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => (body += c.toString()));
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on("error", reject);
+      req.end();
+    });
+
+  it("are refused by a loopback hub without an admin token (a page that rebinds its name to 127.0.0.1 is of its own origin)", async () => {
+    await using t = await startTestHub();
+    const port = new URL(t.baseUrl).port;
+    const rebound = await get(`${t.baseUrl}/v1/ops/snapshot`, `evil.example:${port}`);
+    expect(rebound.status).toBe(403);
+    expect(JSON.parse(rebound.body)).toMatchObject({ code: "origin_not_allowed", error: expect.stringContaining("KXM_AUTH_TOKEN") });
+    for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `127.1.2.3:${port}`, `hub.localhost:${port}`, `[::1]:${port}`]) {
+      expect((await get(`${t.baseUrl}/health`, host)).status, host).toBe(200);
+    }
+  });
+
+  it("are served by a hub with an admin token, which trusts no caller for its address", async () => {
+    await using t = await startTestHub({ config: { authToken: "admin" } });
+    const port = new URL(t.baseUrl).port;
+    expect((await get(`${t.baseUrl}/health`, `hub.example:${port}`)).status).toBe(200);
+  });
+});

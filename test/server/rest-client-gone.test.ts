@@ -25,7 +25,7 @@ describe("a REST request whose client goes away mid-body", () => {
     const { port } = new URL(t.baseUrl);
     const socket = net.connect(Number(port), "127.0.0.1");
     await new Promise((r) => socket.once("connect", r));
-    socket.write("POST /v1/agents/register HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"name\":");
+    socket.write("POST /v1/agents/register HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"name\":");
     socket.destroy();
     const line = await reported(t, "POST /v1/agents/register");
     expect(line).toMatchObject({ event: "request_error", code: "canceled" });
