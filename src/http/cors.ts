@@ -1,4 +1,5 @@
 import { cors as connectCors } from "@connectrpc/connect";
+import { isLoopback } from "../config.js";
 import { errors, type HubError } from "../errors.js";
 import { validAuthority } from "./target.js";
 import type { NodeRequest, NodeResponse } from "./types.js";
@@ -49,15 +50,15 @@ export function createPageGuard(origins: readonly string[]) {
   };
 }
 
-/** Whether `authority` (a valid `Host` / `:authority`) names this machine's loopback: localhost, 127.0.0.0/8, [::1]. */
+/** Whether `authority` (a valid `Host` / `:authority`) names this machine's loopback: the bind addresses isLoopback knows, and localhost's subdomains. */
 export function loopbackAuthority(authority: string): boolean {
   let host: string;
   try {
-    host = new URL(`http://${authority}`).hostname;
+    host = new URL(`http://${authority}`).hostname.replace(/^\[(.*)\]$/, "$1");
   } catch {
     return false;
   }
-  return host === "localhost" || host.endsWith(".localhost") || host === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+  return isLoopback(host) || host.endsWith(".localhost");
 }
 
 /**
