@@ -76,8 +76,9 @@ export function createInboxStreams(deps: InboxStreamDeps) {
     });
     try {
       // An instance that ended while this call was authenticated (its key changed before the
-      // presence subscription above) is told now: nothing after it would tell the stream.
-      await presence.requireKey(caller);
+      // presence subscription above) is told now: nothing after it would tell the stream. The
+      // same read gives the ready frame its agent.
+      const agent = await presence.requireKey(caller);
       await messages.expireDue();
       const state = await store.messages.inboxState(caller.agentId);
       if (afterSeq !== undefined && afterSeq < state.purgedThrough) {
@@ -86,7 +87,6 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       // Ahead of the head: from another history (a restore since), where new events would be
       // numbered below it and skipped without a word.
       if (afterSeq !== undefined && afterSeq > state.head) throw errors.cursorAhead(afterSeq, state.head);
-      const agent = await presence.get(caller.agentId);
       let last = afterSeq ?? state.ackedCursor;
       yield { kind: "ready", agent, cursor: last };
 

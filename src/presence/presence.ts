@@ -255,11 +255,12 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     /**
      * Throws invalid_agent_identity unless the agent still exists with the key `caller` was
      * authenticated with: what a stream checks when its agent changes, so the streams of an
-     * instance that was unregistered, evicted or taken over end.
+     * instance that was unregistered, evicted or taken over end. Answers the agent's view.
      */
-    async requireKey(caller: AgentCaller): Promise<void> {
+    async requireKey(caller: AgentCaller): Promise<AgentView> {
       const agent = await store.agents.getAgent(caller.agentId);
       if (!agent || (caller.keyHash !== undefined && agent.keyHash !== caller.keyHash)) throw errors.invalidAgentIdentity();
+      return view(agent, clock.now());
     },
 
     /** One agent's public view. Throws invalid_agent_identity when unknown. */

@@ -8,18 +8,21 @@ import { startTestHub } from "../fixtures/hub.js";
  * any web page the operator opened could release leases and mint tokens. A request that names
  * a page in `Origin` is served only for an origin the hub lists or its own (D67).
  */
-describe("requests from browser pages", () => {
-  const post = (url: string, headers: Record<string, string>) =>
-    new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request(url, { method: "POST", headers }, (res) => {
-        let body = "";
-        res.on("data", (c: Buffer) => (body += c.toString()));
-        res.on("end", () => resolve({ status: res.statusCode!, body }));
-      });
-      req.on("error", reject);
-      req.end();
+/** One request with no body, as a page may send it without asking first; its status and body. */
+const request = (method: "GET" | "POST", url: string, headers: Record<string, string>) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request(url, { method, headers }, (res) => {
+      let body = "";
+      res.on("data", (c: Buffer) => (body += c.toString()));
+      res.on("end", () => resolve({ status: res.statusCode!, body }));
     });
+    req.on("error", reject);
+    req.end();
+  });
+const post = (url: string, headers: Record<string, string>) => request("POST", url, headers);
+const get = (url: string, host: string) => request("GET", url, { host });
 
+describe("requests from browser pages", () => {
   it("refuses a page of another origin on every face, and nothing changes", async () => {
     await using t = await startTestHub();
     const a = await t.register("alpha");
@@ -49,17 +52,6 @@ describe("requests from browser pages", () => {
 });
 
 describe("requests addressed to a name that is not a loopback one", () => {
-  const get = (url: string, host: string) =>
-    new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request(url, { method: "GET", headers: { host } }, (res) => {
-        let body = "";
-        res.on("data", (c: Buffer) => (body += c.toString()));
-        res.on("end", () => resolve({ status: res.statusCode!, body }));
-      });
-      req.on("error", reject);
-      req.end();
-    });
-
   it("are refused by a loopback hub without an admin token (a page that rebinds its name to 127.0.0.1 is of its own origin)", async () => {
     await using t = await startTestHub();
     const port = new URL(t.baseUrl).port;

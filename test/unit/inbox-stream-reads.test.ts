@@ -41,8 +41,7 @@ describe("inbox stream reads", () => {
       clock,
       messages: { expireDue: async () => 0 } as unknown as Messages,
       presence: {
-        get: async () => view(caller.agentId),
-        requireKey: async () => {},
+        requireKey: async () => view(caller.agentId),
         recordActivity: async () => {},
       } as unknown as Presence,
       inboxBus,
