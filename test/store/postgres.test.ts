@@ -211,6 +211,7 @@ describe("PostgreSQL store", () => {
       // Submitted together: one batch, the lease decided and written first, then the registration waits.
       const lease = store.leases.decideLease(key, granted);
       const registration = store.agents.decideAgentLeases({ project: "p", nameKey: "k" }, (cur) => ({ write: { ...cur!, lastSeenAtMs: 2 }, result: 0 }));
+      registration.catch(() => undefined); // refused with the lease, before the test looks at it
       let waiting: number | undefined;
       while (waiting === undefined) waiting = (await lockWaiters(other))[0];
       await other.query("SELECT pg_terminate_backend($1)", [waiting]);
