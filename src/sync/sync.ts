@@ -33,12 +33,14 @@ type JsonObject = { [key: string]: unknown };
  * Where one event stands against what is stored: a repeat of the same content by the same hub
  * project is a duplicate; any other event under a stored key reuses the sequence; a projectId
  * belongs to the first hub project that pushed it; a run keeps its first home runtime.
+ * A reuse names the stored hash only to the hub project that stored it: another project's
+ * alert would otherwise carry what that project stored (and tell whether it pushed the same).
  */
 export function decideIngest(e: SyncEventRow, ctx: IngestContext): IngestOutcome {
   if (ctx.existing) {
-    return ctx.existing.contentHash === e.contentHash && ctx.existing.hubProject === e.hubProject
-      ? { outcome: "duplicate" }
-      : { outcome: "conflict", reason: "sequence_reused", existingHash: ctx.existing.contentHash };
+    const own = ctx.existing.hubProject === e.hubProject;
+    if (own && ctx.existing.contentHash === e.contentHash) return { outcome: "duplicate" };
+    return { outcome: "conflict", reason: "sequence_reused", ...(own && { existingHash: ctx.existing.contentHash }) };
   }
   if (ctx.owner !== undefined && ctx.owner !== e.hubProject) return { outcome: "conflict", reason: "project_mismatch" };
   if (ctx.home !== undefined && ctx.home !== e.homeRuntimeId) return { outcome: "conflict", reason: "home_runtime_mismatch" };

@@ -85,6 +85,31 @@ describe("the audit trail", () => {
     expect(entry).toMatchObject({ kind: "sync_conflict", project: "p", detail: { alert: "sync_sequence_conflict", reason: "sequence_reused" } });
   });
 
+  it("names the stored hash of a reused sequence to the project that stored it, never to another project", async () => {
+    const t = await hub({ config: { projectTokens: { p: "tok-p", q: "tok-q" } } });
+    const push = (project: "p" | "q", events: unknown[]) =>
+      t.rest("/v1/sync/events", { json: { project, runtimeId: "rtm_home0001", events }, headers: { authorization: `Bearer tok-${project}` } });
+    const e1 = syncEvent({ homeRuntimeId: "rtm_home0001", sequence: 1 });
+    const changed = syncEvent({ homeRuntimeId: "rtm_home0001", sequence: 1, sourceEventId: "evt_other0001" });
+    expect((await push("p", [e1])).status).toBe(200);
+    expect((await jsonOf(await push("p", [changed]))).results[0].code).toBe("sync_sequence_reused");
+    // q pushes under p's key: p's very content, and other content
+    expect((await jsonOf(await push("q", [e1, changed]))).results.map((r: { code: string }) => r.code)).toEqual(["sync_sequence_reused", "sync_sequence_reused"]);
+    await eventually(async () => (await audit(t)).events.length === 3, "the alerts stored");
+    const [own] = (await audit(t, "?project=p")).events;
+    expect(own!.detail).toMatchObject({ reason: "sequence_reused", existingHash: expect.stringMatching(/^sha256:[0-9a-f]{64}$/) });
+    expect(own!.detail.existingHash).not.toBe(own!.detail.presentedHash);
+    const other = (await audit(t, "?project=q")).events;
+    expect(other).toHaveLength(2);
+    for (const entry of other) {
+      expect(entry).toMatchObject({ kind: "sync_conflict", project: "q", detail: { reason: "sequence_reused" } });
+      expect(entry.detail).not.toHaveProperty("existingHash");
+    }
+    // and the log lines alike
+    const logged = t.events.filter((e) => e.event === "security_alert").map((e) => e.fields);
+    expect(logged.map((f) => [f.project, "existingHash" in f])).toEqual([["p", true], ["q", false], ["q", false]]);
+  });
+
   it("keeps one alert per address and minute for a burst of refused authentication", async () => {
     const t = await hub();
     const bad = () => t.rest("/v1/agents/register", { json: { name: "x", project: "p" }, headers: { authorization: "Bearer wrong" } });
