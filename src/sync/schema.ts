@@ -95,7 +95,9 @@ const identifier: Check = (v, p) => {
   if (typeof v !== "string" || v.length > 64 || !identifierRe.test(v)) fail(p, "must be an identifier");
 };
 export const opaqueIdPattern = /^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$/;
-const opaqueId = pattern(opaqueIdPattern, "an opaque id", 144);
+/** The longest opaque id (the pattern alone allows one more). */
+export const maxOpaqueIdChars = 144;
+const opaqueId = pattern(opaqueIdPattern, "an opaque id", maxOpaqueIdChars);
 const sha256 = pattern(/^sha256:[a-f0-9]{64}$/, "sha256:<64 hex>");
 const timestamp = pattern(/^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z$/, "a UTC timestamp");
 const ms = int(0, 31_536_000_000);

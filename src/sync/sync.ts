@@ -5,6 +5,7 @@ import type { Observer } from "../observe.js";
 import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncStore } from "../store/sync-store.js";
 import { idOf, projectName, runtimeIdPattern } from "../validate.js";
 import { createPreparePool, type PreparePool } from "./prepare-pool.js";
+import { maxOpaqueIdChars, opaqueIdPattern } from "./schema.js";
 import type { SyncRunView } from "../domain.js";
 
 export { contentHash } from "./prepare.js";
@@ -67,6 +68,17 @@ export const syncChanges: SyncChanges = {
     } satisfies RunChangeBody,
   }),
 };
+
+/**
+ * A run's projectId or runId as a read names it: trimmed, and refused (protocol_error) unless a
+ * push could have stored it (the schema's opaque id, at most 144 characters).
+ * @NOTE decision D68: an id no push can store names no run; it is not a run with nothing stored.
+ */
+function storableIdOf(label: string, value: string): string {
+  const id = idOf(label, value.trim(), maxOpaqueIdChars);
+  if (!opaqueIdPattern.test(id)) throw errors.protocol(`${label} must be an opaque id`, label);
+  return id;
+}
 
 function echo(event: unknown): Pick<SyncResult, "projectId" | "runId" | "sequence"> {
   const e = (typeof event === "object" && event !== null ? event : {}) as JsonObject;
@@ -181,11 +193,14 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
       return { results, cursors };
     },
 
-    /** The gapless cursor of one run for `project`. */
+    /**
+     * The gapless cursor of one run for `project`: 0 for a run it stored nothing of. Throws
+     * protocol_error for a project, projectId or runId no push could have stored.
+     */
     async cursor(hubProject: string, input: { projectId: string; runId: string }) {
       const project = projectName("project", hubProject);
-      const projectId = idOf("projectId", input.projectId.trim());
-      const runId = idOf("runId", input.runId.trim());
+      const projectId = storableIdOf("projectId", input.projectId);
+      const runId = storableIdOf("runId", input.runId);
       return { projectId, runId, cursor: await store.sync.getSyncCursor(project, projectId, runId) };
     },
   };

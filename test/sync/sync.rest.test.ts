@@ -1,6 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
+import { clientFor, protocols, withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 import { expectAuthRefused, expectRestError, expectRestOk, type Json } from "../fixtures/rest.js";
+import { refused } from "../fixtures/rpc.js";
 import { syncEvent } from "./fixtures.js";
 
 /**
@@ -322,5 +325,42 @@ describe("GET /v1/sync/runs/{projectId}/{runId}/cursor", () => {
     });
     await expectAuthRefused(await get(`/v1/sync/runs/${PRJ}/${RUN}/cursor?project=p`, "tok-q"));
     await expectRestError(await get(`/v1/sync/runs/${PRJ}/${RUN}/cursor`), 400, "protocol_error");
+  });
+
+  /** Ids no push can store (the schema's opaque id, at most 144 characters), as [projectId, runId]. */
+  const neverStored: [string, string, string][] = [
+    ["a runId of 145 characters the pattern alone allows", PRJ, `r${"u".repeat(15)}_${"x".repeat(128)}`],
+    ["a projectId of 145 characters the pattern alone allows", `p${"r".repeat(15)}_${"x".repeat(128)}`, RUN],
+    ["a runId of 145 characters", PRJ, `run_${"r".repeat(141)}`],
+    ["a runId too short after its prefix", PRJ, "run_0042"],
+    ["a runId without a prefix", PRJ, "run0000001"],
+    ["a projectId with an upper-case prefix", "Prj_project0001", RUN],
+    ["a runId with a dot", PRJ, "run_run.000001"],
+  ];
+  /** The longest id a push can store (144 characters). */
+  const longest = `r${"u".repeat(14)}_${"x".repeat(128)}`;
+
+  it("refuses an id no push could store with protocol_error; a well-formed unknown one answers 0", async () => {
+    await using t = await hubWithTokens();
+    expect(codes(await pushOk(t, [seq(1, { runId: longest })]))).toEqual(["accepted"]);
+    const get = (projectId: string, runId: string) =>
+      t.rest(`/v1/sync/runs/${encodeURIComponent(projectId)}/${encodeURIComponent(runId)}/cursor?project=p`, { headers: { authorization: "Bearer tok-p" } });
+    for (const [what, projectId, runId] of neverStored) expect(`${what}: ${(await get(projectId, runId)).status}`).toBe(`${what}: 400`);
+    for (const [, projectId, runId] of neverStored) await expectRestError(await get(projectId, runId), 400, "protocol_error");
+    expect((await expectRestOk(await get(PRJ, longest))).cursor).toEqual({ projectId: PRJ, runId: longest, cursor: 1 });
+    expect((await expectRestOk(await get(PRJ, `run_${"u".repeat(128)}`))).cursor.cursor).toBe(0);
+    expect((await expectRestOk(await get("prj_unknown0001", RUN))).cursor.cursor).toBe(0);
+  });
+
+  it.each(protocols)("refuses an id no push could store over $name as the REST face does", async ({ make }) => {
+    await using t = await hubWithTokens();
+    const sync = clientFor(SyncService, make(t.baseUrl, [withHeaders({ authorization: "Bearer tok-p" })]));
+    // a refusal that echoed a 20,000-character id would not fit in gRPC's trailers (a URL that long is refused before routing)
+    for (const [what, projectId, runId] of [...neverStored, ["a runId of 20,000 characters", PRJ, `run_${"r".repeat(19_996)}`]]) {
+      const e = await refused(sync.getCursor({ project: "p", projectId, runId }));
+      expect([e.code, e.reason, e.metadata.field], what).toEqual(["invalid_argument", "PROTOCOL_ERROR", projectId === PRJ ? "runId" : "projectId"]);
+    }
+    const { cursor } = await sync.getCursor({ project: "p", projectId: PRJ, runId: longest });
+    expect([cursor?.runId, cursor?.cursor]).toEqual([longest, 0n]);
   });
 });
