@@ -34,8 +34,12 @@ export interface ProjectTokensDeps {
   observer: Observer;
 }
 
-/** Any C0 or C1 control character, DEL included. */
-const controlCharacter = /[\u0000-\u001f\u007f-\u009f]/;
+/**
+ * What a label may not hold: any C0 or C1 control character (DEL included), the line and
+ * paragraph separators, and the bidi controls (U+061C, U+200E, U+200F, U+202A..U+202E,
+ * U+2066..U+2069), which make a label in a log line or on the operator page read as other text.
+ */
+const misleadingCharacter = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/;
 
 /**
  * OpsService's project tokens: create (the secret once), list, revoke, and the sweep's note of
@@ -59,7 +63,7 @@ export function createProjectTokens({ tokens, clock, observer }: ProjectTokensDe
       const project = projectName("project", input.project);
       const label = (input.label ?? "").trim();
       if (label.length > maxLabelChars) throw errors.protocol(`label exceeds ${maxLabelChars} characters`, "label");
-      if (controlCharacter.test(label)) throw errors.protocol("label cannot contain control characters", "label");
+      if (misleadingCharacter.test(label)) throw errors.protocol("label cannot contain control, line separator or bidi characters", "label");
       const ttlMs = input.ttlMs === undefined ? undefined : intInRange("ttlMs", input.ttlMs, ttlRange.min, ttlRange.max, 0);
       const fresh = newTokenSecret();
       const row = await tokens.decideToken(project, fresh.id, (current, live, nowMs) =>

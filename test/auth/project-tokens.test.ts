@@ -5,9 +5,11 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterEach, describe, expect, it } from "vitest";
 import { sha256Hex } from "../../src/ids.js";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { OpsService, TokenScope } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import { PeerService } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { withHeaders } from "../fixtures/clients.js";
 import { startTestHub, jsonOf, type TestHub } from "../fixtures/hub.js";
+import { refused } from "../fixtures/rpc.js";
 import { createDatabase } from "../fixtures/postgres.js";
 import { until } from "../fixtures/streams.js";
 import { mcpAgent } from "../fixtures/mcp.js";
@@ -339,6 +341,19 @@ describe("project tokens", () => {
     await modern.client.close();
   });
 
+  it("refuses a label with a bidi control or a line separator on both faces, and takes text of any script", async () => {
+    const t = await hub();
+    const ops = createClient(OpsService, createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1", interceptors: [withHeaders(admin)] }));
+    // U+202E turns "ci-gpj.exe" around: the page would show "ci-exe.jpg"
+    const e = await refused(ops.createProjectToken({ project: "p", scope: TokenScope.READ, label: "ci-\u202egpj.exe" }));
+    expect([e.code, e.reason, e.metadata.field]).toEqual(["invalid_argument", "PROTOCOL_ERROR", "label"]);
+    const rest = await t.rest("/v1/ops/projects/p/tokens", { json: { label: "ci\u2028token_created p pt_0000000000000000" }, headers: admin });
+    expect(await codeOf(rest)).toBe("400 protocol_error");
+    expect((await list(t, "p")).tokens).toEqual([]);
+    const label = "ci \u05e9\u05dc\u05d5\u05dd \u0645\u0631\u062d\u0628\u0627 \u00e9t\u00e9 \u65e5\u672c";
+    expect((await create(t, "p", { label })).token.label).toBe(label);
+  });
+
   it("refuses hostile input with a typed error and changes nothing", async () => {
     const t = await hub({ config: { projectTokens: { q: "tok-q" } } });
     const made = await create(t, "p");
@@ -349,6 +364,10 @@ describe("project tokens", () => {
       ["unknown scope", post("p", { scope: "owner" }), "400 protocol_error"],
       ["label too long", post("p", { label: "x".repeat(201) }), "400 protocol_error"],
       ["label with a control character", post("p", { label: "a\u0007b" }), "400 protocol_error"],
+      // line and paragraph separators, bidi controls: a label that reads as other text in a log or on the page
+      ...["\u2028", "\u2029", "\u061c", "\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069"].map(
+        (c): [string, Promise<Response>, string] => [`label with U+${c.codePointAt(0)!.toString(16).toUpperCase().padStart(4, "0")}`, post("p", { label: `ci${c}-2027` }), "400 protocol_error"],
+      ),
       ["ttl too short", post("p", { ttlMs: 999 }), "400 protocol_error"],
       ["ttl too long", post("p", { ttlMs: 315_360_000_001 }), "400 protocol_error"],
       ["ttl not a number", post("p", { ttlMs: "soon" }), "400 protocol_error"],
