@@ -30,6 +30,18 @@ export function remoteAddressOf(req: { socket: unknown }): string {
   return (req.socket as { remoteAddress?: string } | undefined)?.remoteAddress ?? "unknown";
 }
 
+/** Requests with an expectation Node will not meet (`checkExpectation`), for the handler to refuse. */
+const unmetExpectations = new WeakSet<object>();
+
+/**
+ * Whether the request carries an `Expect` other than `100-continue` (RFC 9110 §10.1.1), as Node
+ * read it: HTTP/1.1's and HTTP/2's servers hand such a request to `checkExpectation`, where
+ * Node would otherwise answer a bare 417 itself.
+ */
+export function expectationUnmet(req: object): boolean {
+  return unmetExpectations.has(req);
+}
+
 /** A refusal written on a bare socket, when Node's HTTP parser refused before any request. */
 export type RawRefusal = (status: number, code: "protocol_error" | "route_not_found", message: string) => string;
 
@@ -120,12 +132,18 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
     if (!res.headersSent) res.setHeader("connection", "close");
     else res.once("finish", () => res.socket?.end());
   };
-  // An HTTP/1.1 request without Host gets the hub's refusal (http-handler.ts), not Node's bare 400.
-  const h1 = http.createServer({ requireHostHeader: false }, (req, res) => {
+  const onH1Request = (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (draining) closeWhenDone(res);
     inFlight.add(res);
     res.once("close", () => inFlight.delete(res));
     handler(req, res);
+  };
+  // An HTTP/1.1 request without Host, or with an expectation other than 100-continue, gets the
+  // hub's refusal (http-handler.ts), not Node's bare 400 or 417.
+  const h1 = http.createServer({ requireHostHeader: false }, onH1Request);
+  h1.on("checkExpectation", (req: http.IncomingMessage, res: http.ServerResponse) => {
+    unmetExpectations.add(req);
+    onH1Request(req, res);
   });
   answerBareRefusals(h1, refusal);
   // h1 never listens itself (it is fed sockets), but Node starts its connection tracking —
@@ -134,6 +152,10 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
   const h2 = http2.createServer({ settings: { maxConcurrentStreams: h2MaxConcurrentStreams } }, handler);
   // HTTP/2 CONNECT would get a bare 405; the handler answers it with the REST error body.
   h2.on("connect", handler);
+  h2.on("checkExpectation", (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => {
+    unmetExpectations.add(req);
+    handler(req, res);
+  });
   const sessions = new Set<http2.Http2Session>();
   const requestMs = options.h2RequestTimeoutMs ?? h2RequestTimeoutMs;
   const idleMs = options.h2IdleTimeoutMs ?? h2IdleTimeoutMs;

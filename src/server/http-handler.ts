@@ -7,7 +7,7 @@ import { kRemoteAddress } from "../http/context.js";
 import { toConnectError } from "./interceptors/errors.js";
 import { requestRefusal } from "./interceptors/request-refusals.js";
 import { requestIdOfRequest } from "../http/request-id.js";
-import { remoteAddressOf } from "../http/listen.js";
+import { expectationUnmet, remoteAddressOf } from "../http/listen.js";
 import { createCors, createHostGuard, createPageGuard } from "../http/cors.js";
 import type { InProcessCaller } from "../wire/in-process.js";
 import { createRpcAdapter, type WireSwitch } from "../wire/adapter.js";
@@ -173,6 +173,8 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
       if (deps.shutdownSignal.aborted) return answer(req, res, errors.hubShuttingDown());
       // RFC 9112 §3.2: an HTTP/1.1 request without Host is refused (HTTP/1.0 may leave it out).
       if (req.httpVersion === "1.1" && req.headers.host === undefined) return answer(req, res, errors.protocol("an HTTP/1.1 request must carry a Host header", "host"));
+      // RFC 9110 §10.1.1: the hub meets no expectation but 100-continue (D69).
+      if (expectationUnmet(req)) return answer(req, res, errors.protocol("the hub meets no expectation but 100-continue", "expect"));
       // CONNECT's authority names a tunnel's end, not the hub; it is refused as no route below.
       const misaddressed = req.method === "CONNECT" ? undefined : hostGuard(req);
       if (misaddressed) return answer(req, res, misaddressed);

@@ -85,6 +85,31 @@ describe("request targets", () => {
   });
 });
 
+describe("expectations", () => {
+  it("refuses an HTTP/1.1 expectation other than 100-continue as protocol_error, with its request id (Node answered a bare 417)", async () => {
+    const r = parsed(await raw(t.baseUrl, "GET /v1/agents?project=p HTTP/1.1\r\nhost: 127.0.0.1\r\nexpect: bogus\r\nconnection: close\r\n\r\n"));
+    expect(r.status).toBe(400);
+    expect(r.json).toMatchObject({ code: "protocol_error", requestId: expect.any(String) });
+    expect(r.header.get("x-request-id")).toBe(r.json.requestId);
+    await alive();
+  });
+
+  it("refuses an HTTP/2 expectation other than 100-continue as protocol_error, with its request id", async () => {
+    const r = await h2(t.baseUrl, { ":method": "GET", ":path": "/v1/agents?project=p", expect: "bogus" });
+    expect(r.status).toBe(400);
+    const body = JSON.parse(r.body.toString()) as Record<string, unknown>;
+    expect(body).toMatchObject({ code: "protocol_error", requestId: expect.any(String) });
+    expect(r.headers["x-request-id"]).toBe(body.requestId);
+  });
+
+  it("still serves a request expecting 100-continue", async () => {
+    const answer = await raw(t.baseUrl, "GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nexpect: 100-continue\r\nconnection: close\r\n\r\n");
+    expect(answer).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\n/);
+    const r = parsed(answer.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, ""));
+    expect([r.status, r.json.ok]).toEqual([200, true]);
+  });
+});
+
 describe("lone surrogates", () => {
   it("REST: protocol_error naming the field, before authentication", async () => {
     const res = await t.rest("/v1/agents/register", {

@@ -128,6 +128,14 @@ it("node's own clients: https on HTTP/1.1 and http2 with ALPN h2", async () => {
   expect(await h2Get(`${t.baseUrl}/health`, trusting(certs))).toMatchObject({ status: 200 });
 });
 
+it("an expectation other than 100-continue gets the hub's protocol_error on HTTP/1.1 and HTTP/2, not Node's bare 417", async () => {
+  for (const get of [httpsGet, h2Get]) {
+    const r = await get(`${t.baseUrl}/health`, trusting(certs), { expect: "bogus" });
+    expect(r.status).toBe(400);
+    expect(JSON.parse(r.body)).toMatchObject({ code: "protocol_error", requestId: expect.any(String) });
+  }
+});
+
 it("stops gracefully with TLS streams open on HTTP/2 and HTTP/1.1: they end unavailable, nothing forced", async () => {
   const a = await registerOverTls(t.baseUrl, trusting(certs), "closing");
   const streams = [tlsWires[2], tlsWires[0]].map((wire) => {
