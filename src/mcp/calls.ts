@@ -115,6 +115,40 @@ const summaryOf = (e: unknown) =>
     .map((i) => `${(i.path ?? []).join(".") || "params"}: ${String(i.message)}`)
     .join("; ");
 
+/**
+ * The request message a tool call's arguments (by proto name) make, with what the identity fills
+ * (`filled`), or why they make none: an argument the tool does not take or a required one left
+ * out (its input schema's `additionalProperties: false` and `required`), or a value its field
+ * cannot hold. Decided before anything is done as the agent: a 2026-07-28 call refused here
+ * registers no agent (reachesTool).
+ */
+function requestOf(def: ToolDef, given: Record<string, unknown>, filled: JsonObject = {}): { message: Message } | { refused: string } {
+  const unknown = Object.keys(given).filter((k) => !(k in def.fields));
+  if (unknown.length > 0) return { refused: `${def.name} takes no argument ${unknown.join(", ")}` };
+  const missing = (def.required ?? []).filter((k) => given[k] === undefined || given[k] === null);
+  if (missing.length > 0) return { refused: `${def.name} needs the argument ${missing.join(", ")}` };
+  try {
+    return { message: fromJson(def.method.input, { ...(given as JsonObject), ...filled }) };
+  } catch (e) {
+    return { refused: e instanceof Error ? e.message : String(e) };
+  }
+}
+
+/**
+ * Whether a tools/call's params reach its tool's RPC: they name a tool, their arguments are an
+ * object (as the SDK's params schema has them) and make the tool's request (requestOf). A call
+ * that does not is refused (by the SDK or the tool) before anything is done as an agent, so
+ * stateless.ts registers none for it.
+ */
+export function reachesTool(params: unknown): boolean {
+  const p = params as { name?: unknown; arguments?: unknown } | undefined;
+  const def = typeof p?.name === "string" ? byName.get(p.name) : undefined;
+  if (!def) return false;
+  const args = p!.arguments === undefined ? {} : p!.arguments;
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return false;
+  return "message" in requestOf(def, args as Record<string, unknown>);
+}
+
 /** The refusal of a caller that has no agent, for everything but a legacy session's `register`. */
 export function unbound(era: Era): HubError {
   return era === "legacy"
@@ -216,14 +250,11 @@ export function createMcpCalls(deps: McpCallDeps) {
   async function callTool(s: Identity, name: string, args: Record<string, unknown> | undefined, signal: AbortSignal) {
     const def = byName.get(name);
     if (!def) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `unknown tool ${JSON.stringify(name)}: tools/list names the tools`);
-    const given = args ?? {};
-    const unknown = Object.keys(given).filter((k) => !(k in def.fields));
     const refused = (code: HubCode, message: string, extra: JsonObject = {}) => ({
       isError: true,
       content: [{ type: "text" as const, text: `${code}: ${message}` }],
       structuredContent: { error: message, code, ...extra },
     });
-    if (unknown.length > 0) return refused("protocol_error", `${name} takes no argument ${unknown.join(", ")}`);
     const registering = pathOf(def) === registerPath;
     if (registering && s.registering) return refused("protocol_error", "a register call of this session is under way: it binds the session once");
     if (registering && s.agentId !== undefined) {
@@ -234,16 +265,12 @@ export function createMcpCalls(deps: McpCallDeps) {
           : "this request already acts as the agent its X-Kxm-Agent header names: another agent is another X-Kxm-Agent",
       );
     }
-    let message: Message;
-    try {
-      message = fromJson(def.method.input, {
-        ...(given as JsonObject),
-        ...(def.bound?.includes("agent_id") && { agent_id: s.agentId ?? "" }),
-        ...(registering && { project: s.project }),
-      });
-    } catch (e) {
-      return refused("protocol_error", e instanceof Error ? e.message : String(e));
-    }
+    const request = requestOf(def, args ?? {}, {
+      ...(def.bound?.includes("agent_id") && { agent_id: s.agentId ?? "" }),
+      ...(registering && { project: s.project }),
+    });
+    if ("refused" in request) return refused("protocol_error", request.refused);
+    const { message } = request;
     // The session binds once: a register call holds the session's turn from its check to its binding.
     if (registering) s.registering = true;
     try {

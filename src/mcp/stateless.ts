@@ -7,7 +7,7 @@ import type { FaceObserver } from "../observe.js";
 import { requestIdOfRequest } from "../http/request-id.js";
 import { remoteAddressOf } from "../http/listen.js";
 import { restErrorFromHub, type RestError } from "../transcode/rest-errors.js";
-import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
+import { headerOf, reachesTool, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
 import { isResource, resourceWatches, type Watches } from "./resources.js";
 import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
@@ -122,13 +122,14 @@ const served = new Set(["server/discover", "ping", "tools/list", "tools/call", "
 
 /**
  * Whether `body` is a request the Server will act on, which needs its agent (registered, or taken
- * over, on a miss): a notification, a method it does not serve, or a tool call that names no tool
- * is refused or dropped by the SDK without one, and must register nothing.
+ * over, on a miss): a notification, a method it does not serve, or a tool call that reaches no
+ * tool's RPC (naming no tool, or with arguments the tool refuses: calls.ts reachesTool) is refused
+ * or dropped without one, and must register nothing.
  */
 function needsAgent(body: unknown): boolean {
-  const b = body as { id?: unknown; method?: unknown; params?: { name?: unknown } } | undefined;
+  const b = body as { id?: unknown; method?: unknown; params?: unknown } | undefined;
   if (b === undefined || b.id === undefined || typeof b.method !== "string" || !served.has(b.method)) return false;
-  return b.method !== "tools/call" || typeof b.params?.name === "string";
+  return b.method !== "tools/call" || reachesTool(b.params);
 }
 
 const idOf = (body: unknown) => {
@@ -145,8 +146,8 @@ const idOf = (body: unknown) => {
  * agent as a session's initialize does (with takeover). That happens in the server factory, which
  * the SDK calls once the request passed its envelope checks, and only for a request the Server
  * will act on (needsAgent): a notification, a method it does not serve or a tool call without a
- * tool registers nothing; the hub's refusal (401 with a Bearer challenge, …) replaces the SDK's
- * answer.
+ * tool, or with arguments its tool refuses, registers nothing; the hub's refusal (401 with a
+ * Bearer challenge, …) replaces the SDK's answer.
  * Resources are read per request; `subscriptions/listen` on kxm:// URIs opens
  * one hub stream per URI as the binding's agent, for as long as the listen stream is open.
  */

@@ -227,4 +227,46 @@ describe("MCP face, protocol 2026-07-28 (official TypeScript client pinned to it
     expect(await (await t.rest("/v1/leases/db?project=p")).json()).toMatchObject({ lease: { holderAgentName: "victim" } });
     expect(t.events.filter((e) => e.event === "agent_taken_over")).toEqual([]);
   });
+
+  it("a tool call whose arguments are refused (a wrong type, one the tool does not take, a required one left out, no object, an unknown tool) takes nothing over", async () => {
+    await using t = await startTestHub();
+    const v = await t.register("victim");
+    expect((await t.rest("/v1/leases/db/acquire", { json: { ttlMs: 60_000 }, headers: v.headers })).status).toBe(200);
+    const meta = { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": { name: "raw", version: "0" }, "io.modelcontextprotocol/clientCapabilities": {} };
+    /** One tools/call as "victim"; its answer (the one server-sent event's JSON-RPC message). */
+    const call = async (name: string, args: unknown) => {
+      const res = await fetch(`${t.baseUrl}/mcp`, {
+        method: "POST",
+        headers: { accept: "application/json, text/event-stream", "content-type": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": name, "x-kxm-project": "p", "x-kxm-agent": "victim" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { _meta: meta, name, arguments: args } }),
+      });
+      expect(res.status).toBe(200);
+      const data = (await res.text()).split("\n").find((l) => l.startsWith("data: "));
+      return JSON.parse(data!.slice(6)) as { result?: ToolResult; error?: { code: number } };
+    };
+    const stillVictims = async () => {
+      expect((await t.rest(`/v1/agents/${v.id}/heartbeat`, { method: "POST", headers: v.headers })).status).toBe(200);
+      expect(await (await t.rest("/v1/leases/db?project=p")).json()).toMatchObject({ lease: { holderAgentName: "victim" } });
+      expect(t.events.filter((e) => e.event === "agent_taken_over")).toEqual([]);
+    };
+    const toolRefusals: [string, unknown][] = [
+      ["a wrong type", { name: "db", ttl_ms: "x" }],
+      ["an argument the tool does not take", { name: "db", ttlMs: 60_000 }],
+      ["a required argument left out", { ttl_ms: 60_000 }],
+    ];
+    for (const [why, args] of toolRefusals) {
+      const r = await call("acquire_lease", args);
+      expect(r.result, why).toMatchObject({ isError: true, structuredContent: { code: "protocol_error" } });
+      await stillVictims();
+    }
+    // The SDK's refusals (its params schema, the face's unknown tool): invalid params, -32602.
+    for (const [name, args] of [["acquire_lease", "x"], ["acquire_lease", [1]], ["whoami", null], ["whoami", 5], ["no_such_tool", {}]] as const) {
+      expect((await call(name, args)).error, `${name} ${JSON.stringify(args)}`).toMatchObject({ code: -32602 });
+      await stillVictims();
+    }
+    // The same headers with arguments the tool takes do act as the agent, taking it over.
+    expect((await call("whoami", {})).result?.structuredContent?.agent).toMatchObject({ name: "victim" });
+    expect(t.events.filter((e) => e.event === "agent_taken_over")).toHaveLength(1);
+    expect((await t.rest(`/v1/agents/${v.id}/heartbeat`, { method: "POST", headers: v.headers })).status).toBe(401);
+  });
 });
