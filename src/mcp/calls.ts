@@ -135,15 +135,16 @@ function requestOf(def: ToolDef, given: Record<string, unknown>, filled: JsonObj
 }
 
 /**
- * Whether a tools/call's params reach its tool's RPC: they name a tool, their arguments are an
- * object (as the SDK's params schema has them) and make the tool's request (requestOf). A call
- * that does not is refused (by the SDK or the tool) before anything is done as an agent, so
- * stateless.ts registers none for it.
+ * Whether a 2026-07-28 tools/call's params reach its tool's RPC: they name a tool other than
+ * `register` (in that era the headers of each request register, and the call is refused as
+ * unbound), their arguments are an object (as the SDK's params schema has them) and make the
+ * tool's request (requestOf). A call that does not is refused (by the SDK or the tool) before
+ * anything is done as an agent, so stateless.ts registers none for it.
  */
 export function reachesTool(params: unknown): boolean {
   const p = params as { name?: unknown; arguments?: unknown } | undefined;
   const def = typeof p?.name === "string" ? byName.get(p.name) : undefined;
-  if (!def) return false;
+  if (!def || pathOf(def) === registerPath) return false;
   const args = p!.arguments === undefined ? {} : p!.arguments;
   if (typeof args !== "object" || args === null || Array.isArray(args)) return false;
   return "message" in requestOf(def, args as Record<string, unknown>);
@@ -257,13 +258,9 @@ export function createMcpCalls(deps: McpCallDeps) {
     });
     const registering = pathOf(def) === registerPath;
     if (registering && s.registering) return refused("protocol_error", "a register call of this session is under way: it binds the session once");
+    // A 2026-07-28 register call binds no agent (reachesTool): it is refused as unbound (invoke).
     if (registering && s.agentId !== undefined) {
-      return refused(
-        "protocol_error",
-        s.era === "legacy"
-          ? "this session already acts as an agent (bound by its X-Kxm-Agent header or an earlier register call): open another session for another agent"
-          : "this request already acts as the agent its X-Kxm-Agent header names: another agent is another X-Kxm-Agent",
-      );
+      return refused("protocol_error", "this session already acts as an agent (bound by its X-Kxm-Agent header or an earlier register call): open another session for another agent");
     }
     const request = requestOf(def, args ?? {}, {
       ...(def.bound?.includes("agent_id") && { agent_id: s.agentId ?? "" }),

@@ -228,7 +228,7 @@ describe("MCP face, protocol 2026-07-28 (official TypeScript client pinned to it
     expect(t.events.filter((e) => e.event === "agent_taken_over")).toEqual([]);
   });
 
-  it("a tool call whose arguments are refused (a wrong type, one the tool does not take, a required one left out, no object, an unknown tool) takes nothing over", async () => {
+  it("a tool call whose arguments are refused (a wrong type, one the tool does not take, a required one left out, no object, an unknown tool), or a register call, takes nothing over", async () => {
     await using t = await startTestHub();
     const v = await t.register("victim");
     expect((await t.rest("/v1/leases/db/acquire", { json: { ttlMs: 60_000 }, headers: v.headers })).status).toBe(200);
@@ -264,6 +264,11 @@ describe("MCP face, protocol 2026-07-28 (official TypeScript client pinned to it
       expect((await call(name, args)).error, `${name} ${JSON.stringify(args)}`).toMatchObject({ code: -32602 });
       await stillVictims();
     }
+    // register: in this era the headers register, and the call itself is refused as unbound.
+    const registerCall = await call("register", { name: "victim" });
+    expect(registerCall.result).toMatchObject({ isError: true, structuredContent: { code: "invalid_agent_identity" } });
+    expect(registerCall.result?.structuredContent?.error).toMatch(/2026-07-28 has no session.*X-Kxm-Agent/);
+    await stillVictims();
     // The same headers with arguments the tool takes do act as the agent, taking it over.
     expect((await call("whoami", {})).result?.structuredContent?.agent).toMatchObject({ name: "victim" });
     expect(t.events.filter((e) => e.event === "agent_taken_over")).toHaveLength(1);
