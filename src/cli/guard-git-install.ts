@@ -68,6 +68,9 @@ export async function guardGitInstall(argv: string[]): Promise<void> {
     }
   }
   const target = agentTarget(values, false);
+  if (target.url.username !== "" || target.url.password !== "") {
+    throw usageError("--url carries a user name or password, which the hook would never send and would show to every pusher: give the hub's token as --token instead");
+  }
 
   const gitDir = gitDirOf(path.resolve(values.install as string));
   const hook = writeHook(hooksDirOf(gitDir));

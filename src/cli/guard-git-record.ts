@@ -50,20 +50,34 @@ const isRunning = (pid: number) => {
   }
 };
 
+/** The signals a push's hook can be ended by and still let its lock go (git's, a terminal's, lease run's). */
+const endingSignals = ["SIGTERM", "SIGINT", "SIGHUP"] as const;
+
 /**
  * Takes the lock file, waiting for a running push to finish with it. Throws fence_record_busy when
  * it stays taken past lockWaitMs, or at once when the process that took it is gone: it died
  * holding it, and an operator removes the file (breaking it automatically would race with another
- * push doing the same).
+ * push doing the same). So while it holds the lock, a signal that would end the hook (a push
+ * interrupted, `lease run` ending its command's group) lets the lock go first, then ends it as
+ * that signal does; only an uncatchable end (SIGKILL) leaves the file behind.
  */
 async function lock(lockPath: string): Promise<() => void> {
   const deadline = performance.now() + lockWaitMs;
   for (;;) {
     try {
       const fd = fs.openSync(lockPath, "wx", 0o600);
+      const unlock = () => {
+        for (const signal of endingSignals) process.off(signal, onSignal);
+        fs.rmSync(lockPath, { force: true });
+      };
+      const onSignal = (signal: NodeJS.Signals) => {
+        unlock();
+        process.kill(process.pid, signal);
+      };
+      for (const signal of endingSignals) process.once(signal, onSignal);
       fs.writeSync(fd, `${process.pid}\n`);
       fs.closeSync(fd);
-      return () => fs.rmSync(lockPath, { force: true });
+      return unlock;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "EEXIST") throw new RecordError("fence_record_unreadable", `cannot create ${lockPath}: ${(e as Error).message}`);
     }
@@ -93,7 +107,18 @@ function read(file: string): FenceRecord {
   }
   try {
     const record = JSON.parse(text) as FenceRecord;
-    if (record.version !== 1 || typeof record.projects !== "object" || record.projects === null) throw new Error("not a version 1 record");
+    if (record.version !== 1 || !isObject(record.projects)) throw new Error("not a version 1 record");
+    // Every entry is read as it was written, or the record is unreadable: an entry taken for no
+    // floor would let a lower token in and be overwritten with it.
+    for (const [project, leases] of Object.entries(record.projects)) {
+      if (!isObject(leases)) throw new Error(`project ${JSON.stringify(project)} is not an object of leases`);
+      for (const [lease, entry] of Object.entries(leases)) {
+        const e = entry as Partial<AcceptedFence> | null;
+        if (!isObject(e) || !Number.isSafeInteger(e.fencingToken) || e.fencingToken! < 1 || typeof e.ref !== "string") {
+          throw new Error(`the entry of lease ${JSON.stringify(lease)} is not {fencingToken, ref}`);
+        }
+      }
+    }
     return record;
   } catch (e) {
     throw new RecordError("fence_record_unreadable", `${file} is not a fence record (${(e as Error).message}); fix or remove it`);
@@ -117,8 +142,20 @@ function write(file: string, record: FenceRecord): void {
   }
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** `o[key]` when `o` has it as its own property: a lease or project named `__proto__` is a name like any other. */
+const own = <T>(o: Record<string, T> | undefined, key: string): T | undefined => (o !== undefined && Object.hasOwn(o, key) ? o[key] : undefined);
+
 /** The highest token accepted for `lease` of `project`, 0 when none was. */
-export const acceptedToken = (record: FenceRecord, project: string, lease: string): number => record.projects[project]?.[lease]?.fencingToken ?? 0;
+export const acceptedToken = (record: FenceRecord, project: string, lease: string): number => own(own(record.projects, project), lease)?.fencingToken ?? 0;
+
+/** A copy of `record` with `entry` as `lease`'s of `project` (defined as own properties, whatever the names). */
+export function withAccepted(record: FenceRecord, project: string, lease: string, entry: AcceptedFence): FenceRecord {
+  const define = <T>(o: Record<string, T>, key: string, value: T) => Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true });
+  const leases = define({ ...own(record.projects, project) }, lease, entry);
+  return { version: 1, projects: define({ ...record.projects }, project, leases) };
+}
 
 /**
  * Runs `decide` on the record under the lock; when it answers a record, that one replaces the file

@@ -52,3 +52,19 @@ export function hooksDirOf(gitDir: string): string {
   if (r.status !== 0) throw new CommandError("guard_install_failed", `cannot find the hooks directory: ${r.stderr.trim()}`, exitCodes.refused);
   return path.resolve(gitDir, r.stdout.trim());
 }
+
+/**
+ * The repository's symbolic refs under refs/ (`refs/heads/master -> refs/heads/main`, say), each
+ * with the ref it points to: a push to one moves that ref. Throws CommandError when git cannot
+ * list them, so the push is refused.
+ */
+export function symbolicRefs(gitDir: string): Map<string, string> {
+  const r = git(["--git-dir", gitDir, "for-each-ref", "--format=%(refname)%00%(symref)"]);
+  if (r.status !== 0) throw new CommandError("guard_misconfigured", `git for-each-ref failed: ${r.stderr.trim()}`, exitCodes.refused);
+  const symbolic = new Map<string, string>();
+  for (const line of r.stdout.split("\n")) {
+    const [ref, target] = line.split("\0");
+    if (ref && target) symbolic.set(ref, target);
+  }
+  return symbolic;
+}

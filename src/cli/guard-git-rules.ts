@@ -29,6 +29,19 @@ export class RuleError extends Error {
 
 const stars = (s: string) => s.split("*").length - 1;
 
+/**
+ * Why `ref` cannot be a ref name (git check-ref-format's rules), or undefined: a pattern that no
+ * ref can match (a typo such as `refs/heads/release-[0-9]*`) would leave its refs unprotected
+ * without a word.
+ */
+function refFormatFault(ref: string): string | undefined {
+  if (/[\u0000-\u0020\u007f~^:?*[\\]/.test(ref)) return "a space, control character or one of ~ ^ : ? * [ \\";
+  if (ref.includes("..") || ref.includes("@{") || ref.includes("//")) return "'..', '@{' or '//'";
+  if (ref.endsWith("/") || ref.endsWith(".")) return "a trailing '/' or '.'";
+  if (ref.split("/").some((part) => part.startsWith(".") || part.endsWith(".lock"))) return "a component starting with '.' or ending with '.lock'";
+  return undefined;
+}
+
 /** Parses one `kxm.protect` value. Throws RuleError saying what is wrong with it. */
 export function parseRule(raw: string): ProtectRule {
   const at = raw.indexOf("=");
@@ -45,6 +58,8 @@ export function parseRule(raw: string): ProtectRule {
   if (stars(leasePattern) === 1 && stars(refPattern) === 0) {
     throw new RuleError(`rule ${source}: the lease pattern has a * but the ref pattern has none to fill it`);
   }
+  const unmatchable = refFormatFault(refPattern.replace("*", "x"));
+  if (unmatchable) throw new RuleError(`rule ${source}: no ref name can match the ref pattern (${unmatchable}), so it would protect nothing`);
   return { source: raw, refPattern, leasePattern };
 }
 

@@ -1,16 +1,18 @@
 import { CommandError, exitCodes, usageError, write } from "./command-error.js";
-import { acceptedToken, RecordError, recordFileName, withFenceRecord, type FenceRecord } from "./guard-git-record.js";
-import { configValue, configValues, gitDirOf } from "./guard-git-repo.js";
+import { acceptedToken, RecordError, recordFileName, withAccepted, withFenceRecord, type FenceRecord } from "./guard-git-record.js";
+import { configValue, configValues, gitDirOf, symbolicRefs } from "./guard-git-repo.js";
 import { leaseFor, parseRule, RuleError, type ProtectRule } from "./guard-git-rules.js";
 import { callHub, segment, type HubTarget } from "./hub-client.js";
 import { readHubTls, TlsFileError, type TlsSettingNames } from "./tls-client.js";
 
 /**
  * `kxm-hub guard git`: a git `pre-receive` hook that refuses a push to a protected ref unless it
- * carries the push option `kxm-fence=<token>`, the hub says that token is the current one of the
- * ref's lease (CheckFence), and it is no lower than the highest token this repository accepted for
- * that lease (guard-git-record.ts). Fails closed: an unreachable hub, a refused credential, a
- * missing or broken configuration, a record it cannot read all refuse the push.
+ * carries the push option `kxm-fence=<lease>:<token>` naming the ref's lease, the hub says that
+ * token is the current one of that lease (CheckFence), and it is no lower than the highest token
+ * this repository accepted for that lease (guard-git-record.ts). A pushed ref that is a symbolic
+ * ref is guarded as the refs it points to as well, since git moves those. Fails closed: an
+ * unreachable hub, a refused credential, a missing or broken configuration, a record it cannot
+ * read all refuse the push.
  */
 
 export const guardGitExitCodes = {
@@ -29,16 +31,19 @@ export const guardGitHelp = `Usage: kxm-hub guard git                 (as a repo
                          [--tls-ca <file>] [--tls-client-cert <file> --tls-client-key <file>]
 
 A pre-receive hook for a repository (bare or not): a push that updates or deletes a protected ref
-must carry the push option ${fenceOption}=<token>, the fencing token of the ref's lease:
+must carry the push option ${fenceOption}=<lease>:<token>, the ref's lease and its fencing token:
 
-    git push -o ${fenceOption}=$KXM_FENCING_TOKEN origin HEAD:main     (inside kxm-hub lease run)
+    git push -o ${fenceOption}=$KXM_FENCE origin HEAD:main     (inside kxm-hub lease run)
 
-The push is accepted only when the hub says the token is the lease's current one (CheckFence:
-valid, reason current) and it is at least the highest token this repository has accepted for that
-lease, which it keeps in <GIT_DIR>/${recordFileName} (under a lock file; it only grows), so a hub
-restored from an older backup cannot let an older writer in. One token per push: a push whose
-protected refs map to different leases needs one push per lease. Refs no rule protects pass
-untouched, and a push of only those never calls the hub.
+The push is accepted only when every protected ref it updates maps to that lease, the hub says the
+token is the lease's current one (CheckFence: valid, reason current), and it is at least the
+highest token this repository has accepted for that lease, which it keeps in
+<GIT_DIR>/${recordFileName} (under a lock file; it only grows), so a hub restored from an older
+backup cannot let an older writer in. Tokens are numbered per lease, so the fence names its lease:
+one lease's token never moves another lease's refs. One lease per push: a push whose protected
+refs map to different leases needs one push per lease. A pushed symbolic ref is guarded as the
+refs it points to as well (git moves those). Refs no rule protects pass untouched, and a push of
+only those never calls the hub.
 
 Configuration (git config in the repository; --install writes it):
   kxm.url        the hub's base URL (required once a protected ref is pushed)
@@ -58,9 +63,10 @@ Configuration (git config in the repository; --install writes it):
   receive.advertisePushOptions true   (needed for git push -o)
 
 Every refusal is one line on stderr, shown by git as remote: kxm-hub: <code>: <message>:
-  fence_refused        a protected ref without a valid ${fenceOption} option, with a token the hub does not
-                       say is current (superseded, expired, released, unknown), below the recorded one, or
-                       that could not be checked (hub_unreachable, invalid_auth, ... in the message)
+  fence_refused        a protected ref without a valid ${fenceOption} option, of another lease than the
+                       option names, with a token the hub does not say is current (superseded,
+                       expired, released, unknown), below the recorded one, or that could not be
+                       checked (hub_unreachable, invalid_auth, ... in the message)
   guard_misconfigured  kxm.url, kxm.project or kxm.protect missing or wrong, a kxm.tls* file unusable
   fence_record_busy, fence_record_unreadable   the record's lock or file (the message names it)
 A hub restored from a backup must hand out tokens above the recorded ones (kxm-hub restore and
@@ -80,6 +86,16 @@ interface RefUpdate {
   newSha: string;
   ref: string;
 }
+
+/** A protected ref a push moves: the pushed name, or a ref a pushed symbolic ref points to (`via`). */
+interface Guarded {
+  ref: string;
+  via?: string;
+  lease: string;
+}
+
+/** How a refusal names a guarded ref: `refs/heads/main (pushed as refs/heads/master)`. */
+const named = (g: Guarded) => (g.via === undefined ? g.ref : `${g.ref} (pushed as ${g.via})`);
 
 /** The pushed updates, from the hook's stdin: `<old-sha> <new-sha> <refname>` per line. */
 function parseUpdates(text: string): RefUpdate[] {
@@ -121,17 +137,30 @@ function rulesOf(gitDir: string): ProtectRule[] {
   }
 }
 
+/**
+ * The hub's URL from `kxm.url`. One that carries a user name or password is refused: fetch refuses
+ * it too, and would put it, password included, into the refusal every pusher reads; the
+ * credential the guard sends is kxm.token.
+ */
+export function hubUrlOf(url: string, setting: string): URL {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new CommandError("guard_misconfigured", `${setting} ${JSON.stringify(url)} is not a URL such as http://127.0.0.1:7331`, guardGitExitCodes.refused);
+  }
+  if (parsed.username !== "" || parsed.password !== "") {
+    throw new CommandError("guard_misconfigured", `${setting} carries a user name or password, which is never sent: give the hub's token as kxm.token (--token) instead`, guardGitExitCodes.refused);
+  }
+  return parsed;
+}
+
 function hubOf(gitDir: string): { target: HubTarget; project: string } {
   const url = configValue(gitDir, "kxm.url");
   const project = configValue(gitDir, "kxm.project");
   const missing = [url === undefined && "kxm.url", project === undefined && "kxm.project"].filter(Boolean);
   if (missing.length > 0) throw new CommandError("guard_misconfigured", `${missing.join(" and ")} not set in ${gitDir}: protected refs cannot be checked`, guardGitExitCodes.refused);
-  let parsed: URL;
-  try {
-    parsed = new URL(url!);
-  } catch {
-    throw new CommandError("guard_misconfigured", `kxm.url ${JSON.stringify(url)} is not a URL such as http://127.0.0.1:7331`, guardGitExitCodes.refused);
-  }
+  const parsed = hubUrlOf(url!, "kxm.url");
   let tls;
   try {
     tls = readHubTls(Object.fromEntries(Object.entries(guardTlsKeys).map(([flag, key]) => [flag, configValue(gitDir, key)])), guardTlsKeys);
@@ -157,9 +186,12 @@ async function refusalFor(hub: { target: HubTarget; project: string }, lease: st
     if (!(e instanceof CommandError)) throw e;
     return `lease ${lease} could not be checked (${e.code}: ${e.message}); nothing unfenced is let through`;
   }
-  if (!answer.valid || answer.reason !== "current") {
-    const holder = answer.lease?.holderAgentName ? `; ${answer.lease.holderAgentName} holds it with token ${answer.lease.fencingToken}` : "";
-    return `token ${token} of lease ${lease} is ${answer.reason}, not current${holder}`;
+  // Only a well-formed yes lets a push through: a body of another shape is a refusal.
+  if (answer?.valid !== true || answer.reason !== "current") {
+    // Who holds it, not with which token: a refused writer (an agent reading its stderr) must not
+    // be handed the number that would pass.
+    const holder = typeof answer?.lease?.holderAgentName === "string" ? `; ${answer.lease.holderAgentName} holds it now` : "";
+    return `token ${token} of lease ${lease} is ${typeof answer?.reason === "string" ? answer.reason : "not confirmed"}, not current${holder}`;
   }
   const accepted = acceptedToken(record, hub.project, lease);
   if (token < accepted) return `token ${token} of lease ${lease} is below token ${accepted}, which this repository already accepted (a hub restored from an older backup?)`;
@@ -172,43 +204,70 @@ const refusalLine = (code: string, message: string) => `kxm-hub: ${code}: ${mess
  * The hook: answers the refusal lines for the push on stdin, none when it may go on. Records the
  * accepted token only when every ref passes.
  */
+/**
+ * The protected refs `updates` move: each pushed ref a rule matches, and each ref a pushed
+ * symbolic ref points to (at any depth) that one matches, since git updates those through it.
+ */
+function guardedOf(gitDir: string, rules: ProtectRule[], updates: RefUpdate[]): Guarded[] {
+  const symbolic = symbolicRefs(gitDir);
+  const guarded: Guarded[] = [];
+  for (const u of updates) {
+    const seen = new Set<string>();
+    for (let ref: string | undefined = u.ref; ref !== undefined && !seen.has(ref); ref = symbolic.get(ref)) {
+      seen.add(ref);
+      const match = leaseFor(rules, ref);
+      if (match) guarded.push({ ref, ...(ref !== u.ref && { via: u.ref }), lease: match.lease });
+    }
+  }
+  return guarded;
+}
+
+/**
+ * The fence a push option gives: `<lease>:<token>`, split at the last colon (a lease name may hold
+ * one); a refusal line when it is not one.
+ */
+function fenceOf(raw: string): { lease: string; token: number } | { refused: string } {
+  const at = raw.lastIndexOf(":");
+  if (at < 0) {
+    return { refused: `push option ${fenceOption}=${raw} names no lease: give ${fenceOption}=<lease>:<token> (git push -o ${fenceOption}=$KXM_FENCE under kxm-hub lease run)` };
+  }
+  const lease = raw.slice(0, at);
+  const digits = raw.slice(at + 1);
+  if (lease === "" || !/^\d+$/.test(digits) || !Number.isSafeInteger(Number(digits)) || Number(digits) < 1) {
+    return { refused: `push option ${fenceOption}=${raw} is not <lease>:<token> with a fencing token 1..${Number.MAX_SAFE_INTEGER}` };
+  }
+  return { lease, token: Number(digits) };
+}
+
 async function guard(updates: RefUpdate[], env: NodeJS.ProcessEnv): Promise<string[]> {
   if (updates.length === 0) return [];
   const gitDir = gitDirOf();
-  const rules = rulesOf(gitDir);
-  const guarded = updates.flatMap((u) => {
-    const match = leaseFor(rules, u.ref);
-    return match ? [{ ...u, lease: match.lease }] : [];
-  });
+  const guarded = guardedOf(gitDir, rulesOf(gitDir), updates);
   if (guarded.length === 0) return [];
 
   const options = fenceOptions(env);
   if (options.length === 0) {
-    return guarded.map((u) =>
-      refusalLine("fence_refused", `${u.ref} needs the push option ${fenceOption}=<token> of lease ${u.lease} (git push -o ${fenceOption}=$KXM_FENCING_TOKEN)`),
+    return guarded.map((g) =>
+      refusalLine("fence_refused", `${named(g)} needs the push option ${fenceOption}=<lease>:<token> of lease ${g.lease} (git push -o ${fenceOption}=$KXM_FENCE)`),
     );
   }
   const raw = options[0]!;
-  if (options.some((o) => o !== raw)) return [refusalLine("fence_refused", `more than one ${fenceOption} push option (${options.join(", ")}): give one token per push`)];
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(Number(raw)) || Number(raw) < 1) {
-    return [refusalLine("fence_refused", `push option ${fenceOption}=${raw} is not a fencing token (an integer 1..${Number.MAX_SAFE_INTEGER})`)];
+  if (options.some((o) => o !== raw)) return [refusalLine("fence_refused", `more than one ${fenceOption} push option (${options.join(", ")}): give one per push`)];
+  const fence = fenceOf(raw);
+  if ("refused" in fence) return [refusalLine("fence_refused", fence.refused)];
+  // Tokens are numbered per lease: one lease's token says nothing of another's refs.
+  const elsewhere = guarded.filter((g) => g.lease !== fence.lease);
+  if (elsewhere.length > 0) {
+    return elsewhere.map((g) => refusalLine("fence_refused", `${named(g)} is guarded by lease ${g.lease}, not ${fence.lease}, which the push's fence names: push each lease's refs with its own fence`));
   }
-  const token = Number(raw);
+  const { lease, token } = fence;
   const hub = hubOf(gitDir);
 
   return withFenceRecord(gitDir, async (record) => {
-    const byLease = new Map<string, string | undefined>();
-    for (const lease of new Set(guarded.map((u) => u.lease))) byLease.set(lease, await refusalFor(hub, lease, token, record));
-    const lines = guarded.flatMap((u) => {
-      const why = byLease.get(u.lease);
-      return why === undefined ? [] : [refusalLine("fence_refused", `${u.ref}: ${why}`)];
-    });
-    if (lines.length > 0) return { result: lines };
-    const next: FenceRecord = { version: 1, projects: { ...record.projects, [hub.project]: { ...record.projects[hub.project] } } };
-    for (const u of guarded) {
-      if (acceptedToken(next, hub.project, u.lease) < token) next.projects[hub.project]![u.lease] = { fencingToken: token, ref: u.ref };
-    }
-    return { result: [], next };
+    const why = await refusalFor(hub, lease, token, record);
+    if (why !== undefined) return { result: guarded.map((g) => refusalLine("fence_refused", `${named(g)}: ${why}`)) };
+    if (acceptedToken(record, hub.project, lease) >= token) return { result: [] };
+    return { result: [], next: withAccepted(record, hub.project, lease, { fencingToken: token, ref: guarded[0]!.ref }) };
   });
 }
 

@@ -46,7 +46,8 @@ export const leaseRunHelp = `Usage: kxm-hub lease run <name> [--ttl <duration>] 
 
 Holds lease <name> while <command> runs. Registers the agent (KXM_AGENT; resumes it if offline),
 waits for the lease, then starts <command> in a process group of its own, stdio inherited, with
-KXM_FENCING_TOKEN, KXM_LEASE_NAME and KXM_LEASE_RESOURCE added to its environment. The lease is
+KXM_FENCING_TOKEN, KXM_LEASE_NAME, KXM_LEASE_RESOURCE and KXM_FENCE (<name>:<token>, what a
+guarded repository's push option takes) added to its environment. The lease is
 renewed every third of its TTL; SIGINT, SIGTERM and SIGHUP are passed on to the command's group.
 When the command ends the lease is released at once, the agent unregisters, and lease run exits
 with the command's exit code (128 + n if a signal n killed it).
@@ -237,6 +238,8 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
       KXM_FENCING_TOKEN: String(held.token),
       KXM_LEASE_NAME: held.name,
       KXM_LEASE_RESOURCE: held.lease.resource,
+      // The push option of a repository guarded by kxm-hub guard git: the token with its lease.
+      KXM_FENCE: `${held.name}:${held.token}`,
     },
   });
   // Signals are passed on from the command's first moment: its spawn returns while it already

@@ -32,7 +32,7 @@ const commandScript = `#!/bin/sh
 echo $$ > "$1/pid"
 echo "$KXM_FENCING_TOKEN" > "$1/token.tmp" && mv "$1/token.tmp" "$1/token"
 while [ ! -e "$1/go" ]; do sleep 0.05; done
-git -C "$2" push --force -o "kxm-fence=$KXM_FENCING_TOKEN" origin HEAD:main 2> "$1/push.err"
+git -C "$2" push --force -o "kxm-fence=$KXM_FENCE" origin HEAD:main 2> "$1/push.err"
 echo $? > "$1/push.code.tmp" && mv "$1/push.code.tmp" "$1/push.code"
 while :; do sleep 0.05; done
 `;
@@ -143,7 +143,7 @@ it("a frozen holder's stale push is refused by the repository's guard after anot
   const taken = await jsonOf(await t.rest(`/v1/leases/${encodeURIComponent("repo/main")}/acquire`, { headers: beta.headers, json: { ttlMs: 60_000 } }));
   expect(taken.lease).toMatchObject({ holderAgentName: "beta", fencingToken: 2 });
   const shaB = await commit(cloneB, "B's work");
-  const pushB = await git(["push", "-o", "kxm-fence=2", "origin", "HEAD:main"], cloneB);
+  const pushB = await git(["push", "-o", "kxm-fence=repo/main:2", "origin", "HEAD:main"], cloneB);
   expect(pushB.code, pushB.stderr).toBe(0);
   expect(await remoteMain()).toBe(shaB);
 
@@ -153,7 +153,7 @@ it("a frozen holder's stale push is refused by the repository's guard after anot
   const pushErrA = fs.readFileSync(path.join(files, "push.err"), "utf8");
   expect(pushCodeA, pushErrA).not.toBe("0");
   const remoteLines = pushErrA.split("\n").filter((l) => l.startsWith("remote: ")).map((l) => l.trimEnd());
-  expect(remoteLines).toEqual(["remote: kxm-hub: fence_refused: refs/heads/main: token 1 of lease repo/main is superseded, not current; beta holds it with token 2"]);
+  expect(remoteLines).toEqual(["remote: kxm-hub: fence_refused: refs/heads/main: token 1 of lease repo/main is superseded, not current; beta holds it now"]);
   expect(await remoteMain()).toBe(shaB);
   expect(shaA).not.toBe(shaB);
 

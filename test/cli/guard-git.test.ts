@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -101,9 +102,13 @@ async function install(repo: Repo, url: string, protect: string[], extra: string
   expect(r.code, r.stderr).toBe(0);
 }
 
-/** `git push [-o kxm-fence=<token>] origin <refspec>`; answers git's result and the `remote:` lines. */
-async function push(repo: Repo, refspec: string, token?: number | string) {
-  const r = await git(repo, ["push", ...(token === undefined ? [] : ["-o", `kxm-fence=${token}`]), "origin", refspec]);
+/**
+ * `git push [-o kxm-fence=<lease>:<token>] origin <refspec...>`; answers git's result and the
+ * `remote:` lines. A number is a token of `lease`; a string is the option's value as given.
+ */
+async function push(repo: Repo, refspec: string | string[], fence?: number | string, lease = "repo/main") {
+  const option = typeof fence === "number" ? `${lease}:${fence}` : fence;
+  const r = await git(repo, ["push", ...(option === undefined ? [] : ["-o", `kxm-fence=${option}`]), "origin", ...[refspec].flat()]);
   // git pads what it relays with spaces (to clear a terminal's line).
   const remote = r.stderr.split("\n").filter((l) => l.startsWith("remote: ")).map((l) => l.trimEnd());
   return { ...r, remote };
@@ -147,7 +152,7 @@ describe("kxm-hub guard git", () => {
     await commit(repo, "unfenced");
 
     const r = await push(repo, "HEAD:main");
-    expectRefused(r, /^remote: kxm-hub: fence_refused: refs\/heads\/main needs the push option kxm-fence=<token> of lease repo\/main \(git push -o kxm-fence=\$KXM_FENCING_TOKEN\)$/);
+    expectRefused(r, /^remote: kxm-hub: fence_refused: refs\/heads\/main needs the push option kxm-fence=<lease>:<token> of lease repo\/main \(git push -o kxm-fence=\$KXM_FENCE\)$/);
     expect(await remoteRef(repo)).toBe(before);
     expect(fs.existsSync(path.join(repo.bare, "kxm-fences.json"))).toBe(false);
   });
@@ -183,7 +188,7 @@ describe("kxm-hub guard git", () => {
     await commit(repo, "stale writer");
 
     const r = await push(repo, "+HEAD:main", stale);
-    expectRefused(r, new RegExp(`^remote: kxm-hub: fence_refused: refs/heads/main: token ${stale} of lease repo/main is superseded, not current; beta holds it with token ${current}$`));
+    expectRefused(r, new RegExp(`^remote: kxm-hub: fence_refused: refs/heads/main: token ${stale} of lease repo/main is superseded, not current; beta holds it now$`));
     expect(await remoteRef(repo)).toBe(before);
 
     expect((await push(repo, "HEAD:main", current)).code).toBe(0);
@@ -201,7 +206,7 @@ describe("kxm-hub guard git", () => {
     await commit(repo, "after release");
     expectRefused(await push(repo, "HEAD:main", stale), /^remote: kxm-hub: fence_refused: refs\/heads\/main: token 1 of lease repo\/main is released, not current$/);
     await acquire(t, beta, "repo/main");
-    expectRefused(await push(repo, "HEAD:main", stale), /^remote: kxm-hub: fence_refused: refs\/heads\/main: token 1 of lease repo\/main is superseded, not current; beta holds it with token 2$/);
+    expectRefused(await push(repo, "HEAD:main", stale), /^remote: kxm-hub: fence_refused: refs\/heads\/main: token 1 of lease repo\/main is superseded, not current; beta holds it now$/);
   });
 
   it("refuses a token below the one the repository recorded, even when a hub restored to an older state says it is current", { timeout: testTimeoutMs }, async () => {
@@ -279,11 +284,11 @@ describe("kxm-hub guard git", () => {
     const sha = await commit(repo, "release 1");
     const alpha = await t.register("alpha", PROJECT);
     const token = await acquire(t, alpha, "release/1");
-    expect((await push(repo, "HEAD:refs/heads/release/1", token)).code).toBe(0);
+    expect((await push(repo, "HEAD:refs/heads/release/1", token, "release/1")).code).toBe(0);
 
-    expectRefused(await push(repo, ":refs/heads/release/1"), /^remote: kxm-hub: fence_refused: refs\/heads\/release\/1 needs the push option kxm-fence=<token> of lease release\/1 /);
+    expectRefused(await push(repo, ":refs/heads/release/1"), /^remote: kxm-hub: fence_refused: refs\/heads\/release\/1 needs the push option kxm-fence=<lease>:<token> of lease release\/1 /);
     expect(await remoteRef(repo, "refs/heads/release/1")).toBe(sha);
-    const r = await push(repo, ":refs/heads/release/1", token);
+    const r = await push(repo, ":refs/heads/release/1", token, "release/1");
     expect(r.code, r.stderr).toBe(0);
     expect(await remoteRef(repo, "refs/heads/release/1")).toBe("");
   });
@@ -349,7 +354,159 @@ describe("kxm-hub guard git", () => {
   it("--help documents the pattern language, the record and the refusals", async () => {
     const r = await runCli(["guard", "git", "--help"]);
     expect(r.code).toBe(0);
-    for (const text of ["kxm.protect", "refs/heads/*=repo/*", "kxm-fences.json", "fence_refused", "git push -o kxm-fence=$KXM_FENCING_TOKEN"]) expect(r.stdout).toContain(text);
+    for (const text of ["kxm.protect", "refs/heads/*=repo/*", "kxm-fences.json", "fence_refused", "git push -o kxm-fence=$KXM_FENCE"]) expect(r.stdout).toContain(text);
+  });
+});
+
+/** An HTTP server that takes every request and never answers: a hub that hangs. */
+async function hangingHub(): Promise<{ url: string; seen: () => number }> {
+  let seen = 0;
+  const server = http.createServer(() => {
+    seen++;
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  onTestFinished(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`, seen: () => seen };
+}
+
+/** Polls `check` until it answers something (an event outside this process: a file, a request). */
+async function until<T>(what: string, check: () => T | undefined): Promise<T> {
+  const deadline = performance.now() + 20_000;
+  for (;;) {
+    const v = check();
+    if (v !== undefined) return v;
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("kxm-hub guard git against pushes that go around it", () => {
+  it("guards the ref a pushed symbolic ref points to: a push to an alias of main needs main's fence", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await install(repo, t.baseUrl, ["refs/heads/main=repo/main"]);
+    await ok(repo, ["--git-dir", repo.bare, "symbolic-ref", "refs/heads/master", "refs/heads/main"], repo.bare);
+    const before = await remoteRef(repo);
+    await commit(repo, "through the alias");
+
+    expectRefused(await push(repo, "HEAD:refs/heads/master"), /^remote: kxm-hub: fence_refused: refs\/heads\/main \(pushed as refs\/heads\/master\) needs the push option kxm-fence=<lease>:<token> of lease repo\/main /);
+    expect(await remoteRef(repo)).toBe(before);
+    const alpha = await t.register("alpha", PROJECT);
+    const token = await acquire(t, alpha, "repo/main");
+    const r = await push(repo, "HEAD:refs/heads/master", token);
+    expect(r.code, r.stderr).toBe(0);
+    expect(await remoteRef(repo)).not.toBe(before);
+  });
+
+  it("lets one lease's token move only that lease's refs, though another lease's current token has the same number", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await ok(repo, ["push", "--quiet", "origin", "HEAD:refs/heads/release"]);
+    await install(repo, t.baseUrl, ["refs/heads/*=repo/*"]);
+    const alpha = await t.register("alpha", PROJECT);
+    const beta = await t.register("beta", PROJECT);
+    const tokenA = await acquire(t, alpha, "repo/main");
+    expect(await acquire(t, beta, "repo/release")).toBe(tokenA);
+    const before = { main: await remoteRef(repo), release: await remoteRef(repo, "refs/heads/release") };
+    await commit(repo, "alpha's work");
+
+    // Both refs in one push with alpha's fence: release is beta's.
+    expectRefused(await push(repo, ["HEAD:main", "HEAD:release"], tokenA), /^remote: kxm-hub: fence_refused: refs\/heads\/release is guarded by lease repo\/release, not repo\/main, which the push's fence names/);
+    // release alone with alpha's fence.
+    expectRefused(await push(repo, "HEAD:release", tokenA), /^remote: kxm-hub: fence_refused: refs\/heads\/release is guarded by lease repo\/release, not repo\/main/);
+    // A bare token names no lease.
+    expectRefused(await push(repo, "HEAD:release", String(tokenA)), /^remote: kxm-hub: fence_refused: push option kxm-fence=1 names no lease: give kxm-fence=<lease>:<token> /);
+    expect({ main: await remoteRef(repo), release: await remoteRef(repo, "refs/heads/release") }).toEqual(before);
+    // alpha's fence moves main.
+    expect((await push(repo, "HEAD:main", tokenA)).code).toBe(0);
+  });
+
+  it("refuses a fence that is not <lease>:<token>", { timeout: testTimeoutMs }, async () => {
+    const repo = await makeRepo();
+    await install(repo, await closedPortUrl(), ["refs/heads/*=repo/*"]);
+    await commit(repo, "odd fences");
+    for (const fence of ["repo/main:", ":1", "repo/main:0", "repo/main:+1", "repo/main:1e3", "repo/main:9007199254740993", "repo/main: 1"]) {
+      expectRefused(await push(repo, "HEAD:main", fence), /^remote: kxm-hub: fence_refused: push option kxm-fence=.* is not <lease>:<token> with a fencing token 1\.\./);
+    }
+  });
+
+  it("lets the record's lock go when the push is ended by SIGTERM while it holds it", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    const slow = await hangingHub();
+    await install(repo, slow.url, ["refs/heads/*=repo/*"]);
+    await commit(repo, "pushed while the hub hangs");
+    const lockFile = path.join(repo.bare, "kxm-fences.json.lock");
+    const child = spawn("git", ["push", "-o", "kxm-fence=repo/main:1", "origin", "HEAD:main"], { cwd: repo.clone, env: repo.env, stdio: "ignore", detached: true });
+    const closed = new Promise((resolve) => child.once("close", resolve));
+    onTestFinished(() => {
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        // gone
+      }
+    });
+    await until("the hook holding the lock and calling the hub", () => (fs.existsSync(lockFile) && slow.seen() > 0 ? true : undefined));
+    process.kill(-child.pid!, "SIGTERM");
+    await closed;
+    expect(fs.existsSync(lockFile)).toBe(false);
+
+    await ok(repo, ["--git-dir", repo.bare, "config", "kxm.url", t.baseUrl], repo.bare);
+    const beta = await t.register("beta", PROJECT);
+    const r = await push(repo, "HEAD:main", await acquire(t, beta, "repo/main"));
+    expect(r.code, r.stderr).toBe(0);
+  });
+
+  it("refuses a push when an entry of the record cannot be read, instead of taking it for no floor", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await install(repo, t.baseUrl, ["refs/heads/*=repo/*"]);
+    const alpha = await t.register("alpha", PROJECT);
+    expect(await acquire(t, alpha, "repo/main")).toBe(1);
+    const before = await remoteRef(repo);
+    await commit(repo, "token 1 under an entry that is no entry");
+    for (const entry of [3, { fencingToken: null, ref: "refs/heads/main" }, { fencingToken: "x", ref: "refs/heads/main" }, { fencingToken: 3 }, null]) {
+      fs.writeFileSync(path.join(repo.bare, "kxm-fences.json"), JSON.stringify({ version: 1, projects: { [PROJECT]: { "repo/main": entry } } }));
+      expectRefused(await push(repo, "HEAD:main", 1), /^remote: kxm-hub: fence_record_unreadable: .*kxm-fences\.json is not a fence record \(the entry of lease "repo\/main" is not \{fencingToken, ref\}\)/);
+      expect(await remoteRef(repo)).toBe(before);
+    }
+  });
+
+  it("keeps the floor of a lease named __proto__ like any other", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await install(repo, t.baseUrl, ["refs/heads/*=*"]);
+    const alpha = await t.register("alpha", PROJECT);
+    for (let i = 0; i < 2; i++) await release(t, alpha, "__proto__", await acquire(t, alpha, "__proto__"));
+    expect(await acquire(t, alpha, "__proto__")).toBe(3);
+    await commit(repo, "token 3");
+    expect((await push(repo, "HEAD:refs/heads/__proto__", 3, "__proto__")).code).toBe(0);
+    const entries = Object.entries(records(repo).projects[PROJECT]!);
+    expect(entries).toEqual([["__proto__", { fencingToken: 3, ref: "refs/heads/__proto__" }]]);
+  });
+
+  it("refuses a hub URL with a user name or password, at --install and in the hook, and never shows it", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    const url = new URL(t.baseUrl);
+    url.username = "kxm";
+    url.password = "s3cret-proxy-pass";
+    const installed = await runCli(["guard", "git", "--install", repo.bare, "--url", url.href, "--project", PROJECT, "--protect", "refs/heads/*=repo/*"], {
+      env: { HOME: repo.env.HOME!, XDG_CONFIG_HOME: repo.env.XDG_CONFIG_HOME!, GIT_CONFIG_NOSYSTEM: "1" },
+    });
+    expect(installed.code).toBe(2);
+    expect(installed.stderr).toMatch(/--url carries a user name or password/);
+    expect(installed.stderr).not.toContain("s3cret-proxy-pass");
+
+    await install(repo, t.baseUrl, ["refs/heads/*=repo/*"]);
+    await ok(repo, ["--git-dir", repo.bare, "config", "kxm.url", url.href], repo.bare);
+    await commit(repo, "any push");
+    const r = await push(repo, "HEAD:main", 1);
+    expectRefused(r, /^remote: kxm-hub: guard_misconfigured: kxm\.url carries a user name or password/);
+    expect(r.stderr).not.toContain("s3cret-proxy-pass");
   });
 });
 
@@ -377,6 +534,14 @@ describe("kxm.protect rules", () => {
     ["refs/*/*=x", "the ref pattern may hold one * at most"],
     ["refs/heads/*=a/*/*", "the lease pattern may hold one * at most"],
     ["refs/heads/main=repo/*", "the lease pattern has a * but the ref pattern has none"],
+    // Patterns no ref name can match (git check-ref-format) would protect nothing, silently.
+    ["refs/heads/release-[0-9]*=release", "no ref name can match the ref pattern"],
+    ["refs/heads/ma?n=main", "no ref name can match the ref pattern"],
+    ["refs/heads/release/=release", "no ref name can match the ref pattern"],
+    ["refs/heads/a b=x", "no ref name can match the ref pattern"],
+    ["refs/heads/a..b=x", "no ref name can match the ref pattern"],
+    ["refs/heads/x.lock=x", "no ref name can match the ref pattern"],
+    ["refs/heads/.hidden/*=x/*", "no ref name can match the ref pattern"],
   ])("refuses %s", (raw, message) => {
     expect(() => parseRule(raw)).toThrow(message);
   });

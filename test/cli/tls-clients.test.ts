@@ -136,7 +136,7 @@ describe("over mutual TLS (KXM_TLS_CLIENT_CERT, KXM_TLS_CLIENT_KEY)", () => {
 
       // The command checks its token (a nested kxm-hub, the variables inherited) and pushes; the
       // hook checks it again over mutual TLS with the files git config names.
-      const command = `"$KXM_NODE" "$KXM_BIN" lease check repo/main "$KXM_FENCING_TOKEN" && git push --quiet -o "kxm-fence=$KXM_FENCING_TOKEN" origin HEAD:main`;
+      const command = `"$KXM_NODE" "$KXM_BIN" lease check repo/main "$KXM_FENCING_TOKEN" && git push --quiet -o "kxm-fence=$KXM_FENCE" origin HEAD:main`;
       const held = await runCli(["lease", "run", "repo/main", "--ttl", "30s", "--", "sh", "-c", command], {
         cwd: r.clone,
         env: { ...r.env, ...agentEnv(mtlsHub, "pusher", { client: true }), KXM_NODE: process.execPath, KXM_BIN: bin },
