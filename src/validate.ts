@@ -92,4 +92,9 @@ export function projectName(label: string, value: string | undefined): string {
   return v;
 }
 
-export const runtimeIdPattern = /^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$/;
+/** An opaque id of run facts (a run, its project, a runtime): `prefix_` and 6..128 more characters, 144 at most. */
+export const opaqueIdPattern = /^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$/;
+/** The longest opaque id (the pattern alone allows one more). */
+export const maxOpaqueIdChars = 144;
+/** Whether `id` is an opaque id. */
+export const isOpaqueId = (id: string): boolean => id.length <= maxOpaqueIdChars && opaqueIdPattern.test(id);

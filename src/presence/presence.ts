@@ -8,7 +8,7 @@ import { decideDropWaiters, decideInstanceEnds } from "../lease/rules.js";
 import type { AgentStore } from "../store/agent-store.js";
 import type { ChangeFeed, ChangeRead, StreamChange } from "../store/change-feed.js";
 import type { HeldResource } from "../store/lease-store.js";
-import { optionalString, projectName, requireString, runtimeIdPattern } from "../validate.js";
+import { isOpaqueId, optionalString, projectName, requireString } from "../validate.js";
 import type { AgentRow, LeaseView, RuntimeRow } from "../domain.js";
 
 export type PresenceState = "online" | "stale" | "offline";
@@ -309,7 +309,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
     async reportRuntime(input: { project: string; runtimeId: string; host?: string }) {
       const project = projectName("project", input.project);
       const runtimeId = (input.runtimeId ?? "").trim();
-      if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
+      if (!isOpaqueId(runtimeId)) throw errors.invalidRuntimeId();
       const host = optionalString("host", input.host, 64);
       const { row, first, nowMs } = await store.agents.decideRuntime(project, runtimeId, (cur, nowMs) => {
         const row: RuntimeRow = {

@@ -4,7 +4,7 @@
  * or undefined for a valid event. Objects are closed: a property the schema does not name is a
  * violation. Pure; no I/O.
  */
-import { hasNul } from "../validate.js";
+import { hasNul, maxOpaqueIdChars, opaqueIdPattern } from "../validate.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 type Obj = { [key: string]: Json };
@@ -94,9 +94,6 @@ const identifierRe = /^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$/;
 const identifier: Check = (v, p) => {
   if (typeof v !== "string" || v.length > 64 || !identifierRe.test(v)) fail(p, "must be an identifier");
 };
-export const opaqueIdPattern = /^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$/;
-/** The longest opaque id (the pattern alone allows one more). */
-export const maxOpaqueIdChars = 144;
 const opaqueId = pattern(opaqueIdPattern, "an opaque id", maxOpaqueIdChars);
 const sha256 = pattern(/^sha256:[a-f0-9]{64}$/, "sha256:<64 hex>");
 const timestamp = pattern(/^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?Z$/, "a UTC timestamp");

@@ -3,9 +3,8 @@ import type { Clock } from "../clock.js";
 import { errors } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncStore } from "../store/sync-store.js";
-import { idOf, projectName, runtimeIdPattern } from "../validate.js";
+import { idOf, isOpaqueId, maxOpaqueIdChars, opaqueIdPattern, projectName } from "../validate.js";
 import { createPreparePool, type PreparePool } from "./prepare-pool.js";
-import { maxOpaqueIdChars, opaqueIdPattern } from "./schema.js";
 import type { SyncRunView } from "../domain.js";
 
 export { contentHash } from "./prepare.js";
@@ -117,7 +116,7 @@ export function createSync({ store, clock, observer, prepare = createPreparePool
     async push(hubProject: string, input: { runtimeId: string; events: unknown[] | undefined }) {
       const project = projectName("project", hubProject);
       const runtimeId = input.runtimeId.trim();
-      if (runtimeId.length > 144 || !runtimeIdPattern.test(runtimeId)) throw errors.invalidRuntimeId();
+      if (!isOpaqueId(runtimeId)) throw errors.invalidRuntimeId();
       if (!Array.isArray(input.events)) throw errors.invalidSyncBatch();
       if (input.events.length > maxSyncBatch) throw errors.syncBatchTooLarge(maxSyncBatch);
       const receivedAtMs = clock.now();
