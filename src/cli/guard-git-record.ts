@@ -136,6 +136,13 @@ function write(file: string, record: FenceRecord): void {
       fs.closeSync(fd);
     }
     fs.renameSync(temp, file);
+    // The rename is durable once the directory is: a crash must not bring back the older floor.
+    const dir = fs.openSync(path.dirname(file), "r");
+    try {
+      fs.fsyncSync(dir);
+    } finally {
+      fs.closeSync(dir);
+    }
   } catch (e) {
     fs.rmSync(temp, { force: true });
     throw new RecordError("fence_record_unreadable", `cannot write ${file}: ${(e as Error).message}`);

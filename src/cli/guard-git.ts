@@ -109,10 +109,11 @@ function parseUpdates(text: string): RefUpdate[] {
     });
 }
 
+/** The hook's stdin as text, decoded whole: a character split between two reads stays one. */
 async function readStdin(): Promise<string> {
-  let text = "";
-  for await (const chunk of process.stdin) text += (chunk as Buffer).toString();
-  return text;
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
 }
 
 /** The values of the push option `kxm-fence`, from GIT_PUSH_OPTION_COUNT and GIT_PUSH_OPTION_<n>. */
