@@ -32,7 +32,10 @@ import { createObserveInterceptor } from "./server/interceptors/observe.js";
 import { createInProcessCaller } from "./wire/in-process.js";
 import type { WireSwitch } from "./wire/adapter.js";
 import { createShutdownSignal } from "./server/shutdown-signal.js";
-import { createDualServer } from "./http/listen.js";
+import { createDualServer, remoteAddressOf } from "./http/listen.js";
+import { ruleHeadersOf } from "./http/body.js";
+import { HeaderBag } from "./http/header-bag.js";
+import type { NodeRequest } from "./http/types.js";
 import { loadTlsMaterial, secureContextOptions, tlsFilesOf, tlsServerOptions, watchTlsFiles } from "./http/tls.js";
 import { routes, servedServices } from "./server/routes.js";
 import { createWatchHandlers } from "./server/watch-handlers.js";
@@ -190,8 +193,17 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     createStreamRequestInterceptor(config.maxBodyBytes),
     createAuthInterceptor(authDeps),
   ];
+  const authorize = createAuthorize(authDeps);
   /** The same rules as plain calls, for unary calls made in-process (server/unary-rules.ts). */
-  const unaryRules = createUnaryRules({ observer, maxBodyBytes: config.maxBodyBytes, authorize: createAuthorize(authDeps) });
+  const unaryRules = createUnaryRules({ observer, maxBodyBytes: config.maxBodyBytes, authorize });
+  /** `/metrics` is an admin-only call: its rule, budget and refusal alerts; answers its rate-limit headers. */
+  const metricsAdmin = async (req: NodeRequest): Promise<Record<string, string>> => {
+    const rate = new HeaderBag();
+    await authorize({ methodKey: "/metrics", rule: { kind: "adminConfigured" }, header: ruleHeadersOf(req), remote: remoteAddressOf(req), message: undefined, extraHeaders: rate });
+    const out: Record<string, string> = {};
+    rate.forEach((v, k) => (out[k] = v));
+    return out;
+  };
   /**
    * Connect's cap on every request message it reads, after decompression and without a declared
    * length too (streams over HTTP/2); its refusal is answered as payload_too_large.
@@ -228,6 +240,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const mcp = createMcpFace({
     call: inProcess,
     authenticate: authenticator.authenticate,
+    refusals,
     corsOrigins: config.corsOrigins,
     limiter,
     clock,
@@ -249,7 +262,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     corsOrigins: config.corsOrigins,
     openLoopback: isLoopback(config.host) && config.authToken === undefined,
     observer,
-    ops: createOpsRoutes({ store, metrics, authenticator }),
+    ops: createOpsRoutes({ store, metrics, admin: metricsAdmin }),
     ...(page && { page }),
     mcp: mcp.handle,
     rest,

@@ -1,5 +1,5 @@
 import type { Clock } from "../clock.js";
-import { errors } from "../errors.js";
+import { errors, HubError, type HubCode } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { TokenStore } from "../store/token-store.js";
 import { intInRange, projectName } from "../validate.js";
@@ -101,6 +101,9 @@ export function createAudit({ store, clock, observer }: AuditDeps) {
 
 export type Audit = ReturnType<typeof createAudit>;
 
+/** The refusals that say a caller failed to prove who it is. */
+const authRefusalCodes = new Set<HubCode>(["invalid_auth", "invalid_agent_identity", "token_scope_insufficient"]);
+
 /**
  * Watches refused authentications per remote address: when one address is refused `threshold`
  * times within a minute (hub clock), one `auth_refusals` alert is stored for that minute. The
@@ -109,6 +112,10 @@ export type Audit = ReturnType<typeof createAudit>;
 export function createRefusalMonitor({ audit, clock, threshold = 20, maxTracked = 10_000 }: { audit: Audit; clock: Clock; threshold?: number; maxTracked?: number }) {
   const windows = new Map<string, { startMs: number; count: number; alerted: boolean }>();
   return {
+    /** A call from `remoteAddress` ended with `error`: counted when it is a refused authentication. */
+    refusedWith(remoteAddress: string, error: unknown): void {
+      if (error instanceof HubError && authRefusalCodes.has(error.code)) this.refused(remoteAddress, error.code);
+    },
     refused(remoteAddress: string, code: string): void {
       const nowMs = clock.now();
       let w = windows.get(remoteAddress);

@@ -109,9 +109,13 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
     const { grant: token } = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
-    await presence.recordActivity(agent.id, agent.keyHash, agent);
-    return { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash, ...(token && { token }) };
+    const caller: Caller = { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash, ...(token && { token }) };
+    seen.set(caller, agent);
+    return caller;
   }
+
+  /** The agent row each agent caller was authenticated on, for `admitted`. */
+  const seen = new WeakMap<Caller, AgentRow>();
 
   return {
     /**
@@ -159,8 +163,16 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       }
     },
 
-    /** The /metrics check: the admin token, or open on a loopback hub without one. */
-    isAdmin,
+    /**
+     * A call of `caller` the rate limit admitted: an agent's is its activity (online, last seen),
+     * recorded for the instance it was authenticated as. Throws invalid_agent_identity when its key
+     * changed since (unregistered, evicted, taken over). A call refused before this (its budget
+     * spent) changes nothing.
+     */
+    async admitted(caller: Caller): Promise<void> {
+      if (caller.kind !== "agent") return;
+      await presence.recordActivity(caller.agentId, caller.keyHash, seen.get(caller));
+    },
 
     /** Whether the managed token `id` is still live (not revoked, not expired) as committed so far. */
     async tokenLive(id: string): Promise<boolean> {

@@ -3,6 +3,7 @@ import { create, fromJson, type JsonObject, type Message } from "@bufbuild/proto
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import { ProtocolError, ProtocolErrorCode, Server, type Tool } from "@modelcontextprotocol/server";
 import type { Authenticator } from "../auth/authenticate.js";
+import type { RefusalMonitor } from "../auth/audit.js";
 import { authRules } from "../auth/rules.js";
 import type { Clock } from "../clock.js";
 import { errorTable, HubError, type HubCode } from "../errors.js";
@@ -32,6 +33,8 @@ export interface McpCallDeps {
   call: InProcessCaller;
   /** The auth rules' check, for a caller that names no agent (register binds it later, or it only lists). */
   authenticate: Authenticator["authenticate"];
+  /** Told of its refused authentications, as every face's are (bursts become audit alerts). */
+  refusals?: Pick<RefusalMonitor, "refusedWith">;
   clock: Clock;
   observer: FaceObserver;
   version: string;
@@ -322,6 +325,7 @@ export function createMcpCalls(deps: McpCallDeps) {
       return {};
     } catch (e) {
       if (!(e instanceof HubError)) throw e;
+      deps.refusals?.refusedWith(c.remote, e);
       noteOutcome(call, e);
       return { error: restErrorFromHub(e, requestId) };
     } finally {

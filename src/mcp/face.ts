@@ -1,5 +1,6 @@
 import { isInitializeRequest, isLegacyRequest, ProtocolErrorCode } from "@modelcontextprotocol/server";
 import type { Authenticator } from "../auth/authenticate.js";
+import type { RefusalMonitor } from "../auth/audit.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import type { Clock } from "../clock.js";
 import type { FaceObserver } from "../observe.js";
@@ -19,6 +20,8 @@ export interface McpFaceDeps {
   call: InProcessCaller;
   /** The auth rules' check, for a caller that names no agent yet (register binds it later, or it only lists). */
   authenticate: Authenticator["authenticate"];
+  /** Told of its refused authentications, as every face's are (bursts become audit alerts). */
+  refusals?: Pick<RefusalMonitor, "refusedWith">;
   limiter: RateLimiter;
   clock: Clock;
   observer: FaceObserver;

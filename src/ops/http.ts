@@ -1,5 +1,3 @@
-import type { Authenticator } from "../auth/authenticate.js";
-import { errors } from "../errors.js";
 import type { HubStore } from "../store/store.js";
 import type { Metrics } from "./metrics.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
@@ -17,10 +15,15 @@ function json(res: Res, status: number, body: unknown) {
 
 /**
  * `/health`, `/ready` (never rate limited, no auth), `/metrics` (admin) and `/favicon.ico`.
- * Answers and returns true when the path is one of them; throws invalid_auth for a non-admin
- * `/metrics`.
+ * Answers and returns true when the path is one of them. `/metrics` is authorized as an admin-only
+ * call (`admin`: the same rule, budget and refusal alerts as every call), which throws the
+ * refusal and answers the rate-limit headers to write.
  */
-export function createOpsRoutes(deps: { store: Pick<HubStore, "storage" | "ready" | "agents">; metrics: Metrics; authenticator: Authenticator }) {
+export function createOpsRoutes(deps: {
+  store: Pick<HubStore, "storage" | "ready" | "agents">;
+  metrics: Metrics;
+  admin: (req: Req) => Promise<Record<string, string>>;
+}) {
   return async function handleOps(req: Req, res: Res, pathname: string): Promise<boolean> {
     if (pathname === "/favicon.ico" && (req.method === "GET" || req.method === "HEAD")) {
       // Browsers ask for it on every visit to any page of the hub (the operator page, /metrics):
@@ -41,10 +44,9 @@ export function createOpsRoutes(deps: { store: Pick<HubStore, "storage" | "ready
       return true;
     }
     if (pathname === "/metrics") {
-      const authorization = typeof req.headers.authorization === "string" ? req.headers.authorization : null;
-      if (!deps.authenticator.isAdmin({ authorization, agentId: null, agentKey: null })) throw errors.invalidAuth();
+      const rateHeaders = await deps.admin(req);
       const body = await deps.metrics.render();
-      res.writeHead(200, { "content-type": deps.metrics.contentType, "cache-control": "no-store" });
+      res.writeHead(200, { ...rateHeaders, "content-type": deps.metrics.contentType, "cache-control": "no-store" });
       res.end(body);
       return true;
     }

@@ -126,6 +126,26 @@ describe("the audit trail", () => {
     await eventually(async () => (await audit(t)).events.length === 2, "a second alert, the next minute");
   });
 
+  it("counts refused admin tokens at /metrics and refused project tokens at an MCP initialize toward the alert, as on every other face", async () => {
+    const t = await hub({ config: { projectTokens: { p: "tok-p" } } });
+    for (let i = 0; i < 20; i++) expect((await t.rest("/metrics", { headers: { authorization: `Bearer guess-${i}` } })).status).toBe(401);
+    await eventually(async () => (await audit(t)).events.length === 1, "the /metrics burst's alert");
+    expect((await audit(t)).events[0]).toMatchObject({ kind: "auth_refusals", detail: { refusals: "20", lastCode: "invalid_auth" } });
+
+    t.clock.advance(60_000);
+    const initialize = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "probe", version: "0" } } };
+    for (let i = 0; i < 20; i++) {
+      const res = await fetch(`${t.baseUrl}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "x-kxm-project": "p", authorization: `Bearer guess-${i}` },
+        body: JSON.stringify(initialize),
+      });
+      expect(res.status).toBe(401);
+      await res.text();
+    }
+    await eventually(async () => (await audit(t)).events.length === 2, "the MCP burst's alert, the next minute");
+  });
+
   it("bounds the alerts a project's flood can store, and says how many it dropped", async () => {
     const t = await hub();
     const push = (project: string) =>

@@ -69,6 +69,30 @@ describe("auth improvements (decisions D38-D41)", () => {
       expect((await t.rest("/v1/agents", { headers: a.headers })).status).toBe(200);
     });
 
+    it("leaves an agent as it was when its call is refused for its budget: a refused call is no activity", async () => {
+      await using t = await startTestHub({ config: { rateLimit: { windowMs: 600_000, maxRequests: 2 } } });
+      const a = await t.register("alpha");
+      for (let i = 0; i < 2; i++) expect((await t.rest("/v1/agents", { headers: a.headers })).status).toBe(200);
+      t.clock.advance(31_000); // past its stale-after: the sweep takes it offline
+      await t.hub.sweepNow();
+      const before = await t.hub.store.agents.getAgent(a.id);
+      expect(before?.online).toBe(false);
+      t.clock.advance(1_000);
+      const res = await t.rest("/v1/agents", { headers: a.headers });
+      expect(res.status).toBe(429);
+      expect(await t.hub.store.agents.getAgent(a.id)).toEqual(before);
+    });
+
+    it("charges /metrics to the budget of its caller, refused admin tokens to the address", async () => {
+      await using t = await startTestHub({ config: { authToken: "tok-admin", rateLimit: { windowMs: 600_000, maxRequests: 3 } } });
+      const statuses: number[] = [];
+      for (let i = 0; i < 5; i++) statuses.push((await t.rest("/metrics", { headers: { authorization: `Bearer guess-${i}` } })).status);
+      expect(statuses).toEqual([401, 401, 401, 429, 429]);
+      const ok = await t.rest("/metrics", { headers: { authorization: "Bearer tok-admin" } });
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get("x-ratelimit-limit")).toBe("3");
+    });
+
     it("does not let a forged agent id spend another agent's budget", async () => {
       await using t = await startTestHub({ config: { rateLimit: { windowMs: 60_000, maxRequests: 5 } } });
       const a = await t.register("alpha");

@@ -5,7 +5,7 @@ import { rateKey, type RateLimiter } from "../../auth/rate-limit.js";
 import { authRules, type AuthRule } from "../../auth/rules.js";
 import type { Caller } from "../../caller.js";
 import type { Clock } from "../../clock.js";
-import { errors, HubError, type HubCode } from "../../errors.js";
+import { errors } from "../../errors.js";
 import type { RefusalMonitor } from "../../auth/audit.js";
 import { sha256Hex } from "../../ids.js";
 import { rateHeaders } from "../../http/rate-headers.js";
@@ -13,9 +13,6 @@ import { kCaller, kRemoteAddress, kResponseHeaders } from "../../http/context.js
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
 import { framesWhileTokenLives } from "../token-guard.js";
-
-/** The refusals that say a caller failed to prove who it is. */
-const authRefusals = new Set<HubCode>(["invalid_auth", "invalid_agent_identity", "token_scope_insufficient"]);
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
@@ -33,6 +30,8 @@ export interface AuthInterceptorDeps {
 export interface AuthInput {
   /** `<service type name>/<method name>`: the key of its rule. */
   methodKey: string;
+  /** The rule, for a request that is no RPC (`/metrics`); else the method's (auth/rules.ts). */
+  rule?: AuthRule;
   header: HeaderView;
   remote: string;
   /** The request message, whose fields a rule may name (undefined: a stream that reads as it goes). */
@@ -44,11 +43,14 @@ export interface AuthInput {
 /**
  * The auth rule of every call: authenticates it by the method's rule (auth/rules.ts), then
  * charges the request budget of the authenticated identity; a request that fails authentication
- * is charged to its remote address. Resolves with the caller, or rejects with the refusal.
+ * is charged to its remote address, and told to the refusal monitor. Only a call the budget
+ * admits is an agent's activity (a refused call changes nothing). Resolves with the caller, or
+ * rejects with the refusal.
  */
 export function createAuthorize({ authenticator, limiter, clock, extraRules, refusals }: Omit<AuthInterceptorDeps, "endedTokens">) {
-  return async function authorize({ methodKey, header, remote, message, extraHeaders }: AuthInput): Promise<Caller> {
-    const rule = authRules[methodKey] ?? extraRules?.[methodKey];
+  const refused = (e: unknown, remote: string) => refusals?.refusedWith(remote, e);
+  return async function authorize({ methodKey, rule: given, header, remote, message, extraHeaders }: AuthInput): Promise<Caller> {
+    const rule = given ?? authRules[methodKey] ?? extraRules?.[methodKey];
     if (!rule) throw errors.internal(new Error(`no auth rule for ${methodKey}`));
     const creds: Credentials = {
       authorization: header.get("authorization"),
@@ -59,7 +61,7 @@ export function createAuthorize({ authenticator, limiter, clock, extraRules, ref
     try {
       caller = await authenticator.authenticate(rule, creds, (f) => message?.[f]);
     } catch (e) {
-      if (e instanceof HubError && authRefusals.has(e.code)) refusals?.refused(remote, e.code);
+      refused(e, remote);
       const verdict = limiter.take(rateKey(undefined, remote), clock.now());
       rateHeaders(verdict, extraHeaders);
       if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
@@ -77,6 +79,12 @@ export function createAuthorize({ authenticator, limiter, clock, extraRules, ref
     const verdict = limiter.take(rateKey(identity, remote), clock.now());
     rateHeaders(verdict, extraHeaders);
     if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
+    try {
+      await authenticator.admitted(caller);
+    } catch (e) {
+      refused(e, remote);
+      throw e;
+    }
     return caller;
   };
 }
