@@ -87,7 +87,11 @@ export function loadTlsMaterial(files: TlsFiles): TlsMaterial {
   if (!leaf!.checkPrivateKey(pk)) {
     throw new ConfigError("invalid_config", `KXM_TLS_KEY ${files.key} is not the private key of the certificate in KXM_TLS_CERT ${files.cert}`);
   }
-  if (ca) certificates("KXM_TLS_CLIENT_CA", files.clientCa!, ca);
+  // A bundle of leaves only (a client's own certificate, say) can verify no client: every
+  // handshake would fail, which is the file's fault and is told now.
+  if (ca && !certificates("KXM_TLS_CLIENT_CA", files.clientCa!, ca).some((c) => c.ca)) {
+    throw new ConfigError("invalid_config", `KXM_TLS_CLIENT_CA ${files.clientCa} holds no CA certificate (basicConstraints CA:TRUE) to verify clients with`);
+  }
   try {
     tls.createSecureContext(secureContextOptions({ cert, key, ca }));
   } catch (e) {

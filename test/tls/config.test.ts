@@ -79,6 +79,8 @@ describe("createHub refuses TLS files it cannot serve, before creating the store
     ["an encrypted key", () => [{ tlsCert: certs.server.cert, tlsKey: encryptedKey() }, ["encrypted.key holds no usable PEM private key: it is encrypted"]]],
     ["the key given as the certificate", () => [{ tlsCert: certs.server.key, tlsKey: certs.server.key }, ["holds no PEM certificate"]]],
     ["a client CA that holds no certificate", () => [{ ...pairOf(certs), tlsClientCa: garbage() }, ["KXM_TLS_CLIENT_CA", "holds no PEM certificate"]]],
+    // A client's own certificate given as the CA: a leaf verifies no client, so every handshake would fail.
+    ["a client CA bundle of leaves only", () => [{ ...pairOf(certs), tlsClientCa: certs.client.cert }, ["KXM_TLS_CLIENT_CA", "holds no CA certificate"]]],
     ["a missing client CA", () => [{ ...pairOf(certs), tlsClientCa: path.join(dir, "nope-ca.pem") }, [`cannot read KXM_TLS_CLIENT_CA ${path.join(dir, "nope-ca.pem")}: ENOENT`]]],
   ];
   it.each(cases)("%s", async (_name, given) => {
