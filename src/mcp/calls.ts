@@ -9,7 +9,7 @@ import type { Clock } from "../clock.js";
 import { errorTable, HubError, type HubCode } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
 import { finishCall, kCall, noteOutcome, startCall } from "../http/call-record.js";
-import { kRemoteAddress } from "../http/context.js";
+import { kCharged, kRemoteAddress } from "../http/context.js";
 import type { InProcessCaller, InProcessStream } from "../wire/in-process.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "../transcode/rest-errors.js";
 import { toRestJson } from "../transcode/rest-json.js";
@@ -185,7 +185,8 @@ export function createMcpCalls(deps: McpCallDeps) {
     call.requestId = requestId;
     const h = new Headers(header);
     h.set("x-request-id", requestId);
-    return { requestId, call, header: h, contextValues: createContextValues().set(kRemoteAddress, remote).set(kCall, call) };
+    // The face charged the MCP request's budget (face.ts): its RPCs are not charged again.
+    return { requestId, call, header: h, contextValues: createContextValues().set(kRemoteAddress, remote).set(kCall, call).set(kCharged, true) };
   }
 
   /** One in-process call as the caller (an identity's agent, or a caller registering), reported as an `mcp` call. */

@@ -49,8 +49,8 @@ export interface McpFaceDeps {
  * Either way every tool call is one of the hub's RPCs, made in-process as that agent through the
  * same interceptors as the RPC and REST faces, by the same code (calls.ts). Here: the routing
  * (a session id → its session; initialize → a new session; what the SDK classifies as 2026-07-28
- * → the stateless leg; anything else → 400), the body's size limit, and the limiter's charge for
- * requests that belong to no session or binding.
+ * → the stateless leg; anything else → 400), the body's size limit, and the limiter's charge of
+ * each request (`charged`).
  */
 export function createMcpFace(deps: McpFaceDeps) {
   const calls = createMcpCalls(deps);
@@ -84,6 +84,19 @@ export function createMcpFace(deps: McpFaceDeps) {
     });
   }
 
+  /**
+   * Charges one `/mcp` request to a budget (D40): the agent's its session or binding acts as,
+   * else its address. The RPCs it makes in-process are not charged again (kCharged), so a tool
+   * call costs one request as on the other faces, and a request that makes none (`tools/list`,
+   * `ping`) costs one too. Answers 429 and false when the budget is spent.
+   */
+  function charged(req: Req, res: Res, agentId: string | undefined): boolean {
+    const verdict = deps.limiter.take(rateKey(agentId === undefined ? undefined : { agentId }, remoteAddressOf(req)), deps.clock.now());
+    if (verdict?.retryAfterMs === undefined) return true;
+    rpcError(res, 429, ProtocolErrorCode.InvalidRequest, "rate limited", { code: "rate_limited", retryAfterMs: verdict.retryAfterMs }, { "retry-after": String(Math.ceil(verdict.retryAfterMs / 1_000)) });
+    return false;
+  }
+
   /** Answers one request to `/mcp`. */
   async function handle(req: Req, res: Res): Promise<void> {
     const ac = new AbortController();
@@ -110,17 +123,14 @@ export function createMcpFace(deps: McpFaceDeps) {
     }
     const id = req.headers["mcp-session-id"];
     const s = sessions.find(req);
-    if (s) return sessions.serve(s, req, res, read.body, ac.signal);
+    if (s) {
+      if (!charged(req, res, s.agentId)) return;
+      return sessions.serve(s, req, res, read.body, ac.signal);
+    }
     const initialize = id === undefined && req.method === "POST" && isInitializeRequest(read.body);
     // The SDK's own classifier: a request with the 2026-07-28 envelope (or claiming that version) is the stateless leg's.
     const stateless = id === undefined && !initialize && !(await isLegacyRequest(webRequestOf(req, ac.signal), read.body, { maxRequestBodySize: deps.maxBodyBytes }));
-    // No session or binding of this caller's: whatever it is, it is charged to the caller's address.
-    if (!(stateless && modern.holds(req))) {
-      const verdict = deps.limiter.take(rateKey(undefined, remoteAddressOf(req)), deps.clock.now());
-      if (verdict?.retryAfterMs !== undefined) {
-        return rpcError(res, 429, ProtocolErrorCode.InvalidRequest, "rate limited", { code: "rate_limited", retryAfterMs: verdict.retryAfterMs }, { "retry-after": String(Math.ceil(verdict.retryAfterMs / 1_000)) });
-      }
-    }
+    if (!charged(req, res, stateless ? modern.heldFor(req)?.agentId : undefined)) return;
     if (id !== undefined) return rpcError(res, 404, -32001, "session not found: initialize a new one");
     if (initialize) return sessions.open(req, res, read.body, ac.signal);
     if (stateless) return modern.handle(req, res, read.body, ac);

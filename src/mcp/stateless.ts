@@ -266,11 +266,12 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
   }
 
   /** Whether a request's headers name a binding held now (its requests count as a session's do). */
-  function holds(req: Req): boolean {
+  /** The binding a request's headers resolve to, if this hub keeps one (its agent, if it has one). */
+  function heldFor(req: Req): { agentId?: string } | undefined {
     const project = headerOf(req, "x-kxm-project");
-    if (!project) return false;
+    if (!project) return undefined;
     const authorization = typeof req.headers.authorization === "string" ? req.headers.authorization : undefined;
-    return bindings.has(keyOf(project, authorization, headerOf(req, "x-kxm-agent") ?? ""));
+    return bindings.get(keyOf(project, authorization, headerOf(req, "x-kxm-agent") ?? ""));
   }
 
   /** Opens the watches a listen request names, as `identity`, before the SDK acknowledges it (so every change after the acknowledgement is told). */
@@ -394,7 +395,7 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
 
   return {
     handle,
-    holds,
+    heldFor,
     forgetAgent: (agentId: string) => forgetAgent(agentId),
     expireIdle,
     /** Ends the listen streams (gracefully) once the calls under way are answered; later requests are refused hub_shutting_down. */

@@ -1,6 +1,6 @@
 import type { FaceObserver } from "../observe.js";
 import { kCall } from "../http/call-record.js";
-import { kCaller, kRemoteAddress, kRequestId, kResponseHeaders } from "../http/context.js";
+import { kCaller, kCharged, kRemoteAddress, kRequestId, kResponseHeaders } from "../http/context.js";
 import { noHeaders, type HeaderView } from "../http/header-bag.js";
 import type { UnaryRules } from "../wire/in-process.js";
 import type { Authorize } from "./interceptors/auth.js";
@@ -47,6 +47,7 @@ export function createUnaryRules({ observer, maxBodyBytes, authorize }: UnaryRul
           methodKey: `${method.parent.typeName}/${method.name}`,
           header: input.header,
           remote: values.get(kRemoteAddress),
+          charged: values.get(kCharged),
           message: input.message as unknown as Record<string, unknown>,
           extraHeaders,
         });

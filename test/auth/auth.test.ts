@@ -93,6 +93,34 @@ describe("auth improvements (decisions D38-D41)", () => {
       expect(ok.headers.get("x-ratelimit-limit")).toBe("3");
     });
 
+    it("charges every MCP request once to the agent it acts as, in a 2025-era session and a 2026-07-28 binding alike: a tools/list too, a tool call not twice", async () => {
+      await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" }, rateLimit: { windowMs: 600_000, maxRequests: 4 } } });
+      const base = { "content-type": "application/json", accept: "application/json, text/event-stream", "x-kxm-project": "p", authorization: "Bearer tok-p" };
+      const post = async (headers: Record<string, string>, body: unknown) => {
+        const res = await fetch(`${t.baseUrl}/mcp`, { method: "POST", headers, body: JSON.stringify(body) });
+        return { status: res.status, session: res.headers.get("mcp-session-id"), text: await res.text() };
+      };
+      // 2025 era: initialize (charged to the address: no agent yet), then alpha's session.
+      const init = await post({ ...base, "x-kxm-agent": "alpha" }, { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
+      expect(init.status).toBe(200);
+      const inSession = { ...base, "x-kxm-agent": "alpha", "mcp-session-id": init.session!, "mcp-protocol-version": "2025-06-18" };
+      const session = [];
+      session.push((await post(inSession, { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "whoami", arguments: {} } })).status);
+      for (let i = 0; i < 4; i++) session.push((await post(inSession, { jsonrpc: "2.0", id: 3 + i, method: "tools/list", params: {} })).status);
+      // alpha's budget of 4: the tool call cost one, three lists the rest.
+      expect(session).toEqual([200, 200, 200, 200, 429]);
+
+      // 2026-07-28: beta's binding (made by its first request), then lists on it.
+      const meta = { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": { name: "raw", version: "0" } };
+      const modern = { ...base, "x-kxm-agent": "beta", "mcp-protocol-version": "2026-07-28" };
+      const bound = [];
+      bound.push((await post({ ...modern, "mcp-method": "tools/call", "mcp-name": "whoami" }, { jsonrpc: "2.0", id: 1, method: "tools/call", params: { _meta: meta, name: "whoami", arguments: {} } })).status);
+      for (let i = 0; i < 4; i++) bound.push((await post({ ...modern, "mcp-method": "tools/list" }, { jsonrpc: "2.0", id: 2 + i, method: "tools/list", params: { _meta: meta } })).status);
+      // The first request is the address's (no binding yet; its registration is not charged again); then beta's 4.
+      expect(bound).toEqual([200, 200, 200, 200, 200]);
+      expect((await post({ ...modern, "mcp-method": "tools/list" }, { jsonrpc: "2.0", id: 9, method: "tools/list", params: { _meta: meta } })).status).toBe(429);
+    });
+
     it("does not let a forged agent id spend another agent's budget", async () => {
       await using t = await startTestHub({ config: { rateLimit: { windowMs: 60_000, maxRequests: 5 } } });
       const a = await t.register("alpha");

@@ -9,7 +9,7 @@ import { errors } from "../../errors.js";
 import type { RefusalMonitor } from "../../auth/audit.js";
 import { sha256Hex } from "../../ids.js";
 import { rateHeaders } from "../../http/rate-headers.js";
-import { kCaller, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
+import { kCaller, kCharged, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
 import { framesWhileTokenLives } from "../token-guard.js";
@@ -32,6 +32,8 @@ export interface AuthInput {
   methodKey: string;
   /** The rule, for a request that is no RPC (`/metrics`); else the method's (auth/rules.ts). */
   rule?: AuthRule;
+  /** The face charged the request's budget already (kCharged): authenticate only. */
+  charged?: boolean;
   header: HeaderView;
   remote: string;
   /** The request message, whose fields a rule may name (undefined: a stream that reads as it goes). */
@@ -49,7 +51,7 @@ export interface AuthInput {
  */
 export function createAuthorize({ authenticator, limiter, clock, extraRules, refusals }: Omit<AuthInterceptorDeps, "endedTokens">) {
   const refused = (e: unknown, remote: string) => refusals?.refusedWith(remote, e);
-  return async function authorize({ methodKey, rule: given, header, remote, message, extraHeaders }: AuthInput): Promise<Caller> {
+  return async function authorize({ methodKey, rule: given, charged, header, remote, message, extraHeaders }: AuthInput): Promise<Caller> {
     const rule = given ?? authRules[methodKey] ?? extraRules?.[methodKey];
     if (!rule) throw errors.internal(new Error(`no auth rule for ${methodKey}`));
     const creds: Credentials = {
@@ -62,6 +64,7 @@ export function createAuthorize({ authenticator, limiter, clock, extraRules, ref
       caller = await authenticator.authenticate(rule, creds, (f) => message?.[f]);
     } catch (e) {
       refused(e, remote);
+      if (charged) throw e;
       const verdict = limiter.take(rateKey(undefined, remote), clock.now());
       rateHeaders(verdict, extraHeaders);
       if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
@@ -76,9 +79,11 @@ export function createAuthorize({ authenticator, limiter, clock, extraRules, ref
         : proven && creds.authorization
           ? { token: sha256Hex(creds.authorization) }
           : undefined;
-    const verdict = limiter.take(rateKey(identity, remote), clock.now());
-    rateHeaders(verdict, extraHeaders);
-    if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
+    if (!charged) {
+      const verdict = limiter.take(rateKey(identity, remote), clock.now());
+      rateHeaders(verdict, extraHeaders);
+      if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
+    }
     try {
       await authenticator.admitted(caller);
     } catch (e) {
@@ -114,6 +119,7 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
       methodKey: `${req.service.typeName}/${req.method.name}`,
       header: req.header,
       remote: req.contextValues.get(kRemoteAddress) ?? "unknown",
+      charged: req.contextValues.get(kCharged),
       message,
       extraHeaders: req.contextValues.get(kResponseHeaders),
     });
