@@ -386,6 +386,8 @@ export const configHelp = flagHelp(flags);
 
 /** True for the problems util.parseArgs reports about the arguments (unknown flag, missing value). */
 export const isArgumentError = (e: unknown) => /^ERR_PARSE_ARGS_/.test((e as { code?: string }).code ?? "");
+/** A parseArgs error's message as the one line a refusal is (node:util writes some on several). */
+export const argumentMessage = (e: unknown) => (e as Error).message.replace(/\s*\n\s*/g, " ");
 
 /** Reads the configuration from CLI arguments and the environment; throws ConfigError. */
 export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
@@ -397,7 +399,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): HubConfig {
       strict: true,
     }));
   } catch (e) {
-    if (isArgumentError(e)) throw new ConfigError("invalid_config", (e as Error).message);
+    if (isArgumentError(e)) throw new ConfigError("invalid_config", argumentMessage(e));
     throw e;
   }
   const get = (flag: keyof typeof flags): string | undefined => {

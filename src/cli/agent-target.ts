@@ -1,7 +1,7 @@
 import { parseArgs } from "node:util";
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { connect, HubError, type Session } from "../../clients/ts/src/index.js";
-import { isArgumentError, type FlagDoc } from "../config.js";
+import { argumentMessage, isArgumentError, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import type { HubTarget } from "./hub-client.js";
 import { hubTls, libraryTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
@@ -51,9 +51,19 @@ export function parseFlags<O extends NonNullable<Parameters<typeof parseArgs>[0]
   try {
     return parseArgs({ args, options: { ...options, help: { type: "boolean", short: "h" } }, allowPositionals: true, strict: true });
   } catch (e) {
-    if (isArgumentError(e)) throw usageError((e as Error).message);
+    if (isArgumentError(e)) throw usageError(argumentMessage(e));
     throw e;
   }
+}
+
+/**
+ * Refuses (usage_error) a hub URL that carries a user name or password: the commands never send
+ * one (the hub's credential is --token), and fetch would refuse it with the whole URL, password
+ * included, in its message.
+ */
+export function withoutCredentials(url: URL, flag: string): URL {
+  if (url.username !== "" || url.password !== "") throw usageError(`${flag} carries a user name or password, which is never sent: give the hub's token as --token (KXM_TOKEN) instead`);
+  return url;
 }
 
 /** parseArgs options for the agent flags, each a string. */
@@ -87,6 +97,7 @@ export function agentTarget(values: Record<string, unknown>, needAgent: boolean)
     throw usageError(`--url (KXM_URL) must be a URL such as ${defaultHubUrl}, got ${JSON.stringify(given.url)}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError("--url (KXM_URL) must start with http:// or https://");
+  withoutCredentials(url, "--url (KXM_URL)");
   return { url, token: given.token, project: given.project!, agent: given.agent, tls: hubTls(given) };
 }
 

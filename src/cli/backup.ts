@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { systemClock } from "../clock.js";
-import { ConfigError, defaultConfig, flagHelp, isArgumentError, postgresUrl, redactedDatabaseUrl, type FlagDoc } from "../config.js";
+import { argumentMessage, ConfigError, defaultConfig, flagHelp, isArgumentError, postgresUrl, redactedDatabaseUrl, type FlagDoc } from "../config.js";
 import { backupTo, manifestPathOf, maxFenceMargin, restoreFrom } from "../store/sqlite/backup.js";
 import { PostgresStore } from "../store/postgres/postgres-store.js";
 import { hubVersion } from "./version.js";
@@ -94,7 +94,7 @@ function parse(argv: string[], table: Record<string, FlagDoc>, help: string): Re
       strict: true,
     }));
   } catch (e) {
-    if (isArgumentError(e)) throw new ConfigError("invalid_config", (e as Error).message);
+    if (isArgumentError(e)) throw new ConfigError("invalid_config", argumentMessage(e));
     throw e;
   }
   if (values.help) {
@@ -173,7 +173,10 @@ export async function raiseFenceCommand(argv: string[]): Promise<void> {
   const margin = fenceMargin(flags["bump-fence"]);
   const store = await PostgresStore.open({ url, poolSize: 2 });
   try {
-    const r = await store.raiseFence(margin);
+    const r = await store.raiseFence(margin).catch((e: unknown) => {
+      // A token so high that the margin above it would pass 2^53: no margin is applied.
+      throw e instanceof RangeError ? new ConfigError("invalid_config", e.message) : e;
+    });
     process.stdout.write(
       `raised the fence of ${redactedDatabaseUrl(url)} by ${margin}: ${r.resources} resources (highest token before ` +
         `${r.highestTokenBefore}, unleased resources start above ${r.fenceBase}); ${r.leasesReleased} leases released; ` +

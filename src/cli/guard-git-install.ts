@@ -67,10 +67,8 @@ export async function guardGitInstall(argv: string[]): Promise<void> {
       throw e;
     }
   }
+  // A --url with a user name or password is refused here (agentTarget), as for every command.
   const target = agentTarget(values, false);
-  if (target.url.username !== "" || target.url.password !== "") {
-    throw usageError("--url carries a user name or password, which the hook would never send and would show to every pusher: give the hub's token as --token instead");
-  }
 
   const gitDir = gitDirOf(path.resolve(values.install as string));
   const hook = writeHook(hooksDirOf(gitDir));

@@ -13,7 +13,7 @@ import {
   type RequestId,
 } from "@modelcontextprotocol/client";
 import { StdioServerTransport } from "@modelcontextprotocol/server/stdio";
-import { flagHelp, isArgumentError, type FlagDoc } from "../config.js";
+import { argumentMessage, flagHelp, isArgumentError, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { hubTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
 import { hubFetch } from "./tls-fetch.js";
@@ -346,7 +346,7 @@ export async function mcpCommand(argv: string[]): Promise<void> {
       strict: true,
     }));
   } catch (e) {
-    if (isArgumentError(e)) throw usageError((e as Error).message);
+    if (isArgumentError(e)) throw usageError(argumentMessage(e));
     throw e;
   }
   if (values.help) {

@@ -4,6 +4,16 @@
  * operator's clock may differ, so nothing here is computed from the local time.
  */
 
+/**
+ * `text` as it may reach an operator's terminal: every control character but the line feed (an
+ * escape sequence, a carriage return, BEL) and every bidi control is written as `\uXXXX`. Agents
+ * choose their names and their leases' names, and a name holding `ESC]52;...` would otherwise
+ * write the operator's clipboard, `ESC[2J` clear the screen, a carriage return forge a row.
+ */
+export function terminalText(text: string): string {
+  return text.replace(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 export interface LeaseJson {
   project: string;
   name: string;

@@ -1,9 +1,11 @@
 import { parseArgs } from "node:util";
-import { flagHelp, isArgumentError, type FlagDoc } from "../config.js";
+import { argumentMessage, flagHelp, isArgumentError, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { callHub, callTimeoutMs, segment, type HubTarget } from "./hub-client.js";
 import { hubTls, tlsFlags } from "./tls-client.js";
+import { withoutCredentials } from "./agent-target.js";
 import {
+  terminalText,
   auditText,
   createdTokenText,
   evictedText,
@@ -192,7 +194,8 @@ or the project's own token). Prints a summary; --json prints the hub's JSON answ
 ${flagHelp(commonFlags)}
 ${trailer}`;
 
-const write = (text: string) => new Promise<void>((resolve) => process.stdout.write(text, () => resolve()));
+/** Writes to stdout what the hub answered, as terminalText (agents choose the names in it). */
+const write = (text: string) => new Promise<void>((resolve) => process.stdout.write(terminalText(text), () => resolve()));
 
 /** The hub's URL: http or https, else a usage error. */
 function hubUrl(raw: string): URL {
@@ -203,7 +206,7 @@ function hubUrl(raw: string): URL {
     throw usageError(`--url must be a URL such as ${defaultHubUrl}, got ${JSON.stringify(raw)}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError("--url must start with http:// or https://");
-  return url;
+  return withoutCredentials(url, "--url");
 }
 
 /**
@@ -234,7 +237,7 @@ export async function opsCommand(argv: string[]): Promise<void> {
       strict: true,
     }));
   } catch (e) {
-    if (isArgumentError(e)) throw usageError((e as Error).message);
+    if (isArgumentError(e)) throw usageError(argumentMessage(e));
     throw e;
   }
   if (values.help) return write(`${helpOf(sub)}\n`);

@@ -12,6 +12,7 @@ import { ChildHubs } from "../fixtures/child-hub.js";
 import { expectRefusal, runCli } from "../fixtures/cli.js";
 import { clientFor, hubClients, protocols, withHeaders, type HubClients } from "../fixtures/clients.js";
 import { refusalOf } from "../fixtures/rpc.js";
+import { jsonOf, startTestHub } from "../fixtures/hub.js";
 
 /**
  * `kxm-hub backup` / `kxm-hub restore` against real hub processes (docs/operations.md, "Backup and
@@ -201,5 +202,70 @@ describe("backup and restore of a running hub", () => {
     expectRefusal(tooNew, "runtime_schema_newer");
     expectRefusal(noManifest, "backup_corrupt");
     expect(fs.existsSync(path.dirname(target))).toBe(false);
+  });
+});
+
+describe("restore against what a backup must not undo (a review)", () => {
+  it("a backup taken before a project had a token of its own restores with the project still closed to the admin token", async () => {
+    const dir = tempDir();
+    const dataPath = path.join(dir, "kxm.db");
+    const out = path.join(dir, "before-token.db");
+    const ADMIN = "tok-admin-review";
+    const admin = { authorization: `Bearer ${ADMIN}` };
+    const config = { dataPath, authToken: ADMIN };
+    {
+      await using t = await startTestHub({ config });
+      await t.register("worker", "p", ADMIN);
+    }
+    expect((await runCli(["backup", "--data-path", dataPath, "--out", out])).code).toBe(0);
+    let made: { token: { tokenId: string }; secret: string };
+    {
+      await using t = await startTestHub({ config });
+      made = await jsonOf(await t.rest("/v1/ops/projects/p/tokens", { headers: admin, json: { scope: "agent" } }));
+      expect((await t.rest("/v1/agents/register", { headers: admin, json: { name: "intruder", project: "p" } })).status).toBe(401);
+    }
+    const restored = await runCli(["restore", "--from", out, "--data-path", dataPath]);
+    expect(restored.code, restored.stderr).toBe(0);
+    await using t = await startTestHub({ config });
+    const after = await t.rest("/v1/agents/register", { headers: admin, json: { name: "intruder", project: "p" } });
+    expect(after.status, await after.clone().text()).toBe(401);
+    // The token made after the backup is kept, revoked: its secret does not work either.
+    expect((await t.rest("/v1/agents/register", { headers: { authorization: `Bearer ${made.secret}` }, json: { name: "holder", project: "p" } })).status).toBe(401);
+    const audit = await jsonOf(await t.rest("/v1/ops/audit", { headers: admin }));
+    expect(audit.events.find((e: { kind: string }) => e.kind === "restore").detail).toMatchObject({ keptRevoked: "1" });
+  }, 60_000);
+
+  it("refuses a backup that carries a trigger (no kxm-hub schema has one): it could undo the fence raise", async () => {
+    const dir = tempDir();
+    const source = path.join(dir, "source.db");
+    await new SqliteStore({ path: source, synchronous: "full" }).close();
+    const db = new Database(source);
+    db.prepare("INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at) VALUES ('p', 'db', NULL, NULL, 7, 0, 0)").run();
+    db.exec(`CREATE TRIGGER keep_low AFTER UPDATE OF fencing_token ON leases WHEN NEW.fencing_token > OLD.fencing_token + 1
+             BEGIN UPDATE leases SET fencing_token = OLD.fencing_token WHERE project = NEW.project AND name = NEW.name; END`);
+    db.close();
+    const out = path.join(dir, "hostile.db");
+    await backupTo(source, out, { hubVersion: "0", nowMs: 0 });
+    const dataPath = path.join(dir, "target.db");
+    const r = await runCli(["restore", "--from", out, "--data-path", dataPath]);
+    expectRefusal(r, "runtime_schema_shape_invalid");
+    expect(r.stderr).toContain("trigger keep_low");
+    expect(fs.existsSync(dataPath)).toBe(false);
+  });
+
+  it("refuses a backup whose token is so high that no margin fits below 2^53, in one line", async () => {
+    const dir = tempDir();
+    const source = path.join(dir, "source.db");
+    await new SqliteStore({ path: source, synchronous: "full" }).close();
+    const db = new Database(source);
+    db.prepare("INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at) VALUES ('p', 'db', NULL, NULL, ?, 0, 0)").run(Number.MAX_SAFE_INTEGER - 10);
+    db.close();
+    const out = path.join(dir, "big.db");
+    await backupTo(source, out, { hubVersion: "0", nowMs: 0 });
+    expectRefusal(await runCli(["restore", "--from", out, "--data-path", path.join(dir, "target.db")]), "backup_corrupt");
+  });
+
+  it("a flag parseArgs refuses is one invalid_config line", async () => {
+    expectRefusal(await runCli(["restore", "--from", "/nonexistent.db", "--bump-fence", "-5"]), "invalid_config");
   });
 });

@@ -499,7 +499,7 @@ describe("kxm-hub guard git against pushes that go around it", () => {
       env: { HOME: repo.env.HOME!, XDG_CONFIG_HOME: repo.env.XDG_CONFIG_HOME!, GIT_CONFIG_NOSYSTEM: "1" },
     });
     expect(installed.code).toBe(2);
-    expect(installed.stderr).toMatch(/--url carries a user name or password/);
+    expect(installed.stderr).toMatch(/--url.* carries a user name or password/);
     expect(installed.stderr).not.toContain("s3cret-proxy-pass");
 
     await install(repo, t.baseUrl, ["refs/heads/*=repo/*"]);

@@ -151,6 +151,29 @@ describe("kxm-hub ops", () => {
     expect(r.stderr).toContain(message);
   });
 
+  it("writes no control character an agent chose (escape sequences, carriage returns, BEL) to the operator's terminal", async () => {
+    await using t = await startTestHub();
+    const evil = await t.register("evil\u001b[2J\u001b[H\rNAME  HOLDER", "p");
+    const res = await t.rest(`/v1/leases/${encodeURIComponent("db\u001b]52;c;cm0gLXJmIH4K\u0007")}/acquire`, { headers: evil.headers, json: { ttlMs: 60_000 } });
+    expect(res.status).toBe(200);
+    const leases = await runCli(["ops", "leases", "--project", "p", "--url", t.baseUrl]);
+    expect(leases.code, leases.stderr).toBe(0);
+    expect(leases.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    expect(leases.stdout).toContain("db\\u001b]52;c;cm0gLXJmIH4K\\u0007");
+    const evicted = await runCli(["ops", "evict", "--project", "p", evil.id, "--url", t.baseUrl]);
+    expect(evicted.code, evicted.stderr).toBe(0);
+    expect(evicted.stdout).toMatch(/^evicted evil\\u001b\[2J\\u001b\[H\\u000dNAME  HOLDER \(/);
+  });
+
+  it("refuses a --url with a user name or password (exit 2) and never prints it", async () => {
+    for (const args of [["ops", "leases", "--project", "p"], ["agents"]]) {
+      const r = await runCli([...args, "--url", "http://operator:s3cret-proxy-pw@127.0.0.1:9/"], { env: { KXM_PROJECT: "p", KXM_AGENT: "a" } });
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(2);
+      expect(r.stderr).toMatch(/--url.* carries a user name or password/);
+      expect(r.stderr + r.stdout).not.toContain("s3cret-proxy-pw");
+    }
+  });
+
   it("exits 3 when no hub answers at the URL", async () => {
     // A port that was free a moment ago: nothing listens on it.
     const server = net.createServer();

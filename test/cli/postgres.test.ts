@@ -58,7 +58,7 @@ describe("kxm-hub on PostgreSQL", () => {
     expect(r.stderr + r.stdout).not.toContain(password);
   });
 
-  it("a database restored with pg_restore, then raise-fence: no fencing token is handed out twice", async () => {
+  it("a database restored with pg_restore, then raise-fence: no fencing token is handed out twice, no key comes back, no inbox number is used twice", async () => {
     const url = await server.createDatabase();
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-cli-pgdump-"));
     const dump = path.join(dir, "kxm.dump");
@@ -79,12 +79,20 @@ describe("kxm-hub on PostgreSQL", () => {
         agent: { id: string };
         agentKey: string;
       };
-      const headers = { "x-kxm-agent-id": reg.agent.id, "x-kxm-agent-key": reg.agentKey };
+      let headers = { "x-kxm-agent-id": reg.agent.id, "x-kxm-agent-key": reg.agentKey };
+      const beta = (await (await post(hub.url, "/v1/agents/register", {}, { name: "beta", project: "p" })).json()) as { agent: { id: string }; agentKey: string };
+      const betaHeaders = { "x-kxm-agent-id": beta.agent.id, "x-kxm-agent-key": beta.agentKey };
       expect(await tokenOf(await post(hub.url, "/v1/leases/deploy/acquire", headers, { ttlMs: 60_000 }))).toBe(1);
+      expect((await post(hub.url, "/v1/messages", headers, { target: beta.agent.id, content: "m1" })).status).toBe(202);
       tool("pg_dump", ["-Fc", "-d", url, "-f", dump]);
-      // After the backup: token 1 released, token 2 handed out.
+      // After the backup: token 1 released, token 2 handed out; three more messages, read by beta
+      // to cursor 4; alpha evicted (its key refused from then on).
       await post(hub.url, "/v1/leases/deploy/release", headers, { fencingToken: 1 });
       expect(await tokenOf(await post(hub.url, "/v1/leases/deploy/acquire", headers, { ttlMs: 60_000 }))).toBe(2);
+      for (const c of ["m2", "m3", "m4"]) expect((await post(hub.url, "/v1/messages", headers, { target: beta.agent.id, content: c })).status).toBe(202);
+      const read = (await (await fetch(`${hub.url}/v1/inbox?afterCursor=0&limit=100`, { headers: betaHeaders })).json()) as { nextCursor: string | number };
+      expect(Number(read.nextCursor)).toBe(4);
+      expect((await fetch(`${hub.url}/v1/ops/projects/p/agents/${reg.agent.id}`, { method: "DELETE" })).status).toBe(200);
       expect(await hub.stop()).toBe(0);
 
       // backup and restore copy SQLite files; on PostgreSQL they say what to do instead.
@@ -98,6 +106,17 @@ describe("kxm-hub on PostgreSQL", () => {
 
       hub = await serve();
       try {
+        // Every key of the dump is rotated away: alpha's, evicted after the dump, works no more.
+        expect((await post(hub.url, "/v1/leases/deploy/acquire", headers, { ttlMs: 60_000 })).status).toBe(401);
+        const resumed = (await (await post(hub.url, "/v1/agents/register", {}, { name: "alpha", project: "p" })).json()) as { agent: { id: string }; agentKey: string; resumed: boolean };
+        expect([resumed.agent.id, resumed.resumed]).toEqual([reg.agent.id, true]);
+        headers = { "x-kxm-agent-id": resumed.agent.id, "x-kxm-agent-key": resumed.agentKey };
+        // New messages are numbered above every number handed out: beta's cursor 4 does not pass them.
+        const betaAgain = (await (await post(hub.url, "/v1/agents/register", {}, { name: "beta", project: "p" })).json()) as { agentKey: string };
+        const betaNow = { ...betaHeaders, "x-kxm-agent-key": betaAgain.agentKey };
+        for (const c of ["n1", "n2", "n3"]) expect((await post(hub.url, "/v1/messages", headers, { target: beta.agent.id, content: c })).status).toBe(202);
+        const after = (await (await fetch(`${hub.url}/v1/inbox?afterCursor=4&limit=100`, { headers: betaNow })).json()) as { events: { message?: { content?: string } }[] };
+        expect(after.events.map((e) => e.message?.content)).toEqual(["n1", "n2", "n3"]);
         // The restored lease (token 1) is released; the next grant is above every token handed out.
         const again = await post(hub.url, "/v1/leases/deploy/acquire", headers, { ttlMs: 60_000 });
         expect(await tokenOf(again)).toBe(1_002);

@@ -332,6 +332,12 @@ export class PostgresStore implements HubStore {
       );
       await tx.query("UPDATE fence_base SET floor = floor + $1 WHERE id = 1", [margin]);
       await tx.query("UPDATE watch_heads SET head = head + $1", [margin]);
+      // As a SQLite restore (sqlite/backup.ts): inboxes number on from above anything handed out,
+      // so a reader's cursor from after the dump is ahead of the head (cursor_expired), never
+      // passed by new messages; and every agent's instance ends, offline with its key rotated to
+      // one nobody holds, so a key rotated away after the dump (an eviction) does not work again.
+      await tx.query("UPDATE inbox_streams SET next_seq = next_seq + $1", [margin]);
+      await tx.query("UPDATE agents SET online = false, key_hash = encode(sha256(convert_to(gen_random_uuid()::text || clock_timestamp()::text, 'UTF8')), 'hex')");
       await tx.query("DELETE FROM watch_changes");
       await tx.query("DELETE FROM lease_waiters");
       const summary = { resources: bumped.rowCount ?? 0, leasesReleased: held, highestTokenBefore: highest, fenceBase: base + margin };

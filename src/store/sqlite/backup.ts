@@ -161,10 +161,47 @@ export function bumpFence(
     .immediate();
 }
 
+/**
+ * Keeps in the restored copy `db` what the replaced file knew of project tokens (the copy is not
+ * live until the restore's rename): a token revoked there is revoked in the copy, and a token the
+ * backup does not hold (made after it) is added, revoked at `nowMs` unless it already was: its
+ * secret does not work, and its project, closed since it had a token of its own, stays closed
+ * (docs/security.md). Answers how many rows it revoked or added.
+ */
+function keepTokens(db: Database.Database, tokens: Record<string, unknown>[], nowMs: number): number {
+  if (tokens.length === 0) return 0;
+  const columns = new Set((db.prepare("PRAGMA table_info(project_tokens)").all() as { name: string }[]).map((c) => c.name));
+  const revoke = db.prepare("UPDATE project_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
+  let kept = 0;
+  db.transaction(() => {
+    for (const row of tokens) {
+      const revokedAt = typeof row.revoked_at === "number" ? row.revoked_at : nowMs;
+      const known = db.prepare("SELECT 1 FROM project_tokens WHERE id = ?").get(row.id) !== undefined;
+      if (known) {
+        if (typeof row.revoked_at === "number") kept += revoke.run(revokedAt, row.id).changes;
+        continue;
+      }
+      const names = Object.keys(row).filter((k) => columns.has(k));
+      const values = names.map((k) => (k === "revoked_at" ? revokedAt : row[k]));
+      if (!names.includes("revoked_at")) {
+        names.push("revoked_at");
+        values.push(revokedAt);
+      }
+      db.prepare(`INSERT INTO project_tokens (${names.join(", ")}) VALUES (${names.map(() => "?").join(", ")})`).run(...values);
+      kept++;
+    }
+  })();
+  return kept;
+}
+
 /** What a restore keeps of the file it replaces (`targetFacts`). */
 interface TargetFacts {
-  /** Project tokens revoked there: a backup taken before a revocation must not bring a revoked secret back. */
-  revoked: { id: string; revoked_at: number }[];
+  /**
+   * Project tokens there (their rows): one revoked there stays revoked (a backup taken before a
+   * revocation must not bring a revoked secret back), and one the backup does not hold is kept,
+   * revoked, so that a project that had a token of its own stays closed.
+   */
+  tokens: Record<string, unknown>[];
   /** Every resource's token there, and its fence base: what it handed out, maybe after the backup. */
   fences: FenceEntry[];
   fenceBase: number;
@@ -184,7 +221,7 @@ const hasTable = (db: Database.Database, name: string) => db.prepare("SELECT 1 F
  * such store (missing, another layout) has none.
  */
 function targetFacts(dataPath: string): TargetFacts {
-  const none: TargetFacts = { revoked: [], fences: [], fenceBase: 0, heads: [], inboxes: [] };
+  const none: TargetFacts = { tokens: [], fences: [], fenceBase: 0, heads: [], inboxes: [] };
   if (!fs.existsSync(dataPath)) return none;
   let db: Database.Database | undefined;
   try {
@@ -197,7 +234,7 @@ function targetFacts(dataPath: string): TargetFacts {
     db.pragma("wal_checkpoint(TRUNCATE)");
     const { fences, fenceBase } = readFences(db);
     return {
-      revoked: hasTable(db, "project_tokens") ? (db.prepare("SELECT id, revoked_at FROM project_tokens WHERE revoked_at IS NOT NULL").all() as TargetFacts["revoked"]) : [],
+      tokens: hasTable(db, "project_tokens") ? (db.prepare("SELECT * FROM project_tokens").all() as TargetFacts["tokens"]) : [],
       fences,
       fenceBase,
       heads: hasTable(db, "watch_heads") ? (db.prepare("SELECT project, stream, head FROM watch_heads").all() as TargetFacts["heads"]) : [],
@@ -319,6 +356,10 @@ export async function backupTo(
       } catch (e) {
         throw asOpenRefusal(e, dbPath);
       }
+      // The copy holds every digest: it is the operator's alone from its first byte (SQLite
+      // would create it under the umask), and never a file someone else placed there.
+      fs.rmSync(tmp, { force: true });
+      fs.writeFileSync(tmp, "", { mode: 0o600, flag: "wx" });
       await source.backup(tmp, { progress: () => allPages });
     } finally {
       source?.close();
@@ -435,14 +476,9 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
       const before = readFences(db);
       const highest = before.fences.reduce((m, f) => Math.max(m, f.fencingToken), before.fenceBase);
       if (highest + margin > Number.MAX_SAFE_INTEGER) {
-        throw new RangeError(`token ${highest} + margin ${margin} would exceed ${Number.MAX_SAFE_INTEGER}`);
+        throw new BackupError("backup_corrupt", `${from} holds token ${highest}, and a margin of ${margin} above it would pass ${Number.MAX_SAFE_INTEGER}: no token could be handed out safely`);
       }
-      // Revocations made after the backup stay: the copy is not live until the rename below.
-      const revoke = db.prepare("UPDATE project_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL");
-      let keptRevoked = 0;
-      db.transaction(() => {
-        for (const t of target.revoked) keptRevoked += revoke.run(t.revoked_at, t.id).changes;
-      })();
+      const keptRevoked = keepTokens(db, target.tokens, Date.now());
       const bumped = bumpFence(db, margin, { backup: path.basename(from), highestTokenBefore: highest, keptRevoked });
       summary = {
         schemaVersion: version,

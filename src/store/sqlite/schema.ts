@@ -139,5 +139,11 @@ export function openSchema(db: Database.Database): void {
         throw new StoreOpenError("runtime_schema_shape_invalid", `table ${table} must be keyed by (${wanted.join(", ")})`);
       }
     }
+    // The store defines no trigger or view: one in a file (a restored backup) would act on the
+    // hub's own writes, undoing a fence raise or a key rotation unseen.
+    const foreign = db.prepare("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view')").all() as { type: string; name: string }[];
+    if (foreign.length > 0) {
+      throw new StoreOpenError("runtime_schema_shape_invalid", `store holds ${foreign.map((f) => `${f.type} ${f.name}`).join(", ")}, which no kxm-hub schema has`);
+    }
   }).immediate();
 }
