@@ -154,6 +154,9 @@ export function createWatchHandlers(deps: WatchDeps) {
     const revoked = caller.kind === "agent" ? endOnKeyChange(caller, signal) : undefined;
     if (revoked) signal = revoked.signal;
     try {
+      // An instance that ended between this call's authentication and the subscription above
+      // (evicted, taken over, unregistered) is told now: nothing after it would tell the stream.
+      if (caller.kind === "agent") await deps.presence.requireKey(caller);
       yield* servedFrames(project, agent, req, source, frame, signal);
     } finally {
       revoked?.dispose();

@@ -4,6 +4,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { LeaseEventKind, LeaseService, type LeaseEvent, type WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
+import { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
 import type { HubConfig } from "../../src/config.js";
 import { withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
@@ -210,5 +211,40 @@ describe("WatchLeases across a restart", () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("WatchLeases of an agent evicted as its stream opens", () => {
+  it("ends with INVALID_AGENT_IDENTITY when the eviction lands between the stream's authentication and its start", async () => {
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" } } });
+    using s = new StreamScope();
+    const transport = (headers: Record<string, string>) => streamProtocols[1]!.make(t.baseUrl, [withHeaders(headers)]);
+    const watcher = await t.register("watcher", "p", "tok-p");
+    const holder = await t.register("holder", "p", "tok-p");
+    const ops = createClient(OpsService, transport({ authorization: "Bearer tok-p" }));
+    // The eviction lands while the stream's authentication reads the agent (its row as it was).
+    const agents = t.hub.store.agents as { peekCaller: (id: string) => Promise<unknown> };
+    const peek = agents.peekCaller.bind(agents);
+    let armed = true;
+    agents.peekCaller = async (id: string) => {
+      const found = await peek(id);
+      if (armed && id === watcher.id) {
+        armed = false;
+        await ops.evictAgent({ project: "p", agentId: watcher.id });
+      }
+      return found;
+    };
+    const w = s.add((signal) => createClient(LeaseService, transport(watcher.headers)).watchLeases({}, { signal }));
+    const frames: string[] = [];
+    let end = "open";
+    try {
+      frames.push(((await w.next()) as WatchLeasesResponse).event.case ?? "");
+      await createClient(LeaseService, transport(holder.headers)).acquireLease({ name: "after-eviction", ttlMs: 60_000 });
+      const f = (await w.next()) as WatchLeasesResponse;
+      frames.push(`${f.event.case}:${f.event.case === "change" ? f.event.value.lease?.name : ""}`);
+    } catch (e) {
+      end = refusalOf(e).reason;
+    }
+    expect({ end, frames }).toEqual({ end: "INVALID_AGENT_IDENTITY", frames: [] });
   });
 });
