@@ -661,6 +661,36 @@ describe("inbox events wake the other replicas' tails", () => {
     stop();
   });
 
+  it("a tail gives up a look that never answers (a connection gone silent) and looks again; the late answer is ignored", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      let calls = 0;
+      let answerLate!: (rows: unknown[]) => void;
+      const rows = ((): Promise<unknown[]> => {
+        calls++;
+        if (calls === 2) return new Promise((resolve) => (answerLate = resolve));
+        return Promise.resolve([{ xmin: String(100 + calls), r0: [`row ${calls}`] }]);
+      }) as Parameters<typeof createTail>[0];
+      const delivered: unknown[] = [];
+      const tail = createTail(rows, 20, 0, 1_000, 500);
+      const stop = tail.add({ sql: "SELECT '[]'::json", params: [], deliver: (r) => delivered.push(...r) });
+      await vi.advanceTimersByTimeAsync(0); // the first look: where windows start
+      await vi.advanceTimersByTimeAsync(20); // the second: it hangs
+      expect(calls).toBe(2);
+      await vi.advanceTimersByTimeAsync(480);
+      expect(calls).toBe(2); // still waiting for it
+      await vi.advanceTimersByTimeAsync(40); // given up at 500 ms, then the next tick
+      expect(calls).toBe(3);
+      expect(delivered).toEqual(["row 3"]);
+      answerLate([{ xmin: "102", r0: ["late row"] }]);
+      await vi.advanceTimersByTimeAsync(0);
+      expect(delivered).toEqual(["row 3"]);
+      stop();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   /**
    * A tail on the test's timers (every 20 ms while someone listens, else every second) whose looks
    * are counted (`looks()`) and find nothing; `fn` runs with it, the real timers back after.

@@ -135,6 +135,10 @@ export class PostgresStore implements HubStore {
       connectionTimeoutMillis: 5_000,
       pipeline: true,
       application_name: name,
+      // A connection whose peer went silent errors in the end (the kernel's probes), and is let
+      // go, instead of holding what it was asked forever (the tail also gives up a look: tail.ts).
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
     });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});

@@ -35,6 +35,12 @@ export function createTail(
   intervalMs: number,
   minGapMs = 2,
   idleMs = Math.max(intervalMs, 1_000),
+  /**
+   * A look that has not answered by then is given up, and the next tick looks again (on another
+   * connection of the pool): a connection that went silent (a NAT's state dropped, a failover
+   * behind a virtual address) would otherwise hold the loop forever, with no error to end it.
+   */
+  lookTimeoutMs = 10_000,
 ) {
   const readers = new Map<TailReader, () => void>();
   let from: string | undefined;
@@ -44,6 +50,8 @@ export function createTail(
   let looking = false;
   let woken = false;
   let startedAt = Number.NEGATIVE_INFINITY;
+  /** The look whose answer counts: one given up may still answer, and is then ignored. */
+  let generation = 0;
   /** How long until the next look may start, when woken: `minGapMs` after the last one started. */
   const gap = () => Math.max(0, startedAt + minGapMs - performance.now());
   /** Whether some reader's rows are wanted soon. */
@@ -74,14 +82,16 @@ export function createTail(
     };
   }
 
-  async function look(): Promise<void> {
+  async function look(own: number): Promise<void> {
     if (from === undefined) {
       // The first tick only finds where the windows start.
-      from = (await rows<{ xmin: string }>("SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin"))[0]!.xmin;
+      const start = (await rows<{ xmin: string }>("SELECT pg_snapshot_xmin(pg_current_snapshot())::text AS xmin"))[0]!.xmin;
+      if (own === generation) from = start;
       return;
     }
     const { sql, params, groups } = statement();
     const [r] = await rows<Record<string, unknown> & { xmin: string }>(sql, params);
+    if (own !== generation) return;
     groups.forEach((group, i) => {
       const found = r![`r${i}`] as unknown[];
       if (found.length > 0) for (const reader of group) reader.deliver(found);
@@ -98,9 +108,14 @@ export function createTail(
     }
     looking = true;
     startedAt = performance.now();
-    look()
+    const own = ++generation;
+    let giveUp: NodeJS.Timeout | undefined;
+    Promise.race([look(own), new Promise<void>((resolve) => (giveUp = setTimeout(resolve, lookTimeoutMs).unref()))])
       .catch(() => {})
       .finally(() => {
+        clearTimeout(giveUp);
+        // Given up: whatever it still answers is ignored, and the same window is read again.
+        if (own === generation) generation++;
         looking = false;
         if (readers.size === 0) running = false;
         else timer = setTimeout(tick, woken ? gap() : wanted() ? intervalMs : idleMs).unref();
