@@ -28,7 +28,11 @@ export interface WatchOptions<S, E extends { seq: number }> {
   read: (afterSeq: number, limit: number) => Promise<ChangePage<E>>;
   clock: Clock;
   keepAliveMs: number;
-  /** Changes that may arrive faster than the client reads before the stream is cut off. */
+  /**
+   * How far behind what committed the client may stay, for longer than `keepAliveMs`, before the
+   * stream is cut off: a burst larger than this (one sweep of many agents) is read at the client's
+   * pace, and only a client that stays behind is cut off.
+   */
   maxBuffered: number;
   signal: AbortSignal;
   /** Called on every keep-alive (e.g. to record the watcher's activity). */
@@ -65,8 +69,9 @@ export function continuing<E extends { seq: number }>(cursor: number, p: ChangeP
  * A live view: a snapshot (or, resuming, a keep-alive at the client's cursor), then every change
  * after it in order, keep-alives while idle. The store holds every change, so this stream keeps
  * at most a page of what the bus hands over: the next change is taken from there when it
- * continues the stream, else read from the store. A watcher that falls `maxBuffered` changes
- * behind what committed while it was connected gets subscriber_too_slow and its resume cursor.
+ * continues the stream, else read from the store. A watcher that stays more than `maxBuffered`
+ * changes behind what committed while it was connected, for longer than `keepAliveMs` on the hub
+ * clock, gets subscriber_too_slow and its resume cursor.
  */
 export async function* watch<S, E extends { seq: number }>(o: WatchOptions<S, E>): AsyncGenerator<WatchFrame<S, E>> {
   const handed: E[] = [];
@@ -98,11 +103,22 @@ export async function* watch<S, E extends { seq: number }>(o: WatchOptions<S, E>
     // What was stored when the stream opened is the client's to catch up on at its pace; only
     // what commits after that counts against maxBuffered.
     const liveFrom = storedHead;
+    /** Since when the watcher has been more than maxBuffered behind, if it is. */
+    let behindSinceMs: number | undefined;
+    const tooSlow = (): boolean => {
+      if (handedHead - Math.max(cursor, liveFrom) <= o.maxBuffered) {
+        behindSinceMs = undefined;
+        return false;
+      }
+      const nowMs = o.clock.now();
+      behindSinceMs ??= nowMs;
+      return nowMs - behindSinceMs > o.keepAliveMs;
+    };
     while (!o.signal.aborted) {
       const live = takeContiguous(handed, cursor);
       const changes = live.length > 0 ? live : Math.max(handedHead, storedHead) > cursor ? await read(cursor) : [];
       for (const change of changes) {
-        if (handedHead - Math.max(cursor, liveFrom) > o.maxBuffered) throw errors.subscriberTooSlow(cursor);
+        if (tooSlow()) throw errors.subscriberTooSlow(cursor);
         cursor = change.seq;
         yield { kind: "change", change, cursor };
       }

@@ -173,3 +173,22 @@ describe.each(streamProtocols)("WatchPresence over $name", (protocol) => {
     expect(seen.filter((x) => x.agent?.id === a.id)).toHaveLength(200);
   });
 });
+
+describe("WatchPresence and a burst larger than the stream's lag", () => {
+  const watchP = (t: TestHub, s: StreamScope) =>
+    s.add((signal) => createClient(PresenceService, streamProtocols[1]!.make(t.baseUrl, [withHeaders({ authorization: "Bearer tok-p" })])).watchPresence({ project: "p" }, { signal }));
+
+  it("reads every change of one sweep that marks more agents stale than the lag, at the reader's pace", async () => {
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" }, streamMaxLag: 8 } });
+    using s = new StreamScope();
+    for (let i = 0; i < 10; i++) await t.register(`ag${i}`, "p", "tok-p");
+    const w = watchP(t, s);
+    const snap = (await w.next()) as WatchPresenceResponse;
+    expect(snap.event.case).toBe("snapshot");
+    t.clock.jump(30_001);
+    await t.hub.sweepNow();
+    const cursors: bigint[] = [];
+    for (let i = 0; i < 10; i++) cursors.push(((await w.next()) as WatchPresenceResponse).cursor);
+    expect(cursors).toEqual(Array.from({ length: 10 }, (_, i) => snap.cursor + BigInt(i + 1)));
+  });
+});
