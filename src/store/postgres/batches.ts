@@ -11,6 +11,7 @@ export interface ChangeLog {
   numberChanges(locked: LockedHeads, recorded: readonly RecordedChange[]): { changes: StreamChange[]; statements: Statement[] };
   emit(changes: readonly StreamChange[]): void;
   committed(changes: readonly StreamChange[], pid: number | undefined): Promise<boolean>;
+  settleLater(changes: readonly StreamChange[], pid: number | undefined): void;
 }
 
 /**
@@ -223,7 +224,11 @@ export function pgBatches(
             // changes go to this hub's listeners (its tail skips what this hub wrote).
             if (changes.length === 0 || !(storeError(e) instanceof StoreUnavailable)) throw e;
             broken = e as Error;
-            if (!(await log.committed(changes, (client as { processID?: number }).processID).catch(() => false))) throw e;
+            const pid = (client as { processID?: number }).processID;
+            const known = await log.committed(changes, pid).catch(() => undefined);
+            // Not known yet: answered as unavailable, and asked again until it is (settleLater).
+            if (known === undefined) log.settleLater(changes, pid);
+            if (known !== true) throw e;
             committed(works.length);
             log.emit(changes);
             return outcomes;

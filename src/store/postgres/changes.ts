@@ -208,8 +208,32 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
       const c = changes[0]!;
       return (await rows("SELECT 1 FROM watch_changes WHERE project = $1 AND stream = $2 AND seq = $3 AND origin = $4", [c.project, c.stream, c.seq, origin])).length > 0;
     },
+    /**
+     * A transaction in doubt whose outcome cannot be told now (`committed` threw: the database
+     * is out of reach): asks again, backing off from 100 ms to about a minute in all, and hands
+     * its changes to this hub's listeners once it learns they committed. This hub's tail skips
+     * the rows it wrote, so without this its own watchers would never hear of them, while the
+     * other hubs' do. A listener skips what it already has (a watcher that read the store for a
+     * later change's gap), so a late hand-over repeats nothing.
+     */
+    settleLater(changes: readonly StreamChange[], pid: number | undefined): void {
+      void (async () => {
+        for (let waitMs = 100; waitMs <= settleWithinMs; waitMs *= 2) {
+          await new Promise((r) => setTimeout(r, waitMs).unref());
+          try {
+            if (await this.committed(changes, pid)) listeners.emit(changes);
+            return;
+          } catch {
+            // Still out of reach: ask again later.
+          }
+        }
+      })();
+    },
   };
 }
+
+/** How long, at most, a transaction in doubt is asked about before it is given up (settleLater). */
+const settleWithinMs = 60_000;
 
 /** How many times, 10 ms apart, a backend in doubt is looked for before the question is given up. */
 const inDoubtPolls = 300;

@@ -4,7 +4,7 @@ import type { AgentStore } from "../agent-store.js";
 import type { ChangeFeed, StreamChange } from "../change-feed.js";
 import type { LeaseStore } from "../lease-store.js";
 import type { MessageStore } from "../message-store.js";
-import { StoreOpenError, type CommitStats, type HubStore, type ProjectCounts, type StoreClock } from "../store.js";
+import { StoreOpenError, StoreUnavailable, type CommitStats, type HubStore, type ProjectCounts, type StoreClock } from "../store.js";
 import type { SyncStore } from "../sync-store.js";
 import type { TokenStore } from "../token-store.js";
 import { createPostgresAgents } from "./agents.js";
@@ -41,6 +41,8 @@ export interface PostgresStoreOptions {
    * Default 1 s; someone starting to listen makes it look at once.
    */
   tailIdleMs?: number;
+  /** How long a look of the tail may go unanswered before it is given up (tail.ts; tests shorten it). */
+  tailLookTimeoutMs?: number;
 }
 
 /**
@@ -97,6 +99,7 @@ export class PostgresStore implements HubStore {
     private readonly clock: StoreClock | undefined,
     tailEveryMs: number,
     tailIdleMs: number | undefined,
+    tailLookTimeoutMs: number | undefined,
     listenerConfig: pg.ClientConfig,
     name: string,
   ) {
@@ -112,7 +115,7 @@ export class PostgresStore implements HubStore {
     };
     // One loop looks for what other replicas committed, for every reader (tail.ts).
     // Unnamed: a prepared statement's generic plan would not know how narrow a window is.
-    const tail = createTail((sql, params) => this.rows(sql, params, false), tailEveryMs, undefined, tailIdleMs);
+    const tail = createTail((sql, params) => this.rows(sql, params, false), tailEveryMs, undefined, tailIdleMs, tailLookTimeoutMs);
     this.listener = listenForInbox(listenerConfig, name, () => tail.wake());
     this.changeLog = createPostgresChanges(access, tail);
     this.changes = this.changeLog.feed;
@@ -164,7 +167,7 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
+    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, o.tailLookTimeoutMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
     // The first reading of the database's clock, so the hub's views follow it from the start.
     // A store that cannot take it is closed: its pool and its listening connection go with it.
     try {
@@ -235,10 +238,18 @@ export class PostgresStore implements HubStore {
       if (write) await tx.query(write.text, write.values);
       changes = numbered.changes;
       return result;
-    }).then((result) => {
-      this.changeLog.emit(changes);
-      return result;
-    });
+    }).then(
+      (result) => {
+        this.changeLog.emit(changes);
+        return result;
+      },
+      (e: unknown) => {
+        // Its COMMIT went out and its answer was lost: it may have committed. Learned later,
+        // its changes go to this hub's listeners then (the other hubs' tails have them).
+        if (changes.length > 0 && e instanceof StoreUnavailable) this.changeLog.settleLater(changes, undefined);
+        throw e;
+      },
+    );
   }
 
   /** The batches of `project`, made on its first decision and dropped when they are idle. */
