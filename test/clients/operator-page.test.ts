@@ -518,4 +518,47 @@ describe("operator page (Chromium, served by the hub at /)", () => {
       await t.close();
     }
   });
+
+  it("keeps a sender's bidi override in its name: the Messages view still shows the recipient after the arrow", async () => {
+    const t = await startTestHub({ config: { streamKeepAliveMs: 1_000 } });
+    const { page, problems } = await openPage(t);
+    try {
+      const positions = async (senderName: string) => {
+        const from = await t.register(senderName, "bidi/p");
+        const to = await t.register(`bob-${senderName.length}`, "bidi/p");
+        const sent = await t.rest("/v1/messages", { json: { target: to.id, content: "hi" }, headers: from.headers });
+        expect(sent.status).toBe(202);
+        const id = ((await sent.json()) as { message: { id: string } }).message.id;
+        await page.evaluate(() => (location.hash = "#/p/bidi%2Fp/messages"));
+        await page.waitForSelector(`tr[data-message="${id}"]`);
+        return page.evaluate((messageId) => {
+          const td = document.querySelector(`tr[data-message="${messageId}"] td[data-label="From → to"]`)!;
+          const left = (needle: string, last = false) => {
+            const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+            let found = NaN;
+            for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+              const s = n.textContent ?? "";
+              const i = last ? s.lastIndexOf(needle) : s.indexOf(needle);
+              if (i < 0) continue;
+              const r = document.createRange();
+              r.setStart(n, i);
+              r.setEnd(n, i + needle.length);
+              found = r.getBoundingClientRect().left;
+              if (!last) break;
+            }
+            return found;
+          };
+          return { arrow: left("→"), recipient: left("bob", true) };
+        }, id);
+      };
+      const plain = await positions("mallory");
+      expect(plain.recipient).toBeGreaterThan(plain.arrow);
+      const overridden = await positions("mallory\u202e");
+      expect(overridden.recipient).toBeGreaterThan(overridden.arrow);
+      expect(problems).toEqual([]);
+    } finally {
+      await page.close();
+      await t.close();
+    }
+  });
 });

@@ -181,11 +181,13 @@ export class ProjectModel {
     } else if (e.case === "change" && e.value.message) {
       const m = e.value.message;
       const had = this.messages.get(m.id);
+      // The snapshot lists the newest open messages and counts them all: a change of one it does
+      // not list (an older one, delivered or ended) moves the count only when it ends.
       if (e.value.kind === OpenMessageChangeKind.ENDED) {
-        if (had && had.endedAt === undefined) this.messageTotal--;
+        if (!had || had.endedAt === undefined) this.messageTotal = Math.max(0, this.messageTotal - 1);
         if (had) this.messages.set(m.id, { message: m, endedAt: had.endedAt ?? performance.now() });
       } else {
-        if (!had) this.messageTotal++;
+        if (!had && e.value.kind === OpenMessageChangeKind.SENT) this.messageTotal++;
         this.messages.set(m.id, { message: m });
       }
     } else if (e.case === "keepAlive") {

@@ -140,7 +140,7 @@ export function MessagesView({ model }: { model: ProjectModel }) {
               return (
                 <tr data-message={m.id} data-status={status} class={endedAt === undefined ? `status-${status}` : "ended"}>
                   <td data-label="From → to">
-                    {m.fromName} → {m.toName}
+                    <bdi>{m.fromName}</bdi> → <bdi>{m.toName}</bdi>
                     {m.correlationId && <span class="dim"> · {m.correlationId}</span>}
                   </td>
                   <td data-label="Status">
