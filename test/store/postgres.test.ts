@@ -661,6 +661,37 @@ describe("inbox events wake the other replicas' tails", () => {
     stop();
   });
 
+  it("a tail reader that throws on a window neither stops the others nor holds the window", async () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
+    try {
+      const froms: unknown[] = [];
+      let calls = 0;
+      const rows = ((_sql: string, params?: unknown[]): Promise<unknown[]> => {
+        calls++;
+        froms.push(params?.[0]);
+        return Promise.resolve([{ xmin: String(100 + calls), r0: [`row ${calls}`], r1: [`row ${calls}`] }]);
+      }) as Parameters<typeof createTail>[0];
+      const good: unknown[] = [];
+      const tail = createTail(rows, 20, 0, 1_000);
+      const stopBad = tail.add({ sql: "SELECT 'bad'", params: [], deliver: () => {
+        throw new Error("a row it cannot read");
+      } });
+      const stopGood = tail.add({ sql: "SELECT 'good'", params: [], deliver: (r) => good.push(...r) });
+      await vi.advanceTimersByTimeAsync(0);
+      await vi.advanceTimersByTimeAsync(20);
+      await vi.advanceTimersByTimeAsync(20);
+      // Every look's rows reached the good reader (the first look only finds where windows start)...
+      expect(good.length).toBeGreaterThanOrEqual(2);
+      expect(good).toEqual(Array.from({ length: good.length }, (_, i) => `row ${i + 2}`));
+      // ...and each look starts where the last one ended: the window moved past the failing reader's rows.
+      expect(froms.slice(1)).toEqual(Array.from({ length: froms.length - 1 }, (_, i) => String(101 + i)));
+      stopBad();
+      stopGood();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("a tail gives up a look that never answers (a connection gone silent) and looks again; the late answer is ignored", async () => {
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "performance"] });
     try {

@@ -94,7 +94,15 @@ export function createTail(
     if (own !== generation) return;
     groups.forEach((group, i) => {
       const found = r![`r${i}`] as unknown[];
-      if (found.length > 0) for (const reader of group) reader.deliver(found);
+      if (found.length === 0) return;
+      for (const reader of group) {
+        try {
+          reader.deliver(found);
+        } catch {
+          // A reader that fails on a window (a row it cannot read) must not hold the window for
+          // every reader: the window moves on, and its watchers find the gap in the store.
+        }
+      }
     });
     // `from` moves only once every reader has its rows: a database that is away is looked at
     // again on the next tick, and nothing is skipped.
