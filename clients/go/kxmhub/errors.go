@@ -1,6 +1,7 @@
 package kxmhub
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -52,6 +53,11 @@ func AsError(err error) *Error {
 		if isTLSFailure(err) {
 			return &Error{Code: "tls_failed", Message: "TLS with the hub failed: " + err.Error(), Metadata: map[string]string{}, cause: err}
 		}
+		// The caller's own cancellation, met before any call went out (a wait of the library's
+		// own): cancelled, as a call cancelled on the wire is, not an outage to retry.
+		if errors.Is(err, context.Canceled) {
+			return &Error{Code: "cancelled", Message: err.Error(), Metadata: map[string]string{}, cause: err}
+		}
 		return &Error{Code: "unavailable", Message: err.Error(), Transient: true, cause: err}
 	}
 	out := &Error{Message: ce.Message(), Metadata: map[string]string{}, cause: err}
@@ -74,7 +80,8 @@ func AsError(err error) *Error {
 	}
 	switch {
 	case out.Code != "":
-		out.Transient = ce.Code() == connect.CodeUnavailable || ce.Code() == connect.CodeResourceExhausted
+		// Over the rate or the stream's lag: later. A body over the limit fails the same way again.
+		out.Transient = ce.Code() == connect.CodeUnavailable || (ce.Code() == connect.CodeResourceExhausted && out.Code != "payload_too_large")
 	case isTLSFailure(err):
 		out.Code, out.Message = "tls_failed", "TLS with the hub failed: "+ce.Message()
 	case ce.Code() == connect.CodeCanceled:

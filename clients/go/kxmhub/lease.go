@@ -76,15 +76,22 @@ func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*
 		}
 		return nil, e
 	}
-	// Renewed: this agent holds the lease already, under this acquire's token: in this session
-	// (an Acquire not released yet) or in an earlier process of the agent. Two holders of one
-	// token are what no fence can tell apart, so the lease stays its holder's and this is refused.
-	if res.Msg.GetRenewed() {
-		return nil, &Error{Code: "lease_held", Message: fmt.Sprintf("lease %s is already held by this agent (fencing token %d); hold it once", name, res.Msg.GetLease().GetFencingToken()), Lease: res.Msg.GetLease()}
-	}
 	l := &Lease{Name: name, Token: res.Msg.GetLease().GetFencingToken(), s: s, ttl: o.TTL, lost: make(chan struct{}), stop: make(chan struct{}), lease: res.Msg.GetLease()}
 	s.mu.Lock()
-	s.doneAcquiring(name)
+	if res.Msg.GetRenewed() {
+		// Renewed: this agent holds the lease already, under this acquire's token. When a call of
+		// this session holds it (or is acquiring it), two holders of one token are what no fence
+		// can tell apart, so it stays that call's and this is refused. When none does, nobody
+		// answers for it (an Acquire whose answer was lost and whose look failed too, an earlier
+		// process of the agent): this Acquire takes it over, or every retry would renew it and no
+		// agent would ever get it. (Its count in acquiring is gone already.)
+		if s.after(name) {
+			s.mu.Unlock()
+			return nil, &Error{Code: "lease_held", Message: fmt.Sprintf("lease %s is already held by this agent (fencing token %d); hold it once", name, res.Msg.GetLease().GetFencingToken()), Lease: res.Msg.GetLease()}
+		}
+	} else {
+		s.doneAcquiring(name)
+	}
 	s.held[l] = struct{}{}
 	s.mu.Unlock()
 	l.kept.Add(1)

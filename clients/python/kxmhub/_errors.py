@@ -33,17 +33,22 @@ class HubError(Exception):
             return err
         from ._tls import is_tls_message
 
+        # The hub's own refusal first: its message may name a lease or an agent that reads like
+        # a TLS failure ("dlq/CorruptMessage"), and it is the hub's answer all the same.
+        if isinstance(err, ConnectError):
+            # ErrorDetail.value() knows only the runtime's own message types: decode by type name.
+            infos = [error_details_pb2.ErrorInfo.FromString(d.message_bytes) for d in err.details if d.type_name == "google.rpc.ErrorInfo"]
+            leases = [lease_pb2.Lease.FromString(d.message_bytes) for d in err.details if d.type_name == "kxm.hub.v1.Lease"]
+            info = next((i for i in infos if i.domain == "kxm-hub"), None)
+            if info is not None:
+                code = info.reason.lower()
+                # Over the rate or the stream's lag: later. A body over the limit fails the same way again.
+                transient = err.code == Code.UNAVAILABLE or (err.code == Code.RESOURCE_EXHAUSTED and code != "payload_too_large")
+                return cls(code, err.message, dict(info.metadata), leases[0] if leases else None, transient)
         if is_tls_message(str(err)):
             return cls("tls_failed", f"TLS with the hub failed: {err}")
         if not isinstance(err, ConnectError):
             return cls("unavailable", str(err), transient=True)
-        # ErrorDetail.value() knows only the runtime's own message types: decode by type name.
-        infos = [error_details_pb2.ErrorInfo.FromString(d.message_bytes) for d in err.details if d.type_name == "google.rpc.ErrorInfo"]
-        leases = [lease_pb2.Lease.FromString(d.message_bytes) for d in err.details if d.type_name == "kxm.hub.v1.Lease"]
-        info = next((i for i in infos if i.domain == "kxm-hub"), None)
-        if info is not None:
-            transient = err.code in (Code.UNAVAILABLE, Code.RESOURCE_EXHAUSTED)
-            return cls(info.reason.lower(), err.message, dict(info.metadata), leases[0] if leases else None, transient)
         if err.code == Code.CANCELED:
             return cls("cancelled", err.message)
         if err.code in _TRANSIENT:

@@ -57,11 +57,12 @@ async def reply_to(session: Session, message_id: str) -> peer_pb2.Message:
                     if kind == "ready":
                         backoff = 0.1
                         message = await _read(session, message_id)
+                        # Whose it is first: a recipient's await of a message it replied to is refused too.
+                        if message.from_agent_id != session.agent.id:
+                            raise HubError("message_forbidden", f"message {message_id} was not sent by this agent: its reply goes to its sender", {"messageId": message_id})
                         done = _outcome(message)
                         if done is not None:
                             return done
-                        if message.from_agent_id != session.agent.id:
-                            raise HubError("message_forbidden", f"message {message_id} was not sent by this agent: its reply goes to its sender", {"messageId": message_id})
                     elif kind in ("reply", "expired") and getattr(frame, kind).id == message_id:
                         done = _outcome(getattr(frame, kind)) or _outcome(await _read(session, message_id))
                         if done is not None:

@@ -96,10 +96,13 @@ class Session:
                 self._settle_unanswered(name)
             raise err from e
         self._done_acquiring(name)
-        # Renewed: this agent holds the lease already, under this acquire's token: in this session
-        # (an acquire not released yet) or in an earlier process of the agent. Two holders of one
-        # token are what no fence can tell apart, so the lease stays its holder's and this is refused.
-        if res.renewed:
+        # Renewed: this agent holds the lease already, under this acquire's token. When a call of
+        # this session holds it (or is acquiring it), two holders of one token are what no fence can
+        # tell apart, so it stays that call's and this is refused. When none does, nobody answers for
+        # it (an acquire whose answer was lost and whose look failed too, an earlier process of the
+        # agent): this acquire takes it over, or every retry would renew it and no agent would ever
+        # get it.
+        if res.renewed and self._after(name):
             raise HubError("lease_held", f"lease {name} is already held by this agent (fencing token {res.lease.fencing_token}); hold it once", lease=res.lease)
         # Granted no earlier than the time it waited in the queue after it was sent, and no later
         # than the answer came: the hub's count of the wait is not taken past what this process saw.

@@ -35,8 +35,10 @@ export class HubError extends Error {
     const c = ConnectError.from(e);
     const info = c.findDetails(ErrorInfoSchema)[0];
     if (info && info.domain === "kxm-hub") {
-      const transient = c.code === Code.Unavailable || c.code === Code.ResourceExhausted;
-      return new HubError(info.reason.toLowerCase(), c.rawMessage, { ...info.metadata }, c.findDetails(LeaseSchema)[0], transient, { cause: e });
+      const code = info.reason.toLowerCase();
+      // Over the rate or the stream's lag: later. A body over the limit fails the same way again.
+      const transient = c.code === Code.Unavailable || (c.code === Code.ResourceExhausted && code !== "payload_too_large");
+      return new HubError(code, c.rawMessage, { ...info.metadata }, c.findDetails(LeaseSchema)[0], transient, { cause: e });
     }
     const tls = tlsFailure(e);
     if (tls) return HubError.tls(tls, e);

@@ -53,8 +53,9 @@ export async function* inboxEvents(peer: Client<typeof PeerService>, clock: Cloc
           kind: ev.case as InboxEvent["kind"],
           message,
           cursor: f.cursor,
-          ack: async () => (await peer.ackMessage({ messageId: message.id })).message!,
-          reply: async (content: string) => (await peer.replyMessage({ messageId: message.id, content })).message!,
+          // Refusals as HubErrors, as every call of the library answers them (duplicate_reply, ...).
+          ack: async () => (await peer.ackMessage({ messageId: message.id }).catch((e: unknown) => Promise.reject(HubError.from(e)))).message!,
+          reply: async (content: string) => (await peer.replyMessage({ messageId: message.id, content }).catch((e: unknown) => Promise.reject(HubError.from(e)))).message!,
         };
       }
     } catch (e) {

@@ -144,6 +144,13 @@ export class Session {
    */
   async acquire(name: string, o: AcquireOptions = {}): Promise<HeldLease> {
     const ttlMs = o.ttlMs ?? 30_000;
+    // What the request cannot carry is the caller's mistake, refused here: sent, it failed to
+    // encode and read as the hub being away (transient), and started a look at the lease.
+    for (const [field, v] of [["ttlMs", ttlMs], ["waitMs", o.waitMs]] as const) {
+      if (v !== undefined && !(Number.isInteger(v) && v >= 0 && v <= 2_147_483_647)) {
+        throw new HubError("protocol_error", `${field} must be a whole number of milliseconds, 0..2147483647 (got ${v})`, { field });
+      }
+    }
     const look = this.#unsettled.get(name);
     if (look) {
       const signal = o.signal;
@@ -162,10 +169,13 @@ export class Session {
       throw err;
     }
     this.#doneAcquiring(name);
-    // Renewed: this agent holds the lease already, under this acquire's token: in this session
-    // (an acquire not released yet) or in an earlier process of the agent. Two holders of one
-    // token are what no fence can tell apart, so the lease stays its holder's and this is refused.
-    if (answer.renewed) {
+    // Renewed: this agent holds the lease already, under this acquire's token. When a call of
+    // this session holds it (or is acquiring it), two holders of one token are what no fence can
+    // tell apart, so the lease stays that call's and this is refused. When none does, nobody
+    // answers for it: an acquire whose answer was lost (and whose look at the lease failed too),
+    // or an earlier process of the agent. This acquire takes it over, token and all: refusing
+    // would renew it at every retry, and neither this agent nor any other would ever get it.
+    if (answer.renewed && this.#after(name)) {
       throw new HubError("lease_held", `lease ${name} is already held by this agent (fencing token ${answer.lease?.fencingToken}); hold it once`, {}, answer.lease, false);
     }
     // A grant out of the queue came at least `waitedMs` after the call was sent (and no later than

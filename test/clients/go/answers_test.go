@@ -1,0 +1,141 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
+)
+
+// The library's answers where the hub's answer alone does not settle them: a body over the hub's
+// limit is never transient, a cancelled wait of the library's own is "cancelled", and a lease an
+// Acquire's lost answer left behind is taken over by the retry instead of renewed forever.
+
+// A 413 (payload_too_large, Connect resource_exhausted) fails the same way every time: it is not
+// transient, whatever its Connect code.
+func TestPayloadTooLargeIsNotTransient(t *testing.T) {
+	e := loadEnv(t)
+	a := open(t, e, newTestClock(""), "big")
+	b := open(t, e, newTestClock(""), "target")
+	_, err := a.Send(within(t), b.Agent.GetName(), strings.Repeat("x", 300_000))
+	var herr *kxmhub.Error
+	if !errors.As(err, &herr) {
+		t.Fatalf("send of 300 KB: %v", err)
+	}
+	t.Logf("send of 300 KB: code=%s transient=%v", herr.Code, herr.Transient)
+	if herr.Code != "payload_too_large" || herr.Transient {
+		t.Fatalf("want payload_too_large, not transient; got code=%s transient=%v", herr.Code, herr.Transient)
+	}
+}
+
+// An Acquire whose ctx is cancelled while it waits for the session's look after an earlier
+// unanswered Acquire of the same name: the same "cancelled" as an Acquire cancelled on the wire
+// (and as TypeScript's "cancelled"), not a transient "unavailable" that invites a retry.
+func TestAcquireCancelledWhileALookIsPendingSaysCancelled(t *testing.T) {
+	e := loadEnv(t)
+	holder := open(t, e, newTestClock(""), "holder")
+	name := "lib-look-" + randomHex(4)
+	held, err := holder.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(context.Background())
+	// The waiter's GetLease (the session's look) is held until the test ends.
+	unblock := make(chan struct{})
+	defer close(unblock)
+	hold := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().Procedure == "/kxm.hub.v1.LeaseService/GetLease" {
+				<-unblock
+			}
+			return next(ctx, req)
+		}
+	})
+	waiter := open(t, e, newTestClock(""), "waiter", connect.WithInterceptors(hold))
+	base := hubSleepers(t, e.controlURL)
+	first, cancelFirst := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(first, name, kxmhub.AcquireOptions{TTL: 30 * time.Second, Wait: time.Minute})
+		done <- err
+	}()
+	eventually(t, "the waiter queued", func() bool { return hubSleepers(t, e.controlURL) >= base+1 })
+	cancelFirst()
+	err = <-done
+	var herr *kxmhub.Error
+	if !errors.As(err, &herr) || herr.Code != "cancelled" {
+		t.Fatalf("the first acquire: %v", err)
+	}
+	// The look is under way (its GetLease held). A second Acquire waits for it; its ctx is cancelled.
+	second, cancelSecond := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancelSecond)
+	_, err = waiter.Acquire(second, name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	if !errors.As(err, &herr) {
+		t.Fatalf("the second acquire: %v", err)
+	}
+	t.Logf("second acquire, cancelled while waiting for the look: code=%s transient=%v message=%q", herr.Code, herr.Transient, herr.Message)
+	if herr.Code != "cancelled" || herr.Transient {
+		t.Fatalf("want cancelled, not transient; got code=%s transient=%v", herr.Code, herr.Transient)
+	}
+}
+
+// After an Acquire whose answer was lost (its grant crossed the broken connection) and whose
+// look at the lease failed too, nothing of the session holds the lease the hub holds for its
+// agent: the retry takes it over (the hub answers "renewed"), where refusing would renew it at
+// every retry and lock every agent out.
+func TestRetryingAnAcquireWhoseAnswerWasLostNeverRenewsAnOrphanForever(t *testing.T) {
+	e := loadEnv(t)
+	clock := newTestClock(e.controlURL)
+	var acquires, looks atomic.Int32
+	flaky := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			switch req.Spec().Procedure {
+			case "/kxm.hub.v1.LeaseService/AcquireLease":
+				if acquires.Add(1) == 1 {
+					_, _ = next(ctx, req)
+					return nil, connect.NewError(connect.CodeUnavailable, errors.New("read: connection reset by peer"))
+				}
+			case "/kxm.hub.v1.LeaseService/GetLease":
+				if looks.Add(1) == 1 {
+					return nil, connect.NewError(connect.CodeUnavailable, errors.New("dial: connection refused"))
+				}
+			}
+			return next(ctx, req)
+		}
+	})
+	s := open(t, e, clock, "builder", connect.WithInterceptors(flaky))
+	other := open(t, e, newTestClock(""), "other")
+	name := "lib-orphan-" + randomHex(4)
+	_, err := s.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 10 * time.Second})
+	var herr *kxmhub.Error
+	if !errors.As(err, &herr) || herr.Code != "unavailable" {
+		t.Fatalf("first acquire: %v", err)
+	}
+	refused := map[string]int{}
+	var got *kxmhub.Lease
+	for i := 0; i < 24 && got == nil; i++ { // every 5 s for 2 minutes (12 TTLs)
+		clock.advance(t, 5*time.Second)
+		got, err = s.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 10 * time.Second})
+		if err != nil {
+			refused[kxmhub.AsError(err).Code]++
+		}
+	}
+	_, otherErr := other.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 10 * time.Second})
+	if got == nil && otherErr != nil {
+		t.Fatalf("neither the retrying agent nor another one can get the lease (retries refused %v): each refused retry renewed it", refused)
+	}
+	if got != nil {
+		if got.Token != 1 {
+			t.Fatalf("the lease taken over: token %d, want 1 (the one the lost answer carried)", got.Token)
+		}
+		if err := got.Release(within(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,139 @@
+"""The library's answers where the hub's answer alone does not settle them (the TypeScript and Go
+libraries answer the same): a hub refusal is read from its details before its text is taken for a
+TLS failure, await_reply refuses a message this agent did not send, a body over the hub's limit is
+never transient, and a lease an acquire's lost answer left behind is taken over by the retry."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+import kxmhub
+
+from conftest import HubEnv
+
+PROJECT = "clients"
+
+
+async def open_session(hub: HubEnv, name: str) -> kxmhub.Session:
+    return await kxmhub.connect(hub.hub_url, project=PROJECT, name=name, token=hub.project_token, heartbeat=3600)
+
+
+def test_a_hub_refusal_naming_a_corruptmessage_lease_is_not_taken_for_a_tls_failure(hub: HubEnv) -> None:
+    """lease_held's message names the lease; HubError.of matches its TLS regex on str(err)
+    before it reads the ErrorInfo, so a lease (or agent) whose name holds "CorruptMessage",
+    "InvalidMessage", ... turns every refusal into tls_failed (no lease, not lease_held)."""
+
+    async def run() -> None:
+        sfx = secrets.token_hex(4)
+        async with await open_session(hub, f"holder-{sfx}") as a, await open_session(hub, f"other-{sfx}") as b:
+            name = f"dlq/CorruptMessage-replay-{sfx}"
+            held = await a.acquire(name, ttl=30)
+            try:
+                await b.acquire(name, ttl=30)
+            except kxmhub.HubError as e:
+                assert e.code == "lease_held"
+                assert e.lease is not None and e.lease.fencing_token == held.token
+            else:
+                raise AssertionError("the second acquire was not refused")
+            await held.release()
+
+    asyncio.run(run())
+
+
+def test_await_reply_on_a_message_this_agent_did_not_send_is_forbidden(hub: HubEnv) -> None:
+    """TS (reply.ts) and Go (reply.go, replied) refuse with message_forbidden a message the agent
+    did not send; Python checks the outcome first, so the recipient gets the message back as if it
+    were its own reply."""
+
+    async def run() -> None:
+        sfx = secrets.token_hex(4)
+        async with await open_session(hub, f"sender-{sfx}") as a, await open_session(hub, f"recipient-{sfx}") as b:
+            sent = await a.send(b.agent.name, "please review")
+            await b.peer.reply_message(kxmhub_reply(sent.id, "done"), headers=b._headers())
+            try:
+                got = await asyncio.wait_for(b.await_reply(sent.id), 10)
+            except kxmhub.HubError as e:
+                assert e.code == "message_forbidden", e
+            else:
+                raise AssertionError("await_reply returned a message this agent did not send (TS and Go: message_forbidden)")
+
+    asyncio.run(run())
+
+
+def kxmhub_reply(message_id: str, content: str):
+    from kxm.hub.v1 import peer_pb2
+
+    return peer_pb2.ReplyMessageRequest(message_id=message_id, content=content)
+
+
+def test_payload_too_large_is_not_transient(hub: HubEnv) -> None:
+    """A 413 (payload_too_large, Connect resource_exhausted) will fail the same way every time."""
+
+    async def run() -> None:
+        sfx = secrets.token_hex(4)
+        async with await open_session(hub, f"big-{sfx}") as a, await open_session(hub, f"tgt-{sfx}") as b:
+            try:
+                await a.send(b.agent.name, "x" * 300_000)
+            except kxmhub.HubError as e:
+                assert e.code == "payload_too_large"
+                assert e.transient is False
+            else:
+                raise AssertionError("a 300 KB message was accepted")
+
+    asyncio.run(run())
+
+
+
+def test_retrying_an_acquire_whose_answer_was_lost_never_renews_an_orphan_forever(hub: HubEnv) -> None:
+    """The hub grants the first acquire, its answer is lost; the session's look (GetLease) finds
+    the hub unreachable too. The caller retries every 5 s for 2 minutes (12 TTLs): each retry is
+    answered 'renewed', refused as lease_held, and has renewed the orphan."""
+    from connectrpc.code import Code
+    from connectrpc.errors import ConnectError
+
+    async def run() -> None:
+        sfx = secrets.token_hex(4)
+        async with await open_session(hub, f"builder-{sfx}") as s, await open_session(hub, f"other-{sfx}") as other:
+            calls = {"acquire": 0, "get": 0}
+            acquire, get = s.leases.acquire_lease, s.leases.get_lease
+
+            async def flaky_acquire(req, *, headers=None, timeout_ms=None):
+                calls["acquire"] += 1
+                res = await acquire(req, headers=headers, timeout_ms=timeout_ms)
+                if calls["acquire"] == 1:
+                    raise ConnectError(Code.UNAVAILABLE, "connection reset")
+                return res
+
+            async def flaky_get(req, *, headers=None, timeout_ms=None):
+                calls["get"] += 1
+                if calls["get"] == 1:
+                    raise ConnectError(Code.UNAVAILABLE, "connection refused")
+                return await get(req, headers=headers, timeout_ms=timeout_ms)
+
+            s.leases.acquire_lease, s.leases.get_lease = flaky_acquire, flaky_get
+            name = f"py-orphan-{sfx}"
+            try:
+                await s.acquire(name, ttl=10)
+            except kxmhub.HubError as e:
+                assert e.code == "unavailable"
+            refused: dict[str, int] = {}
+            got = None
+            for _ in range(24):
+                hub.advance(5_000)
+                try:
+                    got = await s.acquire(name, ttl=10)
+                    break
+                except kxmhub.HubError as e:
+                    refused[e.code] = refused.get(e.code, 0) + 1
+            try:
+                await other.acquire(name, ttl=10)
+                other_got = "granted"
+            except kxmhub.HubError as e:
+                other_got = e.code
+            assert got is not None or other_got == "granted", f"retries refused {refused}; another agent's acquire: {other_got}"
+            if got is not None:
+                assert got.token == 1  # the token the lost answer carried
+                await got.release()
+
+    asyncio.run(run())

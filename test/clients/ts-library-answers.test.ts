@@ -1,0 +1,165 @@
+import { fromJson, type JsonObject } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { describe, expect, it } from "vitest";
+import { connect, HubError, RunFactSync, SyncEventSchema } from "../../clients/ts/src/index.js";
+import { startTestHub } from "../fixtures/hub.js";
+import { syncEvent } from "../sync/fixtures.js";
+
+/**
+ * The TypeScript library's answers where the hub's answer alone does not settle them: refusals
+ * typed as HubErrors everywhere, a body over the hub's limit never taken for something to retry,
+ * a lease an acquire's lost answer left behind taken over by the retry, a TTL the request cannot
+ * carry refused as the caller's mistake.
+ */
+
+describe("TypeScript library", () => {
+  it("InboxEvent.ack()/reply() refusals are HubErrors with the hub's code (as Go and Python give)", async () => {
+    await using t = await startTestHub();
+    const a = await connect({ url: t.baseUrl, project: "p", name: "alice", clock: t.clock, heartbeatMs: 600_000 });
+    const b = await connect({ url: t.baseUrl, project: "p", name: "bob", clock: t.clock, heartbeatMs: 600_000 });
+    try {
+      await a.send("bob", "please review");
+      const ac = new AbortController();
+      const it = b.inbox({ signal: ac.signal })[Symbol.asyncIterator]();
+      const ev = (await it.next()).value!;
+      expect(ev.kind).toBe("message");
+      await ev.reply("done");
+      // A second reply: the hub refuses it with duplicate_reply.
+      const err = await ev.reply("done again").then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      ac.abort();
+      await it.return?.(undefined);
+      expect(err).toBeInstanceOf(HubError);
+      expect((err as HubError).code).toBe("duplicate_reply");
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("RunFactSync.push of 100 valid facts whose batch is over the hub's body limit fails instead of re-sending it forever", async () => {
+    await using t = await startTestHub();
+    // Each fact is valid on its own (summary 1..1000 chars; fieldsOmitted up to 128 names of up to 128 chars).
+    const fact = (sequence: number) =>
+      fromJson(
+        SyncEventSchema,
+        syncEvent({
+          runId: "run_bigbatch01",
+          sequence,
+          sourceEventId: `evt_big_${String(sequence).padStart(4, "0")}`,
+          redaction: { version: "v1", fieldsOmitted: Array.from({ length: 16 }, (_, i) => `f${i}`.padEnd(128, "x")), valuesReplaced: 0 },
+          payload: { status: "running", workflowId: "wf-build", displayTitle: "Build it", summary: "s".repeat(1000) },
+        }) as JsonObject,
+      );
+    // One such fact alone is accepted.
+    const one = new RunFactSync({ url: t.baseUrl, project: "p", runtimeId: "rtm_runtime0001" });
+    expect((await one.push([fact(1)])).results[0]?.code ?? "").toBe("");
+    one.close();
+
+    let pushes = 0;
+    const codes: string[] = [];
+    const count: Interceptor = (next) => async (req) => {
+      if (req.method.name === "PushEvents") pushes++;
+      try {
+        return await next(req);
+      } catch (e) {
+        const h = HubError.from(e);
+        codes.push(`${h.code}${h.transient ? " (transient)" : ""}`);
+        throw e;
+      }
+    };
+    const sync = new RunFactSync({
+      url: t.baseUrl,
+      project: "p",
+      runtimeId: "rtm_runtime0001",
+      clock: t.clock,
+      transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [count, ...i] }),
+    });
+    const ac = new AbortController();
+    const facts = Array.from({ length: 100 }, (_, i) => fact(i + 2));
+    let settled: unknown = "pending";
+    const pushed = sync.push(facts, { signal: ac.signal }).then(
+      () => (settled = "resolved"),
+      (e: unknown) => (settled = e),
+    );
+    // Give it 60 s of (fake) back-off time.
+    for (let i = 0; i < 60 && settled === "pending"; i++) {
+      for (let k = 0; k < 200 && t.clock.sleepers === 0 && settled === "pending"; k++) await new Promise((r) => setTimeout(r, 5));
+      t.clock.advance(1_000);
+    }
+    const pending = settled === "pending";
+    ac.abort();
+    await pushed;
+    sync.close();
+    expect(pending).toBe(false);
+    expect(pushes).toBe(1);
+    expect(settled).toBeInstanceOf(HubError);
+    expect((settled as HubError).code).toBe("payload_too_large");
+    expect((settled as HubError).transient).toBe(false);
+  });
+});
+
+describe("TypeScript acquire whose answer was lost while the hub was briefly unreachable", () => {
+  it("retrying the acquire gets the lease (or lets it lapse) instead of renewing an orphan forever", async () => {
+    await using t = await startTestHub();
+    // The hub grants the first AcquireLease, its answer is lost (a reset); the session's look
+    // after it (GetLease) finds the hub unreachable too. Everything after goes through.
+    let acquires = 0;
+    let looks = 0;
+    const flaky: Interceptor = (next) => async (req) => {
+      if (req.method.name === "AcquireLease" && acquires++ === 0) {
+        await next(req);
+        throw new ConnectError("read ECONNRESET", Code.Unavailable);
+      }
+      if (req.method.name === "GetLease" && looks++ === 0) throw new ConnectError("connect ECONNREFUSED", Code.Unavailable);
+      return next(req);
+    };
+    const s = await connect({
+      url: t.baseUrl, project: "p", name: "builder", clock: t.clock, heartbeatMs: 600_000,
+      transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [flaky, ...i] }),
+    });
+    const other = await connect({ url: t.baseUrl, project: "p", name: "other", clock: t.clock, heartbeatMs: 600_000 });
+    try {
+      const first = await s.acquire("deploy", { ttlMs: 10_000 }).catch((e: unknown) => e as HubError);
+      expect((first as HubError).code).toBe("unavailable");
+      // The caller retries (an unavailable hub is transient), every 5 s, for 2 minutes (12 TTLs).
+      const seen: string[] = [];
+      let got: unknown;
+      for (let i = 0; i < 24 && !got; i++) {
+        await new Promise((r) => setTimeout(r, 20)); // the look settles
+        t.clock.advance(5_000);
+        got = await s.acquire("deploy", { ttlMs: 10_000 }).then(
+          (h) => h,
+          (e: HubError) => void seen.push(e.code),
+        );
+      }
+      const othersTry = await other.acquire("deploy", { ttlMs: 10_000 }).then(() => "granted", (e: HubError) => e.code);
+      expect({ seen: [...new Set(seen)], got: got !== undefined || othersTry === "granted" }).toMatchObject({ got: true });
+      // The retry took the lease over: the same token the lost answer carried, released by its holder now.
+      expect((got as { token: bigint }).token).toBe(1n);
+      await (got as { release(): Promise<void> }).release();
+    } finally {
+      await s.close();
+      await other.close();
+    }
+  });
+});
+
+describe("TypeScript acquire with a TTL that is not a whole number of ms", () => {
+  it("is refused as the caller's mistake (Python: protocol_error), not as a transient 'unavailable' hub", async () => {
+    await using t = await startTestHub();
+    const s = await connect({ url: t.baseUrl, project: "p", name: "x", clock: t.clock, heartbeatMs: 600_000 });
+    try {
+      const e = await s.acquire("a", { ttlMs: (10_000 / 3) * 4 }).catch((e: unknown) => e);
+      expect(e).toBeInstanceOf(HubError);
+      expect((e as HubError).transient).toBe(false);
+      expect((e as HubError).code).toBe("protocol_error");
+    } finally {
+      await s.close();
+    }
+  });
+});
+
