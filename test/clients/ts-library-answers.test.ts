@@ -1,3 +1,4 @@
+import net from "node:net";
 import { fromJson, type JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
@@ -5,6 +6,7 @@ import { describe, expect, it } from "vitest";
 import { connect, HubError, RunFactSync, SyncEventSchema } from "../../clients/ts/src/index.js";
 import { startTestHub } from "../fixtures/hub.js";
 import { syncEvent } from "../sync/fixtures.js";
+import { makeCerts } from "../fixtures/certs.js";
 
 /**
  * The TypeScript library's answers where the hub's answer alone does not settle them: refusals
@@ -163,3 +165,85 @@ describe("TypeScript acquire with a TTL that is not a whole number of ms", () =>
   });
 });
 
+
+/**
+ * A TCP proxy in front of the hub. `partition()` turns every connection open now into a black hole
+ * (bytes are dropped both ways, nothing is closed: a NAT entry or load balancer gone, a peer
+ * powered off); connections opened after it are forwarded as before (the hub is reachable).
+ */
+async function partitionableProxy(hubUrl: string) {
+  const target = new URL(hubUrl);
+  const sockets = new Set<net.Socket>();
+  const dead = new WeakSet<net.Socket>();
+  let opened = 0;
+  const server = net.createServer((c) => {
+    opened++;
+    const u = net.connect(Number(target.port), target.hostname);
+    sockets.add(c).add(u);
+    c.on("data", (d) => void (!dead.has(c) && u.write(d)));
+    u.on("data", (d) => void (!dead.has(u) && c.write(d)));
+    const end = () => {
+      if (dead.has(c)) return;
+      c.destroy();
+      u.destroy();
+    };
+    c.on("close", end).on("error", end);
+    u.on("close", end).on("error", end);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`,
+    get opened() {
+      return opened;
+    },
+    partition() {
+      for (const s of sockets) dead.add(s);
+    },
+    close() {
+      for (const s of sockets) s.destroy();
+      server.close();
+    },
+  };
+}
+
+describe("TypeScript library over a connection gone silent, and TLS options it cannot apply", () => {
+  it("loses the session once its heartbeats go unanswered (each waits one interval at most)", async () => {
+    await using t = await startTestHub();
+    const proxy = await partitionableProxy(t.baseUrl);
+    // The library's own clock and timers: heartbeats every 300 ms.
+    const s = await connect({ url: proxy.url, project: "p", name: "silent", heartbeatMs: 300 });
+    try {
+      proxy.partition();
+      // Three heartbeats of 300 ms each, unanswered: the session is lost (at most 10 s of real time for the event).
+      const lost = await Promise.race([
+        new Promise<string>((resolve) => (s.lost.aborted ? resolve("lost") : s.lost.addEventListener("abort", () => resolve("lost"), { once: true }))),
+        new Promise<string>((resolve) => setTimeout(() => resolve("still not lost after 10 s"), 10_000).unref()),
+      ]);
+      expect(lost).toBe("lost");
+      expect((s.lost.reason as HubError).code).toBe("unavailable");
+    } finally {
+      const closed = s.close();
+      proxy.close();
+      await closed.catch(() => undefined);
+    }
+  }, 20_000);
+
+  it("refuses TLS options for an http:// hub instead of sending the token and agent key in clear", async () => {
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" } } });
+    const certs = makeCerts();
+    try {
+      const r = await connect({ url: t.baseUrl, project: "p", name: "tls-typo", token: "tok-p", heartbeatMs: 600_000, tls: { ca: certs.ca.cert, cert: certs.client.cert, key: certs.client.key } }).then(
+        async (s) => {
+          await s.close();
+          return "connected in clear text";
+        },
+        (e: unknown) => e,
+      );
+      expect(r).toBeInstanceOf(HubError);
+      expect((r as HubError).code).toBe("invalid_tls_config");
+      expect(t.events.filter((e) => e.event === "agent_registered")).toEqual([]);
+    } finally {
+      certs.remove();
+    }
+  });
+});

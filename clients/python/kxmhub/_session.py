@@ -244,7 +244,9 @@ class Session:
         while True:
             await self.clock.sleep(every)
             try:
-                await self.presence.heartbeat(presence_pb2.HeartbeatRequest(agent_id=self.agent.id), headers=self._headers())
+                # At most one interval: a heartbeat that never answers (a connection gone silent)
+                # is a failed one, so three of them lose the session instead of hanging it.
+                await asyncio.wait_for(self.presence.heartbeat(presence_pb2.HeartbeatRequest(agent_id=self.agent.id), headers=self._headers()), every)
                 failures = 0
             except asyncio.CancelledError:
                 raise

@@ -281,7 +281,9 @@ export class Session {
       await this.clock.sleep(everyMs, this.#closing.signal);
       if (this.#closing.signal.aborted) return;
       try {
-        await this.presence.heartbeat({ agentId: this.agent.id }, { signal: this.#closing.signal });
+        // At most one interval: a heartbeat that never answers (a connection gone silent) is a
+        // failed one, so three of them lose the session instead of hanging it.
+        await this.presence.heartbeat({ agentId: this.agent.id }, { signal: this.#closing.signal, timeoutMs: everyMs });
         failures = 0;
       } catch (e) {
         if (this.#closing.signal.aborted) return;

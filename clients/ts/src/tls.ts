@@ -56,6 +56,14 @@ export function nodeTlsOptions(o: TlsOptions | undefined): NodeTlsOptions | unde
  * files now, so a file that cannot be read is refused before any call (invalid_tls_config).
  */
 export function ownTransport(url: string, tls: TlsOptions | undefined): { connection: Http2SessionManager; make: (interceptors: Interceptor[]) => Transport } {
-  const connection = new Http2SessionManager(url, undefined, nodeTlsOptions(tls));
+  const options = nodeTlsOptions(tls);
+  // TLS options for a hub reached in clear would not be used, and the token and agent key would
+  // travel unprotected while the caller thinks otherwise.
+  if (options && new URL(url).protocol !== "https:") {
+    throw new HubError("invalid_tls_config", `TLS options are given but the hub's URL ${new URL(url).origin} is not https://: use https://, or drop them`);
+  }
+  // Pings on the connection: one that went silent (a NAT's state dropped, a peer gone without a
+  // reset) is noticed and replaced, where the kernel alone would keep it for many minutes.
+  const connection = new Http2SessionManager(url, { pingIntervalMs: 10_000, pingTimeoutMs: 10_000 }, options);
   return { connection, make: (interceptors) => createConnectTransport({ baseUrl: url, httpVersion: "2", sessionManager: connection, interceptors }) };
 }

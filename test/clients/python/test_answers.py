@@ -137,3 +137,70 @@ def test_retrying_an_acquire_whose_answer_was_lost_never_renews_an_orphan_foreve
                 await got.release()
 
     asyncio.run(run())
+
+
+
+class PartitionableProxy:
+    """A TCP proxy in front of the hub: partition() turns the connections open now into black holes
+    (bytes dropped both ways, nothing closed); later connections are forwarded as before."""
+
+    def __init__(self, hub_url: str) -> None:
+        import urllib.parse
+
+        u = urllib.parse.urlsplit(hub_url)
+        self._target = (u.hostname, u.port)
+        self._pairs: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
+        self._dead: set[int] = set()
+        self.opened = 0
+        self.url = ""
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._on, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}"
+
+    async def _on(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        self.opened += 1
+        ur, uw = await asyncio.open_connection(*self._target)
+        self._pairs.append((cw, uw))
+
+        async def pump(r: asyncio.StreamReader, w: asyncio.StreamWriter, key: int) -> None:
+            while data := await r.read(65536):
+                if key not in self._dead:
+                    w.write(data)
+            if key not in self._dead:
+                w.close()
+
+        await asyncio.gather(pump(cr, uw, id(cw)), pump(ur, cw, id(cw)), return_exceptions=True)
+
+    def partition(self) -> None:
+        for cw, _ in self._pairs:
+            self._dead.add(id(cw))
+
+    def close(self) -> None:
+        for cw, uw in self._pairs:
+            cw.transport.abort()
+            uw.transport.abort()
+        self._server.close()
+
+
+def test_a_session_whose_connection_went_silent_is_lost_after_three_unanswered_heartbeats(hub: HubEnv) -> None:
+    """Heartbeats every 0.3 s; the connection under the session goes silent (the hub stays
+    reachable on a new connection). Each heartbeat waits one interval at most, so three unanswered
+    ones lose the session, as in Go and TypeScript, instead of one waiting forever."""
+
+    async def run() -> None:
+        proxy = PartitionableProxy(hub.hub_url)
+        await proxy.start()
+        s = await kxmhub.connect(proxy.url, project=PROJECT, name=f"silent-{secrets.token_hex(4)}", token=hub.project_token, heartbeat=0.3)
+        try:
+            proxy.partition()
+            await asyncio.wait_for(s.lost.wait(), 10)
+            assert s.lost.is_set()
+        finally:
+            proxy.close()
+            try:
+                await asyncio.wait_for(s.close(), 5)
+            except Exception:  # noqa: BLE001 - the connection is gone: closing is best effort here
+                pass
+
+    asyncio.run(run())
