@@ -121,6 +121,7 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
       "test_tls.py::test_tls_hub_with_its_ca[grpc]",
       "test_tls.py::test_tls_hub_without_its_ca_or_with_an_unreadable_one",
       "test_tls.py::test_mutual_tls_hub_served_with_its_client_certificate_only",
+      "test_tls.py::test_tls_files_with_an_http_url_are_refused",
       "test_answers.py::test_a_hub_refusal_naming_a_corruptmessage_lease_is_not_taken_for_a_tls_failure",
       "test_answers.py::test_await_reply_on_a_message_this_agent_did_not_send_is_forbidden",
       "test_answers.py::test_payload_too_large_is_not_transient",
@@ -129,7 +130,7 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
     ]) {
       expect(res.output).toContain(`${name.includes("::") ? name : `test_library.py::${name}`} PASSED`);
     }
-    expect(res.output).toMatch(/=+ 32 passed in [\d.]+s/);
+    expect(res.output).toMatch(/=+ 33 passed in [\d.]+s/);
   }, 180_000);
 
   it("builds the two packages as wheels, installs them into a fresh venv outside the repository and runs the example on them", async () => {

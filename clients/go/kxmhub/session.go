@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -95,6 +96,11 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	own := o.HTTPClient == nil
 	var tlsConfig *tls.Config
 	if own && !o.TLS.IsZero() {
+		// TLS files for a hub reached in clear would not be used, and the token and agent key
+		// would travel unprotected while the caller thinks otherwise.
+		if u, err := url.Parse(o.URL); err != nil || u.Scheme != "https" {
+			return nil, &Error{Code: "invalid_tls_config", Message: "TLS files are given but the hub's URL is not https://: use https://, or drop them", Metadata: map[string]string{}}
+		}
 		cfg, err := o.TLS.Config()
 		if err != nil {
 			return nil, err

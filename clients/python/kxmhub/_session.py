@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import urllib.parse
 import weakref
 from collections.abc import AsyncGenerator
 
@@ -318,6 +319,10 @@ async def connect(
     what was replaced."""
     transport = None
     if http is None:
+        # TLS files for a hub reached in clear would not be used, and the token and agent key
+        # would travel unprotected while the caller thinks otherwise.
+        if (tls_ca or tls_cert or tls_key) and urllib.parse.urlsplit(url).scheme != "https":
+            raise HubError("invalid_tls_config", "TLS files are given but the hub's URL is not https://: use https://, or drop them")
         transport = tls_transport(tls_ca, tls_cert, tls_key)
         await transport.__aenter__()
         http = Client(transport)

@@ -83,6 +83,9 @@ func TestLibraryOverTLSWithItsCAOverConnectAndGRPC(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.pem")
 	_, err = connectTLS(t, e.tlsURL, e.token, kxmhub.TLSFiles{CAFile: missing})
 	expectTLSCode(t, err, "invalid_tls_config", "cannot read CAFile "+missing)
+	// TLS files with an http:// URL would not be used: refused, nothing sent in clear.
+	_, err = connectTLS(t, strings.Replace(e.tlsURL, "https://", "http://", 1), e.token, ca)
+	expectTLSCode(t, err, "invalid_tls_config", "not https://")
 }
 
 func TestLibraryOverMutualTLSServedWithItsClientCertificateOnly(t *testing.T) {

@@ -57,6 +57,16 @@ def test_tls_hub_with_its_ca(tls: TlsEnv, protocol: ProtocolType) -> None:
     asyncio.run(run())
 
 
+def test_tls_files_with_an_http_url_are_refused(tls: TlsEnv) -> None:
+    """TLS files for a hub reached in clear would not be used: refused, nothing sent in clear."""
+
+    async def run() -> None:
+        e = await refused(tls.tls_url.replace("https://", "http://", 1), tls.token, tls_ca=tls.ca)
+        assert e.code == "invalid_tls_config" and "not https://" in e.message, e
+
+    asyncio.run(run())
+
+
 def test_tls_hub_without_its_ca_or_with_an_unreadable_one(tls: TlsEnv, tmp_path) -> None:
     async def run() -> None:
         e = await refused(tls.tls_url, tls.token)
