@@ -245,7 +245,9 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
       // which no key can answer for any more, leave their queues in the same decision, so that
       // no lease is handed to them.
       const agent = await store.agents.decideAgentLeases({ agentId: caller.agentId }, (cur, held, nowMs) => {
-        if (!cur) throw errors.invalidAgentIdentity();
+        // Only the instance that holds the key: an unregister authenticated just before a takeover
+        // (or an eviction and a resume) must not end the instance that replaced it.
+        if (!cur || (caller.keyHash !== undefined && cur.keyHash !== caller.keyHash)) throw errors.invalidAgentIdentity();
         const next = { ...cur, online: false, lastSeenAtMs: nowMs, keyHash: sha256Hex(newId("key")) };
         return { write: next, change: change({ agent: view(next, nowMs) }), leases: dropWaiters(cur.id, held, nowMs), result: next };
       });

@@ -1,10 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
+import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { ConfigError, defaultConfig, loadConfig, type HubConfig } from "../../src/config.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { expectAgentIdentityRefused, expectRestOk } from "../fixtures/rest.js";
+import { idle } from "../fixtures/streams.js";
 
 /**
  * Offline agents that nothing open names (no open message to or from them, no live lease) are
@@ -135,5 +137,32 @@ describe("agent retention configuration", () => {
     for (const raw of ["59999", "0", "-1", "1e6", "abc"]) {
       expect(() => loadConfig([], { KXM_AGENT_RETENTION_MS: raw }), raw).toThrow(ConfigError);
     }
+  });
+});
+
+describe("agent retention and a waiting acquire", () => {
+  const leases = (t: TestHub, a: AgentCreds) => createClient(LeaseService, protocols[1]!.make(t.baseUrl, [withHeaders(a.headers)]));
+
+  it("keeps an offline agent whose acquire still waits in a lease's queue, and hands it the lease alive", async () => {
+    await using t = await startTestHub({ config: { agentRetentionMs: 60_000, staleAfterMs: 30_000, cleanupIntervalMs: 3_600_000 } });
+    const alpha = await t.register("alpha");
+    const beta = await t.register("beta");
+    const held = await leases(t, alpha).acquireLease({ name: "db", ttlMs: 600_000 });
+    // beta waits up to 10 minutes for the lease, its call in flight while the sweeps run.
+    const waited = leases(t, beta)
+      .acquireLease({ name: "db", ttlMs: 300_000, waitMs: 600_000 })
+      .then((r) => ({ holder: r.lease?.holderAgentName }), (e: unknown) => ({ refused: String(e) }));
+    await idle(t.clock, 1);
+    t.clock.advance(31_000);
+    await t.hub.sweepNow(); // stale: offline
+    t.clock.advance(30_000);
+    expect((await t.rest(`/v1/agents/${alpha.id}/heartbeat`, { method: "POST", headers: alpha.headers })).status).toBe(200);
+    await t.hub.sweepNow(); // past retention: forgotten, unless something names it
+    expect((await t.sql("SELECT name FROM agents ORDER BY name")).map((r) => r.name)).toEqual(["alpha", "beta"]);
+    // alpha releases: the lease goes to beta's waiting call, held by an agent the hub knows.
+    await leases(t, alpha).releaseLease({ name: "db", fencingToken: held.lease!.fencingToken });
+    expect(await waited).toEqual({ holder: "beta" });
+    const [row] = await t.sql("SELECT holder_agent_id FROM leases WHERE name = 'db'");
+    expect(row!.holder_agent_id).toBe(beta.id);
   });
 });

@@ -336,3 +336,42 @@ describe.each(streamProtocols)("takeover and open streams over $name", (protocol
     expect([LeaseEventKind[g.kind], Number(g.lease?.fencingToken)]).toEqual(["GRANTED", 2]);
   });
 });
+
+describe("an old instance's UnregisterAgent after a takeover", () => {
+  it("is refused, and the instance that took over stays online with its key", async () => {
+    await using t = await startTestHub();
+    const old = await t.register("alpha");
+    // The old instance's unregister is authenticated (its row read), then held there while a
+    // restarted client takes the name over.
+    const agents = t.hub.store.agents as { peekCaller: (id: string) => Promise<unknown> };
+    const peek = agents.peekCaller.bind(agents);
+    let hold: Promise<void> | undefined;
+    let release!: () => void;
+    let reached!: () => void;
+    const atPeek = new Promise<void>((r) => (reached = r));
+    agents.peekCaller = async (id: string) => {
+      const found = await peek(id);
+      if (hold) {
+        const h = hold;
+        hold = undefined;
+        reached();
+        await h;
+      }
+      return found;
+    };
+    hold = new Promise<void>((r) => (release = r));
+    const unregistered = t.rest(`/v1/agents/${old.id}`, { method: "DELETE", headers: old.headers });
+    await atPeek;
+    const reg = await t.rest("/v1/agents/register", { json: { name: "alpha", project: "p", takeover: true } });
+    const body = (await reg.json()) as { agent: { id: string }; agentKey: string; takenOver: boolean };
+    expect(body.takenOver).toBe(true);
+    release();
+    const unreg = await unregistered;
+    const heartbeat = await t.rest(`/v1/agents/${body.agent.id}/heartbeat`, {
+      method: "POST",
+      headers: { "x-kxm-agent-id": body.agent.id, "x-kxm-agent-key": body.agentKey, "content-type": "application/json" },
+      body: "{}",
+    });
+    expect({ unregister: unreg.status, newHeartbeat: heartbeat.status }).toEqual({ unregister: 401, newHeartbeat: 200 });
+  });
+});

@@ -161,6 +161,7 @@ export function createPostgresAgents(
                SELECT id FROM agents c WHERE c.online = false AND c.last_seen_at <= $1
                  AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = c.id OR m.from_id = c.id))
                  AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = c.project AND l.holder_agent_id = c.id AND l.expires_at > $2)
+                 AND NOT EXISTS (SELECT 1 FROM lease_waiters w WHERE w.project = c.project AND w.agent_id = c.id)
                ORDER BY c.reg_seq FOR UPDATE SKIP LOCKED)
              RETURNING ${agentColumnsOf("a")}`,
             [nowMs - retainMs, nowMs],

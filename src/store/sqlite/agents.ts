@@ -38,6 +38,7 @@ export function createSqliteAgents(
       `SELECT * FROM agents a WHERE online = 0 AND last_seen_at <= ?
          AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = a.id OR m.from_id = a.id))
          AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = a.project AND l.holder_agent_id = a.id AND l.expires_at > ?)
+         AND NOT EXISTS (SELECT 1 FROM lease_waiters w WHERE w.project = a.project AND w.agent_id = a.id)
        ORDER BY rowid`,
     ),
     deleteAgent: db.prepare("DELETE FROM agents WHERE id = ?"),
