@@ -17,6 +17,7 @@ import { argumentMessage, flagHelp, isArgumentError, type FlagDoc } from "../con
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { hubTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
 import { hubFetch } from "./tls-fetch.js";
+import { withoutCredentials } from "./agent-target.js";
 
 /**
  * `kxm-hub mcp`: a stdio bridge for MCP clients that only launch local servers. It relays
@@ -101,6 +102,7 @@ function mcpUrl(raw: string): URL {
     throw usageError(`--url (KXM_URL) must be a URL such as http://127.0.0.1:7331, got ${JSON.stringify(raw)}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError("--url (KXM_URL) must start with http:// or https://");
+  withoutCredentials(url, "--url (KXM_URL)");
   const base = url.pathname.replace(/\/+$/, "");
   url.pathname = base.endsWith("/mcp") ? base : `${base}/mcp`;
   url.search = "";

@@ -286,6 +286,13 @@ describe("kxm-hub mcp (stdio bridge)", () => {
     await a.client.close();
   });
 
+  it("refuses a KXM_URL with a user name or password (exit 2) and never prints the password", async () => {
+    const r = await runCli(["mcp"], { env: { KXM_URL: "http://user:s3cretPW@127.0.0.1:9", KXM_PROJECT: "p", KXM_AGENT: "alpha" } });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^kxm-hub: usage_error: --url \(KXM_URL\) carries a user name or password/);
+    expect(r.stdout + r.stderr).not.toContain("s3cretPW");
+  });
+
   it("answers with an error the client sees when the hub is not there", async () => {
     const port = await closedPort();
     const b = bridgedClient({ KXM_URL: `http://127.0.0.1:${port}`, KXM_PROJECT: "p", KXM_AGENT: "alpha" });
