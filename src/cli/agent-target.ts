@@ -1,3 +1,4 @@
+import os from "node:os";
 import { parseArgs } from "node:util";
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { connect, HubError, type Session } from "../../clients/ts/src/index.js";
@@ -166,11 +167,22 @@ export const protoJson = <D extends DescMessage>(schema: D, message: MessageShap
  */
 export async function asAgent<T>(t: AgentTarget, purpose: string, fn: (session: Session) => Promise<T>): Promise<T> {
   const session = await openSession(t, purpose);
+  // Interrupted (Ctrl-C, a parent's SIGTERM): the agent is unregistered first, as at the end of
+  // any command, then the command ends as the signal would (128 + its number). Left online, its
+  // name would refuse the next command as it (duplicate_agent_name) until it went stale.
+  const onSignal = (signal: NodeJS.Signals) => {
+    void closeSession(session).finally(() => process.exit(128 + (os.constants.signals[signal] ?? 0)));
+  };
+  for (const s of endingSignals) process.once(s, onSignal);
   try {
     return await fn(session);
   } catch (e) {
     throw refusalOf(e, t);
   } finally {
+    for (const s of endingSignals) process.off(s, onSignal);
     await closeSession(session);
   }
 }
+
+/** The signals a command is ended by that let it unregister its agent first. */
+const endingSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const;

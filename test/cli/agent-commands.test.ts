@@ -1,6 +1,7 @@
+import { spawn } from "node:child_process";
 import net from "node:net";
 import { describe, expect, it } from "vitest";
-import { runCli, type CliResult } from "../fixtures/cli.js";
+import { bin, repo, runCli, type CliResult } from "../fixtures/cli.js";
 import { jsonOf, startTestHub, type TestHub } from "../fixtures/hub.js";
 
 /**
@@ -134,5 +135,29 @@ describe("kxm-hub agent commands", () => {
     for (const args of [["agents"], ["send"], ["inbox"], ["reply"], ["lease", "acquire"], ["lease", "run"]]) {
       expect(ok(await as(t, undefined, [...args, "--help"]))).toMatch(/Exit codes/);
     }
+  });
+
+  it("a waiting lease acquire interrupted by SIGINT unregisters its agent first: the next command as it is not refused", async () => {
+    await using t = await startTestHub();
+    const holder = await t.register("holder", "p");
+    expect((await t.rest("/v1/leases/L/acquire", { headers: holder.headers, json: { ttlMs: 300_000 } })).status).toBe(200);
+    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
+    const env = { ...base, KXM_URL: t.baseUrl, KXM_PROJECT: "p", KXM_AGENT: "beta" };
+    const child = spawn(process.execPath, [bin, "lease", "acquire", "L", "--wait", "60s"], { cwd: repo, env, stdio: ["ignore", "pipe", "pipe"] });
+    const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+    // Until beta's call waits in the lease's queue.
+    const deadline = performance.now() + 20_000;
+    for (;;) {
+      const leases = (await jsonOf(await t.rest("/v1/leases?project=p"))).leases as { name: string; waiters: unknown[] }[];
+      if ((leases.find((l) => l.name === "L")?.waiters.length ?? 0) > 0) break;
+      if (performance.now() > deadline) throw new Error("beta never waited");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill("SIGINT");
+    expect(await exited).toBe(130);
+    const agents = (await jsonOf(await t.rest("/v1/agents?project=p&includeOffline=true"))).agents as { name: string; online?: boolean }[];
+    expect(agents.find((a) => a.name === "beta")?.online ?? false).toBe(false);
+    const next = await runCli(["inbox"], { env: { KXM_URL: t.baseUrl, KXM_PROJECT: "p", KXM_AGENT: "beta" } });
+    expect({ code: next.code, stderr: next.stderr }).toEqual({ code: 0, stderr: "" });
   });
 });
