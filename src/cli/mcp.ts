@@ -1,4 +1,5 @@
 import os from "node:os";
+import { Transform, type Readable } from "node:stream";
 import { parseArgs } from "node:util";
 import {
   isJSONRPCErrorResponse,
@@ -117,7 +118,49 @@ interface BridgeOptions {
 }
 
 /** One stderr line in the command line's format (`kxm-hub: <code>: <message>`). */
-const note = (code: string, message: string) => process.stderr.write(`kxm-hub: ${code}: ${message}\n`);
+const note = (code: string, message: string) => process.stderr.write(`kxm-hub: ${code}: ${message.split("\n")[0]}\n`);
+
+/**
+ * The MCP client's stdin as the SDK's stdio transport reads it, each line checked first: one that
+ * is no JSON, or no JSON-RPC message, is answered here (`refuse`: -32700 Parse error with id null,
+ * or -32600 Invalid Request with the line's id when it has one, JSON-RPC 2.0 §5.1) and not passed
+ * on. The SDK's transport drops such a line (no JSON) or reports it without its id, and the client
+ * would wait for an answer to that id until its own timeout.
+ */
+function checkedStdin(input: Readable, refuse: (id: RequestId | null, code: number, message: string) => void): Readable {
+  let rest = "";
+  const decoder = new TextDecoder();
+  const check = (line: string, out: string[]) => {
+    if (line.trim() === "") return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      return refuse(null, ProtocolErrorCode.ParseError, "a line on stdin is not JSON");
+    }
+    const m = parsed as JSONRPCMessage;
+    if (isJSONRPCRequest(m) || isJSONRPCNotification(m) || isJSONRPCResultResponse(m) || isJSONRPCErrorResponse(m)) return void out.push(`${line}\n`);
+    const id = (parsed as { id?: unknown } | null)?.id;
+    refuse(typeof id === "string" || typeof id === "number" ? id : null, ProtocolErrorCode.InvalidRequest, "a line on stdin is not a JSON-RPC 2.0 request, notification or response");
+  };
+  return input.pipe(
+    new Transform({
+      transform(chunk: Buffer, _encoding, callback) {
+        rest += decoder.decode(chunk, { stream: true });
+        const lines = rest.split("\n");
+        rest = lines.pop()!;
+        const out: string[] = [];
+        for (const line of lines) check(line, out);
+        callback(null, out.length > 0 ? out.join("") : undefined);
+      },
+      flush(callback) {
+        const out: string[] = [];
+        check(rest + decoder.decode(), out);
+        callback(null, out.length > 0 ? out.join("") : undefined);
+      },
+    }),
+  );
+}
 
 /** fetch's own error says only "fetch failed"; the socket's code (ECONNREFUSED, ENOTFOUND) is in its cause. */
 function causeOf(e: unknown): string {
@@ -163,7 +206,12 @@ function runBridge({ url, headers, tls }: BridgeOptions): Promise<void> {
       return res;
     },
   });
-  const stdio = new StdioServerTransport();
+  const stdio = new StdioServerTransport(
+    checkedStdin(process.stdin, (id, code, message) => {
+      note("stdin_invalid", message);
+      void answerError(id as RequestId, code, message);
+    }),
+  );
 
   const toClient = (message: JSONRPCMessage) =>
     stdio.send(message as Parameters<StdioServerTransport["send"]>[0]).catch((e: unknown) => {

@@ -286,6 +286,24 @@ describe("kxm-hub mcp (stdio bridge)", () => {
     await a.client.close();
   });
 
+  it("answers a line that is no JSON (-32700, id null) and a request of the wrong shape (-32600, its id), one stderr line each, and goes on", async () => {
+    await using t = await startTestHub();
+    const r = rawBridge({ KXM_URL: t.baseUrl, KXM_PROJECT: "p", KXM_AGENT: "alpha" });
+    await r.open();
+    r.child.stdin!.write("this is not json\n");
+    r.child.stdin!.write(`${JSON.stringify({ jsonrpc: "2.0", id: 99, method: "tools/call", params: "oops" })}\n`);
+    expect((await r.call("whoami", {})).structuredContent).toMatchObject({ agent: { name: "alpha" } });
+    r.child.stdin!.end();
+    expect(await within(r.exited, "the bridge's exit")).toBe(0);
+    const parsed = r.lines.map((l) => JSON.parse(l) as { id?: unknown; error?: { code?: number } });
+    expect(parsed.filter((m) => m.error).map((m) => [m.id, m.error!.code])).toEqual([
+      [null, -32700],
+      [99, -32600],
+    ]);
+    expect(r.stderr().trimEnd().split("\n").filter((l) => l.includes("stdin_invalid"))).toHaveLength(2);
+    expect(r.stderr()).not.toMatch(/^\s*[{[]/m);
+  });
+
   it("refuses a KXM_URL with a user name or password (exit 2) and never prints the password", async () => {
     const r = await runCli(["mcp"], { env: { KXM_URL: "http://user:s3cretPW@127.0.0.1:9", KXM_PROJECT: "p", KXM_AGENT: "alpha" } });
     expect(r.code).toBe(2);
