@@ -3,6 +3,7 @@ package kxmhub
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -49,6 +50,16 @@ type Lease struct {
 func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*Lease, error) {
 	if o.TTL == 0 {
 		o.TTL = 30 * time.Second
+	}
+	// What the request cannot carry (milliseconds as an int32) is the caller's mistake: converted,
+	// it would wrap into a small TTL on the hub while the keeper works from the long one.
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"TTL", o.TTL}, {"Wait", o.Wait}} {
+		if d.v < 0 || d.v/time.Millisecond > math.MaxInt32 {
+			return nil, &Error{Code: "protocol_error", Message: fmt.Sprintf("%s must be 0..%d ms (got %s)", d.field, math.MaxInt32, d.v), Metadata: map[string]string{"field": d.field}}
+		}
 	}
 	ttl := int32(o.TTL / time.Millisecond)
 	req := &hubv1.AcquireLeaseRequest{Name: name, TtlMs: &ttl}

@@ -139,3 +139,19 @@ func TestRetryingAnAcquireWhoseAnswerWasLostNeverRenewsAnOrphanForever(t *testin
 		}
 	}
 }
+
+// A TTL or a wait the request cannot carry (milliseconds as an int32) is the caller's mistake,
+// refused before anything is sent: converted, about 49.7 days wrapped into a small TTL on the hub
+// while the keeper renewed from the long one.
+func TestATTLTheRequestCannotCarryIsRefused(t *testing.T) {
+	e := loadEnv(t)
+	s := open(t, e, newTestClock(""), "long")
+	wraps := time.Duration(1<<32+30_000) * time.Millisecond // as an int32 of ms: 30 s, a valid TTL
+	for _, o := range []kxmhub.AcquireOptions{{TTL: wraps}, {TTL: time.Minute, Wait: wraps}} {
+		_, err := s.Acquire(within(t), "lib-long-"+randomHex(4), o)
+		var herr *kxmhub.Error
+		if !errors.As(err, &herr) || herr.Code != "protocol_error" || herr.Transient {
+			t.Fatalf("acquire with %+v: %v, want protocol_error", o, err)
+		}
+	}
+}
