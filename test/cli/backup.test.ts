@@ -265,6 +265,22 @@ describe("restore against what a backup must not undo (a review)", () => {
     expectRefusal(await runCli(["restore", "--from", out, "--data-path", path.join(dir, "target.db")]), "backup_corrupt");
   });
 
+  it("a restore refused for a damaged backup leaves nothing at the target it made", async () => {
+    const dir = tempDir();
+    const source = path.join(dir, "source.db");
+    await new SqliteStore({ path: source, synchronous: "full" }).close();
+    const out = path.join(dir, "trunc.db");
+    await backupTo(source, out, { hubVersion: "0", nowMs: 0 });
+    fs.truncateSync(out, 4096 * 2);
+    const m = JSON.parse(fs.readFileSync(manifestPathOf(out), "utf8")) as BackupManifest;
+    const bytes = fs.readFileSync(out);
+    fs.writeFileSync(manifestPathOf(out), JSON.stringify({ ...m, sha256: createHash("sha256").update(bytes).digest("hex"), bytes: bytes.length }));
+    const target = path.join(dir, "fresh", "kxm.db");
+    const r = await runCli(["restore", "--from", out, "--data-path", target]);
+    expectRefusal(r, "runtime_store_invalid");
+    expect(fs.existsSync(path.dirname(target))).toBe(false);
+  });
+
   it("a flag parseArgs refuses is one invalid_config line", async () => {
     expectRefusal(await runCli(["restore", "--from", "/nonexistent.db", "--bump-fence", "-5"]), "invalid_config");
   });

@@ -4,7 +4,7 @@ import path from "node:path";
 import Database from "better-sqlite3";
 import { makeDirs } from "../dirs.js";
 import { BackupError, StoreOpenError } from "../store.js";
-import { lockStore } from "./lock.js";
+import { lockPathOf, lockStore } from "./lock.js";
 import { asOpenRefusal, companionsOf } from "./open.js";
 import { checkDataPath, firstSchemaVersion, openSchema, schemaVersion } from "./schema.js";
 
@@ -453,12 +453,17 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
     );
   }
   checkDataPath(dataPath);
+  // What a refused restore made, to take away again: a restore that changes nothing leaves nothing.
+  const dir = path.dirname(path.resolve(dataPath));
+  const madeDir = !fs.existsSync(dir);
+  const hadLock = fs.existsSync(lockPathOf(dataPath));
   try {
-    makeDirs(path.dirname(path.resolve(dataPath)));
+    makeDirs(dir);
   } catch (e) {
     throw new StoreOpenError("runtime_path_invalid", `cannot create the directory of ${dataPath}: ${(e as Error).message}`);
   }
   const lock = lockStore(dataPath);
+  let restored = false;
   const tmp = `${dataPath}.restore-${process.pid}`;
   const target = targetFacts(dataPath);
   try {
@@ -497,6 +502,7 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
     // The old file's WAL must not be replayed onto the restored one: remove it before the rename.
     for (const p of companionsOf(dataPath)) fs.rmSync(p, { force: true });
     fs.renameSync(tmp, dataPath);
+    restored = true;
     fsyncDir(path.dirname(path.resolve(dataPath)));
     return summary;
   } catch (e) {
@@ -504,5 +510,15 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
   } finally {
     for (const p of [tmp, ...companionsOf(tmp)]) fs.rmSync(p, { force: true });
     lock.release();
+    if (!restored && !fs.existsSync(dataPath)) {
+      if (!hadLock) fs.rmSync(lockPathOf(dataPath), { force: true });
+      if (madeDir) {
+        try {
+          fs.rmdirSync(dir); // only when empty
+        } catch {
+          // Something else is in it now: it stays.
+        }
+      }
+    }
   }
 }
