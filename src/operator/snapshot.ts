@@ -85,7 +85,9 @@ export function byHomeRuntime(runs: SyncRunView[], runtimes: RuntimeView[]): Hom
   const ids = [...new Set([...byRuntime.keys(), ...runsByRuntime.keys()])].sort();
   return ids.map((runtimeId): HomeRuntime => {
     const r = byRuntime.get(runtimeId);
-    const all = (runsByRuntime.get(runtimeId) ?? []).sort((a, b) => (b.updatedAt ?? "").localeCompare(a.updatedAt ?? ""));
+    // Newest first by time, not by text: "12:00:00Z" sorts after "12:00:00.500Z" as a string.
+    const at = (r: { updatedAt?: string }) => (r.updatedAt === undefined ? Number.NEGATIVE_INFINITY : Date.parse(r.updatedAt) || Number.NEGATIVE_INFINITY);
+    const all = (runsByRuntime.get(runtimeId) ?? []).sort((a, b) => at(b) - at(a));
     return {
       runtimeId,
       ...(r?.host !== undefined && { host: r.host }),

@@ -81,18 +81,20 @@ const object =
     if (atLeastOne && Object.keys(v).length === 0) fail(p, "must have at least one property");
   };
 const map =
-  (keyRe: RegExp, value: Check, max: number): Check =>
+  (keyRe: RegExp, keyMax: number, value: Check, max: number): Check =>
   (v, p) => {
     if (!isObj(v) || Object.keys(v).length > max) return fail(p, `must be an object of at most ${max} entries`);
     for (const [k, x] of Object.entries(v)) {
-      if (!keyRe.test(k)) fail(`${p}.${k}`, "is not an identifier");
+      if (k.length > keyMax || !keyRe.test(k)) fail(`${p}.${k}`, "is not an identifier");
       value(x, `${p}.${k}`);
     }
   };
 
 const identifierRe = /^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$/;
+/** An identifier's length at most (§5.3: 1..64). */
+const identifierMax = 64;
 const identifier: Check = (v, p) => {
-  if (typeof v !== "string" || v.length > 64 || !identifierRe.test(v)) fail(p, "must be an identifier");
+  if (typeof v !== "string" || v.length > identifierMax || !identifierRe.test(v)) fail(p, "must be an identifier");
 };
 const opaqueId = pattern(opaqueIdPattern, "an opaque id", maxOpaqueIdChars);
 const sha256 = pattern(/^sha256:[a-f0-9]{64}$/, "sha256:<64 hex>");
@@ -223,7 +225,7 @@ const payload = object(
     resolutionAction: oneOf("mark-completed", "confirm-absent-and-retry", "compensate-and-retry", "mark-failed", "cancel"),
     reason: text(1, 1000),
     candidate: object({ id: opaqueId, type: identifier, summary: text(1, 1000), confidence: num(0, 1), status: lifecycleStatus }),
-    counts: map(identifierRe, int(0), 32),
+    counts: map(identifierRe, identifierMax, int(0), 32),
     degraded: bool,
   },
   true,
