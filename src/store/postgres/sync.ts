@@ -155,17 +155,21 @@ export function createPostgresSync({ changeTx, rows, now, snapshot, head }: PgAc
         const cursors: { projectId: string; runId: string; cursor: number }[] = [];
         for (const run of runs.values()) {
           if (run.row && run.inserted.size > 0) {
-            // The cursor moves over contiguous sequences: this push's own, then any stored earlier.
-            let cursor = run.row.cursor;
-            for (;;) {
-              if (run.inserted.has(cursor + 1)) {
-                cursor++;
-                continue;
-              }
-              const next = await t.query("SELECT 1 FROM sync_events WHERE project_id = $1 AND run_id = $2 AND sequence = $3", [run.projectId, run.runId, cursor + 1]);
-              if (next.rowCount === 0) break;
-              cursor++;
-            }
+            // The cursor moves over contiguous sequences (this push's own are stored by now, with
+            // any stored earlier): to the end of the stretch that starts right after it, in one
+            // statement. Walked one sequence a statement, a push that filled a gap before a
+            // long stretch held the project's heads for a round trip per event.
+            const [end] = (
+              await t.query<{ cursor: number }>(
+                // The stretch from $3 + 1 on is where sequence - (its rank after $3) stays $3.
+                `SELECT coalesce(max(sequence), $3::bigint) AS cursor FROM (
+                   SELECT sequence, sequence - row_number() OVER (ORDER BY sequence) AS stretch
+                   FROM sync_events WHERE project_id = $1 AND run_id = $2 AND sequence > $3::bigint
+                 ) x WHERE stretch = $3::bigint`,
+                [run.projectId, run.runId, run.row.cursor],
+              )
+            ).rows;
+            const cursor = Number(end!.cursor);
             await t.query("UPDATE sync_runs SET cursor = $1, stored = stored + $2 WHERE project_id = $3 AND run_id = $4", [
               cursor,
               run.inserted.size,
