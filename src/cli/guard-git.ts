@@ -138,30 +138,22 @@ function rulesOf(gitDir: string): ProtectRule[] {
   }
 }
 
-/**
- * The hub's URL from `kxm.url`. One that carries a user name or password is refused: fetch refuses
- * it too, and would put it, password included, into the refusal every pusher reads; the
- * credential the guard sends is kxm.token.
- */
-export function hubUrlOf(url: string, setting: string): URL {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new CommandError("guard_misconfigured", `${setting} ${JSON.stringify(url)} is not a URL such as http://127.0.0.1:7331`, guardGitExitCodes.refused);
-  }
-  if (parsed.username !== "" || parsed.password !== "") {
-    throw new CommandError("guard_misconfigured", `${setting} carries a user name or password, which is never sent: give the hub's token as kxm.token (--token) instead`, guardGitExitCodes.refused);
-  }
-  return parsed;
-}
-
 function hubOf(gitDir: string): { target: HubTarget; project: string } {
   const url = configValue(gitDir, "kxm.url");
   const project = configValue(gitDir, "kxm.project");
   const missing = [url === undefined && "kxm.url", project === undefined && "kxm.project"].filter(Boolean);
   if (missing.length > 0) throw new CommandError("guard_misconfigured", `${missing.join(" and ")} not set in ${gitDir}: protected refs cannot be checked`, guardGitExitCodes.refused);
-  const parsed = hubUrlOf(url!, "kxm.url");
+  let parsed: URL;
+  try {
+    parsed = new URL(url!);
+  } catch {
+    throw new CommandError("guard_misconfigured", `kxm.url ${JSON.stringify(url)} is not a URL such as http://127.0.0.1:7331`, guardGitExitCodes.refused);
+  }
+  // fetch refuses a URL with a user name or password, and would put it, password included, into
+  // the refusal every pusher reads; the credential the guard sends is kxm.token.
+  if (parsed.username !== "" || parsed.password !== "") {
+    throw new CommandError("guard_misconfigured", "kxm.url carries a user name or password, which is never sent: give the hub's token as kxm.token (--token) instead", guardGitExitCodes.refused);
+  }
   let tls;
   try {
     tls = readHubTls(Object.fromEntries(Object.entries(guardTlsKeys).map(([flag, key]) => [flag, configValue(gitDir, key)])), guardTlsKeys);

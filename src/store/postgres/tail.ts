@@ -122,8 +122,9 @@ export function createTail(
       .catch(() => {})
       .finally(() => {
         clearTimeout(giveUp);
-        // Given up: whatever it still answers is ignored, and the same window is read again.
-        if (own === generation) generation++;
+        // One look at a time: once it settles or is given up, whatever it still answers is
+        // ignored, and a given-up window is read again.
+        generation++;
         looking = false;
         if (readers.size === 0) running = false;
         else timer = setTimeout(tick, woken ? gap() : wanted() ? intervalMs : idleMs).unref();
