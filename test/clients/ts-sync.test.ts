@@ -71,4 +71,26 @@ describe("TypeScript library: RunFactSync", () => {
     expect(() => new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, batchSize: 101 })).toThrow(HubError);
     sync.close();
   });
+
+  it("cuts a batch short of the hub's request size: 100 facts of 4 KB each go in two calls, and all are stored", async () => {
+    await using t = await startTestHub();
+    const sizes: number[] = [];
+    const count: Interceptor = (next) => async (req) => {
+      if (req.method.name === "PushEvents") sizes.push((req.message as unknown as { events: unknown[] }).events.length);
+      return next(req);
+    };
+    const sync = new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [count, ...i] }) });
+    // About 4 KB of JSON each: 100 of them are over the hub's default 256 KiB request limit.
+    const omitted = Array.from({ length: 40 }, (_, i) => `field.${String(i).padStart(3, "0")}.${"x".repeat(90)}`);
+    const big = (sequence: number) =>
+      fromJson(SyncEventSchema, syncEvent({ runId: "run_eeeeeeee", sequence, sourceEventId: `evt_e_${String(sequence).padStart(4, "0")}`, redaction: { version: "v1", fieldsOmitted: omitted, valuesReplaced: 0 } }) as JsonObject);
+    const out = await sync.push(Array.from({ length: 100 }, (_, i) => big(i + 1)));
+    expect(sizes.length).toBe(2);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(100);
+    expect(out.results.every((r) => r.outcome === SyncOutcome.ACCEPTED)).toBe(true);
+    expect(out.cursors.get("prj_project0001/run_eeeeeeee")).toBe(100n);
+    // A limit the hub was configured with is the caller's to give; below two reserves it is refused.
+    expect(() => new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, maxBatchBytes: 100 })).toThrow(HubError);
+    sync.close();
+  });
 });

@@ -1,9 +1,9 @@
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
-import type { MessageInitShape } from "@bufbuild/protobuf";
+import { create, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
 import { monotonicClock, type Clock } from "./clock.js";
 import { HubError } from "./errors.js";
-import { SyncService, type SyncEventResult, type SyncEventSchema } from "./generated.js";
+import { SyncEventSchema, SyncService, type SyncEventResult } from "./generated.js";
 import { ownTransport, type TlsOptions } from "./tls.js";
 
 /** One run fact (`kxm.sync-event.v1`) as the generated code builds it. */
@@ -20,6 +20,12 @@ export interface RunFactSyncOptions {
   token?: string;
   /** Facts per PushEvents call, 1..100 (the hub's limit; default 100). */
   batchSize?: number;
+  /**
+   * The hub's request size limit in bytes (default 262,144, the hub's 256 KiB): a batch is cut
+   * short of it, its facts measured as JSON, which is never smaller than their binary encoding.
+   * A single fact over it is sent alone, and the hub's payload_too_large thrown.
+   */
+  maxBatchBytes?: number;
   /** Default: Connect over HTTP/2, one connection, closed by close(). */
   transport?: (interceptors: Interceptor[]) => Transport;
   /** For an `https://` URL: the CA to trust and the client certificate and key (see SessionOptions.tls). */
@@ -37,7 +43,7 @@ export interface PushOutcome {
 
 /**
  * A workflow runtime's run facts on their way to the hub. `push` sends them in order, in batches
- * the hub takes (at most 100 facts, each batch one transaction on the hub), and sends a batch
+ * the hub takes (at most 100 facts and maxBatchBytes, each batch one transaction on the hub), and sends a batch
  * again after a dropped connection, an unavailable hub or a rate limit, with a back-off: the hub
  * stores each fact exactly once under (projectId, runId, sequence), so a batch sent twice comes
  * back as duplicates, never as doubles. A refusal of a whole batch (a bad token, a malformed
@@ -50,11 +56,17 @@ export class RunFactSync {
   readonly #connection: Http2SessionManager | undefined;
   readonly #clock: Clock;
   readonly #batchSize: number;
+  readonly #batchBytes: number;
 
   constructor(private readonly o: RunFactSyncOptions) {
     const batchSize = o.batchSize ?? 100;
     if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > 100) throw new HubError("protocol_error", "batchSize must be an integer from 1 to 100");
     this.#batchSize = batchSize;
+    const maxBatchBytes = o.maxBatchBytes ?? 262_144;
+    if (!Number.isSafeInteger(maxBatchBytes) || maxBatchBytes < 2 * requestReserveBytes) {
+      throw new HubError("protocol_error", `maxBatchBytes must be an integer of at least ${2 * requestReserveBytes}`);
+    }
+    this.#batchBytes = maxBatchBytes - requestReserveBytes;
     this.#clock = o.clock ?? monotonicClock;
     const auth: Interceptor = (next) => (req) => {
       if (o.token) req.header.set("authorization", `Bearer ${o.token}`);
@@ -69,13 +81,29 @@ export class RunFactSync {
   /** Pushes `facts` in order (see the class). `signal` stops the retries; what was pushed stays pushed. */
   async push(facts: RunFact[], o: { signal?: AbortSignal } = {}): Promise<PushOutcome> {
     const out: PushOutcome = { results: [], cursors: new Map() };
-    for (let i = 0; i < facts.length; i += this.#batchSize) {
-      const events = facts.slice(i, i + this.#batchSize);
+    for (const events of this.#batches(facts)) {
       const r = await this.#retried(() => this.#sync.pushEvents({ project: this.o.project, runtimeId: this.o.runtimeId, events }, { signal: o.signal }), o.signal);
       out.results.push(...r.results);
       for (const c of r.cursors) out.cursors.set(`${c.projectId}/${c.runId}`, c.cursor);
     }
     return out;
+  }
+
+  /** `facts` in order, cut into batches of at most batchSize facts and maxBatchBytes. */
+  *#batches(facts: RunFact[]): Generator<RunFact[]> {
+    let batch: RunFact[] = [];
+    let bytes = 0;
+    for (const fact of facts) {
+      const size = factBytes(fact);
+      if (batch.length > 0 && (batch.length === this.#batchSize || bytes + size > this.#batchBytes)) {
+        yield batch;
+        batch = [];
+        bytes = 0;
+      }
+      batch.push(fact);
+      bytes += size;
+    }
+    if (batch.length > 0) yield batch;
   }
 
   /** The run's gapless cursor on the hub (0 when none of it is stored): push from cursor + 1. */
@@ -104,4 +132,12 @@ export class RunFactSync {
       }
     }
   }
+}
+
+/** What a PushEvents request holds besides its facts (project, runtime id, field names), with room to spare. */
+const requestReserveBytes = 1024;
+
+/** A fact's size in a request: its JSON (never smaller than its binary encoding) and a separator. */
+function factBytes(fact: RunFact): number {
+  return Buffer.byteLength(toJsonString(SyncEventSchema, create(SyncEventSchema, fact))) + 8;
 }
