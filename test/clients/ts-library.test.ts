@@ -225,6 +225,28 @@ describe("TypeScript library: leases", () => {
     expect(held.lost.aborted).toBe(false);
   });
 
+  it("waits out a rate limit's retryAfterMs before renewing again, and keeps the lease", async () => {
+    // One call per agent and 20 s window: the acquire at 0 s uses it, so the renewal at 10 s is
+    // refused with retryAfterMs = 10 s; retrying each second until then would only be refused.
+    await using t = await startTestHub({ config: { rateLimit: { windowMs: 20_000, maxRequests: 1 } } });
+    const { calls, transport } = counted();
+    const s = await open(t, "patient", { transport: transport(t.baseUrl) });
+    const held = await s.acquire("res", { ttlMs: 30_000 });
+    const renewals = () => calls.get("RenewLease") ?? 0;
+    for (let elapsed = 0; elapsed < 19_000; elapsed += 1_000) {
+      await idle(t.clock, 2);
+      t.clock.advance(1_000);
+    }
+    await idle(t.clock, 2);
+    expect(renewals()).toBe(1); // the refused one at 10 s, none since
+    t.clock.advance(1_000); // 20 s: a new window
+    await until(() => renewals() === 2);
+    await idle(t.clock, 2);
+    expect(held.lost.aborted).toBe(false);
+    // Renewed now, at 20 s (this window's one call): the hub's lease runs a TTL from now.
+    expect(Number(held.lease.expiresAt!.seconds)).toBe(Math.floor((t.clock.now() + 30_000) / 1000));
+  });
+
   it("loses what it holds with the session when the hub refuses its agent for good (taken over), not at the next renewal", async () => {
     await using t = await startTestHub();
     const old = await open(t, "builder", { heartbeatMs: 10_000 });

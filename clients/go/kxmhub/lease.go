@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"sync"
 	"time"
 
@@ -322,14 +323,24 @@ func (l *Lease) keep(grant time.Time) {
 			continue
 		}
 		// cancelled here is the connection under the call dropping (Release stops the keeper above).
-		if e := AsError(err); !e.Transient && e.Code != "rate_limited" && e.Code != "cancelled" {
+		e := AsError(err)
+		if !e.Transient && e.Code != "rate_limited" && e.Code != "cancelled" {
 			l.lose(e)
 			return
 		}
-		// The hub is away: try again soon, while the lease can still be valid.
+		// The hub is away: try again soon, while the lease can still be valid. Over the rate
+		// limit: not before its window ends (an earlier try is refused too), nor past lostAt.
 		retry := l.ttl / 10
 		if retry > time.Second {
 			retry = time.Second
+		}
+		if e.Code == "rate_limited" {
+			// At most a TTL (the keeper gives up at lostAt anyway): no overflow from a huge value.
+			if ms, perr := strconv.ParseInt(e.Metadata["retryAfterMs"], 10, 64); perr == nil {
+				if after := time.Duration(min(ms, l.ttl.Milliseconds())) * time.Millisecond; after > retry {
+					retry = after
+				}
+			}
 		}
 		nextRenew = l.s.clock.Now().Add(retry)
 	}

@@ -92,11 +92,24 @@ class Lease:
                 if not err.transient and err.code != "rate_limited":
                     self._lose(err)
                     return
-                next_renew = clock.now() + min(1.0, ttl / 10)  # the hub is away: try again soon
+                # The hub is away: try again soon, while the lease can still be valid. Over the
+                # rate limit: not before its window ends (an earlier try is refused too).
+                next_renew = clock.now() + max(min(1.0, ttl / 10), _retry_after(err, ttl))
                 continue
             self.lease = res.lease
             valid_until = sent + ttl
             next_renew = sent + ttl / 3
+
+
+def _retry_after(err: HubError, ttl: float) -> float:
+    """A rate_limited refusal's retryAfterMs in seconds (at most `ttl`), else 0."""
+    if err.code != "rate_limited":
+        return 0.0
+    try:
+        ms = int(err.metadata.get("retryAfterMs", ""))
+    except ValueError:
+        return 0.0
+    return min(max(ms, 0) / 1000, ttl)
 
 
 # What the hub accepts (src/lease/leases.ts), in the seconds the library takes.

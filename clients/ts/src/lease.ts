@@ -134,8 +134,10 @@ export class HeldLease {
           this.#lose(err);
           return;
         }
-        // The hub is away: try again soon, while the lease can still be valid.
-        nextRenewAt = this.clock.now() + Math.min(1_000, this.ttlMs / 10);
+        // The hub is away: try again soon, while the lease can still be valid. Over the rate
+        // limit: not before its window ends (an earlier try is refused too), nor past lostAt.
+        const retryAfterMs = err.code === "rate_limited" ? Number(err.metadata.retryAfterMs) : NaN;
+        nextRenewAt = this.clock.now() + Math.max(Math.min(1_000, this.ttlMs / 10), Number.isFinite(retryAfterMs) ? retryAfterMs : 0);
       }
     }
   }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"github.com/kxm-dev/kxm-hub/clients/go/kxmhub"
 )
@@ -154,4 +155,44 @@ func TestATTLTheRequestCannotCarryIsRefused(t *testing.T) {
 			t.Fatalf("acquire with %+v: %v, want protocol_error", o, err)
 		}
 	}
+}
+
+// A renewal refused for the rate (rate_limited, retryAfterMs 10 s) is tried again when the window
+// ends, not every second before it (each such try is refused too and spends the next window).
+func TestARateLimitedRenewalWaitsOutRetryAfterMs(t *testing.T) {
+	e := loadEnv(t)
+	c := newTestClock("")
+	var renewals atomic.Int32
+	limited := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().Procedure == "/kxm.hub.v1.LeaseService/RenewLease" && renewals.Add(1) == 1 {
+				refusal := connect.NewError(connect.CodeResourceExhausted, errors.New("request rate limit exceeded"))
+				detail, err := connect.NewErrorDetail(&errdetails.ErrorInfo{Reason: "RATE_LIMITED", Domain: "kxm-hub", Metadata: map[string]string{"retryAfterMs": "10000"}})
+				if err != nil {
+					return nil, err
+				}
+				refusal.AddDetail(detail)
+				return nil, refusal
+			}
+			return next(ctx, req)
+		}
+	})
+	s := open(t, e, c, "patient", connect.WithInterceptors(limited))
+	l, err := s.Acquire(within(t), "lib-rate-"+randomHex(4), kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	// The renewal at 10 s is refused; until 20 s nothing more is sent.
+	for elapsed := time.Duration(0); elapsed < 19*time.Second; elapsed += time.Second {
+		keeperAsleep(t, c, l, "after "+elapsed.String())
+		c.advance(t, time.Second)
+	}
+	keeperAsleep(t, c, l, "at 19s")
+	if n := renewals.Load(); n != 1 {
+		t.Fatalf("renewals by 19 s: %d, want the one refused at 10 s", n)
+	}
+	c.advance(t, time.Second)
+	eventually(t, "the renewal at 20 s", func() bool { return renewals.Load() == 2 })
+	keeperAsleep(t, c, l, "after the renewal at 20 s")
 }

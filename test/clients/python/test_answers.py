@@ -204,3 +204,37 @@ def test_a_session_whose_connection_went_silent_is_lost_after_three_unanswered_h
                 pass
 
     asyncio.run(run())
+
+
+def test_a_rate_limited_renewal_waits_out_retry_after_ms(hub: HubEnv) -> None:
+    """A renewal refused for the rate (rate_limited, retryAfterMs 10 s) is tried again when the
+    window ends, not every second before it (each such try is refused too)."""
+    from test_library import HubClock, until
+
+    async def run() -> None:
+        clock = HubClock(None)  # this process's clock only: the hub's lease runs on real time
+        sfx = secrets.token_hex(4)
+        async with await kxmhub.connect(hub.hub_url, project=PROJECT, name=f"patient-{sfx}", token=hub.project_token, heartbeat=3600, clock=clock) as s:
+            calls = {"renew": 0}
+            renew = s.leases.renew_lease
+
+            async def limited_renew(req, *, headers=None, timeout_ms=None):
+                calls["renew"] += 1
+                if calls["renew"] == 1:
+                    raise kxmhub.HubError("rate_limited", "request rate limit exceeded", {"retryAfterMs": "10000"}, transient=True)
+                return await renew(req, headers=headers, timeout_ms=timeout_ms)
+
+            s.leases.renew_lease = limited_renew
+            lease = await s.acquire(f"py-rate-{sfx}", ttl=30)
+            for _ in range(19):  # the renewal at 10 s is refused; until 20 s nothing more is sent
+                await until("the keeper asleep", lambda: clock.sleepers >= 2)  # keeper + heartbeat
+                clock.advance(1)
+            await until("the keeper asleep", lambda: clock.sleepers >= 2)
+            assert calls["renew"] == 1, calls
+            clock.advance(1)
+            await until("the renewal at 20 s", lambda: calls["renew"] == 2)
+            await until("the keeper asleep", lambda: clock.sleepers >= 2)
+            assert not lease.lost.is_set(), lease.error
+            await lease.release()
+
+    asyncio.run(run())
