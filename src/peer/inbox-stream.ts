@@ -91,10 +91,16 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       yield { kind: "ready", agent, cursor: last };
 
       if (afterSeq === undefined) {
+        // A page at a time, as the live phase reads: an inbox of many large messages is never
+        // held whole (nor read in one synchronous statement).
         let replayed = state.ackedCursor;
-        for (const m of await store.messages.pendingMessages(caller.agentId, state.ackedCursor, state.head)) {
-          yield { kind: "event", event: { agentId: caller.agentId, seq: m.seq, kind: "message", message: m }, cursor: m.seq };
-          replayed = m.seq;
+        for (let more = true; more; ) {
+          const pending = await store.messages.pendingMessages(caller.agentId, replayed, state.head, page);
+          more = pending.length === page;
+          for (const m of pending) {
+            yield { kind: "event", event: { agentId: caller.agentId, seq: m.seq, kind: "message", message: m }, cursor: m.seq };
+            replayed = m.seq;
+          }
         }
         last = state.head;
         // The stream skipped what is no longer pending up to the head: a client resuming must do

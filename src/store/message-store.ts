@@ -80,8 +80,8 @@ export interface MessageStore {
   inboxState(agentId: string): Promise<InboxState>;
   /** Stream events after `afterSeq`, oldest first. */
   readInbox(agentId: string, afterSeq: number, limit: number): Promise<InboxEvent[]>;
-  /** Queued or delivered messages to the agent with afterSeq < seq <= uptoSeq, by seq. */
-  pendingMessages(agentId: string, afterSeq: number, uptoSeq: number): Promise<MessageRow[]>;
+  /** Queued or delivered messages to the agent with afterSeq < seq <= uptoSeq, by seq: the first `limit`. */
+  pendingMessages(agentId: string, afterSeq: number, uptoSeq: number, limit: number): Promise<MessageRow[]>;
   /**
    * Every inbox event once it is durable, each agent's in order, until the returned function is
    * called: this store's own decisions with the event itself (the same channel as the change

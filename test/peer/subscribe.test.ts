@@ -90,6 +90,29 @@ describe.each(streamProtocols)("Subscribe over $name", (protocol) => {
     await quiet(t, s3);
   });
 
+  it("replays a large backlog a page at a time: every pending message in order, no read of more than 100", async () => {
+    await using t = await startTestHub({ config: base });
+    using s = new StreamScope();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const first = await send(t, a, b, "m1");
+    for (let i = 2; i <= 230; i++) await send(t, a, b, `m${i}`);
+    await peer(t, b).ackMessage({ messageId: first.id });
+    const store = t.hub.store.messages;
+    const pending = store.pendingMessages.bind(store);
+    const rows: number[] = [];
+    store.pendingMessages = async (...args) => {
+      const page = await pending(...args);
+      rows.push(page.length);
+      return page;
+    };
+    const s1 = subscribe(s, t, b);
+    await ready(s1, b, 1n);
+    for (let seq = 2; seq <= 230; seq++) expect((await expectEvent(s1, "message", BigInt(seq))).content).toBe(`m${seq}`);
+    await quiet(t, s1);
+    expect(rows).toEqual([100, 100, 29]);
+  });
+
   it("a stream whose agent is unregistered while the call is authenticated ends, and does not bring it back online", async () => {
     await using t = await startTestHub({ config: base });
     using s = new StreamScope();

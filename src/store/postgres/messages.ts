@@ -349,11 +349,11 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
       };
     },
 
-    async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
+    async pendingMessages(agentId: string, afterSeq: number, uptoSeq: number, limit: number) {
       return (
         await rows<MessageDb>(
-          `SELECT ${messageColumns} FROM messages WHERE to_id = $1 AND status IN ('queued', 'delivered') AND seq > $2 AND seq <= $3 ORDER BY seq`,
-          [agentId, afterSeq, uptoSeq],
+          `SELECT ${messageColumns} FROM messages WHERE to_id = $1 AND status IN ('queued', 'delivered') AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4`,
+          [agentId, afterSeq, uptoSeq, limit],
         )
       ).map(messageFromDb);
     },

@@ -66,8 +66,8 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
       `SELECT e.agent_id AS ev_agent, e.seq AS ev_seq, e.kind AS ev_kind, m.* FROM inbox_events e
        JOIN messages m ON m.id = e.message_id WHERE e.agent_id = ? AND e.seq > ? ORDER BY e.seq LIMIT ?`,
     ),
-    pending: db.prepare<[string, number, number], MessageDb>(
-      `SELECT * FROM messages WHERE to_id = ? AND status IN ('queued', 'delivered') AND seq > ? AND seq <= ? ORDER BY seq`,
+    pending: db.prepare<[string, number, number, number], MessageDb>(
+      `SELECT * FROM messages WHERE to_id = ? AND status IN ('queued', 'delivered') AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?`,
     ),
     count: db.prepare<[], { n: number }>("SELECT count(*) AS n FROM messages"),
     openCount: db.prepare<[string], { n: number }>(
@@ -219,8 +219,8 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
       );
     },
 
-    pendingMessages(agentId: string, afterSeq: number, uptoSeq: number) {
-      return read(() => q.pending.all(agentId, afterSeq, uptoSeq).map(messageFromDb));
+    pendingMessages(agentId: string, afterSeq: number, uptoSeq: number, limit: number) {
+      return read(() => q.pending.all(agentId, afterSeq, uptoSeq, limit).map(messageFromDb));
     },
 
     tailInbox(onNotice: (notice: InboxNotice) => void): () => void {
