@@ -88,10 +88,15 @@ export function createMcpFace(deps: McpFaceDeps) {
    * Charges one `/mcp` request to a budget (D40): the agent's its session or binding acts as,
    * else its address. The RPCs it makes in-process are not charged again (kCharged), so a tool
    * call costs one request as on the other faces, and a request that makes none (`tools/list`,
-   * `ping`) costs one too. Answers 429 and false when the budget is spent.
+   * `ping`) costs one too. A JSON-RPC batch (protocol 2025-03-26) costs one per message in it, or
+   * a batch of 100 tool calls would cost what one does. Answers 429 and false when the budget is
+   * spent.
    */
-  function charged(req: Req, res: Res, agentId: string | undefined): boolean {
-    const verdict = deps.limiter.take(rateKey(agentId === undefined ? undefined : { agentId }, remoteAddressOf(req)), deps.clock.now());
+  function charged(req: Req, res: Res, agentId: string | undefined, body: unknown): boolean {
+    const key = rateKey(agentId === undefined ? undefined : { agentId }, remoteAddressOf(req));
+    const now = deps.clock.now();
+    let verdict = deps.limiter.take(key, now);
+    for (let i = 1; i < (Array.isArray(body) ? body.length : 1); i++) verdict = deps.limiter.take(key, now);
     if (verdict?.retryAfterMs === undefined) return true;
     rpcError(res, 429, ProtocolErrorCode.InvalidRequest, "rate limited", { code: "rate_limited", retryAfterMs: verdict.retryAfterMs }, { "retry-after": String(Math.ceil(verdict.retryAfterMs / 1_000)) });
     return false;
@@ -124,13 +129,13 @@ export function createMcpFace(deps: McpFaceDeps) {
     const id = req.headers["mcp-session-id"];
     const s = sessions.find(req);
     if (s) {
-      if (!charged(req, res, s.agentId)) return;
+      if (!charged(req, res, s.agentId, read.body)) return;
       return sessions.serve(s, req, res, read.body, ac.signal);
     }
     const initialize = id === undefined && req.method === "POST" && isInitializeRequest(read.body);
     // The SDK's own classifier: a request with the 2026-07-28 envelope (or claiming that version) is the stateless leg's.
     const stateless = id === undefined && !initialize && !(await isLegacyRequest(webRequestOf(req, ac.signal), read.body, { maxRequestBodySize: deps.maxBodyBytes }));
-    if (!charged(req, res, stateless ? modern.heldFor(req)?.agentId : undefined)) return;
+    if (!charged(req, res, stateless ? modern.heldFor(req)?.agentId : undefined, read.body)) return;
     if (id !== undefined) return rpcError(res, 404, -32001, "session not found: initialize a new one");
     if (initialize) return sessions.open(req, res, read.body, ac.signal);
     if (stateless) return modern.handle(req, res, read.body, ac);

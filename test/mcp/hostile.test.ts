@@ -114,6 +114,23 @@ describe("MCP face: hostile input", () => {
     expect(refused.text).toContain("lease_not_found");
   });
 
+  it("charges a JSON-RPC batch one request per message in it: a budget of 5 makes 5 leases of a batch of 20, not 20", async () => {
+    await using t = await startTestHub({ config: { rateLimit: { windowMs: 60_000, maxRequests: 8 } } });
+    const opened = await post(t, init({ params: { protocolVersion: "2025-03-26", capabilities: {}, clientInfo: { name: "probe", version: "0" } } }));
+    expect(opened.status).toBe(200);
+    const h = { "mcp-session-id": opened.session!, "mcp-protocol-version": "2025-03-26" };
+    expect((await post(t, { jsonrpc: "2.0", method: "notifications/initialized" }, h)).status).toBe(202);
+    // initialize (the address) and the notification (the agent's) spent 1 of the agent's 8.
+    const call = (i: number) => ({ jsonrpc: "2.0", id: 10 + i, method: "tools/call", params: { name: "acquire_lease", arguments: { name: `res-${i}`, ttl_ms: 60_000 } } });
+    const small = await post(t, [call(0), call(1), call(2), call(3), call(4)], h);
+    expect(small.status).toBe(200);
+    expect(await t.sql("SELECT name FROM leases ORDER BY name")).toHaveLength(5);
+    const big = await post(t, Array.from({ length: 20 }, (_, i) => call(100 + i)), h);
+    expect(big.status).toBe(429);
+    expect(JSON.parse(big.text)).toMatchObject({ error: { data: { code: "rate_limited" } } });
+    expect(await t.sql("SELECT name FROM leases ORDER BY name")).toHaveLength(5);
+  });
+
   it("serves a browser only for an allowed origin, and lets it send and read MCP's headers", async () => {
     await using t = await startTestHub({ config: { corsOrigins: ["https://console.example"] } });
     const before = await rows(t);
