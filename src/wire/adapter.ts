@@ -1,6 +1,6 @@
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type ContextValues, type Interceptor, type MethodImpl } from "@connectrpc/connect";
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { compressionBrotli, compressionGzip } from "@connectrpc/connect-node";
 import type { DescMethod, JsonReadOptions, JsonWriteOptions } from "@bufbuild/protobuf";
 import { withTypedFrameworkErrors, type TypeFrameworkRefusal } from "./framework-errors.js";
@@ -110,6 +110,23 @@ export interface RpcAdapterOptions {
 }
 
 /**
+ * `uRes` with its body ended when `res` closes before its answer was whole. connect-node's writer
+ * waits for "drain" or "error", and an HTTP/2 response its client reset emits only "close": a
+ * server stream blocked on a full window would stay open for good (its subscriptions, its call
+ * record, a listener of the PostgreSQL tail). Ending the body runs the stream's own ending.
+ */
+function endedOnClose(uRes: UniversalServerResponse, res: Res): UniversalServerResponse {
+  const body = uRes.body;
+  if (body === undefined || body instanceof Uint8Array) return uRes;
+  const it = body[Symbol.asyncIterator]();
+  res.once("close", () => {
+    // Not `finish`: an HTTP/2 response emits it at a reset too. Ended means the answer was whole.
+    if (!res.writableEnded) void it.return?.(undefined).catch(() => undefined);
+  });
+  return { ...uRes, body: { [Symbol.asyncIterator]: () => it } };
+}
+
+/**
  * The RPC face on Node's request events: connect's router for Connect, gRPC and gRPC-Web, with
  * connect's own decoding refusals typed (framework-errors.ts) and client deadlines clamped.
  * Like connect-node's adapter, but it reads the request target itself, so a malformed one is
@@ -153,17 +170,16 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
       if (!handler) return o.fallback(req, res, target);
       const values = o.contextValues(req, handler);
       if (validAuthority(req) === undefined) return o.badAuthority(req, res, values);
-      // connect-node's writer waits for an "end" a Node response never emits: the response's own
-      // "finish" and "close" tell when the call is over, and whether the client stayed for it.
-      let finished = false;
-      res.once("finish", () => (finished = true));
-      res.once("close", () => o.settled?.(req, res, values, finished));
+      // connect-node's writer waits for an "end" a Node response never emits: the response's
+      // "close" tells when the call is over, and whether it was ended first (not "finish": an
+      // HTTP/2 response emits that at a reset by its client too) whether the client stayed for it.
+      res.once("close", () => o.settled?.(req, res, values, res.writableEnded));
       /** The call as connect serves it; `body` when some of it was read already. */
       const viaConnect = (body?: ReplayBody) => {
         const uReq = universalRequestFromNodeRequest(req, res, undefined, values);
         if (body) uReq.body = body;
         clampDeadline(uReq.header);
-        return handler(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res));
+        return handler(uReq).then((uRes) => universalResponseToNodeResponse(endedOnClose(uRes, res), res));
       };
       // Plain Connect unary calls and server streams are served in-process; the rest by connect.
       const fast =
