@@ -1,5 +1,5 @@
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
+import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { readAllBytes, createAsyncIterable, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
@@ -37,7 +37,9 @@ async function connectUnary(res: UniversalServerResponse, replacement: Replace):
   if (!typed) return { ...res, body: createAsyncIterable([bytes]) };
   const body = errorToJsonBytes(typed, {});
   header.set("content-length", String(body.byteLength));
-  return { ...res, status: 400, header, body: createAsyncIterable([body]) };
+  // The status of the typed code, as connect answers its own: a body over the limit
+  // (resource_exhausted) is a 429 like a rate limit, not a 400.
+  return { ...res, status: codeToHttpStatus(typed.code), header, body: createAsyncIterable([body]) };
 }
 
 /** gRPC sends its status in HTTP trailers once the body has ended. */
