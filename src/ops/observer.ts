@@ -33,6 +33,25 @@ export function createLogger(logPath: string | undefined, level: pino.LevelWithS
     contentMode: "buffer",
     minLength: destinationHoldBytes - 1,
     maxWrite: destinationHoldBytes,
+    // A disk that takes nothing (full, failing): what waits for it is bounded, the rest dropped.
+    maxLength: destinationMaxBytes,
+  });
+  // A write that failed (ENOSPC, EIO) is no crash: the hub goes on answering, and the log
+  // goes on at the next write that succeeds (the destination keeps the failed part and tries
+  // it again first). Until one does, no write is made synchronously: the destination's
+  // flushSync sleeps and tries again for good on such an error, which at shutdown or exit
+  // would hang the hub with its store locked.
+  let failing = false;
+  let told = false;
+  dest.on("error", (e: NodeJS.ErrnoException) => {
+    failing = true;
+    if (told) return;
+    told = true;
+    process.stderr.write(`kxm-hub: log_write_failed: cannot write the log${logPath ? ` file ${logPath}` : ""}: ${e.code ?? e.message}; lines are dropped until a write succeeds\n`);
+  });
+  dest.on("write", () => {
+    failing = false;
+    told = false;
   });
   // In "buffer" mode the destination writes the Buffers it is given (its types name only strings).
   const lines = new LineGatherer(dest as unknown as BufferDestination);
@@ -46,7 +65,7 @@ export function createLogger(logPath: string | undefined, level: pino.LevelWithS
   };
   dest.flushSync = () => {
     lines.hand();
-    flushSync();
+    if (!failing) flushSync();
   };
   const timer = setInterval(() => lines.flush(), logFlushMs);
   timer.unref();
@@ -67,6 +86,8 @@ interface BufferDestination {
 
 /** What the destination may hold before it writes on its own, far past one hand-over (LineGatherer). */
 const destinationHoldBytes = 1024 * 1024;
+/** What the destination may hold while its writes fail: past it, lines are dropped. */
+const destinationMaxBytes = 16 * 1024 * 1024;
 
 /**
  * pino's destination gathers text lines up to `minLength` itself, but measures all it holds again

@@ -1,0 +1,123 @@
+import { execFileSync, spawnSync } from "node:child_process";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { ChildHubs } from "../fixtures/child-hub.js";
+
+/**
+ * A full disk under a running hub (a small tmpfs; the test runs as root, which may mount one).
+ * The hub's data file and its log file are on it (ChildHubs puts the log beside the data
+ * directory; by default (D30) the log follows the data path anyway). While the disk is full every
+ * call must still get an answer (a refusal or internal_error), the process must stay up, a second
+ * hub must not find the lock held by a wedged process, and once space is freed the hub serves
+ * again with tokens above every token it answered.
+ */
+
+/**
+ * The log file's disk fills up under a running hub (by default the log sits next to the data
+ * file): the hub goes on answering, and once space is freed it serves as before. A failed log
+ * write was an uncaught error, after which the exit's synchronous flush retried for good: the
+ * hub answered nothing, ignored SIGTERM and kept its store locked. Needs root (a small tmpfs);
+ * skipped otherwise.
+ */
+const hubs = new ChildHubs();
+afterEach(() => hubs.killAll());
+
+const canMount = (() => {
+  if (process.getuid?.() !== 0) return false;
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-mnt-probe-"));
+  const ok = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir]).status === 0;
+  if (ok) spawnSync("umount", [dir]);
+  fs.rmSync(dir, { recursive: true, force: true });
+  return ok;
+})();
+
+function mountTmpfs(sizeKb: number): { dir: string; umount(): void } {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-full-"));
+  execFileSync("mount", ["-t", "tmpfs", "-o", `size=${sizeKb}k`, "tmpfs", dir]);
+  return {
+    dir,
+    umount: () => {
+      spawnSync("umount", ["-l", dir]);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Writes a file until the file system is full. */
+function fill(file: string): void {
+  const fd = fs.openSync(file, "w");
+  const chunk = Buffer.alloc(4096, 1);
+  try {
+    for (;;) fs.writeSync(fd, chunk);
+  } catch (e) {
+    if ((e as { code?: string }).code !== "ENOSPC") throw e;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** A REST call; status -1 when no answer came within 5 s (or the connection died). */
+async function post(url: string, p: string, headers: Record<string, string>, json: unknown) {
+  try {
+    const res = await fetch(`${url}${p}`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body: JSON.stringify(json),
+      signal: AbortSignal.timeout(5_000),
+    });
+    return { status: res.status, body: (await res.json().catch(() => undefined)) as Record<string, any> | undefined };
+  } catch {
+    return { status: -1, body: undefined };
+  }
+}
+
+describe.runIf(canMount)("a full disk under a running hub", () => {
+  it("keeps answering while the disk is full, and serves again once space is freed", async () => {
+    const disk = mountTmpfs(4096);
+    try {
+      const dataPath = path.join(disk.dir, "state", "kxm.db");
+      const hub = await hubs.start(disk.dir, dataPath); // log: <disk>/hub.jsonl
+      const reg = await post(hub.url, "/v1/agents/register", {}, { name: "a", project: "p" });
+      expect(reg.status).toBe(201);
+      const headers = { "x-kxm-agent-id": reg.body!.agent.id, "x-kxm-agent-key": reg.body!.agentKey };
+      const answered: number[] = [];
+      const a0 = await post(hub.url, "/v1/leases/r/acquire", headers, { ttlMs: 60_000 });
+      expect(a0.status).toBe(200);
+      answered.push(Number(a0.body!.lease.fencingToken));
+      await post(hub.url, "/v1/leases/r/release", headers, { fencingToken: a0.body!.lease.fencingToken });
+
+      fill(path.join(disk.dir, "filler"));
+      const statuses: number[] = [];
+      for (let i = 0; i < 30 && !statuses.includes(-1); i++) {
+        const a = await post(hub.url, `/v1/leases/r/acquire`, headers, { ttlMs: 60_000 });
+        statuses.push(a.status);
+        if (a.status === 200) {
+          answered.push(Number(a.body!.lease.fencingToken));
+          statuses.push((await post(hub.url, "/v1/leases/r/release", headers, { fencingToken: a.body!.lease.fencingToken })).status);
+        }
+      }
+      const exitedWhileFull = hub.child.exitCode !== null || hub.child.signalCode !== null;
+      // A second hub on the same file: refused only while the first one really serves.
+      const second = spawnSync(process.execPath, ["bin/kxm-hub.mjs", "serve"], {
+        cwd: path.resolve(import.meta.dirname, "../.."),
+        env: { ...process.env, KXM_PORT: "0", KXM_DATA_PATH: dataPath, KXM_LOG_PATH: path.join(os.tmpdir(), `kxm-second-${process.pid}.jsonl`) },
+        encoding: "utf8",
+        timeout: 15_000,
+      });
+      fs.rmSync(path.join(disk.dir, "filler"));
+      expect(
+        { unanswered: statuses.filter((s) => s === -1).length, exitedWhileFull },
+        `statuses while full: ${statuses.join(",")}; a second hub: ${second.stderr}`,
+      ).toEqual({ unanswered: 0, exitedWhileFull: false });
+
+      const after = await post(hub.url, "/v1/leases/r/acquire", headers, { ttlMs: 60_000 });
+      expect(after.status).toBe(200);
+      expect(Number(after.body!.lease.fencingToken)).toBeGreaterThan(Math.max(...answered));
+    } finally {
+      hubs.killAll();
+      disk.umount();
+    }
+  }, 120_000);
+});
