@@ -67,7 +67,8 @@ const expectedKeys: Record<string, string[]> = {
 };
 
 /**
- * Refuses a path that is, or whose WAL/SHM companions are, a symlink or not a regular file.
+ * Refuses a path that is, or whose WAL/SHM companions are, a symlink, a file of several names (hard
+ * links) or not a regular file.
  * Creates nothing (open.ts makes the directory).
  */
 export function checkDataPath(file: string): void {
@@ -80,6 +81,11 @@ export function checkDataPath(file: string): void {
     }
     if (st.isSymbolicLink() || !st.isFile()) {
       throw new StoreOpenError("runtime_path_invalid", `${p} must be a regular file, not a link or directory`);
+    }
+    // The lock and SQLite's WAL are named after the path: through a second name (a hard link)
+    // another hub would take its own lock and WAL on the same file, and both would decide.
+    if (st.nlink > 1) {
+      throw new StoreOpenError("runtime_path_invalid", `${p} must have one name, not ${st.nlink} (hard links): a hub on another of its names would share it unlocked`);
     }
   }
 }
