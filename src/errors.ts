@@ -64,6 +64,7 @@ export const errorTable = {
   origin_not_allowed: { connect: "permission_denied", rest: 403 },
   token_not_found: { connect: "not_found", rest: 404 },
   token_limit_reached: { connect: "failed_precondition", rest: 409 },
+  lease_queue_full: { connect: "resource_exhausted", rest: 429 },
 } as const satisfies Record<string, Row>;
 
 export type HubCode = keyof typeof errorTable;
@@ -140,6 +141,11 @@ export const errors = {
     }),
   invalidRuntimeId: () =>
     new HubError("invalid_runtime_id", "runtimeId must match ^[a-z][a-z0-9]{1,15}_[A-Za-z0-9][A-Za-z0-9_-]{5,127}$"),
+  leaseQueueFull: (lease: LeaseView, maxWaiters: number) =>
+    new HubError("lease_queue_full", `lease on ${lease.name} has ${maxWaiters} waiting calls, the most one lease queues; try again later`, {
+      lease,
+      metadata: { ...leaseMeta(lease), maxWaiters: String(maxWaiters) },
+    }),
   leaseHeld: (lease: LeaseView) =>
     new HubError(
       "lease_held",

@@ -114,6 +114,9 @@ const renewedRow = (lease: LeaseView, current: LeaseRow | undefined): LeaseRow =
   ...(current?.handOverUnknown && { handOverUnknown: true as const }),
 });
 
+/** The most waiting calls one lease queues (lease_queue_full past it). */
+export const maxWaitersPerLease = 64;
+
 export function decideAcquire(
   current: LeaseRow | undefined,
   req: { name: string; holder: LeaseHolder; ttlMs: number; nowMs: number; wait?: { id: string; deadlineMs: number } },
@@ -136,6 +139,10 @@ export function decideAcquire(
       return { write: renewedRow(lease, current), change: recorded(outcome), result: outcome };
     }
     if (me) {
+      // A queue is bounded: each join stores the whole queue as a change, and every decision on
+      // the lease reads it. A hand-over (below) takes one out for each it lets in, so only a
+      // join here can grow it.
+      if (queueOf(waiters, req.nowMs).length >= maxWaitersPerLease) throw errors.leaseQueueFull(held, maxWaitersPerLease);
       // Joining the queue is a change watchers see (who waits, since when).
       const lease = queued(held, queueAfter(waiters, { add: me }, req.nowMs));
       return { queue: { add: me }, change: recorded({ kind: "queue_changed", lease }), result: { kind: "queued", lease: held } };

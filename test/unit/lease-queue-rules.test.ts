@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { decideAcquire, decideDropWaiters, decideInstanceEnds, decideLeaving, decideRenew, decideWaiting, heldLease, type LeaseHolder } from "../../src/lease/rules.js";
+import { decideAcquire, decideDropWaiters, decideInstanceEnds, decideLeaving, decideRenew, decideWaiting, heldLease, maxWaitersPerLease, type LeaseHolder } from "../../src/lease/rules.js";
+import { errorTable } from "../../src/errors.js";
 import { A, B, C, D, NAME, TTL, floorRow, lapsedRow, liveRow, row, rowOf, viewOf, waiter, type LeaseRow, type LeaseWaiter } from "./lease-fixtures.js";
 import { NOW, named, refusal } from "./support.js";
 
@@ -35,6 +36,17 @@ describe("decideAcquire with a queue (blocking acquire)", () => {
     const d = decideAcquire(liveRow(A, 3), { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW }, [w, waiter("w_d", D, NOW)]);
     expect(d.result).toEqual({ kind: "renewed", lease: { ...heldLease({ ...liveRow(A, 3), expiresAtMs: NOW + TTL }), waiters: [viewOf(w)] } });
     expect(d.queue).toBeUndefined();
+  });
+
+  it("refuses a wait on a lease whose queue is full (lease_queue_full), counting only waits that have not run out", () => {
+    const full = Array.from({ length: maxWaitersPerLease }, (_, i) => waiter(`w_${i}`, i % 2 ? C : D, NOW + 1_000));
+    const e = refusal(() => decideAcquire(liveRow(B, 3), { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW, wait }, full));
+    expect(e.code).toBe("lease_queue_full");
+    expect(errorTable[e.code]).toEqual({ connect: "resource_exhausted", rest: 429 });
+    expect(e.metadata).toMatchObject({ maxWaiters: String(maxWaitersPerLease), holderAgentId: B.agentId, fencingToken: "3" });
+    // One of them has run out: there is room.
+    const oneGone = [...full.slice(1), waiter("w_gone", C, NOW)];
+    expect(decideAcquire(liveRow(B, 3), { name: NAME, holder: A, ttlMs: TTL, nowMs: NOW, wait }, oneGone).queue).toEqual({ add: me });
   });
 
   it("refuses a caller that does not wait with lease_held, queue or not", () => {
