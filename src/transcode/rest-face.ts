@@ -119,6 +119,17 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
   }
 
   /**
+   * A refusal of the REST face before the call's rules ran (no route, a body or a path it cannot
+   * take), charged to the request's address as every request is: else malformed requests, 413s
+   * among them, would never be rate limited. Past the budget it is rate_limited instead.
+   */
+  function refuseCharged(req: Req, res: Res, e: HubError, requestId: string, call: CallRecord) {
+    const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
+    const headers = rateHeaders(verdict, new HeaderBag());
+    refuseLocally(res, verdict?.retryAfterMs !== undefined ? errors.rateLimited(verdict.retryAfterMs) : e, requestId, call, headers);
+  }
+
+  /**
    * The body's chunks, or payload_too_large as soon as they pass the limit (the rest is left
    * unread). Plain stream events: an async iterator per request was a visible cost.
    */
@@ -222,12 +233,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     call.path = target.pathname.slice(0, 200);
     try {
       const match = matchPath(req, target.pathname);
-      if (!match) {
-        const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
-        const headers = rateHeaders(verdict, new HeaderBag());
-        if (verdict?.retryAfterMs !== undefined) return refuseLocally(res, errors.rateLimited(verdict.retryAfterMs), requestId, call, headers);
-        return refuseLocally(res, errors.routeNotFound(), requestId, call, headers);
-      }
+      if (!match) return refuseCharged(req, res, errors.routeNotFound(), requestId, call);
       call.service = match.route.service.typeName;
       call.method = match.route.method.name;
       call.route = `${match.route.verb} ${match.route.template}`;
@@ -266,7 +272,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         // The rest of an oversized body is never read: end the HTTP/1.1 connection after the
         // answer, or the unread bytes would wedge the next request sent on it.
         if (e.code === "payload_too_large" && req.httpVersionMajor === 1) res.setHeader("connection", "close");
-        return refuseLocally(res, e, requestId, call);
+        return refuseCharged(req, res, e, requestId, call);
       }
       observer.log("internal_error", { requestId, error: e instanceof Error ? (e.stack ?? e.message) : String(e) });
       refuseLocally(res, errors.internal(e), requestId, call);
