@@ -3,7 +3,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { HubError, RunFactSync, SyncEventSchema, SyncOutcome } from "../../clients/ts/src/index.js";
-import { startTestHub } from "../fixtures/hub.js";
+import { startTestHub, type TestHub } from "../fixtures/hub.js";
 import { syncEvent } from "../sync/fixtures.js";
 
 /** The library's run-fact helper (RunFactSync) against a real hub: batches, retries, cursors. */
@@ -12,15 +12,21 @@ const runtimeId = "rtm_runtime0001";
 const fact = (runId: string, sequence: number) =>
   fromJson(SyncEventSchema, syncEvent({ runId, sequence, sourceEventId: `evt_${runId}_${String(sequence).padStart(4, "0")}` }) as JsonObject);
 
+/** A RunFactSync on `t` that notes how many facts each PushEvents call carried. */
+function counting(t: TestHub) {
+  const sizes: number[] = [];
+  const count: Interceptor = (next) => async (req) => {
+    if (req.method.name === "PushEvents") sizes.push((req.message as unknown as { events: unknown[] }).events.length);
+    return next(req);
+  };
+  const sync = new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [count, ...i] }) });
+  return { sync, sizes };
+}
+
 describe("TypeScript library: RunFactSync", () => {
   it("pushes facts in batches of at most 100, in order, and reports each run's cursor", async () => {
     await using t = await startTestHub();
-    const sizes: number[] = [];
-    const count: Interceptor = (next) => async (req) => {
-      if (req.method.name === "PushEvents") sizes.push((req.message as unknown as { events: unknown[] }).events.length);
-      return next(req);
-    };
-    const sync = new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [count, ...i] }) });
+    const { sync, sizes } = counting(t);
     const facts = [...Array.from({ length: 150 }, (_, i) => fact("run_aaaaaaaa", i + 1)), ...Array.from({ length: 60 }, (_, i) => fact("run_bbbbbbbb", i + 1))];
     const out = await sync.push(facts);
     expect(sizes).toEqual([100, 100, 10]);
@@ -74,12 +80,7 @@ describe("TypeScript library: RunFactSync", () => {
 
   it("cuts a batch short of the hub's request size: 100 facts of 4 KB each go in two calls, and all are stored", async () => {
     await using t = await startTestHub();
-    const sizes: number[] = [];
-    const count: Interceptor = (next) => async (req) => {
-      if (req.method.name === "PushEvents") sizes.push((req.message as unknown as { events: unknown[] }).events.length);
-      return next(req);
-    };
-    const sync = new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [count, ...i] }) });
+    const { sync, sizes } = counting(t);
     // About 4 KB of JSON each: 100 of them are over the hub's default 256 KiB request limit.
     const omitted = Array.from({ length: 40 }, (_, i) => `field.${String(i).padStart(3, "0")}.${"x".repeat(90)}`);
     const big = (sequence: number) =>
