@@ -3,7 +3,8 @@ import { codeToHttpStatus, errorFromJsonBytes, errorToJsonBytes } from "@connect
 import { findTrailerError, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import { trailerFlag, trailerParse, trailerSerialize } from "@connectrpc/connect/protocol-grpc-web";
 import { readAllBytes, createAsyncIterable, type UniversalHandler, type UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { kCall, noteOutcome } from "../http/call-record.js";
+import { kCall, noteOutcome, type CallRecord } from "../http/call-record.js";
+import { requestIdOf } from "../http/request-id.js";
 
 /**
  * Refusals that connect itself raises while it reads a request, before any interceptor has seen
@@ -93,6 +94,20 @@ function grpcWeb(res: UniversalServerResponse, replacement: Replace): UniversalS
   };
 }
 
+/**
+ * `res` with the request's id: the rules give every call they see its id (the error rule's
+ * `x-request-id`); a request connect refused before any rule ran gets it here, on its answer
+ * and on its log line.
+ */
+function withRequestId(res: UniversalServerResponse, requestHeader: Headers, call: CallRecord | undefined): UniversalServerResponse {
+  const header = new Headers(res.header);
+  if (header.has("x-request-id")) return res;
+  const requestId = call?.requestId ?? requestIdOf(requestHeader.get("x-request-id"));
+  if (call) call.requestId = requestId;
+  header.set("x-request-id", requestId);
+  return { ...res, header };
+}
+
 /** `handler`, with connect's own request-decoding refusals answered as typed hub errors. */
 export function withTypedFrameworkErrors(handler: UniversalHandler, typedOf: TypeFrameworkRefusal): UniversalHandler {
   const wrapped = async (req: Parameters<UniversalHandler>[0]) => {
@@ -105,7 +120,9 @@ export function withTypedFrameworkErrors(handler: UniversalHandler, typedOf: Typ
       noteOutcome(call, typed ?? e);
       return typed;
     };
-    const res = await handler(req);
+    const answered = await handler(req);
+    // A Connect stream carries its id in the end-of-stream message's metadata, as the rules put it.
+    const res = contentType(answered).startsWith("application/connect+") ? answered : withRequestId(answered, header, call);
     const type = contentType(res);
     if (type.startsWith("application/grpc-web")) return grpcWeb(res, replacement);
     if (type.startsWith("application/grpc")) return grpc(res, replacement);
