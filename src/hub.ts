@@ -45,6 +45,7 @@ import { createPreparePool } from "./sync/prepare-pool.js";
 import type { StreamChange } from "./store/change-feed.js";
 import type { HubStore } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
+import { asOpenRefusal } from "./store/sqlite/open.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
 import { createRestFace } from "./transcode/rest-face.js";
@@ -293,8 +294,15 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   // A restart makes everybody offline until they call again. Not with replicas: the others still
   // serve those agents, and presence lapses by itself (stale-after) for the ones that are gone.
   if (store.storage !== "postgres") {
-    await presence.markAllOffline();
-    await store.leases.clearLeaseWaiters(); // the calls that waited went with the process
+    try {
+      await presence.markAllOffline();
+      await store.leases.clearLeaseWaiters(); // the calls that waited went with the process
+    } catch (e) {
+      // The first writes of a start: a store SQLite opened but cannot write (a full disk, a
+      // read-only mount) is refused here as one that cannot be opened, not as a fault (the
+      // process ends with the refusal, and the store's lock with it).
+      throw asOpenRefusal(e, config.dataPath);
+    }
   }
 
   let closing: Promise<void> | undefined;

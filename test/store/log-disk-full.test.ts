@@ -1,18 +1,10 @@
-import { execFileSync, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ChildHubs } from "../fixtures/child-hub.js";
-
-/**
- * A full disk under a running hub (a small tmpfs; the test runs as root, which may mount one).
- * The hub's data file and its log file are on it (ChildHubs puts the log beside the data
- * directory; by default (D30) the log follows the data path anyway). While the disk is full every
- * call must still get an answer (a refusal or internal_error), the process must stay up, a second
- * hub must not find the lock held by a wedged process, and once space is freed the hub serves
- * again with tokens above every token it answered.
- */
+import { canMount, fill, mountTmpfs } from "../fixtures/tmpfs.js";
 
 /**
  * The log file's disk fills up under a running hub (by default the log sits next to the data
@@ -24,39 +16,9 @@ import { ChildHubs } from "../fixtures/child-hub.js";
 const hubs = new ChildHubs();
 afterEach(() => hubs.killAll());
 
-const canMount = (() => {
-  if (process.getuid?.() !== 0) return false;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-mnt-probe-"));
-  const ok = spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", dir]).status === 0;
-  if (ok) spawnSync("umount", [dir]);
-  fs.rmSync(dir, { recursive: true, force: true });
-  return ok;
-})();
 
-function mountTmpfs(sizeKb: number): { dir: string; umount(): void } {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-full-"));
-  execFileSync("mount", ["-t", "tmpfs", "-o", `size=${sizeKb}k`, "tmpfs", dir]);
-  return {
-    dir,
-    umount: () => {
-      spawnSync("umount", ["-l", dir]);
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 /** Writes a file until the file system is full. */
-function fill(file: string): void {
-  const fd = fs.openSync(file, "w");
-  const chunk = Buffer.alloc(4096, 1);
-  try {
-    for (;;) fs.writeSync(fd, chunk);
-  } catch (e) {
-    if ((e as { code?: string }).code !== "ENOSPC") throw e;
-  } finally {
-    fs.closeSync(fd);
-  }
-}
 
 /** A REST call; status -1 when no answer came within 5 s (or the connection died). */
 async function post(url: string, p: string, headers: Record<string, string>, json: unknown) {
