@@ -79,6 +79,17 @@ function configure(db: Database.Database): void {
 }
 
 /**
+ * Refuses a damaged file (runtime_store_invalid) before anything is served from it: a page
+ * overwritten under an intact header and schema opened, and every decision that read it then
+ * failed as internal_error. SQLite's quick check reads every page once (about 0.24 s for a
+ * store of 100,000 rows, as a backup's check of its copy).
+ */
+function checkIntact(db: Database.Database, file: string): void {
+  const result = db.pragma("quick_check", { simple: true });
+  if (result !== "ok") throw new StoreOpenError("runtime_store_invalid", `${file} is damaged: ${String(result).slice(0, 200)}`);
+}
+
+/**
  * Opens (creating if absent) the store's database: path checks, the directory, the process lock,
  * then the file and its schema (openSchema). Throws StoreOpenError. A refused open leaves the
  * disk as it found it: the database, its companions, the lock file and directories it created are
@@ -107,6 +118,7 @@ export function openDatabase(file: string): OpenedDatabase {
     db = new Database(file);
     configure(db);
     openSchema(db);
+    checkIntact(db, file);
     return { db, lock };
   } catch (e) {
     db?.close(); // an existing file's companions are SQLite's to tidy (the last close does)
