@@ -235,6 +235,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     observer,
     maxBodyBytes: config.maxBodyBytes,
     shutdownSignal: shutdown.signal,
+    authorize,
   });
   const page = loadOperatorPage();
   // The MCP face (`/mcp`): tool calls reach the same implementations through the same interceptors.

@@ -57,7 +57,5 @@ function restErrorOfTyped(e: HubError, requestId: string): RestError {
   return { status: row.rest, body, headers };
 }
 
-/** A refusal made by the REST face itself (before any RPC runs). */
-export function restErrorFromHub(e: HubError, requestId: string): RestError {
-  return { status: errorTable[e.code].rest, body: { error: e.message, code: e.code, requestId }, headers: {} };
-}
+/** A refusal made by the REST face itself (before any RPC runs), mapped as the RPC face's are. */
+export const restErrorFromHub = restErrorOfTyped;

@@ -3,7 +3,8 @@ import { create, isMessage, type DescMessage, type JsonObject, type Message } fr
 import { reflect } from "@bufbuild/protobuf/reflect";
 import { ConnectError, createContextValues } from "@connectrpc/connect";
 import type { Clock } from "../clock.js";
-import { errors, isHubError, type HubError } from "../errors.js";
+import { errors, errorTable, isHubError, type HubError } from "../errors.js";
+import type { Authorize } from "../server/interceptors/auth.js";
 import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../http/call-record.js";
@@ -32,6 +33,11 @@ export interface RestFaceDeps {
   maxBodyBytes: number;
   /** Aborted when the hub shuts down: every event stream ends. */
   shutdownSignal: AbortSignal;
+  /**
+   * The calls' auth rule (server/interceptors/auth.ts): a request whose body or query the face
+   * refuses is authenticated first, so that its caller's refusal wins (spec §3.2; D19).
+   */
+  authorize: Authorize;
 }
 
 /** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
@@ -76,7 +82,7 @@ const passedBack = ["x-ratelimit-limit", "x-ratelimit-remaining", "retry-after"]
  * run once; wire/in-process.ts, no wire format in between), and writes the
  * reference hub's JSON: every field, numbers as numbers, its statuses and its error bodies.
  */
-export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes, shutdownSignal }: RestFaceDeps) {
+export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes, shutdownSignal, authorize }: RestFaceDeps) {
   function send(res: Res, status: number, requestId: string, body: JsonObject | undefined, headers: HeaderView, own?: Record<string, string>) {
     const out: Record<string, string> = { "x-request-id": requestId, "referrer-policy": "no-referrer", "cache-control": "no-store" };
     for (const name of passedBack) {
@@ -127,6 +133,45 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
     const headers = rateHeaders(verdict, new HeaderBag());
     refuseLocally(res, verdict?.retryAfterMs !== undefined ? errors.rateLimited(verdict.retryAfterMs) : e, requestId, call, headers);
+  }
+
+  /**
+   * Refuses a request whose body, query or fields the face cannot take, once its caller is
+   * authenticated (and charged) by the call's own rule: a caller the rule refuses gets that
+   * refusal instead, and learns nothing of its request's validity (spec §3.2: the agent and
+   * project token are checked before the body; D19). The rule reads the fields it names from what
+   * the request has that is text: the path's variables, the query, the body's top level.
+   */
+  async function refuseAfterAuth(req: Req, res: Res, match: { route: RestRoute; params: Record<string, string> }, target: RequestTarget, body: JsonObject | undefined, refusal: HubError, requestId: string, call: CallRecord) {
+    // The rest of an oversized body is never read: end the HTTP/1.1 connection after the
+    // answer, or the unread bytes would wedge the next request sent on it.
+    if (refusal.code === "payload_too_large" && req.httpVersionMajor === 1) res.setHeader("connection", "close");
+    const { route, params } = match;
+    const fields: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(body ?? {})) if (typeof v === "string") fields[k] = v;
+    try {
+      for (const [k, v] of new URLSearchParams(target.search)) fields[k] ??= v;
+    } catch {
+      // a query that does not decode names no field
+    }
+    for (const [name, value] of Object.entries(params)) fields[route.method.input.fields.find((f) => f.name === name)?.localName ?? name] = value;
+    const headers = new HeaderBag();
+    try {
+      await authorize({
+        methodKey: `${route.service.typeName}/${route.method.name}`,
+        header: forwardedHeaders(req, requestId),
+        remote: remoteAddressOf(req),
+        message: fields,
+        extraHeaders: headers,
+      });
+    } catch (e) {
+      // The caller's refusal (or its budget's) wins; a field the rule could not read leaves the
+      // request's own refusal to answer.
+      if (isHubError(e) && (errorTable[e.code].connect === "unauthenticated" || e.code === "rate_limited" || e.code === "admin_auth_not_configured")) {
+        return refuseLocally(res, e, requestId, call, headers);
+      }
+    }
+    refuseLocally(res, refusal, requestId, call, headers);
   }
 
   /**
@@ -238,16 +283,22 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       call.method = match.route.method.name;
       call.route = `${match.route.verb} ${match.route.template}`;
       call.path = undefined;
-      const body = match.route.body === "*" ? await readBody(req) : undefined;
-      const mark = body ? restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body) : undefined;
+      let body: JsonObject | undefined;
       let input;
       try {
-        input = decodeRestRequest(match.route, match.params, queryOf(target.search), body);
+        body = match.route.body === "*" ? await readBody(req) : undefined;
+        const mark = body ? restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body) : undefined;
+        try {
+          input = decodeRestRequest(match.route, match.params, queryOf(target.search), body);
+        } catch (e) {
+          if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
+          throw e;
+        }
+        mark?.(input);
       } catch (e) {
-        if (e instanceof RestFieldError) throw errors.protocol(e.message, e.field);
-        throw e;
+        if (!isHubError(e)) throw e;
+        return await refuseAfterAuth(req, res, match, target, body, e, requestId, call);
       }
-      mark?.(input);
       if (match.route.streaming) return await streamEvents(match.route, input, req, res, requestId, call);
       const out = await invoke(match.route, input, req, res, requestId, call);
       if (out.error) {

@@ -95,25 +95,33 @@ function parses(b: Buffer): boolean {
   }
 }
 
+/**
+ * A request the face cannot take is first authenticated by its call's rule (spec §3.2, D19): a
+ * caller the rule refuses gets that refusal instead of the request's own.
+ */
+const callerRefusals = ["invalid_auth", "invalid_agent_identity", "admin_auth_not_configured"];
+
 function expectationFor(c: RestCase, r: RestRoute): Expectation {
   const codes = (...codes: string[]): Expectation => ({ mustRefuse: true, codes });
+  const orCaller = (...codes: string[]): Expectation => ({ mustRefuse: true, codes: [...codes, ...callerRefusals] });
   switch (c.poison.kind) {
     case "invalid-json":
     case "not-object":
-      return codes("invalid_json");
+      return orCaller("invalid_json");
     case "invalid-utf8":
-      return codes("invalid_json", "protocol_error");
+      return orCaller("invalid_json", "protocol_error");
     case "lone-surrogate":
-    case "path-escape":
     case "query":
+      return orCaller("protocol_error");
+    case "path-escape":
       return codes("protocol_error");
     case "wrong-type":
       // PushEvents keeps the reference's order: a non-list `events` is refused after auth.
-      return c.poison.field === "events" && r.method.name === "PushEvents" ? codes("invalid_sync_batch", "invalid_auth") : codes("protocol_error");
+      return c.poison.field === "events" && r.method.name === "PushEvents" ? codes("invalid_sync_batch", "invalid_auth") : orCaller("protocol_error");
     case "content-type":
-      return codes("unsupported_media_type");
+      return orCaller("unsupported_media_type");
     case "too-large":
-      return codes("payload_too_large");
+      return orCaller("payload_too_large");
     case "wrong-method":
     case "bad-slash":
       return codes("route_not_found");

@@ -59,7 +59,7 @@ describe("last line of defence", () => {
         if (req.url === "/throw") throw new TypeError("boom");
         return Promise.resolve(false);
       },
-      rest: createRestFace({ routes: [], call: inProcess, limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18, shutdownSignal: new AbortController().signal }),
+      rest: createRestFace({ routes: [], call: inProcess, limiter: createRateLimiter(false), clock: new FakeClock(), observer, maxBodyBytes: 1 << 18, shutdownSignal: new AbortController().signal, authorize: () => Promise.reject(new Error("no route, no call to authorize")) }),
     });
     const server = http.createServer(handler);
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
