@@ -46,6 +46,7 @@ import type { StreamChange } from "./store/change-feed.js";
 import type { HubStore } from "./store/store.js";
 import { SqliteStore } from "./store/sqlite/sqlite-store.js";
 import { asOpenRefusal } from "./store/sqlite/open.js";
+import { createStallWatch } from "./http/body.js";
 import { PostgresStore } from "./store/postgres/postgres-store.js";
 import { buildRestRoutes } from "./transcode/http-rules.js";
 import { createRestFace } from "./transcode/rest-face.js";
@@ -227,6 +228,9 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   // under the same rules in-process: as plain calls (unaryRules), or through the interceptor
   // chain itself when the wire switch says "connect".
   const inProcess = createInProcessCaller(serviceRoutes, interceptors, shutdown.signal, { rules: unaryRules, wire });
+  // A server stream whose client reads nothing for two keep-alive intervals is ended (its lag
+  // is past any bound by then, and its own lag check waits on its writer); the sweeper looks.
+  const stalls = createStallWatch(2 * config.streamKeepAliveMs);
   const rest = createRestFace({
     routes: buildRestRoutes(servedServices),
     call: inProcess,
@@ -236,6 +240,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     maxBodyBytes: config.maxBodyBytes,
     shutdownSignal: shutdown.signal,
     authorize,
+    stalls,
   });
   const page = loadOperatorPage();
   // The MCP face (`/mcp`): tool calls reach the same implementations through the same interceptors.
@@ -268,6 +273,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     ...(page && { page }),
     mcp: mcp.handle,
     rest,
+    stalls,
   });
   const dual = createDualServer(handler, rest.rawRefusal, tlsMaterial && { tls: tlsServerOptions(tlsMaterial) });
   /** Stops polling the TLS files for a new certificate (set while listening). */
@@ -290,6 +296,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
       refusals.prune(nowMs);
       audit.prune(nowMs);
     },
+    endStalledStreams: stalls.check,
   });
 
   // A restart makes everybody offline until they call again. Not with replicas: the others still

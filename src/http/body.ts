@@ -115,6 +115,47 @@ export function clientGoneSignal(res: ServerResponse | Http2ServerResponse): Abo
   return ac.signal;
 }
 
+/**
+ * The server streams whose client takes nothing: a response that has waited for its client to
+ * read (a full window or socket) for `stallMs` of the hub clock without a drain is destroyed by
+ * the sweeper's `check`, which ends the stream (its writer waits on "close" too) and its
+ * subscriptions. A reader that stops reading is behind by then and would stay so: a stream's own
+ * lag check runs only when its writer does. Times are the sweeper's (no timer per stream).
+ */
+export function createStallWatch(stallMs: number) {
+  const streams = new Map<Res, { since?: number }>();
+  return {
+    /** Watches `res` until it closes. */
+    watch(res: Res): void {
+      const entry: { since?: number } = {};
+      const onDrain = () => (entry.since = undefined);
+      streams.set(res, entry);
+      res.on("drain", onDrain);
+      res.once("close", () => {
+        streams.delete(res);
+        res.off("drain", onDrain);
+      });
+    },
+    /** Ends the streams that have waited for their client since `stallMs` before `nowMs`; how many. */
+    check(nowMs: number): number {
+      let ended = 0;
+      for (const [res, entry] of streams) {
+        if (!res.writableNeedDrain) {
+          entry.since = undefined;
+          continue;
+        }
+        entry.since ??= nowMs;
+        if (nowMs - entry.since < stallMs) continue;
+        res.destroy();
+        ended++;
+      }
+      return ended;
+    },
+  };
+}
+
+export type StallWatch = ReturnType<typeof createStallWatch>;
+
 /** Resolves when `res` can take more, or is gone. */
 export function drained(res: Res): Promise<void> {
   return new Promise((resolve) => {

@@ -26,10 +26,13 @@ export interface SweepDeps {
   purgeAudit?: () => Promise<number>;
   /** Forgets the refused-authentication windows and the audit alert windows that ended. */
   pruneRefusals?: (nowMs: number) => void;
+  /** Ends the server streams whose client has read nothing for too long (http/body.ts createStallWatch); how many. */
+  endStalledStreams?: (nowMs: number) => number;
 }
 
 /**
- * The periodic sweep, in the reference's order: stale agents, message expiry, retention purge
+ * The periodic sweep, in the reference's order (after ending the streams whose client reads
+ * nothing): stale agents, message expiry, retention purge
  * (messages, then leases, then watch changes), then the offline agents past their retention
  * (after the messages naming them were purged), idle MCP sessions, expired project tokens, the
  * audit trail's retention, rate buckets. `runNow` is what tests call instead of waiting.
@@ -40,6 +43,9 @@ export function createSweeper(deps: SweepDeps) {
   let running: Promise<void> | undefined;
 
   async function runNow(): Promise<void> {
+    // First: it needs no store, so a store that is away does not keep a stalled stream open.
+    const stalled = deps.endStalledStreams?.(clock.now()) ?? 0;
+    if (stalled > 0) observer.log("streams_stalled", { ended: stalled });
     await presence.sweepStale();
     await messages.expireDue();
     await messages.purge();

@@ -1,5 +1,6 @@
 import { createContextValues, type ConnectRouter, type Interceptor } from "@connectrpc/connect";
 import { codeFromHttpStatus, codeToString } from "@connectrpc/connect/protocol-connect";
+import type { StallWatch } from "../http/body.js";
 import { errors, isHubError, type HubError } from "../errors.js";
 import type { FaceObserver } from "../observe.js";
 import { finishCall, kCall, startCall, type CallRecord } from "../http/call-record.js";
@@ -45,6 +46,8 @@ export interface HttpHandlerDeps {
   /** The hub listens on loopback without an admin token (D46): requests must name a loopback host (D67). */
   openLoopback?: boolean;
   rest: RestFallback;
+  /** Watches the server streams for clients that read nothing. */
+  stalls?: StallWatch;
 }
 
 /**
@@ -163,6 +166,7 @@ export function createHttpHandler(deps: HttpHandlerDeps) {
       res.destroy();
     },
     settled: (_req, res, values, finished) => settled(res, values.get(kCall), finished),
+    ...(deps.stalls && { stalls: deps.stalls }),
   });
 
   return (req: Req, res: Res) => {

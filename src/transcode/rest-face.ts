@@ -8,7 +8,7 @@ import type { Authorize } from "../server/interceptors/auth.js";
 import type { FaceObserver } from "../observe.js";
 import { rateKey, type RateLimiter } from "../auth/rate-limit.js";
 import { finishCall, kCall, noteOutcome, startCall, type CallRecord } from "../http/call-record.js";
-import { clientGoneSignal, drained, requestGone } from "../http/body.js";
+import { clientGoneSignal, drained, requestGone, type StallWatch } from "../http/body.js";
 import { kRemoteAddress } from "../http/context.js";
 import type { InProcessCaller } from "../wire/in-process.js";
 import { remoteAddressOf } from "../http/listen.js";
@@ -38,6 +38,8 @@ export interface RestFaceDeps {
    * refuses is authenticated first, so that its caller's refusal wins (spec §3.2; D19).
    */
   authorize: Authorize;
+  /** Watches the event streams for clients that read nothing (http/body.ts createStallWatch). */
+  stalls?: StallWatch;
 }
 
 /** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
@@ -82,7 +84,7 @@ const passedBack = ["x-ratelimit-limit", "x-ratelimit-remaining", "retry-after"]
  * run once; wire/in-process.ts, no wire format in between), and writes the
  * reference hub's JSON: every field, numbers as numbers, its statuses and its error bodies.
  */
-export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes, shutdownSignal, authorize }: RestFaceDeps) {
+export function createRestFace({ routes, call: callMethod, limiter, clock, observer, maxBodyBytes, shutdownSignal, authorize, stalls }: RestFaceDeps) {
   function send(res: Res, status: number, requestId: string, body: JsonObject | undefined, headers: HeaderView, own?: Record<string, string>) {
     const out: Record<string, string> = { "x-request-id": requestId, "referrer-policy": "no-referrer", "cache-control": "no-store" };
     for (const name of passedBack) {
@@ -382,6 +384,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
         if (v !== null) head[name] = v;
       }
       res.writeHead(200, head);
+      stalls?.watch(res);
       const output = route.method.output;
       const oneof = output.oneofs[0];
       try {

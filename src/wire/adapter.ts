@@ -7,7 +7,7 @@ import { withTypedFrameworkErrors, type TypeFrameworkRefusal } from "./framework
 import { jsonOptionsOf } from "./serialization.js";
 import { createConnectUnary } from "./unary.js";
 import { createConnectStream } from "./stream.js";
-import type { ReplayBody } from "../http/body.js";
+import type { ReplayBody, StallWatch } from "../http/body.js";
 import { parseRequestTarget, validAuthority, type RequestTarget } from "../http/target.js";
 import type { InProcessCaller } from "./in-process.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
@@ -107,6 +107,8 @@ export interface RpcAdapterOptions {
   onFailure: (req: Req, res: Res, method: string, error: unknown, values: ContextValues) => void;
   /** A call is over: its response closed, `finished` when the whole answer was written first. */
   settled?: (req: Req, res: Res, values: ContextValues, finished: boolean) => void;
+  /** Watches the server streams for clients that read nothing (http/body.ts createStallWatch). */
+  stalls?: StallWatch;
 }
 
 /**
@@ -173,6 +175,7 @@ export function createRpcAdapter(o: RpcAdapterOptions) {
       // connect-node's writer waits for an "end" a Node response never emits: the response's
       // "close" tells when the call is over, and whether it was ended first (not "finish": an
       // HTTP/2 response emits that at a reset by its client too) whether the client stayed for it.
+      if (handler.method.methodKind === "server_streaming") o.stalls?.watch(res);
       res.once("close", () => o.settled?.(req, res, values, res.writableEnded));
       /** The call as connect serves it; `body` when some of it was read already. */
       const viaConnect = (body?: ReplayBody) => {
