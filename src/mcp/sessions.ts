@@ -95,6 +95,13 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     await s.resources.close();
   }
 
+  /** How many sessions `project` has open. */
+  const sessionsOf = (project: string): number => {
+    let n = 0;
+    for (const s of sessions.values()) if (s.project === project) n++;
+    return n;
+  };
+
   /** Closes the sessions unused for `idleMs`; their agents' leases lapse at their TTL. */
   async function expireIdle(): Promise<number> {
     const cutoff = deps.clock.now() - deps.idleMs;
@@ -126,6 +133,13 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     const name = headerOf(req, "x-kxm-agent");
     if (!project) {
       return rpcError(res, 400, ProtocolErrorCode.InvalidRequest, "an MCP session acts as one agent of a project: set the X-Kxm-Project header, and X-Kxm-Agent (or call the register tool), with Authorization: Bearer <project token>", { code: "protocol_error" });
+    }
+    // One project holds at most a quarter of the table, so that no project's sessions (an agent
+    // each, or none yet) keep every other project out of /mcp.
+    const share = Math.max(1, Math.floor(deps.maxSessions / 4));
+    if (sessionsOf(project) >= share) await expireIdle();
+    if (sessionsOf(project) >= share) {
+      return rpcError(res, 429, ProtocolErrorCode.InvalidRequest, `too many MCP sessions open for this project (at most ${share}, a quarter of the hub's): close one (DELETE) or try again later`, { code: "resource_exhausted" });
     }
     const remote = remoteAddressOf(req);
     const header = new Headers();
