@@ -3,6 +3,12 @@ export interface Clock {
   /** Milliseconds since the Unix epoch. */
   now(): number;
   /**
+   * Milliseconds on a clock that never steps (an origin of its own): how long something has
+   * taken, whatever `now` does meanwhile (an NTP correction, a resumed VM). Moves with `now` in
+   * tests.
+   */
+  monotonicNow(): number;
+  /**
    * Resolves once `ms` of hub time have passed, or early (without error) when `signal` aborts.
    * Tests drive it, and `after`, by moving the clock.
    */
@@ -17,6 +23,7 @@ export interface Clock {
 
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonicNow: () => performance.now(),
   // A plain timer and listener: every idle stream sleeps between frames, and an abort here is
   // routine (a frame came first), so it must not cost an AbortError and a rejection each time.
   sleep: (ms, signal) =>
@@ -44,6 +51,7 @@ export const systemClock: Clock = {
  */
 export const clockWithTime = (clock: Clock, now: () => number): Clock => ({
   now,
+  monotonicNow: () => clock.monotonicNow(),
   sleep: (ms, signal) => clock.sleep(ms, signal),
   after: (ms, fire) => clock.after(ms, fire),
 });

@@ -157,6 +157,10 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     const holder = holderOf(caller);
     const id = newId("wtr");
     const deadlineMs = clock.now() + waitMs;
+    // What is left of the wait: by the hub clock (its queue entry's deadline) and by a clock
+    // that never steps, so that the hub clock stepping back does not make a call wait longer.
+    const startedAt = clock.monotonicNow();
+    const waitLeft = (nowMs: number) => Math.min(deadlineMs - nowMs, waitMs - (clock.monotonicNow() - startedAt));
     const waker = createWaker(clock);
     // Subscribed before the first look, so no change after it is missed.
     const unsubscribe = bus.subscribe(key.project, (c) => {
@@ -185,10 +189,10 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       while (a.kind === "queued") {
         behind = a.lease;
         const nowMs = clock.now();
-        if (nowMs < deadlineMs && !stop.signal.aborted) {
-          await waker.wait(Math.max(0, Math.min(deadlineMs, behind.expiresAtMs) - nowMs), stop.signal);
+        if (waitLeft(nowMs) > 0 && !stop.signal.aborted) {
+          await waker.wait(Math.max(0, Math.min(waitLeft(nowMs), behind.expiresAtMs - nowMs)), stop.signal);
         }
-        if (stop.signal.aborted || clock.now() >= deadlineMs) {
+        if (stop.signal.aborted || waitLeft(clock.now()) <= 0) {
           const clientGone = stop.signal.aborted;
           entered = false;
           const left = await leave(clientGone);

@@ -13,6 +13,7 @@ export const NOW = Date.UTC(2026, 0, 1, 12, 0, 0);
 /** A clock stopped at `nowMs`: what a domain factory gets when only its pure checks run. */
 export const fixedClock = (nowMs: number = NOW): Clock => ({
   now: () => nowMs,
+  monotonicNow: () => nowMs,
   sleep: () => Promise.resolve(),
   after: () => () => {}, // never fires: no time passes here
 });
