@@ -2,6 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import type Database from "better-sqlite3";
 import { DurabilityLost, type BatchBackend, type WorkOutcome } from "../group-commit.js";
+import { StoreUnavailable } from "../store.js";
 import type { ChangeStream } from "../change-feed.js";
 
 /** A decision's body: synchronous statements on the store's connection, returning its result. */
@@ -87,6 +88,8 @@ export interface BatchHooks {
   beforeCommit?(): void;
   /** The batch's transaction was rolled back: nothing of it is in the file. */
   batchRolledBack?(): void;
+  /** A write failed for want of the file (full, read-only, an I/O error); `wrote` tells it is over. */
+  unwritable?(): void;
 }
 
 /**
@@ -126,6 +129,17 @@ export function sqliteBatches(
   walSync: () => WalSync | undefined,
   hooks: BatchHooks = { beforeBatch: () => undefined, wrote() {} },
 ): BatchBackend<Work> {
+  /**
+   * A write SQLite could not make for want of its file (a full disk, a read-only one, an I/O
+   * error) is the store being away, as a PostgreSQL hub's unreachable database is: the decision
+   * was rolled back, so a retry is safe (store_unavailable, 503), not internal_error.
+   */
+  const unwritten = (error: unknown): unknown => {
+    const code = (error as { code?: unknown } | undefined)?.code;
+    if (typeof code !== "string" || !/^SQLITE_(FULL|IOERR|READONLY|CANTOPEN)/.test(code)) return error;
+    hooks.unwritable?.();
+    return new StoreUnavailable(`the database cannot be written: ${(error as Error).message}`, { cause: error });
+  };
   const writes = countWrites(db);
   const s = {
     begin: db.prepare("BEGIN IMMEDIATE"),
@@ -161,7 +175,7 @@ export function sqliteBatches(
             s.rollbackTo.run();
             s.release.run();
             hooks.workRolledBack?.();
-            outcomes.push({ ok: false, error });
+            outcomes.push({ ok: false, error: unwritten(error) });
           }
         }
         hooks.beforeCommit?.();
@@ -170,7 +184,7 @@ export function sqliteBatches(
       } catch (error) {
         if (db.inTransaction) s.rollback.run();
         hooks.batchRolledBack?.();
-        return Promise.reject(error);
+        return Promise.reject(unwritten(error));
       }
       // Committed from here on: nothing may fail the batch as if it had not been. A checkpoint
       // that cannot be asked for leaves the WAL to grow (it never holds a batch); a WAL that

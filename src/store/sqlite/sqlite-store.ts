@@ -53,6 +53,8 @@ export class SqliteStore implements HubStore {
   private readonly lock: StoreLock | undefined;
   private readonly commits: GroupCommit<Work>;
   private walSync: WalSync | undefined;
+  /** A write failed for want of the file, and none has succeeded since (ready() is false). */
+  private unwritable = false;
   private readonly checkpointer: Checkpointer | undefined;
   private readonly q;
   private readonly clock: StoreClock;
@@ -90,7 +92,11 @@ export class SqliteStore implements HubStore {
     this.commits = new GroupCommit(
       sqliteBatches(db, () => (syncs ? (this.walSync ??= openSync(options.path)) : undefined), {
         beforeBatch: () => (checkpointer?.restartDue() ? checkpointer.fold() : undefined),
-        wrote: () => checkpointer?.committed(),
+        wrote: () => {
+          this.unwritable = false;
+          checkpointer?.committed();
+        },
+        unwritable: () => (this.unwritable = true),
         workStarted: () => numbering().workStarted(),
         workRolledBack: () => numbering().workRolledBack(),
         beforeCommit: () => numbering().beforeCommit(),
@@ -171,7 +177,7 @@ export class SqliteStore implements HubStore {
   }
 
   async ready(): Promise<boolean> {
-    if (this.commits.failed !== undefined) return false;
+    if (this.commits.failed !== undefined || this.unwritable) return false;
     try {
       return (this.q.ping.get() as { ok: number }).ok === 1;
     } catch {
