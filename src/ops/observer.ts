@@ -189,17 +189,21 @@ const callLogLevel = (r: CallReport): "debug" | "info" | "error" => (r.code === 
  * every log event, the call log lines included, and every counter, call and stream change.
  */
 export function createObserver(logger: pino.Logger | undefined, metrics: Metrics, tap?: Partial<FaceObserver>): FaceObserver {
+  const count: FaceObserver["count"] = (counter, by) => {
+    metrics.count(counter, by);
+    tap?.count?.(counter, by);
+  };
   return {
     log(event, fields) {
       logger?.info({ event, ...fields });
       tap?.log?.(event, fields);
     },
-    count(counter, by) {
-      metrics.count(counter, by);
-      tap?.count?.(counter, by);
-    },
+    count,
     call(report) {
       metrics.call(report);
+      // Every error is counted here, once, as it is logged (request_error): the calls connect
+      // refused before any rule ran, too.
+      if (report.code !== "ok") count("errors");
       // A success's line is at debug: its fields are gathered only when something reads them.
       if (tap?.log || logger?.isLevelEnabled(callLogLevel(report))) {
         const line = callLogLine(report);

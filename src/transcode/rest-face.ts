@@ -114,12 +114,8 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     finishCall(observer, call, { requestId, statusCode });
   }
 
-  /**
-   * A refusal of the REST face itself: counted here (RPC refusals are by the interceptor), and
-   * reported as the call's outcome.
-   */
+  /** A refusal of the REST face itself, reported as the call's outcome (which counts it). */
   function refuseLocally(res: Res, e: HubError, requestId: string, call: CallRecord, headers: HeaderView = noHeaders) {
-    observer.count("errors");
     const err = restErrorFromHub(e, requestId);
     refuse(res, err, requestId, headers);
     noteOutcome(call, e);
@@ -428,7 +424,6 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
   /** A whole HTTP/1.1 refusal for a bare socket (the parser refused; no request object exists). */
   function rawRefusal(status: number, code: "protocol_error" | "route_not_found", message: string): string {
     const requestId = requestIdOf(null);
-    observer.count("errors");
     const call = startCall("http");
     noteOutcome(call, code === "route_not_found" ? errors.routeNotFound() : errors.protocol(message));
     finish(call, requestId, status);

@@ -65,8 +65,7 @@ export function createErrorMapping(observer: Observer) {
       err = new ConnectError("internal server error", Code.Internal);
     }
     extraHeaders.forEach((v, k) => err.metadata.set(k, v));
-    // The request_error line is the call's report (interceptors/observe.ts), with its method and caller.
-    observer.count("errors");
+    // The request_error line and the errors counter are the call's report (interceptors/observe.ts).
     return err;
   };
 }
