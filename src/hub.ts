@@ -10,7 +10,7 @@ import { errors } from "./errors.js";
 import { createBus } from "./events/bus.js";
 import { ListenerCount } from "./events/listening.js";
 import { changeRetention } from "./events/watch.js";
-import { createLeases, leaseChangeOf, type LeaseChange } from "./lease/leases.js";
+import { createLeases, leaseChangeOf, leaseTtl, type LeaseChange } from "./lease/leases.js";
 import { createInboxStreams } from "./peer/inbox-stream.js";
 import { createMessages } from "./peer/messages.js";
 import type { InboxNotice } from "./domain.js";
@@ -255,6 +255,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     maxBodyBytes: config.maxBodyBytes,
     maxSessions: config.mcpMaxSessions,
     idleMs: config.mcpSessionIdleMs,
+    leaseTtlMaxMs: leaseTtl.maxMs,
     version: hubVersion(),
     shutdownSignal: shutdown.signal,
   });

@@ -30,6 +30,8 @@ export interface McpFaceDeps {
   maxSessions: number;
   /** A session unused this long is closed, a binding forgotten (its agent's leases lapse at their TTL). */
   idleMs: number;
+  /** The longest lease TTL (a binding used within it is kept: stateless.ts). */
+  leaseTtlMaxMs: number;
   version: string;
   /** The browser origins that may call the hub (KXM_CORS_ORIGINS); a request from any other page is refused. */
   corsOrigins: readonly string[];

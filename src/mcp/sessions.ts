@@ -139,7 +139,7 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     const share = Math.max(1, Math.floor(deps.maxSessions / 4));
     if (sessionsOf(project) >= share) await expireIdle();
     if (sessionsOf(project) >= share) {
-      return rpcError(res, 429, ProtocolErrorCode.InvalidRequest, `too many MCP sessions open for this project (at most ${share}, a quarter of the hub's): close one (DELETE) or try again later`, { code: "resource_exhausted" });
+      return rpcError(res, 503, ProtocolErrorCode.InternalError, `too many MCP sessions open for this project (at most ${share}, a quarter of the hub's): close one (DELETE) or try again later`, { code: "resource_exhausted" });
     }
     const remote = remoteAddressOf(req);
     const header = new Headers();

@@ -19,6 +19,12 @@ export interface StatelessDeps {
   maxBindings: number;
   /** A binding unused this long is forgotten (the next request registers again; leases lapse at their TTL). */
   idleMs: number;
+  /**
+   * The longest lease TTL: a binding used within it may hold its agent's only key to leases that
+   * are still live, and is neither forgotten nor evicted (registering again takes the agent over,
+   * which releases them).
+   */
+  leaseTtlMaxMs: number;
   /** Aborted when the hub shuts down: a listen stream whose watch ends then is ended by `close`, gracefully. */
   shutdownSignal?: AbortSignal;
   /** Told when a request's headers registered (took over) an agent: its 2025-era sessions act with a key that no longer works. */
@@ -31,7 +37,7 @@ export interface StatelessDeps {
  * (no X-Kxm-Agent) only records that the token may act in the project.
  */
 /** A request's binding, or why it has none: refused (`error`), or no room for it (`full`). */
-type Resolved = { binding?: Binding; error?: RestError; full?: true };
+type Resolved = { binding?: Binding; error?: RestError; full?: "full" | "project" };
 
 interface Binding {
   key: string;
@@ -41,7 +47,15 @@ interface Binding {
   lastUsedMs: number;
   /** Requests under way (a tool call that waits, an open listen stream): a busy binding is never idle. */
   busy: number;
+  /** Its open listen streams (at most maxListens). */
+  listens: number;
 }
+
+/**
+ * Listen streams one binding may hold open: the SDK's own limit is one for the whole hub
+ * (maxBindings), which one agent could otherwise take for itself.
+ */
+const maxListens = 4;
 
 /** A `subscriptions/listen` stream's watches (opened as its binding) and the SDK's listener they tell. */
 interface Listener {
@@ -60,6 +74,8 @@ interface Scope {
   binding?: Binding;
   /** The listen stream's watches, opened by the factory before the SDK acknowledges. */
   listener?: Listener;
+  /** A listen stream, counted in its binding's `listens` until it ends. */
+  listening?: boolean;
   /** What the factory refused (its answer replaces the SDK's). */
   refused?: (res: Res) => void;
   /** The last error the SDK reported for the request (logged when it answers 5xx). */
@@ -175,7 +191,7 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
       bus,
       // Always a stream: a tool call that waits (acquire_lease, read_inbox) keeps traffic on it.
       responseMode: "sse",
-      maxSubscriptions: deps.maxBindings,
+      maxSubscriptions: deps.maxBindings * maxListens,
       onerror: (e) => {
         const at = scope.getStore();
         if (at) at.error = e;
@@ -195,26 +211,44 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     for (const b of [...bindings.values()]) if (b !== except && b.agentId === agentId) bindings.delete(b.key);
   }
 
-  /** Forgets the bindings unused for `idleMs`. */
+  /** Whether `b` can go: not busy, and unused for longer than any lease its agent took can live. */
+  const spare = (b: Binding, unusedMs: number) => b.busy === 0 && b.lastUsedMs <= deps.clock.now() - Math.max(unusedMs, deps.leaseTtlMaxMs);
+
+  /** Forgets the bindings unused for `idleMs` (and the longest lease TTL). */
   function expireIdle(): number {
-    const cutoff = deps.clock.now() - deps.idleMs;
-    const idle = [...bindings.values()].filter((b) => b.busy === 0 && b.lastUsedMs <= cutoff);
+    const idle = [...bindings.values()].filter((b) => spare(b, deps.idleMs));
     for (const b of idle) bindings.delete(b.key);
     return idle.length;
   }
 
+  /** How many bindings (held and being made) `project` has. */
+  const bindingsOf = (project: string): number => {
+    let n = reservedBy.get(project) ?? 0;
+    for (const b of bindings.values()) if (b.project === project) n++;
+    return n;
+  };
+
   /** Places taken by bindings being made (their agent registering): counted as bindings already. */
   let reserved = 0;
+  const reservedBy = new Map<string, number>();
 
-  /** Room for one more binding: the least recently used idle one goes; false when every one is busy. */
-  function makeRoom(): boolean {
+  /**
+   * Room for one more binding of `project`: the least recently used one that can go (spare) goes;
+   * false when none can. One project holds at most a quarter of the table ("project").
+   */
+  function makeRoom(project: string): true | "full" | "project" {
+    const share = Math.max(1, Math.floor(deps.maxBindings / 4));
+    if (bindingsOf(project) >= share) {
+      expireIdle();
+      if (bindingsOf(project) >= share) return "project";
+    }
     if (bindings.size + reserved < deps.maxBindings) return true;
     expireIdle();
     for (const b of bindings.values()) {
       if (bindings.size + reserved < deps.maxBindings) break;
-      if (b.busy === 0) bindings.delete(b.key);
+      if (spare(b, 0)) bindings.delete(b.key);
     }
-    return bindings.size + reserved < deps.maxBindings;
+    return bindings.size + reserved < deps.maxBindings ? true : "full";
   }
 
   /** The binding of a request's headers: held, or made (registering its agent, or checking its token). */
@@ -232,12 +266,17 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     // Its place is taken before its agent registers, and kept: a registration (a takeover, even)
     // is never followed by "too many MCP clients".
     const made = (async (): Promise<Resolved> => {
-      if (!makeRoom()) return { full: true };
+      const room = makeRoom(project);
+      if (room !== true) return { full: room };
       reserved++;
+      reservedBy.set(project, (reservedBy.get(project) ?? 0) + 1);
       try {
         return await bind();
       } finally {
         reserved--;
+        const left = reservedBy.get(project)! - 1;
+        if (left === 0) reservedBy.delete(project);
+        else reservedBy.set(project, left);
       }
     })().finally(() => pending.delete(key));
     pending.set(key, made);
@@ -251,7 +290,7 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
         ? await calls.register(caller, "mcp request", project, name, headerOf(req, "x-kxm-host"), headerOf(req, "x-kxm-purpose"))
         : await calls.mayRegister(caller, "request", project);
       if (checked.error) return { error: checked.error };
-      const binding: Binding = { key, project, header, lastUsedMs: deps.clock.now(), busy: 0 };
+      const binding: Binding = { key, project, header, lastUsedMs: deps.clock.now(), busy: 0, listens: 0 };
       if (name) {
         const r = (checked as { message?: unknown }).message as Registered;
         binding.agentId = r.agent.id;
@@ -327,6 +366,9 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     // Nothing the SDK will refuse or drop on its own registers an agent (a takeover, on a miss).
     if (!needsAgent(at.body)) return calls.serverFor({ era: "modern", project, remote: remoteAddressOf(at.req), header: new Headers() });
     const resolved = await resolve(at.req, project, headerOf(at.req, "x-kxm-agent"));
+    if (resolved.full === "project") {
+      refuse(at, (res) => rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP clients of this project on this hub (a quarter of its places): try again later", { code: "resource_exhausted" }, {}, id));
+    }
     if (resolved.full) refuse(at, (res) => rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP clients on this hub: try again later", { code: "resource_exhausted" }, {}, id));
     if (resolved.error) refuse(at, (res) => refuseHttp(res, resolved.error!));
     const b = resolved.binding!;
@@ -343,6 +385,13 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
       // A call refused because the agent's key no longer works (another client took the name over): the next request registers again.
       stale: () => forget(b),
     };
+    if (isListen(at.body)) {
+      if (b.listens >= maxListens) {
+        refuse(at, (res) => rpcError(res, 429, ProtocolErrorCode.InvalidRequest, `too many listen streams open for this client (at most ${maxListens}): close one`, { code: "resource_exhausted" }, {}, id));
+      }
+      b.listens++;
+      at.listening = true;
+    }
     const uris = isListen(at.body) ? listenedUris(at.body) : [];
     if (uris.length > 0) {
       try {
@@ -388,6 +437,7 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
       if (at.listener && !at.listener.attached) await at.listener.close();
       if (at.binding) {
         at.binding.busy--;
+        if (at.listening) at.binding.listens--;
         at.binding.lastUsedMs = deps.clock.now();
       }
     }

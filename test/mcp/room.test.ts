@@ -54,6 +54,7 @@ describe("MCP 2026-07-28: room for clients", () => {
       for (const release of held.splice(0)) release();
       const outcome = await beta;
       // Refused at its first request (the client's version probe), for room.
+      // Alpha holds the one place, its project's whole share too: beta, of the same project, is refused for it.
       expect(outcome).toMatchObject({ refused: expect.stringMatching(/\b503\b/) });
       const listed = (await (await t.rest("/v1/agents?project=p&includeOffline=true")).json()) as { agents: { name: string }[] };
       expect(listed.agents.map((a) => a.name)).toEqual(["alpha"]);

@@ -18,14 +18,14 @@ async function post(t: TestHub, body: unknown, headers: Record<string, string>) 
  * or with none yet) never keep another project out of /mcp.
  */
 describe("MCP sessions: a project's share of the table", () => {
-  it("refuses a project's initialize past a quarter of the table (429), and still serves another project", async () => {
+  it("refuses a project's initialize past a quarter of the table (503), and still serves another project", async () => {
     await using t = await startTestHub({
       config: { authToken: "admin-secret", projectTokens: { "evil/repo": "evil-token", "good/repo": "good-token" }, mcpMaxSessions: 8 },
     });
     const evil = { "x-kxm-project": "evil/repo", authorization: "Bearer evil-token" };
     for (let i = 0; i < 2; i++) expect((await post(t, init, evil)).status).toBe(200);
     const third = await post(t, init, evil);
-    expect(third.status).toBe(429);
+    expect(third.status).toBe(503);
     expect(JSON.parse(third.text)).toMatchObject({ error: { data: { code: "resource_exhausted" } } });
     expect(await t.sql("SELECT id FROM agents")).toEqual([]);
     const good = await post(t, init, { "x-kxm-project": "good/repo", "x-kxm-agent": "worker", authorization: "Bearer good-token" });

@@ -2,7 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { makeDirs } from "../dirs.js";
-import { StoreOpenError } from "../store.js";
+import { StoreOpenError, StoreUnavailable } from "../store.js";
 import { requireDriver } from "./driver.js";
 import { lockStore, type StoreLock } from "./lock.js";
 import { checkDataPath, openSchema } from "./schema.js";
@@ -23,6 +23,8 @@ export const companionsOf = (file: string) => [`${file}-wal`, `${file}-shm`, `${
  */
 export function asOpenRefusal(e: unknown, file: string): unknown {
   if (e instanceof StoreOpenError) return e;
+  // A decision the file could not take (batch.ts): what SQLite said is the refusal's cause.
+  if (e instanceof StoreUnavailable && e.cause !== undefined) return asOpenRefusal(e.cause, file);
   const code = (e as { code?: string }).code ?? "";
   const message = (e as Error).message;
   if (code === "SQLITE_NOTADB" || code.startsWith("SQLITE_CORRUPT")) {
