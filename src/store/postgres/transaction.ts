@@ -113,7 +113,8 @@ export function isRetryable(e: unknown): boolean {
 
 /**
  * The error as the store reports it: a database that cannot be reached is StoreUnavailable (a
- * connection refused, reset or timed out, one the server closed, or a SQLSTATE of class 08,
+ * connection refused, reset or timed out, one the server closed, a client whose connection died
+ * between two statements of a batch ("not queryable"), or a SQLSTATE of class 08,
  * connection exception, or 57P, the server shutting down or starting). Anything else, a
  * decision's own refusal or a SQL error, stays what it is.
  */
@@ -122,7 +123,8 @@ export function storeError(e: unknown): unknown {
   const code = (e as { code?: unknown }).code;
   const unreachable =
     (typeof code === "string" && (/^E[A-Z]+$/.test(code) || code.startsWith("08") || code.startsWith("57P"))) ||
-    /Connection terminated|connection timeout|timeout exceeded when trying to connect/i.test(e.message);
+    // node-postgres refuses a statement on a client whose connection died under it, or that it closed.
+    /Connection terminated|connection timeout|timeout exceeded when trying to connect|is not queryable/i.test(e.message);
   return unreachable ? new StoreUnavailable(`the database cannot be reached: ${e.message}`, { cause: e }) : e;
 }
 
