@@ -175,6 +175,29 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
           decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone, instanceEnded: !sameInstance(caller, agent) }, waiters),
         caller.agentId,
       );
+    /**
+     * Leaves the queue for a call that ends without the lease: now, or, when the store cannot
+     * take it (a database away), again and again in the background until it can or the entry's
+     * wait has run out (after which no hand-over looks at it). Left there, the entry would be
+     * handed the lease that nobody waits for any more.
+     */
+    const leaveForGood = async () => {
+      try {
+        await leave(true);
+      } catch {
+        void (async () => {
+          for (let backoffMs = 100; clock.now() < deadlineMs && !shutdown?.aborted; backoffMs = Math.min(backoffMs * 2, 5_000)) {
+            await clock.sleep(backoffMs, shutdown);
+            try {
+              await leave(true);
+              return;
+            } catch {
+              // still away: again after the back-off
+            }
+          }
+        })();
+      }
+    };
     // Set while the call's entry may be in the queue, or the lease handed to it: a look that
     // fails (the agent's key changed, the store) must not leave it there for the lease to go to.
     let entered = false;
@@ -194,13 +217,13 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         }
         if (stop.signal.aborted || waitLeft(clock.now()) <= 0) {
           const clientGone = stop.signal.aborted;
-          entered = false;
           const left = await leave(clientGone);
+          entered = false;
           if (left.kind === "granted") {
             // Kept as its wait ran out, but the client went away while that decision ran: nobody
             // will hold the lease, so it goes on to the next in line, as at the last look below.
             if (!signal?.aborted) return left;
-            await leave(true);
+            await leaveForGood();
             throw errors.leaseHeld(behind);
           }
           if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : errors.leaseHeld(behind);
@@ -221,7 +244,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
       entered = false;
       return a as LeaseOutcome;
     } catch (e) {
-      if (entered) await leave(true).catch(() => undefined);
+      if (entered) await leaveForGood();
       throw e;
     } finally {
       unsubscribe();
