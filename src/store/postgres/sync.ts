@@ -73,12 +73,24 @@ export function createPostgresSync({ changeTx, rows, now, snapshot, head }: PgAc
         const runs = new Map<string, RunState>(
           runPairs.map((e) => [keyOf(e.projectId, e.runId), { projectId: e.projectId, runId: e.runId, row: undefined, stored: false, inserted: new Set(), touched: false }]),
         );
+        // Only the runs of the push's own hub projects are locked (their batches are one at a
+        // time, behind the projects' heads): a run of another hub project is read as it stands,
+        // its events refused (the project's owner is another), and locking it too let two
+        // projects' batches lock the same runs in opposite orders and deadlock.
         for (const r of (
           await t.query<RunDb>(
-            `SELECT r.project_id, r.run_id, r.hub_project, r.home_runtime_id, r.cursor FROM sync_runs r
-             JOIN unnest($1::text[], $2::text[]) AS k (project_id, run_id) ON r.project_id = k.project_id AND r.run_id = k.run_id
-             ORDER BY r.project_id, r.run_id FOR UPDATE OF r`,
-            [runPairs.map((e) => e.projectId), runPairs.map((e) => e.runId)],
+            `WITH k AS (SELECT * FROM unnest($1::text[], $2::text[]) AS k (project_id, run_id)),
+               own AS (
+                 SELECT r.project_id, r.run_id, r.hub_project, r.home_runtime_id, r.cursor FROM sync_runs r
+                 JOIN k ON r.project_id = k.project_id AND r.run_id = k.run_id
+                 WHERE r.hub_project = ANY($3::text[])
+                 ORDER BY r.project_id, r.run_id FOR UPDATE OF r)
+             SELECT * FROM own
+             UNION ALL
+             SELECT r.project_id, r.run_id, r.hub_project, r.home_runtime_id, r.cursor FROM sync_runs r
+             JOIN k ON r.project_id = k.project_id AND r.run_id = k.run_id
+             WHERE r.hub_project <> ALL($3::text[])`,
+            [runPairs.map((e) => e.projectId), runPairs.map((e) => e.runId), [...new Set(events.map((e) => e.hubProject))]],
           )
         ).rows) {
           const run = runs.get(keyOf(r.project_id, r.run_id))!;
