@@ -95,10 +95,14 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     await s.resources.close();
   }
 
-  /** How many sessions `project` has open. */
+  /** Places taken by initializes whose session is not in the table yet. */
+  const reserved = new Set<{ project: string }>();
+
+  /** How many sessions `project` has open, or is opening. */
   const sessionsOf = (project: string): number => {
     let n = 0;
     for (const s of sessions.values()) if (s.project === project) n++;
+    for (const p of reserved) if (p.project === project) n++;
     return n;
   };
 
@@ -119,8 +123,6 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
    * that `register` binds later; then open the session.
    */
   async function open(req: Req, res: Res, body: unknown, signal: AbortSignal) {
-    if (sessions.size >= deps.maxSessions) await expireIdle();
-    if (sessions.size >= deps.maxSessions) return rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP sessions open on this hub: try again later", { code: "resource_exhausted" });
     // What the transport would refuse is refused before the agent is registered: a refusal changes nothing.
     const accepts = String(req.headers.accept ?? "");
     if (!accepts.includes("application/json") || !accepts.includes("text/event-stream")) {
@@ -135,12 +137,29 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
       return rpcError(res, 400, ProtocolErrorCode.InvalidRequest, "an MCP session acts as one agent of a project: set the X-Kxm-Project header, and X-Kxm-Agent (or call the register tool), with Authorization: Bearer <project token>", { code: "protocol_error" });
     }
     // One project holds at most a quarter of the table, so that no project's sessions (an agent
-    // each, or none yet) keep every other project out of /mcp.
+    // each, or none yet) keep every other project out of /mcp. A place is taken before the agent
+    // registers and counted until the session is in the table: initializes that overlap cannot
+    // take more than there is, and one refused for room has registered nothing.
     const share = Math.max(1, Math.floor(deps.maxSessions / 4));
     if (sessionsOf(project) >= share) await expireIdle();
     if (sessionsOf(project) >= share) {
       return rpcError(res, 503, ProtocolErrorCode.InternalError, `too many MCP sessions open for this project (at most ${share}, a quarter of the hub's): close one (DELETE) or try again later`, { code: "resource_exhausted" });
     }
+    if (sessions.size + reserved.size >= deps.maxSessions) await expireIdle();
+    if (sessions.size + reserved.size >= deps.maxSessions) {
+      return rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP sessions open on this hub: try again later", { code: "resource_exhausted" });
+    }
+    const place = { project };
+    reserved.add(place);
+    try {
+      await openIn(req, res, body, signal, project, name);
+    } finally {
+      reserved.delete(place);
+    }
+  }
+
+  /** The rest of `open`, its place taken. */
+  async function openIn(req: Req, res: Res, body: unknown, signal: AbortSignal, project: string, name: string | undefined) {
     const remote = remoteAddressOf(req);
     const header = new Headers();
     const authorization = req.headers.authorization;
