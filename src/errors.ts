@@ -199,6 +199,18 @@ export const errors = {
     new HubError("cursor_expired", `cursor ${afterSeq} is older than what the hub retains; resume from ${oldestSeq}`, {
       metadata: { afterSeq: String(afterSeq), oldestSeq: String(oldestSeq) },
     }),
+  /**
+   * An inbox cursor below what retention purged. Retention takes an inbox's ended messages, not
+   * a prefix of it, so a message still pending may sit below `purgedThrough`: the way back is a
+   * stream without a cursor (it sends the pending messages again), not `oldestSeq`, which would
+   * skip them.
+   */
+  inboxCursorExpired: (afterSeq: number, purgedThrough: number) =>
+    new HubError(
+      "cursor_expired",
+      `cursor ${afterSeq} is older than what the hub retains (events up to ${purgedThrough} were purged): open the inbox again without a cursor, which sends the messages still pending`,
+      { metadata: { afterSeq: String(afterSeq), oldestSeq: String(purgedThrough), resume: "pending" } },
+    ),
   /** A cursor ahead of its stream's head: not one this hub gave (a hub restored from a backup since). */
   cursorAhead: (afterSeq: number, headSeq: number) =>
     new HubError("cursor_expired", `cursor ${afterSeq} is ahead of what the hub has (${headSeq}); it is not one this hub gave: resume from ${headSeq}`, {

@@ -50,7 +50,7 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
     try {
       await messages.expireDue();
       const state = await store.messages.inboxState(caller.agentId);
-      if (after !== undefined && after < state.purgedThrough) throw errors.cursorExpired(after, state.purgedThrough);
+      if (after !== undefined && after < state.purgedThrough) throw errors.inboxCursorExpired(after, state.purgedThrough);
       // Ahead of the head: from another history (a restore since), where new events would be
       // numbered below it and skipped without a word.
       if (after !== undefined && after > state.head) throw errors.cursorAhead(after, state.head);

@@ -82,7 +82,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
       await messages.expireDue();
       const state = await store.messages.inboxState(caller.agentId);
       if (afterSeq !== undefined && afterSeq < state.purgedThrough) {
-        throw errors.cursorExpired(afterSeq, state.purgedThrough);
+        throw errors.inboxCursorExpired(afterSeq, state.purgedThrough);
       }
       // Ahead of the head: from another history (a restore since), where new events would be
       // numbered below it and skipped without a word.
