@@ -3,7 +3,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ChildHubs } from "../fixtures/child-hub.js";
-import { canMount, fill, mountTmpfs } from "../fixtures/tmpfs.js";
+import { canMount, fill, mountTmpfs, postPatiently as post } from "../fixtures/tmpfs.js";
 
 /**
  * The data file's disk fills up under a running hub (its log on another disk): a decision that
@@ -14,23 +14,6 @@ import { canMount, fill, mountTmpfs } from "../fixtures/tmpfs.js";
 
 const hubs = new ChildHubs();
 afterEach(() => hubs.killAll());
-
-
-
-/** A REST call; status -1 when no answer came within 5 s (or the connection died). */
-async function post(url: string, p: string, headers: Record<string, string>, json: unknown) {
-  try {
-    const res = await fetch(`${url}${p}`, {
-      method: "POST",
-      headers: { ...headers, "content-type": "application/json" },
-      body: JSON.stringify(json),
-      signal: AbortSignal.timeout(5_000),
-    });
-    return { status: res.status, body: (await res.json().catch(() => undefined)) as Record<string, any> | undefined };
-  } catch {
-    return { status: -1, body: undefined };
-  }
-}
 
 describe.runIf(canMount)("a full data disk (the log elsewhere)", () => {
   it("is reported: /ready 503 and a typed, retry-safe refusal, not 500 internal_error with /ready 200", async () => {

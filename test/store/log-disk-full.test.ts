@@ -4,7 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { ChildHubs } from "../fixtures/child-hub.js";
-import { canMount, fill, mountTmpfs } from "../fixtures/tmpfs.js";
+import { canMount, fill, mountTmpfs, postPatiently as post } from "../fixtures/tmpfs.js";
 
 /**
  * The log file's disk fills up under a running hub (by default the log sits next to the data
@@ -15,25 +15,6 @@ import { canMount, fill, mountTmpfs } from "../fixtures/tmpfs.js";
  */
 const hubs = new ChildHubs();
 afterEach(() => hubs.killAll());
-
-
-
-/** Writes a file until the file system is full. */
-
-/** A REST call; status -1 when no answer came within 5 s (or the connection died). */
-async function post(url: string, p: string, headers: Record<string, string>, json: unknown) {
-  try {
-    const res = await fetch(`${url}${p}`, {
-      method: "POST",
-      headers: { ...headers, "content-type": "application/json" },
-      body: JSON.stringify(json),
-      signal: AbortSignal.timeout(5_000),
-    });
-    return { status: res.status, body: (await res.json().catch(() => undefined)) as Record<string, any> | undefined };
-  } catch {
-    return { status: -1, body: undefined };
-  }
-}
 
 describe.runIf(canMount)("a full disk under a running hub", () => {
   it("keeps answering while the disk is full, and serves again once space is freed", async () => {
