@@ -234,7 +234,7 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
 
   /**
    * Room for one more binding of `project`: the least recently used one that can go (spare) goes;
-   * false when none can. One project holds at most a quarter of the table ("project").
+   * "full" when none can. One project holds at most a quarter of the table ("project" past it).
    */
   function makeRoom(project: string): true | "full" | "project" {
     const share = Math.max(1, Math.floor(deps.maxBindings / 4));
