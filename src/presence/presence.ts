@@ -28,6 +28,8 @@ export interface RuntimeView extends Omit<RuntimeRow, "project"> {
 export interface PresenceChangeBody {
   agent?: AgentView;
   runtime?: RuntimeView;
+  /** An agent retention forgot: it leaves every view of the project. */
+  forgotten?: { id: string; name: string };
 }
 
 /**
@@ -213,7 +215,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * to or from them, no live lease): a fleet's short-lived agents do not pile up forever.
      */
     async forgetOffline(retainMs: number): Promise<number> {
-      const gone = await store.agents.forgetAgents(retainMs);
+      const gone = await store.agents.forgetAgents(retainMs, (a) => change({ forgotten: { id: a.id, name: a.name } }));
       for (const a of gone) observer.log("agent_forgotten", logFields(a));
       return gone.length;
     },

@@ -108,6 +108,7 @@ export function createWatchHandlers(deps: WatchDeps) {
     const frames: MessageShape<typeof WatchPresenceResponseSchema>[] = [];
     if (c.agent) frames.push(create(WatchPresenceResponseSchema, { cursor, event: { case: "agent", value: agentToProto(c.agent) } }));
     if (c.runtime) frames.push(create(WatchPresenceResponseSchema, { cursor, event: { case: "runtime", value: runtimeToProto(c.runtime) } }));
+    if (c.forgotten) frames.push(create(WatchPresenceResponseSchema, { cursor, event: { case: "forgotten", value: c.forgotten } }));
     return frames;
   });
   const messageFrame = framesOnce((c: MessageWatchChange) =>

@@ -50,7 +50,7 @@ export interface AgentStore {
    * Deletes every agent offline and last seen `retainMs` or more before the store's time that no
    * open message (to or from it) and no live lease names, with its stream. Returns them.
    */
-  forgetAgents(retainMs: number): Promise<AgentRow[]>;
+  forgetAgents(retainMs: number, change: ChangeOf<AgentRow>): Promise<AgentRow[]>;
   /** Any other change to one agent (activity, heartbeat, unregister). */
   decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T>;
   /** Marks every online agent offline (hub start), recording `change` for each. */

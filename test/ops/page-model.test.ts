@@ -2,6 +2,7 @@ import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { describe, expect, it } from "vitest";
 import { OpsService } from "../../gen/ts/kxm/hub/v1/ops_pb.js";
+import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { ProjectModel } from "../../ui/src/model.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 
@@ -54,6 +55,37 @@ describe("the operator page's count of open messages", () => {
 
       // Observed: [206, 206]: the delivery counted as a new message, the ending of an unlisted one not at all.
       expect([delivered, ended]).toEqual([205, 204]);
+    } finally {
+      ac.abort();
+    }
+  });
+});
+
+describe("the operator page's agents", () => {
+  it("drop an agent retention forgot, as the hub's WatchPresence says", async () => {
+    await using t = await startTestHub({ config: { cleanupIntervalMs: 3_600_000, agentRetentionMs: 60_000 } });
+    const a = await t.register("alpha", "p");
+    const b = await t.register("beta", "p");
+    expect((await t.rest(`/v1/agents/${a.id}`, { method: "DELETE", headers: a.headers })).status).toBeLessThan(300);
+    const presence = createClient(PresenceService, createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1" }));
+    const ac = new AbortController();
+    const model = new ProjectModel("p");
+    const frames = presence.watchPresence({ project: "p" }, { signal: ac.signal })[Symbol.asyncIterator]();
+    const nextFrame = async () => {
+      const r = await frames.next();
+      if (r.done) throw new Error("stream ended");
+      model.onPresence(r.value);
+      return r.value;
+    };
+    try {
+      expect((await nextFrame()).event.case).toBe("snapshot");
+      expect([...model.agents.values()].map((x) => x.name).sort()).toEqual(["alpha", "beta"]);
+      t.clock.advance(61_000); // alpha offline past the retention; beta calls again
+      expect((await t.rest(`/v1/agents/${b.id}/heartbeat`, { method: "POST", headers: b.headers })).status).toBe(200);
+      await t.hub.sweepNow();
+      let f = await nextFrame();
+      while (f.event.case !== "forgotten") f = await nextFrame();
+      expect([...model.agents.values()].map((x) => x.name)).toEqual(["beta"]);
     } finally {
       ac.abort();
     }

@@ -26,6 +26,8 @@ beforeAll(async () => {
 afterAll(() => server?.stop());
 
 const key: LeaseKey = { project: "p", name: "repo/main" };
+/** The presence change a forgotten agent records (presence.ts forgetOffline). */
+const forgottenChange = (r: AgentRow) => ({ stream: "presence" as const, body: { forgotten: { id: r.id, name: r.name } } });
 
 /**
  * The backends of this database waiting for a lock now, seen from `c`. The activity as of now: a
@@ -289,14 +291,17 @@ describe("PostgreSQL store", () => {
       const toY = send("agt_y", 1);
       const toX = send("agt_x", 2);
       while ((await lockWaiters(other)).length === 0);
-      const forgotten = await b.agents.forgetAgents(60_000);
+      // The sweep records its changes in the project's presence stream: it waits for the batch
+      // in flight (which holds the project's heads), and then sees the message it sent to X.
+      const forgetting = b.agents.forgetAgents(60_000, forgottenChange);
       await other.query("ROLLBACK");
       await Promise.all([toY, toX]);
+      const forgotten = await forgetting;
       expect(forgotten.map((f) => f.id)).not.toContain("agt_x");
       expect(await a.agents.getAgent("agt_x")).toMatchObject({ id: "agt_x" });
       expect(await a.messages.getMessage("msg_2")).toMatchObject({ toId: "agt_x", status: "queued" });
       // Once the message is no longer open the agent can go; while it is, the sweep leaves it.
-      expect((await b.agents.forgetAgents(60_000)).map((f) => f.id)).not.toContain("agt_x");
+      expect((await b.agents.forgetAgents(60_000, forgottenChange)).map((f) => f.id)).not.toContain("agt_x");
     } finally {
       await other.end();
       await Promise.all([a.close(), b.close()]);

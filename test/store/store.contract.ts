@@ -216,7 +216,7 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       expect((await store.agents.peekCaller("agt_2"))?.agent?.online).toBe(false);
       // Forgotten agents are gone.
       clock.ms = 1_000_000;
-      await store.agents.forgetAgents(1_000);
+      await store.agents.forgetAgents(1_000, (r) => ({ stream: "presence", body: { forgotten: { id: r.id, name: r.name } } }));
       expect((await store.agents.peekCaller("agt_1"))?.agent).toBeUndefined();
       expect((await store.agents.peekCaller("agt_2"))?.agent).toBeUndefined();
       await store.close();

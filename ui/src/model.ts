@@ -129,6 +129,8 @@ export class ProjectModel {
       for (const r of e.value.runtimes) this.applyRuntimePresence(r);
     } else if (e.case === "agent") {
       this.agents.set(e.value.id, e.value);
+    } else if (e.case === "forgotten") {
+      this.agents.delete(e.value.id);
     } else if (e.case === "runtime") {
       this.applyRuntimePresence(e.value);
     } else if (e.case === "keepAlive") {

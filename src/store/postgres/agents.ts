@@ -152,27 +152,37 @@ export function createPostgresAgents(
       });
     },
 
-    forgetAgents(retainMs) {
-      return tx(async (t) => {
+    async forgetAgents(retainMs, change) {
+      // The projects first: their presence heads are locked by the decision that records each
+      // forgotten agent's change (as the offline sweeps do), and it forgets only in them.
+      const projects = (await rows<{ project: string }>("SELECT DISTINCT project FROM agents WHERE online = false AND last_seen_at <= $1", [hubNow() - retainMs])).map((r) => r.project);
+      if (projects.length === 0) return [];
+      return changeTx(projects, async (t, record) => {
         const nowMs = await now(t);
-        const gone = (
-          await t.query<AgentDb>(
-            `DELETE FROM agents a WHERE a.id IN (
-               SELECT id FROM agents c WHERE c.online = false AND c.last_seen_at <= $1
-                 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = c.id OR m.from_id = c.id))
-                 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = c.project AND l.holder_agent_id = c.id AND l.expires_at > $2)
-                 AND NOT EXISTS (SELECT 1 FROM lease_waiters w WHERE w.project = c.project AND w.agent_id = c.id)
-               ORDER BY c.reg_seq FOR UPDATE SKIP LOCKED)
-             RETURNING ${agentColumnsOf("a")}`,
-            [nowMs - retainMs, nowMs],
-          )
-        ).rows;
+        const gone = byRegistration(
+          (
+            await t.query<AgentDb & { reg: number }>(
+              `DELETE FROM agents a WHERE a.id IN (
+                 SELECT id FROM agents c WHERE c.online = false AND c.last_seen_at <= $1 AND c.project = ANY($3::text[])
+                   AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.status IN ('queued', 'delivered') AND (m.to_id = c.id OR m.from_id = c.id))
+                   AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.project = c.project AND l.holder_agent_id = c.id AND l.expires_at > $2)
+                   AND NOT EXISTS (SELECT 1 FROM lease_waiters w WHERE w.project = c.project AND w.agent_id = c.id)
+                 ORDER BY c.reg_seq FOR UPDATE SKIP LOCKED)
+               RETURNING a.reg_seq AS reg, ${agentColumnsOf("a")}`,
+              [nowMs - retainMs, nowMs, projects],
+            )
+          ).rows,
+        ).map(agentFromDb);
         const ids = gone.map((a) => a.id);
         if (ids.length > 0) {
           await t.query("DELETE FROM inbox_events WHERE agent_id = ANY($1)", [ids]);
           await t.query("DELETE FROM inbox_streams WHERE agent_id = ANY($1)", [ids]);
         }
-        return gone.map(agentFromDb);
+        for (const a of gone) {
+          const c = change(a, nowMs);
+          await record(a.project, c.stream, c.body, nowMs);
+        }
+        return gone;
       });
     },
 

@@ -166,9 +166,8 @@ export function createSqliteAgents(
       });
     },
 
-    forgetAgents(retainMs) {
-      return tx(() => {
-        const nowMs = now();
+    forgetAgents(retainMs, change) {
+      return sweep((nowMs) => {
         const gone = q.forgettable.all(nowMs - retainMs, nowMs).map(agentFromDb);
         for (const a of gone) {
           q.deleteInboxEvents.run(a.id);
@@ -177,7 +176,7 @@ export function createSqliteAgents(
           q.deleteAgent.run(a.id);
         }
         return gone;
-      });
+      }, change);
     },
 
     async markAllAgentsOffline(change) {

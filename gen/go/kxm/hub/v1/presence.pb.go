@@ -1111,6 +1111,7 @@ type WatchPresenceResponse struct {
 	//	*WatchPresenceResponse_Agent
 	//	*WatchPresenceResponse_Runtime
 	//	*WatchPresenceResponse_KeepAlive
+	//	*WatchPresenceResponse_Forgotten
 	Event         isWatchPresenceResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1196,6 +1197,15 @@ func (x *WatchPresenceResponse) GetKeepAlive() *KeepAlive {
 	return nil
 }
 
+func (x *WatchPresenceResponse) GetForgotten() *AgentForgotten {
+	if x != nil {
+		if x, ok := x.Event.(*WatchPresenceResponse_Forgotten); ok {
+			return x.Forgotten
+		}
+	}
+	return nil
+}
+
 type isWatchPresenceResponse_Event interface {
 	isWatchPresenceResponse_Event()
 }
@@ -1220,6 +1230,12 @@ type WatchPresenceResponse_KeepAlive struct {
 	KeepAlive *KeepAlive `protobuf:"bytes,5,opt,name=keep_alive,json=keepAlive,proto3,oneof"`
 }
 
+type WatchPresenceResponse_Forgotten struct {
+	// Retention forgot an agent (offline past KXM_AGENT_RETENTION_MS, nothing open naming it): it
+	// leaves the view, as it is no longer in a snapshot.
+	Forgotten *AgentForgotten `protobuf:"bytes,6,opt,name=forgotten,proto3,oneof"`
+}
+
 func (*WatchPresenceResponse_Snapshot) isWatchPresenceResponse_Event() {}
 
 func (*WatchPresenceResponse_Agent) isWatchPresenceResponse_Event() {}
@@ -1227,6 +1243,63 @@ func (*WatchPresenceResponse_Agent) isWatchPresenceResponse_Event() {}
 func (*WatchPresenceResponse_Runtime) isWatchPresenceResponse_Event() {}
 
 func (*WatchPresenceResponse_KeepAlive) isWatchPresenceResponse_Event() {}
+
+func (*WatchPresenceResponse_Forgotten) isWatchPresenceResponse_Event() {}
+
+// An agent retention forgot: its row, inbox and key are gone.
+type AgentForgotten struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its id (agt_...).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Its name when it was forgotten.
+	Name          string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentForgotten) Reset() {
+	*x = AgentForgotten{}
+	mi := &file_kxm_hub_v1_presence_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentForgotten) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentForgotten) ProtoMessage() {}
+
+func (x *AgentForgotten) ProtoReflect() protoreflect.Message {
+	mi := &file_kxm_hub_v1_presence_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentForgotten.ProtoReflect.Descriptor instead.
+func (*AgentForgotten) Descriptor() ([]byte, []int) {
+	return file_kxm_hub_v1_presence_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *AgentForgotten) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AgentForgotten) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
 
 var File_kxm_hub_v1_presence_proto protoreflect.FileDescriptor
 
@@ -1306,15 +1379,19 @@ const file_kxm_hub_v1_presence_proto_rawDesc = "" +
 	"\bruntimes\x18\x02 \x03(\v2\x1b.kxm.hub.v1.RuntimePresenceR\bruntimes\x12*\n" +
 	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"7\n" +
 	"\tKeepAlive\x12*\n" +
-	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x90\x02\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xcc\x02\n" +
 	"\x15WatchPresenceResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x12:\n" +
 	"\bsnapshot\x18\x02 \x01(\v2\x1c.kxm.hub.v1.PresenceSnapshotH\x00R\bsnapshot\x12)\n" +
 	"\x05agent\x18\x03 \x01(\v2\x11.kxm.hub.v1.AgentH\x00R\x05agent\x127\n" +
 	"\aruntime\x18\x04 \x01(\v2\x1b.kxm.hub.v1.RuntimePresenceH\x00R\aruntime\x126\n" +
 	"\n" +
-	"keep_alive\x18\x05 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\a\n" +
-	"\x05event*\xa4\x01\n" +
+	"keep_alive\x18\x05 \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAlive\x12:\n" +
+	"\tforgotten\x18\x06 \x01(\v2\x1a.kxm.hub.v1.AgentForgottenH\x00R\tforgottenB\a\n" +
+	"\x05event\"4\n" +
+	"\x0eAgentForgotten\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name*\xa4\x01\n" +
 	"\rPresenceState\x12\x1e\n" +
 	"\x1aPRESENCE_STATE_UNSPECIFIED\x10\x00\x12%\n" +
 	"\x15PRESENCE_STATE_ONLINE\x10\x01\x1a\n" +
@@ -1353,7 +1430,7 @@ func file_kxm_hub_v1_presence_proto_rawDescGZIP() []byte {
 }
 
 var file_kxm_hub_v1_presence_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_kxm_hub_v1_presence_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_kxm_hub_v1_presence_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_kxm_hub_v1_presence_proto_goTypes = []any{
 	(PresenceState)(0),                    // 0: kxm.hub.v1.PresenceState
 	(RuntimePresenceState)(0),             // 1: kxm.hub.v1.RuntimePresenceState
@@ -1373,16 +1450,17 @@ var file_kxm_hub_v1_presence_proto_goTypes = []any{
 	(*PresenceSnapshot)(nil),              // 15: kxm.hub.v1.PresenceSnapshot
 	(*KeepAlive)(nil),                     // 16: kxm.hub.v1.KeepAlive
 	(*WatchPresenceResponse)(nil),         // 17: kxm.hub.v1.WatchPresenceResponse
-	(*timestamppb.Timestamp)(nil),         // 18: google.protobuf.Timestamp
+	(*AgentForgotten)(nil),                // 18: kxm.hub.v1.AgentForgotten
+	(*timestamppb.Timestamp)(nil),         // 19: google.protobuf.Timestamp
 }
 var file_kxm_hub_v1_presence_proto_depIdxs = []int32{
-	18, // 0: kxm.hub.v1.Agent.connected_at:type_name -> google.protobuf.Timestamp
-	18, // 1: kxm.hub.v1.Agent.last_seen_at:type_name -> google.protobuf.Timestamp
+	19, // 0: kxm.hub.v1.Agent.connected_at:type_name -> google.protobuf.Timestamp
+	19, // 1: kxm.hub.v1.Agent.last_seen_at:type_name -> google.protobuf.Timestamp
 	0,  // 2: kxm.hub.v1.Agent.presence:type_name -> kxm.hub.v1.PresenceState
-	18, // 3: kxm.hub.v1.Agent.lease_expires_at:type_name -> google.protobuf.Timestamp
-	18, // 4: kxm.hub.v1.RuntimePresence.registered_at:type_name -> google.protobuf.Timestamp
-	18, // 5: kxm.hub.v1.RuntimePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
-	18, // 6: kxm.hub.v1.RuntimePresence.lease_expires_at:type_name -> google.protobuf.Timestamp
+	19, // 3: kxm.hub.v1.Agent.lease_expires_at:type_name -> google.protobuf.Timestamp
+	19, // 4: kxm.hub.v1.RuntimePresence.registered_at:type_name -> google.protobuf.Timestamp
+	19, // 5: kxm.hub.v1.RuntimePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
+	19, // 6: kxm.hub.v1.RuntimePresence.lease_expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 7: kxm.hub.v1.RuntimePresence.presence:type_name -> kxm.hub.v1.RuntimePresenceState
 	2,  // 8: kxm.hub.v1.RegisterAgentResponse.agent:type_name -> kxm.hub.v1.Agent
 	2,  // 9: kxm.hub.v1.HeartbeatResponse.agent:type_name -> kxm.hub.v1.Agent
@@ -1390,29 +1468,30 @@ var file_kxm_hub_v1_presence_proto_depIdxs = []int32{
 	3,  // 11: kxm.hub.v1.ReportRuntimePresenceResponse.presence:type_name -> kxm.hub.v1.RuntimePresence
 	2,  // 12: kxm.hub.v1.PresenceSnapshot.agents:type_name -> kxm.hub.v1.Agent
 	3,  // 13: kxm.hub.v1.PresenceSnapshot.runtimes:type_name -> kxm.hub.v1.RuntimePresence
-	18, // 14: kxm.hub.v1.PresenceSnapshot.at:type_name -> google.protobuf.Timestamp
-	18, // 15: kxm.hub.v1.KeepAlive.at:type_name -> google.protobuf.Timestamp
+	19, // 14: kxm.hub.v1.PresenceSnapshot.at:type_name -> google.protobuf.Timestamp
+	19, // 15: kxm.hub.v1.KeepAlive.at:type_name -> google.protobuf.Timestamp
 	15, // 16: kxm.hub.v1.WatchPresenceResponse.snapshot:type_name -> kxm.hub.v1.PresenceSnapshot
 	2,  // 17: kxm.hub.v1.WatchPresenceResponse.agent:type_name -> kxm.hub.v1.Agent
 	3,  // 18: kxm.hub.v1.WatchPresenceResponse.runtime:type_name -> kxm.hub.v1.RuntimePresence
 	16, // 19: kxm.hub.v1.WatchPresenceResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	4,  // 20: kxm.hub.v1.PresenceService.RegisterAgent:input_type -> kxm.hub.v1.RegisterAgentRequest
-	6,  // 21: kxm.hub.v1.PresenceService.Heartbeat:input_type -> kxm.hub.v1.HeartbeatRequest
-	8,  // 22: kxm.hub.v1.PresenceService.UnregisterAgent:input_type -> kxm.hub.v1.UnregisterAgentRequest
-	10, // 23: kxm.hub.v1.PresenceService.ListAgents:input_type -> kxm.hub.v1.ListAgentsRequest
-	12, // 24: kxm.hub.v1.PresenceService.ReportRuntimePresence:input_type -> kxm.hub.v1.ReportRuntimePresenceRequest
-	14, // 25: kxm.hub.v1.PresenceService.WatchPresence:input_type -> kxm.hub.v1.WatchPresenceRequest
-	5,  // 26: kxm.hub.v1.PresenceService.RegisterAgent:output_type -> kxm.hub.v1.RegisterAgentResponse
-	7,  // 27: kxm.hub.v1.PresenceService.Heartbeat:output_type -> kxm.hub.v1.HeartbeatResponse
-	9,  // 28: kxm.hub.v1.PresenceService.UnregisterAgent:output_type -> kxm.hub.v1.UnregisterAgentResponse
-	11, // 29: kxm.hub.v1.PresenceService.ListAgents:output_type -> kxm.hub.v1.ListAgentsResponse
-	13, // 30: kxm.hub.v1.PresenceService.ReportRuntimePresence:output_type -> kxm.hub.v1.ReportRuntimePresenceResponse
-	17, // 31: kxm.hub.v1.PresenceService.WatchPresence:output_type -> kxm.hub.v1.WatchPresenceResponse
-	26, // [26:32] is the sub-list for method output_type
-	20, // [20:26] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	18, // 20: kxm.hub.v1.WatchPresenceResponse.forgotten:type_name -> kxm.hub.v1.AgentForgotten
+	4,  // 21: kxm.hub.v1.PresenceService.RegisterAgent:input_type -> kxm.hub.v1.RegisterAgentRequest
+	6,  // 22: kxm.hub.v1.PresenceService.Heartbeat:input_type -> kxm.hub.v1.HeartbeatRequest
+	8,  // 23: kxm.hub.v1.PresenceService.UnregisterAgent:input_type -> kxm.hub.v1.UnregisterAgentRequest
+	10, // 24: kxm.hub.v1.PresenceService.ListAgents:input_type -> kxm.hub.v1.ListAgentsRequest
+	12, // 25: kxm.hub.v1.PresenceService.ReportRuntimePresence:input_type -> kxm.hub.v1.ReportRuntimePresenceRequest
+	14, // 26: kxm.hub.v1.PresenceService.WatchPresence:input_type -> kxm.hub.v1.WatchPresenceRequest
+	5,  // 27: kxm.hub.v1.PresenceService.RegisterAgent:output_type -> kxm.hub.v1.RegisterAgentResponse
+	7,  // 28: kxm.hub.v1.PresenceService.Heartbeat:output_type -> kxm.hub.v1.HeartbeatResponse
+	9,  // 29: kxm.hub.v1.PresenceService.UnregisterAgent:output_type -> kxm.hub.v1.UnregisterAgentResponse
+	11, // 30: kxm.hub.v1.PresenceService.ListAgents:output_type -> kxm.hub.v1.ListAgentsResponse
+	13, // 31: kxm.hub.v1.PresenceService.ReportRuntimePresence:output_type -> kxm.hub.v1.ReportRuntimePresenceResponse
+	17, // 32: kxm.hub.v1.PresenceService.WatchPresence:output_type -> kxm.hub.v1.WatchPresenceResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_presence_proto_init() }
@@ -1431,6 +1510,7 @@ func file_kxm_hub_v1_presence_proto_init() {
 		(*WatchPresenceResponse_Agent)(nil),
 		(*WatchPresenceResponse_Runtime)(nil),
 		(*WatchPresenceResponse_KeepAlive)(nil),
+		(*WatchPresenceResponse_Forgotten)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1438,7 +1518,7 @@ func file_kxm_hub_v1_presence_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kxm_hub_v1_presence_proto_rawDesc), len(file_kxm_hub_v1_presence_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -184,15 +184,25 @@ class KeepAlive(_message.Message):
     def __init__(self, at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class WatchPresenceResponse(_message.Message):
-    __slots__ = ("cursor", "snapshot", "agent", "runtime", "keep_alive")
+    __slots__ = ("cursor", "snapshot", "agent", "runtime", "keep_alive", "forgotten")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
     cursor: int
     snapshot: PresenceSnapshot
     agent: Agent
     runtime: RuntimePresence
     keep_alive: KeepAlive
-    def __init__(self, cursor: _Optional[int] = ..., snapshot: _Optional[_Union[PresenceSnapshot, _Mapping]] = ..., agent: _Optional[_Union[Agent, _Mapping]] = ..., runtime: _Optional[_Union[RuntimePresence, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAlive, _Mapping]] = ...) -> None: ...
+    forgotten: AgentForgotten
+    def __init__(self, cursor: _Optional[int] = ..., snapshot: _Optional[_Union[PresenceSnapshot, _Mapping]] = ..., agent: _Optional[_Union[Agent, _Mapping]] = ..., runtime: _Optional[_Union[RuntimePresence, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAlive, _Mapping]] = ..., forgotten: _Optional[_Union[AgentForgotten, _Mapping]] = ...) -> None: ...
+
+class AgentForgotten(_message.Message):
+    __slots__ = ("id", "name")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ...) -> None: ...
