@@ -52,12 +52,22 @@ bash scripts/node.sh 22 -- vitest run --project hub --reporter=default --reporte
 node -e '
   const fs = require("fs");
   let passed = 0, failed = 0, skipped = 0;
+  const failures = [];
+  const firstLine = (text) => String(text ?? "").split("\n").find((l) => l.trim() !== "")?.slice(0, 300) ?? "";
   for (const f of [".kxm/vitest-hub.json", ".kxm/vitest-hub-postgres.json", ".kxm/vitest-hub-connect.json", ".kxm/vitest-clients.json", ".kxm/vitest-clients-python-browser.json", ".kxm/vitest-hub-node22.json"]) {
     if (!fs.existsSync(f)) { failed++; console.log(`missing report ${f}`); continue; }
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
     passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
     if (!r.success && r.numFailedTests === 0) failed++;
+    // What failed, again at the very end: a run's tail is often all that is kept of it.
+    for (const file of r.testResults ?? []) {
+      const name = file.name.replace(process.cwd() + "/", "");
+      const failing = (file.assertionResults ?? []).filter((a) => a.status === "failed");
+      if (file.status === "failed" && failing.length === 0) failures.push(`${f}: ${name}: ${firstLine(file.message)}`);
+      for (const a of failing) failures.push(`${f}: ${name} > ${a.fullName}: ${firstLine(a.failureMessages?.[0])}`);
+    }
   }
+  for (const line of failures) console.log(`failed: ${line}`);
   console.log(`vitest: ${passed} passed, ${failed} failed, ${skipped} skipped`);
 ' || true
 exit "$status"
