@@ -59,7 +59,7 @@ node -e '
     const r = JSON.parse(fs.readFileSync(f, "utf8"));
     passed += r.numPassedTests; failed += r.numFailedTests; skipped += r.numPendingTests + r.numTodoTests;
     if (!r.success && r.numFailedTests === 0) failed++;
-    // What failed, again at the very end: a run's tail is often all that is kept of it.
+    // What failed, again at the very end: often only the tail of a run is kept.
     for (const file of r.testResults ?? []) {
       const name = file.name.replace(process.cwd() + "/", "");
       const failing = (file.assertionResults ?? []).filter((a) => a.status === "failed");
