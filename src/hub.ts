@@ -389,7 +389,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
         stopChangeTail();
         await store.close();
         observer.log("hub_stopped", { forced, durationMs: Math.round(performance.now() - startedAtMs) });
-        hubLogger?.close();
+        await hubLogger?.close();
       })();
       return closing;
     },

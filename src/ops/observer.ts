@@ -11,8 +11,11 @@ const logFlushMs = 100;
 
 export interface HubLogger {
   logger: pino.Logger;
-  /** Writes what is buffered and stops the flush timer (hub close). */
-  close(): void;
+  /**
+   * Stops the flush timer and writes what is gathered; resolves once it is written (hub close).
+   * A disk whose writes fail is not waited for: what it has not taken is dropped.
+   */
+  close(): Promise<void>;
 }
 
 /**
@@ -21,7 +24,8 @@ export interface HubLogger {
  * Lines are gathered up to 8 KiB and written at least every 100 ms, off the event loop; a hub
  * killed with SIGKILL loses at most those last lines; a closed one, or one that exits or dies of an
  * error, none of them (to stdout through a pipe that is full, a write under way when the process
- * ends may still be cut short).
+ * ends may still be cut short; at an exit without close, a write under way off the thread may
+ * land after the lines the exit writes).
  */
 export function createLogger(logPath: string | undefined, level: pino.LevelWithSilent = "info"): HubLogger {
   const options: pino.LoggerOptions = { base: undefined, level, timestamp: isoTimeOfLine, messageKey: "msg" };
@@ -71,8 +75,13 @@ export function createLogger(logPath: string | undefined, level: pino.LevelWithS
   timer.unref();
   return {
     logger: pino(options, lines),
-    close() {
+    async close() {
       clearInterval(timer);
+      lines.hand();
+      // A write under way (off the thread) lands first: the destination's flushSync does not
+      // wait for it, and what it wrote meanwhile would come before the lines of that write.
+      // flush's callback comes once no write is under way, or once one has failed.
+      if (!failing) await new Promise<void>((resolve) => dest.flush(() => resolve()));
       dest.flushSync();
     },
   };
