@@ -65,6 +65,7 @@ export const errorTable = {
   token_not_found: { connect: "not_found", rest: 404 },
   token_limit_reached: { connect: "failed_precondition", rest: 409 },
   lease_queue_full: { connect: "resource_exhausted", rest: 429 },
+  too_many_streams: { connect: "resource_exhausted", rest: 429 },
 } as const satisfies Record<string, Row>;
 
 export type HubCode = keyof typeof errorTable;
@@ -145,6 +146,10 @@ export const errors = {
     new HubError("lease_queue_full", `lease on ${lease.name} has ${maxWaiters} waiting calls, the most one lease queues; try again later`, {
       lease,
       metadata: { ...leaseMeta(lease), maxWaiters: String(maxWaiters) },
+    }),
+  tooManyStreams: (maxStreams: number) =>
+    new HubError("too_many_streams", `${maxStreams} streams are open with these credentials already, the most they may hold; close one first`, {
+      metadata: { maxStreams: String(maxStreams) },
     }),
   leaseHeld: (lease: LeaseView) =>
     new HubError(

@@ -29,6 +29,7 @@ import { createErrorInterceptor, toConnectError } from "./server/interceptors/er
 import { createStreamRequestInterceptor } from "./server/interceptors/request-refusals.js";
 import { createLimitsInterceptor } from "./server/interceptors/limits.js";
 import { createObserveInterceptor } from "./server/interceptors/observe.js";
+import { createStreamCapInterceptor } from "./server/interceptors/stream-cap.js";
 import { createInProcessCaller } from "./wire/in-process.js";
 import type { WireSwitch } from "./wire/adapter.js";
 import { createShutdownSignal } from "./server/shutdown-signal.js";
@@ -194,6 +195,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     createLimitsInterceptor(config.maxBodyBytes),
     createStreamRequestInterceptor(config.maxBodyBytes),
     createAuthInterceptor(authDeps),
+    createStreamCapInterceptor(),
   ];
   const authorize = createAuthorize(authDeps);
   /** The same rules as plain calls, for unary calls made in-process (server/unary-rules.ts). */
