@@ -526,6 +526,12 @@ export function validateConfig(c: HubConfig): HubConfig {
     );
   }
   checkProjectTokenNames(c.projectTokens);
+  // The admin token is taken for a project's own wherever it is presented, and a project's
+  // clients hold their token: one that is both makes each of them the admin.
+  const shared = Object.keys(c.projectTokens).find((project) => c.projectTokens[project] === c.authToken);
+  if (shared !== undefined) {
+    throw new ConfigError("invalid_config", `KXM_AUTH_TOKEN must differ from every project's token: the token of project ${JSON.stringify(shared)} is the admin token`);
+  }
   checkTlsSettings(c);
   if (c.shutdownGraceMs < 0) throw new ConfigError("invalid_config", "shutdownGraceMs must be >= 0");
   if (c.rateLimit && (c.rateLimit.windowMs < 100 || c.rateLimit.maxRequests < 1)) {

@@ -115,6 +115,15 @@ describe("configuration", () => {
     expect(c.projectTokens["__proto__"]).toBe("tok");
   });
 
+  it("refuses an admin token that is also a project's token, and names the project, not the token", () => {
+    const e = refusal([], { KXM_AUTH_TOKEN: "same-secret", KXM_PROJECT_TOKENS: '{"p":"other","q":" same-secret "}' });
+    expect(e).toBeInstanceOf(ConfigError);
+    expect((e as ConfigError).code).toBe("invalid_config");
+    expect((e as ConfigError).message).toContain('"q"');
+    expect((e as ConfigError).message).not.toContain("same-secret");
+    expect(loadConfig([], { KXM_AUTH_TOKEN: "admin", KXM_PROJECT_TOKENS: '{"p":"other"}' }).authToken).toBe("admin");
+  });
+
   it("binds beyond loopback only with an admin token", () => {
     expect(loadConfig([], { KXM_HOST: "0.0.0.0", KXM_AUTH_TOKEN: "admin" }).host).toBe("0.0.0.0");
   });
