@@ -73,12 +73,13 @@ function privateKey(file: string, pem: Buffer): KeyObject {
 
 /**
  * Reads the certificate, key and client CA files and checks them the way the TLS port will use
- * them: a certificate, its own private key, a CA bundle of certificates, and a secure context
- * Node builds from them. Why: a bad file must refuse the start (or a reload) with words naming
- * the file, not fail every handshake later. Throws ConfigError invalid_config; its message never
- * holds key material.
+ * them: a certificate valid at `nowMs`, its own private key, a CA bundle of certificates, and a
+ * secure context Node builds from them. Why: a bad file must refuse the start (or a reload) with
+ * words naming the file, not fail every handshake later. Throws ConfigError invalid_config; its
+ * message never holds key material. `nowMs` is the wall clock's, as every peer's TLS stack judges
+ * the certificate on its own.
  */
-export function loadTlsMaterial(files: TlsFiles): TlsMaterial {
+export function loadTlsMaterial(files: TlsFiles, nowMs = Date.now()): TlsMaterial {
   const cert = read("KXM_TLS_CERT", files.cert);
   const key = read("KXM_TLS_KEY", files.key);
   const ca = files.clientCa === undefined ? undefined : read("KXM_TLS_CLIENT_CA", files.clientCa);
@@ -86,6 +87,13 @@ export function loadTlsMaterial(files: TlsFiles): TlsMaterial {
   const pk = privateKey(files.key, key);
   if (!leaf!.checkPrivateKey(pk)) {
     throw new ConfigError("invalid_config", `KXM_TLS_KEY ${files.key} is not the private key of the certificate in KXM_TLS_CERT ${files.cert}`);
+  }
+  // Every client would refuse it in the handshake.
+  if (Date.parse(leaf!.validTo) < nowMs) {
+    throw new ConfigError("invalid_config", `KXM_TLS_CERT ${files.cert} expired (valid to ${leaf!.validTo})`);
+  }
+  if (Date.parse(leaf!.validFrom) > nowMs) {
+    throw new ConfigError("invalid_config", `KXM_TLS_CERT ${files.cert} is not valid yet (valid from ${leaf!.validFrom})`);
   }
   // A bundle of leaves only (a client's own certificate, say) can verify no client: every
   // handshake would fail, which is the file's fault and is told now.

@@ -1,10 +1,12 @@
 import { execFileSync } from "node:child_process";
+import { X509Certificate } from "node:crypto";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ConfigError, defaultConfig, loadConfig, type HubConfig } from "../../src/config.js";
 import { createHub } from "../../src/hub.js";
+import { loadTlsMaterial } from "../../src/http/tls.js";
 import { makeCerts, type TestCerts } from "../fixtures/certs.js";
 import { expectRefusal, runCli, serveCli } from "../fixtures/cli.js";
 import { httpsGet, trusting } from "./tls.helpers.js";
@@ -100,6 +102,25 @@ describe("createHub refuses TLS files it cannot serve, before creating the store
 });
 
 const pairOf = (c: TestCerts) => ({ tlsCert: c.server.cert, tlsKey: c.server.key });
+
+describe("a certificate outside its validity", () => {
+  // The test certificates are valid from now for two days (fixtures/certs.ts); the check is made
+  // at the time given, the wall clock's by default, as every client's TLS stack makes it.
+  const day = 86_400_000;
+  const files = () => ({ cert: certs.server.cert, key: certs.server.key });
+  it("is refused once expired, naming the file and its end", () => {
+    const e = refusalOf(() => loadTlsMaterial(files(), Date.now() + 3 * day));
+    expect(e.code).toBe("invalid_config");
+    expect(e.message).toContain(`KXM_TLS_CERT ${certs.server.cert} expired (valid to ${new X509Certificate(certs.server.certPem).validTo})`);
+  });
+  it("is refused before it is valid", () => {
+    const e = refusalOf(() => loadTlsMaterial(files(), Date.now() - day));
+    expect(e.message).toContain(`KXM_TLS_CERT ${certs.server.cert} is not valid yet`);
+  });
+  it("is served within it", () => {
+    expect(loadTlsMaterial(files()).fingerprint256).toBe(certs.server.fingerprint256);
+  });
+});
 
 describe.concurrent("kxm-hub serve", () => {
   const env = (d: string) => ({ KXM_PORT: "0", KXM_DATA_PATH: path.join(d, "state", "kxm.db"), KXM_LOG_PATH: "-" });
