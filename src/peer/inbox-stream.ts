@@ -15,7 +15,11 @@ export type InboxFrame =
   | { kind: "ready"; agent: AgentView; cursor: number }
   | { kind: "event"; event: InboxEvent; cursor: number }
   | { kind: "presence"; agent: AgentView; cursor: number }
+  | { kind: "forgotten"; agent: { id: string; name: string }; cursor: number }
   | { kind: "keepAlive"; atMs: number; cursor: number };
+
+/** A peer's presence change as the stream tells it: the agent as it is now, or one forgotten. */
+type PeerChange = { kind: "presence"; agent: AgentView } | { kind: "forgotten"; agent: { id: string; name: string } };
 
 export interface InboxStreamDeps {
   store: { messages: MessageStore };
@@ -54,7 +58,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
     let liveHead = 0;
     /** Committed events the bus handed over, not yet sent (at most a page; the store has the rest). */
     const handed: InboxEvent[] = [];
-    const peers: AgentView[] = [];
+    const peers: PeerChange[] = [];
     let peersOverflowed = false;
     const unsubscribeInbox = deps.inboxBus.subscribe(caller.agentId, (n) => {
       liveHead = Math.max(liveHead, n.seq);
@@ -69,9 +73,10 @@ export function createInboxStreams(deps: InboxStreamDeps) {
         waker.wake();
         return;
       }
-      if (!c.agent) return;
+      const peer: PeerChange | undefined = c.agent ? { kind: "presence", agent: c.agent } : c.forgotten ? { kind: "forgotten", agent: c.forgotten } : undefined;
+      if (!peer) return;
       if (peers.length >= deps.maxLag) peersOverflowed = true;
-      else peers.push(c.agent);
+      else peers.push(peer);
       waker.wake();
     });
     try {
@@ -139,7 +144,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
         }
         while (peers.length > 0) {
           if (tooSlow()) throw errors.subscriberTooSlow(last);
-          yield { kind: "presence", agent: peers.shift()!, cursor: last };
+          yield { ...peers.shift()!, cursor: last };
         }
         if (events.length === page || liveHead > Math.max(last, read)) continue;
         if (!(await waker.wait(deps.keepAliveMs, signal))) {

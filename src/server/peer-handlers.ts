@@ -76,6 +76,9 @@ export function peerHandlers(messages: Messages, openInbox: InboxStreams, readIn
           case "presence":
             frame = { cursor, event: { case: "presence", value: agentToProto(f.agent) } };
             break;
+          case "forgotten":
+            frame = { cursor, event: { case: "forgotten", value: f.agent } };
+            break;
           case "keepAlive":
             frame = { cursor, event: { case: "keepAlive", value: { at: timestampFromMs(f.atMs) } } };
             break;

@@ -1545,6 +1545,7 @@ type SubscribeResponse struct {
 	//	*SubscribeResponse_Expired
 	//	*SubscribeResponse_Presence
 	//	*SubscribeResponse_KeepAlive
+	//	*SubscribeResponse_Forgotten
 	Event         isSubscribeResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1657,6 +1658,15 @@ func (x *SubscribeResponse) GetKeepAlive() *KeepAlive {
 	return nil
 }
 
+func (x *SubscribeResponse) GetForgotten() *AgentForgotten {
+	if x != nil {
+		if x, ok := x.Event.(*SubscribeResponse_Forgotten); ok {
+			return x.Forgotten
+		}
+	}
+	return nil
+}
+
 type isSubscribeResponse_Event interface {
 	isSubscribeResponse_Event()
 }
@@ -1696,6 +1706,12 @@ type SubscribeResponse_KeepAlive struct {
 	KeepAlive *KeepAlive `protobuf:"bytes,8,opt,name=keep_alive,json=keepAlive,proto3,oneof"`
 }
 
+type SubscribeResponse_Forgotten struct {
+	// An agent of the caller's project that retention forgot (offline past the agent retention,
+	// nothing open naming it): it is no longer in the project.
+	Forgotten *AgentForgotten `protobuf:"bytes,9,opt,name=forgotten,proto3,oneof"`
+}
+
 func (*SubscribeResponse_Ready) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_Message) isSubscribeResponse_Event() {}
@@ -1709,6 +1725,8 @@ func (*SubscribeResponse_Expired) isSubscribeResponse_Event() {}
 func (*SubscribeResponse_Presence) isSubscribeResponse_Event() {}
 
 func (*SubscribeResponse_KeepAlive) isSubscribeResponse_Event() {}
+
+func (*SubscribeResponse_Forgotten) isSubscribeResponse_Event() {}
 
 var File_kxm_hub_v1_peer_proto protoreflect.FileDescriptor
 
@@ -1830,7 +1848,7 @@ const file_kxm_hub_v1_peer_proto_rawDesc = "" +
 	"\n" +
 	"_after_seq\"9\n" +
 	"\x0eSubscribeReady\x12'\n" +
-	"\x05agent\x18\x01 \x01(\v2\x11.kxm.hub.v1.AgentR\x05agent\"\x95\x03\n" +
+	"\x05agent\x18\x01 \x01(\v2\x11.kxm.hub.v1.AgentR\x05agent\"\xd1\x03\n" +
 	"\x11SubscribeResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\x03R\x06cursor\x122\n" +
 	"\x05ready\x18\x02 \x01(\v2\x1a.kxm.hub.v1.SubscribeReadyH\x00R\x05ready\x12/\n" +
@@ -1840,7 +1858,8 @@ const file_kxm_hub_v1_peer_proto_rawDesc = "" +
 	"\aexpired\x18\x06 \x01(\v2\x13.kxm.hub.v1.MessageH\x00R\aexpired\x12/\n" +
 	"\bpresence\x18\a \x01(\v2\x11.kxm.hub.v1.AgentH\x00R\bpresence\x126\n" +
 	"\n" +
-	"keep_alive\x18\b \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAliveB\a\n" +
+	"keep_alive\x18\b \x01(\v2\x15.kxm.hub.v1.KeepAliveH\x00R\tkeepAlive\x12:\n" +
+	"\tforgotten\x18\t \x01(\v2\x1a.kxm.hub.v1.AgentForgottenH\x00R\tforgottenB\a\n" +
 	"\x05event*\x8f\x01\n" +
 	"\bDelivery\x12\x18\n" +
 	"\x14DELIVERY_UNSPECIFIED\x10\x00\x12$\n" +
@@ -1922,6 +1941,7 @@ var file_kxm_hub_v1_peer_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 23: google.protobuf.Timestamp
 	(*Agent)(nil),                 // 24: kxm.hub.v1.Agent
 	(*KeepAlive)(nil),             // 25: kxm.hub.v1.KeepAlive
+	(*AgentForgotten)(nil),        // 26: kxm.hub.v1.AgentForgotten
 }
 var file_kxm_hub_v1_peer_proto_depIdxs = []int32{
 	7,  // 0: kxm.hub.v1.InboxItem.message:type_name -> kxm.hub.v1.Message
@@ -1955,27 +1975,28 @@ var file_kxm_hub_v1_peer_proto_depIdxs = []int32{
 	7,  // 28: kxm.hub.v1.SubscribeResponse.expired:type_name -> kxm.hub.v1.Message
 	24, // 29: kxm.hub.v1.SubscribeResponse.presence:type_name -> kxm.hub.v1.Agent
 	25, // 30: kxm.hub.v1.SubscribeResponse.keep_alive:type_name -> kxm.hub.v1.KeepAlive
-	8,  // 31: kxm.hub.v1.PeerService.SendMessage:input_type -> kxm.hub.v1.SendMessageRequest
-	10, // 32: kxm.hub.v1.PeerService.AckMessage:input_type -> kxm.hub.v1.AckMessageRequest
-	12, // 33: kxm.hub.v1.PeerService.ReplyMessage:input_type -> kxm.hub.v1.ReplyMessageRequest
-	14, // 34: kxm.hub.v1.PeerService.CancelMessage:input_type -> kxm.hub.v1.CancelMessageRequest
-	16, // 35: kxm.hub.v1.PeerService.GetMessage:input_type -> kxm.hub.v1.GetMessageRequest
-	18, // 36: kxm.hub.v1.PeerService.ListMessages:input_type -> kxm.hub.v1.ListMessagesRequest
-	20, // 37: kxm.hub.v1.PeerService.Subscribe:input_type -> kxm.hub.v1.SubscribeRequest
-	3,  // 38: kxm.hub.v1.PeerService.ReadInbox:input_type -> kxm.hub.v1.ReadInboxRequest
-	9,  // 39: kxm.hub.v1.PeerService.SendMessage:output_type -> kxm.hub.v1.SendMessageResponse
-	11, // 40: kxm.hub.v1.PeerService.AckMessage:output_type -> kxm.hub.v1.AckMessageResponse
-	13, // 41: kxm.hub.v1.PeerService.ReplyMessage:output_type -> kxm.hub.v1.ReplyMessageResponse
-	15, // 42: kxm.hub.v1.PeerService.CancelMessage:output_type -> kxm.hub.v1.CancelMessageResponse
-	17, // 43: kxm.hub.v1.PeerService.GetMessage:output_type -> kxm.hub.v1.GetMessageResponse
-	19, // 44: kxm.hub.v1.PeerService.ListMessages:output_type -> kxm.hub.v1.ListMessagesResponse
-	22, // 45: kxm.hub.v1.PeerService.Subscribe:output_type -> kxm.hub.v1.SubscribeResponse
-	5,  // 46: kxm.hub.v1.PeerService.ReadInbox:output_type -> kxm.hub.v1.ReadInboxResponse
-	39, // [39:47] is the sub-list for method output_type
-	31, // [31:39] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	26, // 31: kxm.hub.v1.SubscribeResponse.forgotten:type_name -> kxm.hub.v1.AgentForgotten
+	8,  // 32: kxm.hub.v1.PeerService.SendMessage:input_type -> kxm.hub.v1.SendMessageRequest
+	10, // 33: kxm.hub.v1.PeerService.AckMessage:input_type -> kxm.hub.v1.AckMessageRequest
+	12, // 34: kxm.hub.v1.PeerService.ReplyMessage:input_type -> kxm.hub.v1.ReplyMessageRequest
+	14, // 35: kxm.hub.v1.PeerService.CancelMessage:input_type -> kxm.hub.v1.CancelMessageRequest
+	16, // 36: kxm.hub.v1.PeerService.GetMessage:input_type -> kxm.hub.v1.GetMessageRequest
+	18, // 37: kxm.hub.v1.PeerService.ListMessages:input_type -> kxm.hub.v1.ListMessagesRequest
+	20, // 38: kxm.hub.v1.PeerService.Subscribe:input_type -> kxm.hub.v1.SubscribeRequest
+	3,  // 39: kxm.hub.v1.PeerService.ReadInbox:input_type -> kxm.hub.v1.ReadInboxRequest
+	9,  // 40: kxm.hub.v1.PeerService.SendMessage:output_type -> kxm.hub.v1.SendMessageResponse
+	11, // 41: kxm.hub.v1.PeerService.AckMessage:output_type -> kxm.hub.v1.AckMessageResponse
+	13, // 42: kxm.hub.v1.PeerService.ReplyMessage:output_type -> kxm.hub.v1.ReplyMessageResponse
+	15, // 43: kxm.hub.v1.PeerService.CancelMessage:output_type -> kxm.hub.v1.CancelMessageResponse
+	17, // 44: kxm.hub.v1.PeerService.GetMessage:output_type -> kxm.hub.v1.GetMessageResponse
+	19, // 45: kxm.hub.v1.PeerService.ListMessages:output_type -> kxm.hub.v1.ListMessagesResponse
+	22, // 46: kxm.hub.v1.PeerService.Subscribe:output_type -> kxm.hub.v1.SubscribeResponse
+	5,  // 47: kxm.hub.v1.PeerService.ReadInbox:output_type -> kxm.hub.v1.ReadInboxResponse
+	40, // [40:48] is the sub-list for method output_type
+	32, // [32:40] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_kxm_hub_v1_peer_proto_init() }
@@ -2003,6 +2024,7 @@ func file_kxm_hub_v1_peer_proto_init() {
 		(*SubscribeResponse_Expired)(nil),
 		(*SubscribeResponse_Presence)(nil),
 		(*SubscribeResponse_KeepAlive)(nil),
+		(*SubscribeResponse_Forgotten)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -254,7 +254,7 @@ class SubscribeReady(_message.Message):
     def __init__(self, agent: _Optional[_Union[_presence_pb2.Agent, _Mapping]] = ...) -> None: ...
 
 class SubscribeResponse(_message.Message):
-    __slots__ = ("cursor", "ready", "message", "reply", "cancelled", "expired", "presence", "keep_alive")
+    __slots__ = ("cursor", "ready", "message", "reply", "cancelled", "expired", "presence", "keep_alive", "forgotten")
     CURSOR_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +263,7 @@ class SubscribeResponse(_message.Message):
     EXPIRED_FIELD_NUMBER: _ClassVar[int]
     PRESENCE_FIELD_NUMBER: _ClassVar[int]
     KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
+    FORGOTTEN_FIELD_NUMBER: _ClassVar[int]
     cursor: int
     ready: SubscribeReady
     message: Message
@@ -271,4 +272,5 @@ class SubscribeResponse(_message.Message):
     expired: Message
     presence: _presence_pb2.Agent
     keep_alive: _presence_pb2.KeepAlive
-    def __init__(self, cursor: _Optional[int] = ..., ready: _Optional[_Union[SubscribeReady, _Mapping]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., reply: _Optional[_Union[Message, _Mapping]] = ..., cancelled: _Optional[_Union[Message, _Mapping]] = ..., expired: _Optional[_Union[Message, _Mapping]] = ..., presence: _Optional[_Union[_presence_pb2.Agent, _Mapping]] = ..., keep_alive: _Optional[_Union[_presence_pb2.KeepAlive, _Mapping]] = ...) -> None: ...
+    forgotten: _presence_pb2.AgentForgotten
+    def __init__(self, cursor: _Optional[int] = ..., ready: _Optional[_Union[SubscribeReady, _Mapping]] = ..., message: _Optional[_Union[Message, _Mapping]] = ..., reply: _Optional[_Union[Message, _Mapping]] = ..., cancelled: _Optional[_Union[Message, _Mapping]] = ..., expired: _Optional[_Union[Message, _Mapping]] = ..., presence: _Optional[_Union[_presence_pb2.Agent, _Mapping]] = ..., keep_alive: _Optional[_Union[_presence_pb2.KeepAlive, _Mapping]] = ..., forgotten: _Optional[_Union[_presence_pb2.AgentForgotten, _Mapping]] = ...) -> None: ...
