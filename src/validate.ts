@@ -64,7 +64,25 @@ export function intInRange(
 
 /** Any C0 or C1 control character, DEL included. */
 const controlCharacter = /[\u0000-\u001f\u007f-\u009f]/;
+/**
+ * Bidirectional formatting characters (marks, embeddings, overrides, isolates): shown beside
+ * other text they reorder it, so a name holding one can read as another name, or move the text
+ * around it. @NOTE decision D74.
+ */
+const bidiControl = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/;
 export const projectNameMax = 128;
+
+/**
+ * An agent's name, trimmed, up to 64 characters: no control character and no bidirectional
+ * formatting character, as a project's (D74); names are shown in lists, logs, terminals and the
+ * operator page, and one must not read as another there, nor write a terminal's escapes.
+ */
+export function agentName(value: string | undefined): string {
+  const name = requireString("name", value, 64);
+  if (controlCharacter.test(name)) throw errors.protocol("name must not contain control characters", "name");
+  if (bidiControl.test(name)) throw errors.protocol("name must not contain bidirectional formatting characters", "name");
+  return name;
+}
 
 /**
  * Why `value` cannot name a project, or undefined when it can. Pure, so configuration
@@ -74,6 +92,7 @@ export function projectNameProblem(value: string): string | undefined {
   if (value.trim() === "") return "cannot be empty";
   if (value.length > projectNameMax) return `exceeds ${projectNameMax} characters`;
   if (controlCharacter.test(value)) return "must not contain control characters";
+  if (bidiControl.test(value)) return "must not contain bidirectional formatting characters";
   if (value.trim() !== value) return "must not start or end with whitespace";
   return undefined;
 }

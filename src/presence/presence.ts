@@ -8,7 +8,7 @@ import { decideDropWaiters, decideInstanceEnds } from "../lease/rules.js";
 import type { AgentStore } from "../store/agent-store.js";
 import type { ChangeFeed, ChangeRead, StreamChange } from "../store/change-feed.js";
 import type { HeldResource } from "../store/lease-store.js";
-import { isOpaqueId, optionalString, projectName, requireString } from "../validate.js";
+import { agentName, isOpaqueId, optionalString, projectName, requireString } from "../validate.js";
 import type { AgentRow, LeaseView, RuntimeRow } from "../domain.js";
 
 export type PresenceState = "online" | "stale" | "offline";
@@ -141,7 +141,7 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * Issues a new key either way. Throws protocol_error, duplicate_agent_name.
      */
     async register(input: { name: string; purpose?: string; project: string; model?: string; host?: string; takeover?: boolean }) {
-      const name = requireString("name", input.name, 64);
+      const name = agentName(input.name);
       const purpose = optionalString("purpose", input.purpose, 256) || defaultPurpose;
       const project = projectName("project", input.project);
       const model = optionalString("model", input.model, 128);

@@ -10,7 +10,8 @@ import { refused } from "../fixtures/rpc.js";
 
 /**
  * Project names are identities (decision D44): taken exactly as written, never trimmed into
- * another project. Control characters (C0, DEL, C1) and outer whitespace are refused with
+ * another project. Control characters (C0, DEL, C1), bidirectional formatting characters (D74)
+ * and outer whitespace are refused with
  * protocol_error naming `project`, wherever a project name enters; everything else the
  * reference accepted (up to 128 characters, `org/repo`, any Unicode) stays valid.
  */
@@ -31,6 +32,10 @@ const refusedNames = [
   ["only spaces", "   "],
   ["nothing", ""],
   ["129 characters", "p".repeat(129)],
+  ["a right-to-left override", "alpha‮ahpla"],
+  ["a first-strong isolate", "org/⁨repo⁩"],
+  ["a right-to-left mark", "‏alpha"],
+  ["an Arabic letter mark", "alpha؜"],
 ] as const;
 
 const acceptedNames = ["org/repo", "alpha/repo/sub", "a b", "Ünïcødé/プロジェクト", "p".repeat(128), "constructor", "__proto__"];
