@@ -2,11 +2,19 @@ package kxmhub
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 )
 
+// jittered is a back-off pause d with "equal jitter": half of it, and up to the other half at
+// random. The clients a hub restart cut off then come back spread over the pause, not all at
+// once at each of its doublings.
+func jittered(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
+
 // backoff is the pause before a Subscribe stream is opened again: 100 ms, doubling to at most
-// 5 s, back to 100 ms once a frame arrives.
+// 5 s, back to 100 ms once a frame arrives; each pause jittered.
 type backoff struct{ next time.Duration }
 
 func (b *backoff) reset() { b.next = 0 }
@@ -19,7 +27,7 @@ func (b *backoff) wait(ctx context.Context, clock Clock) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-clock.After(b.next):
+	case <-clock.After(jittered(b.next)):
 	}
 	b.next = min(2*b.next, 5*time.Second)
 	return true

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from kxm.hub.v1 import peer_pb2
 
+from ._clock import jittered
 from ._errors import HubError
 
 if TYPE_CHECKING:
@@ -79,5 +80,5 @@ async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncG
             if not err.transient:
                 raise err from e
         # The stream ended or the hub is away: reconnect from the last cursor, with a back-off.
-        await session.clock.sleep(backoff)
+        await session.clock.sleep(jittered(backoff))
         backoff = min(backoff * 2, 5.0)

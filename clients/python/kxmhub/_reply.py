@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from kxm.hub.v1 import peer_pb2
 
+from ._clock import jittered
 from ._errors import HubError
 
 if TYPE_CHECKING:
@@ -80,5 +81,5 @@ async def reply_to(session: Session, message_id: str) -> peer_pb2.Message:
             if not err.transient and err.code != "subscriber_too_slow":
                 raise err from e
         # The stream ended or the hub is away: open it again and read the message again.
-        await session.clock.sleep(backoff)
+        await session.clock.sleep(jittered(backoff))
         backoff = min(backoff * 2, 5.0)

@@ -24,3 +24,12 @@ export const monotonicClock: Clock = {
       signal?.addEventListener("abort", done, { once: true });
     }),
 };
+
+/**
+ * A back-off pause of `ms` with "equal jitter": half of it, and up to the other half at random.
+ * The clients a hub restart cut off then come back spread over the pause, not all at once at
+ * each of its doublings.
+ */
+export function jittered(ms: number, random: () => number = Math.random): number {
+  return ms / 2 + random() * (ms / 2);
+}

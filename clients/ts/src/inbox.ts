@@ -1,5 +1,5 @@
 import type { Client } from "@connectrpc/connect";
-import type { Clock } from "./clock.js";
+import { jittered, type Clock } from "./clock.js";
 import { HubError } from "./errors.js";
 import type { Message, PeerService } from "./generated.js";
 
@@ -68,7 +68,7 @@ export async function* inboxEvents(peer: Client<typeof PeerService>, clock: Cloc
       if (!err.transient) throw err;
     }
     // The stream ended or the hub is away: reconnect, from the last cursor, with a back-off.
-    await clock.sleep(backoffMs, o.signal);
+    await clock.sleep(jittered(backoffMs), o.signal);
     backoffMs = Math.min(backoffMs * 2, 5_000);
   }
 }

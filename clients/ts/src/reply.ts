@@ -1,5 +1,5 @@
 import type { Client } from "@connectrpc/connect";
-import type { Clock } from "./clock.js";
+import { jittered, type Clock } from "./clock.js";
 import { HubError } from "./errors.js";
 import { MessageStatus, type Message, type PeerService } from "./generated.js";
 
@@ -60,7 +60,7 @@ export async function awaitReply(peer: Client<typeof PeerService>, clock: Clock,
       stream.abort();
     }
     // The stream ended or the hub is away: open it again and read the message again.
-    await clock.sleep(backoffMs, signal);
+    await clock.sleep(jittered(backoffMs), signal);
     backoffMs = Math.min(backoffMs * 2, 5_000);
   }
 }

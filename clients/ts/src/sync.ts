@@ -1,7 +1,7 @@
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { create, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
-import { monotonicClock, type Clock } from "./clock.js";
+import { jittered, monotonicClock, type Clock } from "./clock.js";
 import { HubError } from "./errors.js";
 import { SyncEventSchema, SyncService, type SyncEventResult } from "./generated.js";
 import { ownTransport, type TlsOptions } from "./tls.js";
@@ -127,7 +127,7 @@ export class RunFactSync {
         if (signal?.aborted || !err.transient) throw err;
         // rate_limited says how long to wait; otherwise back off, doubling up to 5 s.
         const retryAfterMs = Number(err.metadata.retryAfterMs);
-        await this.#clock.sleep(Number.isFinite(retryAfterMs) && retryAfterMs > 0 ? retryAfterMs : backoffMs, signal);
+        await this.#clock.sleep(Number.isFinite(retryAfterMs) && retryAfterMs > 0 ? retryAfterMs : jittered(backoffMs), signal);
         backoffMs = Math.min(backoffMs * 2, 5_000);
       }
     }

@@ -574,3 +574,16 @@ def test_a_lease_is_lost_with_its_session_when_the_agent_is_taken_over(hub: HubE
             await new.close()
 
     asyncio.run(run())
+
+
+def test_back_off_pauses_are_jittered_between_half_and_all_of_the_pause() -> None:
+    """The inbox's and await_reply's pauses before a stream is opened again: half of the pause and
+    up to the other half at random, so that the clients a hub restart cut off come back spread
+    out, not in step."""
+    from kxmhub._clock import jittered
+
+    assert jittered(0.1, lambda: 0.0) == 0.05
+    assert jittered(5.0, lambda: 1.0) == 5.0
+    pauses = [jittered(1.0) for _ in range(200)]
+    assert 0.5 <= min(pauses) and max(pauses) <= 1.0
+    assert len({min(9, int((p - 0.5) / 0.05)) for p in pauses}) == 10
