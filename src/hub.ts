@@ -199,7 +199,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   ];
   const authorize = createAuthorize(authDeps);
   /** The same rules as plain calls, for unary calls made in-process (server/unary-rules.ts). */
-  const unaryRules = createUnaryRules({ observer, maxBodyBytes: config.maxBodyBytes, authorize });
+  const unaryRules = createUnaryRules({ observer, maxBodyBytes: config.maxBodyBytes, authorize, tokens: { endedTokens, clock } });
   /** `/metrics` is an admin-only call: its rule, budget and refusal alerts; answers its rate-limit headers. */
   const metricsAdmin = async (req: NodeRequest): Promise<Record<string, string>> => {
     const rate = new HeaderBag();

@@ -1,6 +1,6 @@
 import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
-import { errors } from "../errors.js";
+import { errors, isHubError } from "../errors.js";
 import type { Bus } from "../events/bus.js";
 import { createWaker } from "../events/wait.js";
 import type { MessageStore } from "../store/message-store.js";
@@ -64,6 +64,9 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
         const leftMs = deadlineMs - clock.now();
         if (leftMs <= 0 || stop.signal.aborted) return { events, nextCursor: cursor };
         await waker.wait(leftMs, stop.signal);
+        // A call ended by the hub (its managed token revoked or expired: server/token-guard.ts)
+        // answers that, and reads nothing more; one whose client left answers what it has.
+        if (isHubError(signal?.reason)) throw signal.reason;
         if (!stop.signal.aborted) await presence.requireKey(caller);
       }
     } finally {

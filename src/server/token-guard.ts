@@ -1,6 +1,7 @@
+import { tokenIdOfSecret } from "../auth/tokens.js";
 import type { TokenGrant } from "../caller.js";
 import type { Clock } from "../clock.js";
-import { errors } from "../errors.js";
+import { errors, isHubError } from "../errors.js";
 import type { Bus } from "../events/bus.js";
 
 /** The longest a timer may be set for (setTimeout's limit); longer waits are taken in steps. */
@@ -72,3 +73,50 @@ async function untilExpiry(expiresAtMs: number, clock: Clock, signal: AbortSigna
     await clock.sleep(Math.min(left, maxTimerMs), signal);
   }
 }
+
+/** A managed token watched for the length of one unary call (watchToken). */
+export interface TokenWatch {
+  /** Aborts, with invalid_auth as its reason, once the token is revoked or has expired. */
+  readonly signal: AbortSignal;
+  /** The call was authenticated with the token: watch its expiry too, on the hub clock. */
+  authenticated(token: TokenGrant): void;
+  /** The call is over (or was made with no managed token): stop watching. */
+  stop(): void;
+}
+
+/**
+ * Watches the managed token a unary call's bearer names, for as long as the call runs: a call
+ * that waits (AcquireLease or ReadInbox with waitMs) ends with invalid_auth once its token is
+ * revoked or expires, as a stream made with it does (framesWhileTokenLives), instead of waiting
+ * on and answering as a caller that no longer is one. The call's own signal is the one to pass
+ * on: `signal` follows it too. Subscribed before the call is authenticated, from the bearer,
+ * so that a revocation published while the call was being authenticated is not missed.
+ * Undefined when the bearer names no managed token.
+ */
+export function watchToken(authorization: string | null, callSignal: AbortSignal | undefined, deps: Omit<TokenGuardDeps, "tokenLive">): TokenWatch | undefined {
+  const id = authorization?.startsWith("Bearer ") ? tokenIdOfSecret(authorization.slice("Bearer ".length)) : undefined;
+  if (id === undefined) return undefined;
+  const ended = new AbortController();
+  const done = new AbortController();
+  const end = () => ended.abort(errors.invalidAuth());
+  const unsubscribe = deps.endedTokens.subscribe(id, end);
+  const onCallEnd = () => ended.abort(callSignal!.reason);
+  if (callSignal?.aborted) onCallEnd();
+  else callSignal?.addEventListener("abort", onCallEnd, { once: true });
+  return {
+    signal: ended.signal,
+    authenticated(token) {
+      if (token.id !== id || token.expiresAtMs === undefined) return;
+      void untilExpiry(token.expiresAtMs, deps.clock, done.signal).then((expired) => expired && end());
+    },
+    stop() {
+      unsubscribe();
+      callSignal?.removeEventListener("abort", onCallEnd);
+      done.abort();
+    },
+  };
+}
+
+/** Whether a call's signal was aborted because its token ended (watchToken). */
+export const tokenEnded = (signal: AbortSignal | undefined): boolean => signal?.aborted === true && isTokenEnd(signal.reason);
+const isTokenEnd = (reason: unknown) => isHubError(reason) && reason.code === "invalid_auth";

@@ -7,12 +7,16 @@ import type { Authorize } from "./interceptors/auth.js";
 import { callIdentity, createErrorMapping } from "./interceptors/errors.js";
 import { checkDeclaredLength } from "./interceptors/limits.js";
 import { settleCall } from "./interceptors/observe.js";
+import { tokenEnded, watchToken, type TokenGuardDeps } from "./token-guard.js";
+import { errors } from "../errors.js";
 
 export interface UnaryRulesDeps {
   observer: FaceObserver;
   maxBodyBytes: number;
   /** The auth rule (interceptors/auth.ts), built from the same dependencies as the auth interceptor. */
   authorize: Authorize;
+  /** What ends a call made with a managed token once the token ends (token-guard.ts watchToken). */
+  tokens: Omit<TokenGuardDeps, "tokenLive">;
 }
 
 /**
@@ -28,10 +32,10 @@ export interface UnaryRulesDeps {
  * and the chain) and test/fuzz/rest-differential.fuzz.test.ts (the REST face, this against the
  * chain), with the wire switch choosing the way (`wire: connect` takes the chain).
  */
-export function createUnaryRules({ observer, maxBodyBytes, authorize }: UnaryRulesDeps): UnaryRules {
+export function createUnaryRules({ observer, maxBodyBytes, authorize, tokens }: UnaryRulesDeps): UnaryRules {
   const mapError = createErrorMapping(observer);
   return {
-    async run(method, input, invoke) {
+    async run(method, input, callSignal, invoke) {
       const values = input.contextValues;
       const call = values.get(kCall);
       if (call) {
@@ -41,6 +45,7 @@ export function createUnaryRules({ observer, maxBodyBytes, authorize }: UnaryRul
       const { requestId, extraHeaders } = callIdentity(input.header.get("x-request-id"));
       values.set(kRequestId, requestId);
       values.set(kResponseHeaders, extraHeaders);
+      const watch = watchToken(input.header.get("authorization"), callSignal, tokens);
       try {
         checkDeclaredLength(input.header, maxBodyBytes);
         const caller = await authorize({
@@ -52,7 +57,12 @@ export function createUnaryRules({ observer, maxBodyBytes, authorize }: UnaryRul
           extraHeaders,
         });
         values.set(kCaller, caller);
-        const out = await invoke();
+        const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
+        if (token) watch!.authenticated(token);
+        else watch?.stop();
+        const out = await invoke(token ? watch!.signal : callSignal).catch((e: unknown) => {
+          throw tokenEnded(watch?.signal) ? errors.invalidAuth() : e;
+        });
         // The implementation's own headers, if it set any, with the rules' on top (as the chain sets them).
         let header: HeaderView = extraHeaders;
         if (out.header) {
@@ -66,6 +76,8 @@ export function createUnaryRules({ observer, maxBodyBytes, authorize }: UnaryRul
         const err = mapError(e, requestId, extraHeaders);
         settleCall(call, err, requestId, values.get(kCaller));
         throw err;
+      } finally {
+        watch?.stop();
       }
     },
   };

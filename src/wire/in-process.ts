@@ -45,7 +45,8 @@ export interface ImplAnswer {
  * `Headers` per interceptor. `invoke` runs the implementation.
  */
 export interface UnaryRules {
-  run(method: DescMethod, input: InProcessCall, invoke: () => Promise<ImplAnswer>): Promise<InProcessAnswer>;
+  /** `invoke` runs the implementation with the signal it is given (the call's, or one the rules made that also follows it). */
+  run(method: DescMethod, input: InProcessCall, signal: AbortSignal, invoke: (signal: AbortSignal) => Promise<ImplAnswer>): Promise<InProcessAnswer>;
 }
 
 
@@ -216,8 +217,7 @@ export function createInProcessCaller(
    */
   function callDirect(spec: UnarySpec, rules: UnaryRules, input: InProcessCall, path: string, protocolName: string): Promise<InProcessAnswer> {
     const method: DescMethod = spec.method;
-    const callSignal = input.signal ?? signal;
-    return rules.run(method, input, async () => {
+    return rules.run(method, input, input.signal ?? signal, async (callSignal) => {
       const ctx = new DirectContext(method, path, protocolName, callSignal, input);
       const out = await (spec.impl as (m: Message, c: HandlerContext) => Promise<unknown>)(input.message, ctx);
       return { message: normalize(method.output, out), header: ctx.responseHeaderMade, trailer: ctx.responseTrailerMade };

@@ -10,8 +10,8 @@ const getLease = "/kxm.hub.v1.LeaseService/GetLease";
 const answered: { header?: Headers; trailer?: Headers }[] = [];
 /** The rules as a plain pass-through: what is under test is the context the implementation sees. */
 const passThrough: UnaryRules = {
-  async run(_method, _input, invoke) {
-    const out = await invoke();
+  async run(_method, _input, signal, invoke) {
+    const out = await invoke(signal);
     answered.push({ header: out.header, trailer: out.trailer });
     return { message: out.message, header: out.header ?? new Headers(), trailer: out.trailer ?? new Headers() };
   },

@@ -12,7 +12,7 @@ import { rateHeaders } from "../../http/rate-headers.js";
 import { kCaller, kCharged, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
-import { framesWhileTokenLives } from "../token-guard.js";
+import { framesWhileTokenLives, tokenEnded, watchToken } from "../token-guard.js";
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
@@ -99,7 +99,7 @@ export type Authorize = ReturnType<typeof createAuthorize>;
 /**
  * The auth rule (createAuthorize) as an interceptor: puts the caller in the context (kCaller).
  * A server stream opened with a managed project token ends with invalid_auth when the token is
- * revoked or expires.
+ * revoked or expires; so does a unary call that is still running then (one that waits).
  */
 export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
   const authorize = createAuthorize(deps);
@@ -115,17 +115,38 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
       message = first.value as Record<string, unknown>;
       req = { ...req, message: createAsyncIterable([first.value]) };
     }
-    const caller = await authorize({
-      methodKey: `${req.service.typeName}/${req.method.name}`,
-      header: req.header,
-      remote: req.contextValues.get(kRemoteAddress) ?? "unknown",
-      charged: req.contextValues.get(kCharged),
-      message,
-      extraHeaders: req.contextValues.get(kResponseHeaders),
-    });
+    const watch = req.stream ? undefined : watchToken(req.header.get("authorization"), req.signal, { endedTokens, clock });
+    let caller: Caller;
+    try {
+      caller = await authorize({
+        methodKey: `${req.service.typeName}/${req.method.name}`,
+        header: req.header,
+        remote: req.contextValues.get(kRemoteAddress) ?? "unknown",
+        charged: req.contextValues.get(kCharged),
+        message,
+        extraHeaders: req.contextValues.get(kResponseHeaders),
+      });
+    } catch (e) {
+      watch?.stop();
+      throw e;
+    }
     req.contextValues.set(kCaller, caller);
     const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
-    if (!token || !req.stream) return next(req);
+    if (!req.stream) {
+      if (!token) {
+        watch?.stop();
+        return next(req);
+      }
+      watch!.authenticated(token);
+      try {
+        return await next({ ...req, signal: watch!.signal });
+      } catch (e) {
+        throw tokenEnded(watch!.signal) ? errors.invalidAuth() : e;
+      } finally {
+        watch!.stop();
+      }
+    }
+    if (!token) return next(req);
     const res = await next(req);
     if (!res.stream) return res;
     return { ...res, message: framesWhileTokenLives(res.message, token, { endedTokens, clock, tokenLive: (id) => deps.authenticator.tokenLive(id) }) };
