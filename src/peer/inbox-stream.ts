@@ -135,6 +135,10 @@ export function createInboxStreams(deps: InboxStreamDeps) {
         let events = live;
         if (live.length === 0 && behind) {
           events = await store.messages.readInbox(caller.agentId, last, page);
+          // The agent changed while the store was read (taken over, say, and a message sent to
+          // its next instance): its key is checked before anything read is sent, and the read
+          // made again if the key still holds.
+          if (recheck) continue;
           if (events.length < page) read = announced;
         }
         for (const event of events) {
