@@ -2,7 +2,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { agentTarget, parseFlags, write } from "./agent-target.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
-import { gitDirOf, hooksDirOf, setConfig } from "./guard-git-repo.js";
+import { gitDirOf, hooksDirOf, isBare, setConfig } from "./guard-git-repo.js";
 import { parseRule, RuleError } from "./guard-git-rules.js";
 import { guardTlsKeys } from "./guard-git.js";
 import { tlsFlags, type TlsFlag } from "./tls-client.js";
@@ -71,7 +71,12 @@ export async function guardGitInstall(argv: string[]): Promise<void> {
   const target = agentTarget(values, false);
 
   const gitDir = gitDirOf(path.resolve(values.install as string));
-  const hook = writeHook(hooksDirOf(gitDir));
+  const hooksDir = hooksDirOf(gitDir);
+  const hook = writeHook(hooksDir);
+  // Pinned in the repository's own config, which wins over the pushing user's and the system's:
+  // a core.hooksPath there (a hook manager's, say) would otherwise have git run no guard at all.
+  // Relative in a bare repository (push hooks run in its git directory), so that it moves with it.
+  setConfig(gitDir, "core.hooksPath", [isBare(gitDir) ? path.relative(gitDir, hooksDir) || "." : hooksDir]);
   setConfig(gitDir, "receive.advertisePushOptions", ["true"]);
   setConfig(gitDir, "kxm.url", [target.url.href.replace(/\/+$/, "")]);
   setConfig(gitDir, "kxm.token", target.token === undefined ? [] : [target.token]);

@@ -5,8 +5,8 @@ import { CommandError, exitCodes } from "./command-error.js";
 /** What `kxm-hub guard git` asks of git itself: where the repository is, and its config. */
 
 /** Runs git; answers its status and stdout. Throws CommandError when git cannot be started. */
-export function git(args: string[], cwd?: string): { status: number; stdout: string; stderr: string } {
-  const r = spawnSync("git", args, { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+export function git(args: string[], cwd?: string, env?: NodeJS.ProcessEnv): { status: number; stdout: string; stderr: string } {
+  const r = spawnSync("git", args, { cwd, env, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
   if (r.error) throw new CommandError("git_unavailable", `cannot run git: ${r.error.message}`, exitCodes.refused);
   return { status: r.status ?? 1, stdout: r.stdout, stderr: r.stderr };
 }
@@ -20,9 +20,12 @@ export function gitDirOf(dir?: string): string {
   return r.stdout.trim();
 }
 
-/** Every value of `key` in the repository's config (its own, the user's, the system's), in order. */
-export function configValues(gitDir: string, key: string): string[] {
-  const r = git(["--git-dir", gitDir, "config", "-z", "--get-all", key]);
+/**
+ * Every value of `key` in the repository's config, in order. `local`: its own config only (not
+ * the pushing user's, nor the system's, which the repository does not choose).
+ */
+export function configValues(gitDir: string, key: string, local = false): string[] {
+  const r = git(["--git-dir", gitDir, "config", ...(local ? ["--local"] : []), "-z", "--get-all", key]);
   // 1: the key is not set.
   if (r.status === 1) return [];
   if (r.status !== 0) throw new CommandError("guard_misconfigured", `git config --get-all ${key} failed: ${r.stderr.trim()}`, exitCodes.refused);
@@ -46,11 +49,22 @@ export function setConfig(gitDir: string, key: string, values: string[]): void {
   }
 }
 
-/** The repository's hooks directory (core.hooksPath when set), absolute. */
+/**
+ * The repository's own hooks directory, absolute: its own core.hooksPath when its config sets
+ * one, else `hooks` in its git directory. Never one the installing user's or the system's config
+ * names: such a directory is shared by every repository of theirs (the hook would refuse their
+ * pushes everywhere) and is not the one another user's git runs (pushes would go unguarded).
+ */
 export function hooksDirOf(gitDir: string): string {
-  const r = git(["--git-dir", gitDir, "rev-parse", "--git-path", "hooks"], gitDir);
+  const ownConfigOnly = { ...process.env, GIT_CONFIG_GLOBAL: "/dev/null", GIT_CONFIG_NOSYSTEM: "1" };
+  const r = git(["--git-dir", gitDir, "rev-parse", "--git-path", "hooks"], gitDir, ownConfigOnly);
   if (r.status !== 0) throw new CommandError("guard_install_failed", `cannot find the hooks directory: ${r.stderr.trim()}`, exitCodes.refused);
   return path.resolve(gitDir, r.stdout.trim());
+}
+
+/** Whether the repository at `gitDir` is bare. */
+export function isBare(gitDir: string): boolean {
+  return git(["--git-dir", gitDir, "rev-parse", "--is-bare-repository"]).stdout.trim() === "true";
 }
 
 /**

@@ -128,7 +128,9 @@ function fenceOptions(env: NodeJS.ProcessEnv): string[] {
 }
 
 function rulesOf(gitDir: string): ProtectRule[] {
-  const raw = configValues(gitDir, "kxm.protect");
+  // The repository's own rules only: a user's or the system's kxm.protect would come first in
+  // git's order and could map a ref to another lease, one that anybody may take.
+  const raw = configValues(gitDir, "kxm.protect", true);
   if (raw.length === 0) throw new CommandError("guard_misconfigured", `no kxm.protect rule in ${gitDir}: every push is refused until one is set (or the hook removed)`, guardGitExitCodes.refused);
   try {
     return raw.map(parseRule);

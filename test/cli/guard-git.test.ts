@@ -551,3 +551,49 @@ describe("kxm.protect rules", () => {
     expect(leaseFor([parseRule(" refs/heads/* = a=$&/* ")], "refs/heads/x")?.lease).toBe("a=$&/x");
   });
 });
+
+/**
+ * Configuration the repository does not choose: the installing user's or the pushing user's own
+ * git config (over the local transport, git-receive-pack runs as the pusher and reads theirs)
+ * neither moves the hook nor its rules. --install writes the repository's own hooks directory
+ * and pins core.hooksPath in the repository's config; the guard reads only the repository's own
+ * kxm.protect.
+ */
+describe("configuration outside the repository", () => {
+  it("a pusher's own core.hooksPath does not skip the guard", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await install(repo, t.baseUrl, ["refs/heads/main=repo/main"]);
+    const before = await remoteRef(repo);
+    await commit(repo, "unfenced, hooks elsewhere");
+    // The pusher's ~/.gitconfig points hooks elsewhere (a global hook manager, say).
+    fs.mkdirSync(path.join(repo.env.HOME!, "my-hooks"));
+    fs.writeFileSync(path.join(repo.env.HOME!, ".gitconfig"), `[core]\n\thooksPath = ${path.join(repo.env.HOME!, "my-hooks")}\n`);
+    expectRefused(await push(repo, "HEAD:main"), /^remote: kxm-hub: fence_refused: /);
+    expect(await remoteRef(repo)).toBe(before);
+  });
+
+  it("--install under the installing user's core.hooksPath writes the repository's own hook, not the shared one", { timeout: testTimeoutMs }, async () => {
+    const repo = await makeRepo();
+    const globalHooks = path.join(repo.env.HOME!, "global-hooks");
+    fs.mkdirSync(globalHooks);
+    fs.writeFileSync(path.join(repo.env.HOME!, ".gitconfig"), `[core]\n\thooksPath = ${globalHooks}\n`);
+    await install(repo, "http://127.0.0.1:1", ["refs/heads/main=repo/main"]);
+    expect(fs.existsSync(path.join(globalHooks, "pre-receive"))).toBe(false);
+    expect(fs.existsSync(path.join(repo.bare, "hooks", "pre-receive"))).toBe(true);
+  });
+
+  it("a user-wide kxm.protect does not override the repository's own rule", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await install(repo, t.baseUrl, ["refs/heads/main=repo/main"]);
+    fs.writeFileSync(path.join(repo.env.HOME!, ".gitconfig"), `[kxm]\n\tprotect = refs/heads/*=scratch/*\n`);
+    const mallory = await t.register("mallory", PROJECT);
+    const token = await acquire(t, mallory, "scratch/main");
+    const before = await remoteRef(repo);
+    await commit(repo, "under the scratch lease");
+    const r = await push(repo, "HEAD:main", token, "scratch/main");
+    expect(r.code, r.stderr).not.toBe(0);
+    expect(await remoteRef(repo)).toBe(before);
+  });
+});
