@@ -3,7 +3,8 @@ import { parseArgs } from "node:util";
 import { toJson, type DescMessage, type MessageShape } from "@bufbuild/protobuf";
 import { connect, HubError, type Session } from "../../clients/ts/src/index.js";
 import { argumentMessage, isArgumentError, type FlagDoc } from "../config.js";
-import { CommandError, exitCodes, usageError } from "./command-error.js";
+import { CommandError, exitCodes, usageError, write as writeOut } from "./command-error.js";
+import { terminalText } from "./ops-output.js";
 import type { HubTarget } from "./hub-client.js";
 import { hubTls, libraryTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
 
@@ -155,7 +156,11 @@ export async function bounded(p: Promise<unknown>): Promise<void> {
 /** Closes the session (releases what the library holds, unregisters), bounded; an agent left online goes stale on its own. */
 export const closeSession = (session: Session) => bounded(session.close());
 
-export { write } from "./command-error.js";
+/**
+ * Writes to stdout as terminalText: what the commands print holds text other agents chose (lease
+ * names, purposes, hosts, message content), which must not reach a terminal as its escapes.
+ */
+export const write = (text: string): Promise<void> => writeOut(terminalText(text));
 
 /** A library answer as ProtoJSON, every field written (64-bit integers as strings, enums by name). */
 export const protoJson = <D extends DescMessage>(schema: D, message: MessageShape<D>): unknown => toJson(schema, message, { alwaysEmitImplicit: true });

@@ -3,9 +3,8 @@ import { argumentMessage, flagHelp, isArgumentError, type FlagDoc } from "../con
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { callHub, callTimeoutMs, segment, type HubTarget } from "./hub-client.js";
 import { hubTls, tlsFlags } from "./tls-client.js";
-import { withoutCredentials } from "./agent-target.js";
+import { withoutCredentials, write } from "./agent-target.js";
 import {
-  terminalText,
   auditText,
   createdTokenText,
   evictedText,
@@ -194,8 +193,6 @@ or the project's own token). Prints a summary; --json prints the hub's JSON answ
 ${flagHelp(commonFlags)}
 ${trailer}`;
 
-/** Writes to stdout what the hub answered, as terminalText (agents choose the names in it). */
-const write = (text: string) => new Promise<void>((resolve) => process.stdout.write(terminalText(text), () => resolve()));
 
 /** The hub's URL: http or https, else a usage error. */
 function hubUrl(raw: string): URL {

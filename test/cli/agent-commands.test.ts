@@ -161,3 +161,51 @@ describe("kxm-hub agent commands", () => {
     expect({ code: next.code, stderr: next.stderr }).toEqual({ code: 0, stderr: "" });
   });
 });
+
+/**
+ * What the agent commands print holds text other agents chose (lease names, purposes, hosts,
+ * message content): control characters reach the terminal escaped (`\u001b`), as `kxm-hub ops`
+ * writes them, never as a terminal's own escapes (a clipboard write, a cleared screen, a
+ * carriage return forging a line).
+ */
+describe("kxm-hub agent commands and text other agents chose", () => {
+  const ESC = "\u001b";
+  const clipboard = `${ESC}]52;c;ZWNobyBwd25lZA==\u0007`;
+
+  it("lease list and lease get escape a lease name's control characters", async () => {
+    await using t = await startTestHub();
+    const mallory = await t.register("mallory", PROJECT);
+    const name = `x${clipboard}${ESC}[2J`;
+    expect((await t.rest(`/v1/leases/${encodeURIComponent(name)}/acquire`, { headers: mallory.headers, json: { ttlMs: 60_000 } })).status).toBe(200);
+    for (const args of [["lease", "list"], ["lease", "get", name]]) {
+      const r = await as(t, undefined, args);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).not.toContain(ESC);
+      expect(r.stdout).toContain("\\u001b");
+    }
+  });
+
+  it("agents escapes a purpose's and a host's control characters", async () => {
+    await using t = await startTestHub();
+    const res = await t.rest("/v1/agents/register", { json: { name: "mallory", project: PROJECT, purpose: `p${clipboard}`, host: `h${ESC}[2J` } });
+    expect(res.status).toBe(201);
+    const r = await as(t, undefined, ["agents"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toContain(ESC);
+    expect(r.stdout).toContain("\\u001b");
+  });
+
+  it("inbox escapes a message's control characters, a carriage return included", async () => {
+    await using t = await startTestHub();
+    const mallory = await t.register("mallory", PROJECT);
+    const victim = await t.register("victim", PROJECT);
+    expect((await t.rest(`/v1/agents/${victim.id}`, { method: "DELETE", headers: victim.headers })).status).toBeLessThan(300);
+    const sent = await t.rest("/v1/messages", { json: { target: "victim", content: `hi\r${clipboard}forged line`, allowOffline: true }, headers: mallory.headers });
+    expect(sent.status).toBe(202);
+    const r = await as(t, "victim", ["inbox"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("forged line");
+    expect(r.stdout).not.toContain(ESC);
+    expect(r.stdout).not.toContain("\r");
+  });
+});

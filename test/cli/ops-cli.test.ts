@@ -153,7 +153,11 @@ describe("kxm-hub ops", () => {
 
   it("writes no control character an agent chose (escape sequences, carriage returns, BEL) to the operator's terminal", async () => {
     await using t = await startTestHub();
-    const evil = await t.register("evil\u001b[2J\u001b[H\rNAME  HOLDER", "p");
+    // A name stored before names refused control characters (D74): written into the store.
+    const evil = await t.register("evil", "p");
+    (t.hub.store as unknown as { db: { prepare(q: string): { run(...p: unknown[]): unknown } } }).db
+      .prepare("UPDATE agents SET name = ? WHERE id = ?")
+      .run("evil\u001b[2J\u001b[H\rNAME  HOLDER", evil.id);
     const res = await t.rest(`/v1/leases/${encodeURIComponent("db\u001b]52;c;cm0gLXJmIH4K\u0007")}/acquire`, { headers: evil.headers, json: { ttlMs: 60_000 } });
     expect(res.status).toBe(200);
     const leases = await runCli(["ops", "leases", "--project", "p", "--url", t.baseUrl]);

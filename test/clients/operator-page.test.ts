@@ -524,7 +524,11 @@ describe("operator page (Chromium, served by the hub at /)", () => {
     const { page, problems } = await openPage(t);
     try {
       const positions = async (senderName: string) => {
-        const from = await t.register(senderName, "bidi/p");
+        // A name stored before names refused bidi controls (D74): written into the store.
+        const from = await t.register(`sender-${senderName.length}`, "bidi/p");
+        (t.hub.store as unknown as { db: { prepare(q: string): { run(...p: unknown[]): unknown } } }).db
+          .prepare("UPDATE agents SET name = ? WHERE id = ?")
+          .run(senderName, from.id);
         const to = await t.register(`bob-${senderName.length}`, "bidi/p");
         const sent = await t.rest("/v1/messages", { json: { target: to.id, content: "hi" }, headers: from.headers });
         expect(sent.status).toBe(202);
