@@ -33,9 +33,13 @@ export function createOpsRoutes(deps: {
       res.end();
       return true;
     }
-    if (req.method !== "GET") return false;
+    // HEAD as GET (RFC 9110 §9.3.2): probes that ask with HEAD get the status, without the body.
+    if (req.method !== "GET" && req.method !== "HEAD") return false;
     if (pathname === "/health") {
-      json(res, 200, { ok: true, agents: await deps.store.agents.countOnlineAgents() });
+      // Says that the process is up, whether or not the store answers (a PostgreSQL database
+      // away is /ready's to say): the online count only when the store gives it.
+      const agents = await deps.store.agents.countOnlineAgents().catch(() => undefined);
+      json(res, 200, { ok: true, ...(agents !== undefined && { agents }) });
       return true;
     }
     if (pathname === "/ready") {

@@ -37,22 +37,26 @@ export interface MetricsSources {
  */
 export function createMetrics(store: Pick<HubStore, "agents" | "messages" | "commitStats">, sources: MetricsSources = {}) {
   const registry = new Registry();
-  new Gauge({
-    name: "kxm_online_agents",
-    help: "Agents with the stored online flag.",
-    registers: [registry],
-    async collect() {
-      this.set(await store.agents.countOnlineAgents());
-    },
-  });
-  new Gauge({
-    name: "kxm_messages",
-    help: "Retained message rows.",
-    registers: [registry],
-    async collect() {
-      this.set(await store.messages.countMessages());
-    },
-  });
+  /**
+   * A gauge read from the store at scrape time. While the store cannot answer (a PostgreSQL
+   * database away) the gauge keeps the last value read, and the scrape goes on: the process's
+   * metrics and the counters matter most then, and `/ready` says the store is away.
+   */
+  const storeGauge = (name: string, help: string, read: () => Promise<number>) =>
+    new Gauge({
+      name,
+      help,
+      registers: [registry],
+      async collect() {
+        try {
+          this.set(await read());
+        } catch {
+          // the last value read stays
+        }
+      },
+    });
+  storeGauge("kxm_online_agents", "Agents with the stored online flag.", () => store.agents.countOnlineAgents());
+  storeGauge("kxm_messages", "Retained message rows.", () => store.messages.countMessages());
   const counter = (name: string, help: string) => new Counter({ name, help, registers: [registry] });
   const counters: Record<CounterName, Counter> = {
     requests: counter("kxm_requests_total", "All HTTP requests, health checks included."),
@@ -120,16 +124,7 @@ export function createMetrics(store: Pick<HubStore, "agents" | "messages" | "com
     },
   });
   const heldLeases = sources.heldLeases;
-  if (heldLeases) {
-    new Gauge({
-      name: "kxm_held_leases",
-      help: "Leases held now (a holder, not lapsed).",
-      registers: [registry],
-      async collect() {
-        this.set(await heldLeases());
-      },
-    });
-  }
+  if (heldLeases) storeGauge("kxm_held_leases", "Leases held now (a holder, not lapsed).", heldLeases);
   const children = new Map<
     string,
     { duration: ReturnType<typeof durations.labels>; codes: Map<string, ReturnType<typeof calls.labels>> }
