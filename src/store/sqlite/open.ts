@@ -118,9 +118,11 @@ export function openDatabase(file: string): OpenedDatabase {
   let db: Database.Database | undefined;
   try {
     db = new Database(file);
+    // Before anything is written to it (the journal mode, a migration): a damaged file of an
+    // older release must be left as it was, for that release or a repair to open.
+    checkIntact(db, file);
     configure(db);
     openSchema(db);
-    checkIntact(db, file);
     return { db, lock };
   } catch (e) {
     db?.close(); // an existing file's companions are SQLite's to tidy (the last close does)
