@@ -467,6 +467,10 @@ export function restoreFrom(options: { from: string; dataPath: string; margin: n
   const tmp = `${dataPath}.restore-${process.pid}`;
   const target = targetFacts(dataPath);
   try {
+    // What a restore stopped hard (SIGKILL, a power loss) left under this name: its hot rollback
+    // journal would be rolled into the fresh copy, refused then as damaged or, worse, mixed in.
+    // The store's lock is held: no other restore uses the name.
+    for (const p of [tmp, ...companionsOf(tmp)]) fs.rmSync(p, { force: true });
     fs.copyFileSync(from, tmp);
     if (sha256Of(tmp) !== manifest.sha256) throw new BackupError("backup_corrupt", `${from} changed while it was copied`);
     let summary: RestoreSummary;
