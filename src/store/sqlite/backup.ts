@@ -209,6 +209,16 @@ interface TargetFacts {
   heads: { project: string; stream: string; head: number }[];
   /** Every inbox's numbering there. */
   inboxes: { agent_id: string; next_seq: number }[];
+  /** Its audit trail: what an operator is asked about later happened there, after the backup too. */
+  audit: AuditRow[];
+}
+
+interface AuditRow {
+  seq: number;
+  at_ms: number;
+  project: string;
+  kind: string;
+  detail: string;
 }
 
 const hasTable = (db: Database.Database, name: string) => db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !== undefined;
@@ -221,7 +231,7 @@ const hasTable = (db: Database.Database, name: string) => db.prepare("SELECT 1 F
  * such store (missing, another layout) has none.
  */
 function targetFacts(dataPath: string): TargetFacts {
-  const none: TargetFacts = { tokens: [], fences: [], fenceBase: 0, heads: [], inboxes: [] };
+  const none: TargetFacts = { tokens: [], fences: [], fenceBase: 0, heads: [], inboxes: [], audit: [] };
   if (!fs.existsSync(dataPath)) return none;
   let db: Database.Database | undefined;
   try {
@@ -239,6 +249,7 @@ function targetFacts(dataPath: string): TargetFacts {
       fenceBase,
       heads: hasTable(db, "watch_heads") ? (db.prepare("SELECT project, stream, head FROM watch_heads").all() as TargetFacts["heads"]) : [],
       inboxes: hasTable(db, "inbox_streams") ? (db.prepare("SELECT agent_id, next_seq FROM inbox_streams").all() as TargetFacts["inboxes"]) : [],
+      audit: hasTable(db, "audit_events") ? (db.prepare("SELECT seq, at_ms, project, kind, detail FROM audit_events ORDER BY seq").all() as AuditRow[]) : [],
     };
   } catch {
     return none;
@@ -253,7 +264,7 @@ function targetFacts(dataPath: string): TargetFacts {
  * next number. bumpFence then adds the margin on top. And ends every agent's instance: offline,
  * its key rotated to one nobody holds, as an eviction does, so that a key rotated away after the
  * backup (an eviction, an unregistering) does not work again; agents register again (resuming,
- * the same id).
+ * the same id). And keeps the replaced file's audit entries the backup does not hold.
  */
 function keepAhead(db: Database.Database, target: TargetFacts): void {
   db.transaction(() => {
@@ -275,6 +286,11 @@ function keepAhead(db: Database.Database, target: TargetFacts): void {
     );
     for (const i of target.inboxes) inbox.run({ agent: i.agent_id, next: i.next_seq });
     db.prepare("UPDATE agents SET online = 0, key_hash = lower(hex(randomblob(32)))").run();
+    // The replaced file's audit entries the backup does not hold (those written after it: a
+    // revocation, an earlier restore, alerts) are kept, after the backup's own, in their order.
+    const known = db.prepare("SELECT 1 FROM audit_events WHERE seq = ? AND at_ms = ? AND kind = ? AND detail = ?");
+    const keep = db.prepare("INSERT INTO audit_events (at_ms, project, kind, detail) VALUES (?, ?, ?, ?)");
+    for (const a of target.audit) if (known.get(a.seq, a.at_ms, a.kind, a.detail) === undefined) keep.run(a.at_ms, a.project, a.kind, a.detail);
   })();
 }
 
