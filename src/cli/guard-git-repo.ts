@@ -68,17 +68,29 @@ export function isBare(gitDir: string): boolean {
 }
 
 /**
- * The repository's symbolic refs under refs/ (`refs/heads/master -> refs/heads/main`, say), each
- * with the ref it points to: a push to one moves that ref. Throws CommandError when git cannot
- * list them, so the push is refused.
+ * The prefix git puts before a ref of the namespace `namespace` (GIT_NAMESPACE) in the
+ * repository: `a/b` is `refs/namespaces/a/refs/namespaces/b/`. Empty without one.
  */
-export function symbolicRefs(gitDir: string): Map<string, string> {
-  const r = git(["--git-dir", gitDir, "for-each-ref", "--format=%(refname)%00%(symref)"]);
-  if (r.status !== 0) throw new CommandError("guard_misconfigured", `git for-each-ref failed: ${r.stderr.trim()}`, exitCodes.refused);
-  const symbolic = new Map<string, string>();
-  for (const line of r.stdout.split("\n")) {
-    const [ref, target] = line.split("\0");
-    if (ref && target) symbolic.set(ref, target);
-  }
-  return symbolic;
+export function namespacePrefix(namespace: string | undefined): string {
+  return (namespace ?? "")
+    .split("/")
+    .filter((part) => part !== "")
+    .map((part) => `refs/namespaces/${part}/`)
+    .join("");
+}
+
+/**
+ * The ref the symbolic ref `ref` points to, whether that one exists yet or not (a push through
+ * `refs/heads/rel -> refs/heads/release` creates release), or undefined when `ref` is no
+ * symbolic ref. `ref` and the answer are as the hook sees them: inside the push's namespace
+ * (`prefix`, namespacePrefix), which `git symbolic-ref` itself does not apply. Throws
+ * CommandError when git cannot tell, so the push is refused.
+ */
+export function symbolicTarget(gitDir: string, ref: string, prefix: string): string | undefined {
+  const r = git(["--git-dir", gitDir, "symbolic-ref", "-q", `${prefix}${ref}`]);
+  // 1: not a symbolic ref (a plain one, or none).
+  if (r.status === 1) return undefined;
+  if (r.status !== 0) throw new CommandError("guard_misconfigured", `git symbolic-ref ${prefix}${ref} failed: ${r.stderr.trim()}`, exitCodes.refused);
+  const target = r.stdout.trim();
+  return target.startsWith(prefix) ? target.slice(prefix.length) : target;
 }

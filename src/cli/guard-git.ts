@@ -1,6 +1,6 @@
 import { CommandError, exitCodes, usageError, write } from "./command-error.js";
 import { acceptedToken, RecordError, recordFileName, withAccepted, withFenceRecord, type FenceRecord } from "./guard-git-record.js";
-import { configValue, configValues, gitDirOf, symbolicRefs } from "./guard-git-repo.js";
+import { configValue, configValues, gitDirOf, namespacePrefix, symbolicTarget } from "./guard-git-repo.js";
 import { leaseFor, parseRule, RuleError, type ProtectRule } from "./guard-git-rules.js";
 import { callHub, segment, type HubTarget } from "./hub-client.js";
 import { readHubTls, TlsFileError, type TlsSettingNames } from "./tls-client.js";
@@ -201,14 +201,16 @@ const refusalLine = (code: string, message: string) => `kxm-hub: ${code}: ${mess
  */
 /**
  * The protected refs `updates` move: each pushed ref a rule matches, and each ref a pushed
- * symbolic ref points to (at any depth) that one matches, since git updates those through it.
+ * symbolic ref points to (at any depth, existing yet or not) that one matches, since git
+ * updates (or creates) those through it; inside the push's namespace (GIT_NAMESPACE) when it
+ * has one.
  */
-function guardedOf(gitDir: string, rules: ProtectRule[], updates: RefUpdate[]): Guarded[] {
-  const symbolic = symbolicRefs(gitDir);
+function guardedOf(gitDir: string, rules: ProtectRule[], updates: RefUpdate[], env: NodeJS.ProcessEnv): Guarded[] {
+  const prefix = namespacePrefix(env.GIT_NAMESPACE);
   const guarded: Guarded[] = [];
   for (const u of updates) {
     const seen = new Set<string>();
-    for (let ref: string | undefined = u.ref; ref !== undefined && !seen.has(ref); ref = symbolic.get(ref)) {
+    for (let ref: string | undefined = u.ref; ref !== undefined && !seen.has(ref); ref = symbolicTarget(gitDir, ref, prefix)) {
       seen.add(ref);
       const match = leaseFor(rules, ref);
       if (match) guarded.push({ ref, ...(ref !== u.ref && { via: u.ref }), lease: match.lease });
@@ -237,7 +239,7 @@ function fenceOf(raw: string): { lease: string; token: number } | { refused: str
 async function guard(updates: RefUpdate[], env: NodeJS.ProcessEnv): Promise<string[]> {
   if (updates.length === 0) return [];
   const gitDir = gitDirOf();
-  const guarded = guardedOf(gitDir, rulesOf(gitDir), updates);
+  const guarded = guardedOf(gitDir, rulesOf(gitDir), updates, env);
   if (guarded.length === 0) return [];
 
   const options = fenceOptions(env);

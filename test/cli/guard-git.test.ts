@@ -597,3 +597,31 @@ describe("configuration outside the repository", () => {
     expect(await remoteRef(repo)).toBe(before);
   });
 });
+
+/** A push through a symbolic ref moves what it points to: that ref's fence is needed, whether it exists yet or not, and inside a namespace too. */
+describe("symbolic refs the guard follows", () => {
+  it("a push through a symbolic ref to a protected ref that does not exist yet needs that ref's fence", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await install(repo, t.baseUrl, ["refs/heads/main=repo/main", "refs/heads/release=repo/release"]);
+    // release is protected and not created yet; an alias of it exists already.
+    await ok(repo, ["--git-dir", repo.bare, "symbolic-ref", "refs/heads/rel", "refs/heads/release"], repo.bare);
+    await commit(repo, "through a dangling alias");
+    expectRefused(await push(repo, "HEAD:refs/heads/rel"), /^remote: kxm-hub: fence_refused: refs\/heads\/release /);
+    expect(await remoteRef(repo, "refs/heads/release")).toBe("");
+  });
+
+  it("a push in a GIT_NAMESPACE through a symbolic ref of main needs main's fence", { timeout: testTimeoutMs }, async () => {
+    await using t = await startTestHub();
+    const repo = await makeRepo();
+    await install(repo, t.baseUrl, ["refs/heads/main=repo/main"]);
+    const main = await remoteRef(repo);
+    await ok(repo, ["--git-dir", repo.bare, "update-ref", "refs/namespaces/ns/refs/heads/main", main], repo.bare);
+    await ok(repo, ["--git-dir", repo.bare, "symbolic-ref", "refs/namespaces/ns/refs/heads/master", "refs/namespaces/ns/refs/heads/main"], repo.bare);
+    await commit(repo, "in a namespace");
+    const inNamespace = { ...repo, env: { ...repo.env, GIT_NAMESPACE: "ns" } };
+    expect((await push(inNamespace, "HEAD:main")).code).not.toBe(0);
+    expectRefused(await push(inNamespace, "HEAD:refs/heads/master"), /^remote: kxm-hub: fence_refused: refs\/heads\/main /);
+    expect(await remoteRef(repo, "refs/namespaces/ns/refs/heads/main")).toBe(main);
+  });
+});
