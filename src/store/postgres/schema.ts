@@ -24,6 +24,21 @@ export const schemaVersion = migrations[migrations.length - 1]!.version;
 const migrationLock = 0x6b786d01; // "kxm" 1
 
 /** Brings the database to `schemaVersion`, or refuses it (StoreOpenError). */
+/**
+ * A migration that PostgreSQL refused for what the database already holds (a table of that name
+ * that is not ours: SQLSTATE class 42, duplicate or undefined objects, wrong columns) is the
+ * database's shape, as the SQLite store says of a file it did not make: one refusal line, not an
+ * internal error with the driver's trace. Anything else (a lost connection) passes through.
+ */
+function shapeRefusal(e: unknown, version: number): unknown {
+  const code = (e as { code?: unknown }).code;
+  if (typeof code !== "string" || !code.startsWith("42")) return e;
+  return new StoreOpenError(
+    "runtime_schema_shape_invalid",
+    `the database holds objects kxm-hub did not make (migration ${version}: ${(e as Error).message}): give kxm-hub a database of its own`,
+  );
+}
+
 export async function migrate(client: pg.ClientBase): Promise<void> {
   await client.query("BEGIN");
   try {
@@ -39,7 +54,9 @@ export async function migrate(client: pg.ClientBase): Promise<void> {
     }
     for (const m of migrations) {
       if (m.version <= current) continue;
-      await client.query(m.sql);
+      await client.query(m.sql).catch((e: unknown) => {
+        throw shapeRefusal(e, m.version);
+      });
     }
     if (current < schemaVersion) {
       await client.query(
