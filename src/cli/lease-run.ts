@@ -45,7 +45,8 @@ const runFlags = {
 export const leaseRunHelp = `Usage: kxm-hub lease run <name> [--ttl <duration>] [--wait <duration>] [--grace <duration>] -- <command> [args...]
 
 Holds lease <name> while <command> runs. Registers the agent (KXM_AGENT; resumes it if offline),
-waits for the lease, then starts <command> in a process group of its own, stdio inherited, with
+waits for the lease, then starts <command> in a process group of its own (run from a terminal, in
+lease run's group instead, so that it keeps the terminal for a prompt), stdio inherited, with
 KXM_FENCING_TOKEN, KXM_LEASE_NAME, KXM_LEASE_RESOURCE and KXM_FENCE (<name>:<token>, what a
 guarded repository's push option takes) added to its environment. The lease is
 renewed every third of its TTL; SIGINT, SIGTERM and SIGHUP are passed on to the command's group.
@@ -80,12 +81,18 @@ const forwarded = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 
 const signalCode = (signal: NodeJS.Signals) => 128 + (os.constants.signals[signal] ?? 0);
 
-/** Sends `signal` to the command's whole process group; a group already gone is not an error. */
-function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+/**
+ * Where the command's signals go: its whole process group (a negative id) when it runs in one of
+ * its own, else the command alone (its pid).
+ */
+type SignalTarget = number;
+
+/** Sends `signal` to the command (signalTarget); one already gone is not an error. */
+function signalCommand(target: SignalTarget, signal: NodeJS.Signals): void {
   try {
-    process.kill(-child.pid!, signal);
+    process.kill(target, signal);
   } catch {
-    // ESRCH: nothing left in the group.
+    // ESRCH: nothing left of it.
   }
 }
 
@@ -122,7 +129,8 @@ async function acquire(session: Session, o: RunOptions, target: AgentTarget): Pr
 }
 
 /**
- * The guard's program (`node -e`; argv: the command's process group, the grace in ms). Its stdin
+ * The guard's program (`node -e`; argv: the command's pid, the grace in ms, and whether its
+ * signals go to the pid's process group or to it alone: signalCommand). Its stdin
  * is a pipe whose only writer is lease run, so the kernel closes it when lease run ends in any
  * way, SIGKILL and the OOM killer included. Down the pipe, lease run writes its local deadline
  * (a line of milliseconds on the system's monotonic clock, `process.hrtime`) whenever it moves.
@@ -134,9 +142,10 @@ async function acquire(session: Session, o: RunOptions, target: AgentTarget): Pr
  * ignored.
  */
 const guardProgram = `
-const [group, graceMs] = process.argv.slice(1).map(Number);
+const [pid, graceMs] = process.argv.slice(1, 3).map(Number);
+const target = process.argv[3] === "group" ? -pid : pid;
 for (const s of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(s, () => {});
-const signal = (s) => { try { process.kill(-group, s); return true; } catch { return false; } };
+const signal = (s) => { try { process.kill(target, s); return true; } catch { return false; } };
 const nowMs = () => Number(process.hrtime.bigint() / 1000000n);
 let deadline = Infinity;
 let text = "";
@@ -181,7 +190,7 @@ const noGuard: Guard = { standDown() {}, deadline() {} };
  * start, or ends while it should stand, is said on stderr, and lease run goes on as it did
  * without one.
  */
-function guard(group: number, graceMs: number): Guard {
+function guard(target: SignalTarget, graceMs: number): Guard {
   let standing = true;
   const unguarded = (why: string) => {
     if (standing) process.stderr.write(`kxm-hub: warning: the command runs without its guard (${why}): if lease run is killed outright, nothing ends it\n`);
@@ -189,7 +198,8 @@ function guard(group: number, graceMs: number): Guard {
   };
   let g: ChildProcess;
   try {
-    g = spawn(process.execPath, ["-e", guardProgram, String(group), String(Math.max(1, Math.round(graceMs)))], {
+    // The target as a pid and a word: a negative number would be taken for one of node's options.
+    g = spawn(process.execPath, ["-e", guardProgram, String(Math.abs(target)), String(Math.max(1, Math.round(graceMs))), target < 0 ? "group" : "pid"], {
       detached: true,
       stdio: ["pipe", "ignore", "ignore"],
       env: {},
@@ -230,8 +240,14 @@ function guard(group: number, graceMs: number): Guard {
  * has ended; rejects with lease_lost (exit 76) when the lease was lost while it ran.
  */
 function supervise(held: HeldLease, o: RunOptions): Promise<number> {
+  // In a terminal the command stays in lease run's session and process group, so that it keeps
+  // the terminal (a password or passphrase prompt opens /dev/tty: `git push` over https or ssh);
+  // a group of its own would be a session of its own too (Node's detached is setsid), without
+  // one. Its signals then go to it alone. Elsewhere it runs in a group of its own, which every
+  // signal reaches, its children's processes included.
+  const ownGroup = process.stdin.isTTY !== true;
   const child = spawn(o.command, o.args, {
-    detached: true,
+    detached: ownGroup,
     stdio: "inherit",
     env: {
       ...process.env,
@@ -244,10 +260,11 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
   });
   // Signals are passed on from the command's first moment: its spawn returns while it already
   // runs, and starting the guard takes a spawn more.
-  const onSignal = (signal: NodeJS.Signals) => signalGroup(child, signal);
+  const target: SignalTarget = ownGroup ? -child.pid! : child.pid!;
+  const onSignal = (signal: NodeJS.Signals) => signalCommand(target, signal);
   for (const s of forwarded) process.on(s, onSignal);
   // Then the guard, in the same turn: it watches from the start.
-  const guarded = child.pid === undefined ? noGuard : guard(child.pid, o.graceMs);
+  const guarded = child.pid === undefined ? noGuard : guard(target, o.graceMs);
   /** The local deadline, on the monotonic clock the keeper counts with (below). */
   const deadline = () => held.validUntilMs - o.ttlMs / 5;
   const checkEveryMs = Math.min(250, o.ttlMs / 20);
@@ -278,8 +295,8 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
     function lose(reason: HubError) {
       if (loss || child.exitCode !== null || child.signalCode !== null) return;
       loss = reason;
-      signalGroup(child, "SIGTERM");
-      killTimer = setTimeout(() => signalGroup(child, "SIGKILL"), o.graceMs);
+      signalCommand(target, "SIGTERM");
+      killTimer = setTimeout(() => signalCommand(target, "SIGKILL"), o.graceMs);
     }
     const onLost = () => lose(held.lost.reason as HubError);
     held.lost.addEventListener("abort", onLost, { once: true });
@@ -311,7 +328,7 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
       if (!loss && performance.now() >= deadline()) loss = unconfirmed();
       if (loss) {
         // Nothing in the group may go on writing with a lost lease: whatever the leader left is killed.
-        signalGroup(child, "SIGKILL");
+        signalCommand(target, "SIGKILL");
         const how = signal ? `was killed by ${signal}` : `exited ${code}`;
         reject(
           new CommandError(
