@@ -90,6 +90,8 @@ export function agentName(value: string | undefined): string {
  */
 export function projectNameProblem(value: string): string | undefined {
   if (value.trim() === "") return "cannot be empty";
+  // A URL path takes them for its own dot segments: /v1/ops/projects/../tokens names no project.
+  if (value === "." || value === "..") return "cannot be . or .. (a URL path takes it for a dot segment)";
   if (value.length > projectNameMax) return `exceeds ${projectNameMax} characters`;
   if (controlCharacter.test(value)) return "must not contain control characters";
   if (bidiControl.test(value)) return "must not contain bidirectional formatting characters";

@@ -81,7 +81,16 @@ function held(a: LeaseAnswer): LeaseOutcome {
   if (a.kind === "queued" || a.kind === "held") throw errors.leaseHeld(a.lease);
   return a as LeaseOutcome;
 }
-const leaseName = (name: string | undefined) => requireString("resource", name, 200);
+/**
+ * A lease's name, trimmed, up to 200 characters. `.` and `..` are refused: a URL's path takes
+ * them for its own dot segments (every HTTP client and the URL standard remove them), so no REST
+ * call, the CLI's included, could ever name such a lease again to renew or release it.
+ */
+function leaseName(name: string | undefined): string {
+  const v = requireString("resource", name, 200);
+  if (v === "." || v === "..") throw errors.protocol(`resource ${JSON.stringify(v)} cannot name a lease: a URL path takes it for a dot segment`, "resource");
+  return v;
+}
 
 function fencingToken(value: bigint | number | undefined): number {
   if (value === undefined) throw errors.leaseTokenRequired();
