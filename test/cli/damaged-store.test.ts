@@ -5,6 +5,7 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import { ChildHubs } from "../fixtures/child-hub.js";
 import { serveCli } from "../fixtures/cli.js";
+import { tearRootPage } from "../fixtures/torn-page.js";
 
 /**
  * docs/operations.md, "Start-up refusals": `runtime_store_invalid` is "the data file is not a
@@ -31,14 +32,7 @@ describe("a damaged store", () => {
     db.transaction(() => {
       for (let i = 0; i < 2000; i++) put.run(`resource-${String(i).padStart(5, "0")}-${"x".repeat(40)}`, i + 1);
     })();
-    const { rootpage } = db.prepare("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'leases'").get() as { rootpage: number };
-    const pageSize = db.pragma("page_size", { simple: true }) as number;
-    db.pragma("journal_mode = DELETE");
-    db.close();
-    // The leases table's root page torn: garbage where its b-tree header was.
-    const fd = fs.openSync(dataPath, "r+");
-    fs.writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, (rootpage - 1) * pageSize);
-    fs.closeSync(fd);
+    tearRootPage(db, dataPath, "leases");
 
     const env = { KXM_PORT: "0", KXM_DATA_PATH: dataPath, KXM_LOG_PATH: path.join(dir, "hub2.jsonl") };
     let served: Awaited<ReturnType<typeof serveCli>> | undefined;

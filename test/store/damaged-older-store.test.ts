@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { schemaVersion } from "../../src/store/sqlite/schema.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { StoreOpenError } from "../../src/store/store.js";
+import { tearRootPage } from "../fixtures/torn-page.js";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -37,14 +38,8 @@ describe("a damaged store of an older schema", () => {
     db.transaction(() => {
       for (let i = 1; i <= 2000; i++) put.run(i, "y".repeat(200));
     })();
-    const { rootpage } = db.prepare("SELECT rootpage FROM sqlite_master WHERE type = 'table' AND name = 'sync_events'").get() as { rootpage: number };
-    const pageSize = db.pragma("page_size", { simple: true }) as number;
-    db.pragma("journal_mode = DELETE");
-    db.close();
     // A torn page in sync_events (a table migration 017 does not touch).
-    const fd = fs.openSync(file, "r+");
-    fs.writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, (rootpage - 1) * pageSize);
-    fs.closeSync(fd);
+    tearRootPage(db, file, "sync_events");
     const before = sha(file);
 
     let code = "";
