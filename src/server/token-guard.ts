@@ -110,6 +110,7 @@ export function watchToken(authorization: string | null, callSignal: AbortSignal
       void untilExpiry(token.expiresAtMs, deps.clock, done.signal).then((expired) => expired && end());
     },
     stop() {
+      if (done.signal.aborted) return;
       unsubscribe();
       callSignal?.removeEventListener("abort", onCallEnd);
       done.abort();
@@ -117,6 +118,28 @@ export function watchToken(authorization: string | null, callSignal: AbortSignal
   };
 }
 
+/**
+ * Runs a unary call's implementation (`run`) with the signal it is to see: the call's own, or,
+ * when the call was made with a managed token (`token`, the one `watch` watches), one that also
+ * ends with the token; a call whose token ended meanwhile fails with invalid_auth, whatever the
+ * implementation threw then. The watch is stopped when the call is done. The one rule for the
+ * auth interceptor and the in-process unary rules alike.
+ */
+export async function whileTokenLasts<T>(watch: TokenWatch | undefined, token: TokenGrant | undefined, callSignal: AbortSignal, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  if (!watch || !token) {
+    watch?.stop();
+    return run(callSignal);
+  }
+  watch.authenticated(token);
+  try {
+    return await run(watch.signal);
+  } catch (e) {
+    throw tokenEnded(watch.signal) ? errors.invalidAuth() : e;
+  } finally {
+    watch.stop();
+  }
+}
+
 /** Whether a call's signal was aborted because its token ended (watchToken). */
-export const tokenEnded = (signal: AbortSignal | undefined): boolean => signal?.aborted === true && isTokenEnd(signal.reason);
+const tokenEnded = (signal: AbortSignal | undefined): boolean => signal?.aborted === true && isTokenEnd(signal.reason);
 const isTokenEnd = (reason: unknown) => isHubError(reason) && reason.code === "invalid_auth";

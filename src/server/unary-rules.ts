@@ -7,8 +7,7 @@ import type { Authorize } from "./interceptors/auth.js";
 import { callIdentity, createErrorMapping } from "./interceptors/errors.js";
 import { checkDeclaredLength } from "./interceptors/limits.js";
 import { settleCall } from "./interceptors/observe.js";
-import { tokenEnded, watchToken, type TokenGuardDeps } from "./token-guard.js";
-import { errors } from "../errors.js";
+import { watchToken, whileTokenLasts, type TokenGuardDeps } from "./token-guard.js";
 
 export interface UnaryRulesDeps {
   observer: FaceObserver;
@@ -58,11 +57,7 @@ export function createUnaryRules({ observer, maxBodyBytes, authorize, tokens }: 
         });
         values.set(kCaller, caller);
         const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
-        if (token) watch!.authenticated(token);
-        else watch?.stop();
-        const out = await invoke(token ? watch!.signal : callSignal).catch((e: unknown) => {
-          throw tokenEnded(watch?.signal) ? errors.invalidAuth() : e;
-        });
+        const out = await whileTokenLasts(watch, token, callSignal, invoke);
         // The implementation's own headers, if it set any, with the rules' on top (as the chain sets them).
         let header: HeaderView = extraHeaders;
         if (out.header) {

@@ -12,7 +12,7 @@ import { rateHeaders } from "../../http/rate-headers.js";
 import { kCaller, kCharged, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
-import { framesWhileTokenLives, tokenEnded, watchToken } from "../token-guard.js";
+import { framesWhileTokenLives, watchToken, whileTokenLasts } from "../token-guard.js";
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
@@ -132,20 +132,7 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
     }
     req.contextValues.set(kCaller, caller);
     const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
-    if (!req.stream) {
-      if (!token) {
-        watch?.stop();
-        return next(req);
-      }
-      watch!.authenticated(token);
-      try {
-        return await next({ ...req, signal: watch!.signal });
-      } catch (e) {
-        throw tokenEnded(watch!.signal) ? errors.invalidAuth() : e;
-      } finally {
-        watch!.stop();
-      }
-    }
+    if (!req.stream) return whileTokenLasts(watch, token, req.signal, (signal) => next(signal === req.signal ? req : { ...req, signal }));
     if (!token) return next(req);
     const res = await next(req);
     if (!res.stream) return res;
