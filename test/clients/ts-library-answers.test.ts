@@ -230,6 +230,30 @@ describe("TypeScript library over a connection gone silent, and TLS options it c
     }
   }, 20_000);
 
+  it("send and release take a signal: an abort ends a call the silent hub never answers, with HubError cancelled", async () => {
+    await using t = await startTestHub();
+    const proxy = await partitionableProxy(t.baseUrl);
+    const s = await connect({ url: proxy.url, project: "p", name: "sender", heartbeatMs: 600_000 });
+    await t.register("bob");
+    try {
+      const held = await s.acquire("db", { ttlMs: 60_000 });
+      proxy.partition();
+      const codeOf = (call: Promise<unknown>) => call.then(() => "answered", (e: unknown) => (e instanceof HubError ? e.code : String(e)));
+      const sending = new AbortController();
+      const sent = codeOf(s.send("bob", "hello", { signal: sending.signal }));
+      const releasing = new AbortController();
+      const released = codeOf(held.release({ signal: releasing.signal }));
+      sending.abort();
+      releasing.abort();
+      expect(await sent).toBe("cancelled");
+      expect(await released).toBe("cancelled");
+    } finally {
+      const closed = s.close();
+      proxy.close();
+      await closed.catch(() => undefined);
+    }
+  }, 20_000);
+
   it("refuses TLS options for an http:// hub instead of sending the token and agent key in clear", async () => {
     await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" } } });
     const certs = makeCerts();

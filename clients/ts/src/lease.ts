@@ -76,14 +76,18 @@ export class HeldLease {
     if (this.#lost.signal.aborted) throw this.#lost.signal.reason as HubError;
   }
 
-  /** Stops renewing and releases the lease (a lease already lost is not released). */
-  async release(): Promise<void> {
+  /**
+   * Stops renewing and releases the lease (a lease already lost is not released). An abort of
+   * `signal` ends the release call with HubError `cancelled`: the lease is not renewed any more
+   * either way, and lapses at its TTL if the hub did not take the release.
+   */
+  async release(o: { signal?: AbortSignal } = {}): Promise<void> {
     this.#stop.abort();
     await this.#done;
     if (this.#lost.signal.aborted) return;
     this.#lose(new HubError("released", `lease ${this.name} was released`));
     try {
-      await this.leases.releaseLease({ name: this.name, fencingToken: this.token });
+      await this.leases.releaseLease({ name: this.name, fencingToken: this.token }, { signal: o.signal });
     } catch (e) {
       const err = HubError.from(e);
       // Gone already (superseded, lapsed and taken): nothing of ours to release.

@@ -245,10 +245,14 @@ export class Session {
     return inboxEvents(this.peer, this.clock, o);
   }
 
-  /** Sends a message to an agent of the project (id or name). Its reply: `awaitReply`. */
-  async send(target: string, content: string): Promise<Message> {
+  /**
+   * Sends a message to an agent of the project (id or name). Its reply: `awaitReply`. An abort
+   * of `signal` ends the call with HubError `cancelled` (the hub may have stored the message
+   * already).
+   */
+  async send(target: string, content: string, o: { signal?: AbortSignal } = {}): Promise<Message> {
     try {
-      return (await this.peer.sendMessage({ target, content })).message!;
+      return (await this.peer.sendMessage({ target, content }, { signal: o.signal })).message!;
     } catch (e) {
       throw HubError.from(e);
     }
