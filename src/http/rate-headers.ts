@@ -1,3 +1,4 @@
+import { errors } from "../errors.js";
 import type { HeaderWriter } from "./header-bag.js";
 
 /** The rate limiter's verdict on a counted request, as its headers need it (auth/rate-limit.ts). */
@@ -14,4 +15,15 @@ export function rateHeaders<T extends HeaderWriter>(v: RateHeaderVerdict | undef
   into.set("x-ratelimit-remaining", String(v.remaining));
   if (v.retryAfterMs !== undefined) into.set("retry-after", String(Math.ceil(v.retryAfterMs / 1_000)));
   return into;
+}
+
+/**
+ * Counts one request against `key` in `limiter` (auth/rate-limit.ts), writes its rate headers
+ * into `into`, and throws rate_limited once the key's budget is spent: what every face does with
+ * a request it charges.
+ */
+export function charge(limiter: { take(key: string, nowMs: number): RateHeaderVerdict | undefined }, key: string, nowMs: number, into: HeaderWriter): void {
+  const verdict = limiter.take(key, nowMs);
+  rateHeaders(verdict, into);
+  if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
 }

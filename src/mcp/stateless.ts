@@ -228,9 +228,14 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     return n;
   };
 
-  /** Places taken by bindings being made (their agent registering): counted as bindings already. */
-  let reserved = 0;
+  /** Places taken by bindings being made (their agent registering), by project: counted as bindings already. */
   const reservedBy = new Map<string, number>();
+  /** Bindings being made, all projects together. */
+  const reserved = (): number => {
+    let n = 0;
+    for (const count of reservedBy.values()) n += count;
+    return n;
+  };
 
   /**
    * Room for one more binding of `project`: the least recently used one that can go (spare) goes;
@@ -242,13 +247,13 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
       expireIdle();
       if (bindingsOf(project) >= share) return "project";
     }
-    if (bindings.size + reserved < deps.maxBindings) return true;
+    if (bindings.size + reserved() < deps.maxBindings) return true;
     expireIdle();
     for (const b of bindings.values()) {
-      if (bindings.size + reserved < deps.maxBindings) break;
+      if (bindings.size + reserved() < deps.maxBindings) break;
       if (spare(b, 0)) bindings.delete(b.key);
     }
-    return bindings.size + reserved < deps.maxBindings ? true : "full";
+    return bindings.size + reserved() < deps.maxBindings ? true : "full";
   }
 
   /** The binding of a request's headers: held, or made (registering its agent, or checking its token). */
@@ -268,12 +273,10 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     const made = (async (): Promise<Resolved> => {
       const room = makeRoom(project);
       if (room !== true) return { full: room };
-      reserved++;
       reservedBy.set(project, (reservedBy.get(project) ?? 0) + 1);
       try {
         return await bind();
       } finally {
-        reserved--;
         const left = reservedBy.get(project)! - 1;
         if (left === 0) reservedBy.delete(project);
         else reservedBy.set(project, left);

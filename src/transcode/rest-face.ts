@@ -14,7 +14,7 @@ import type { InProcessCaller } from "../wire/in-process.js";
 import { remoteAddressOf } from "../http/listen.js";
 import type { RequestTarget } from "../http/target.js";
 import { requestIdOf, requestIdOfRequest } from "../http/request-id.js";
-import { rateHeaders } from "../http/rate-headers.js";
+import { charge } from "../http/rate-headers.js";
 import { HeaderBag, noHeaders, type HeaderView } from "../http/header-bag.js";
 import { decodeRestRequest, matchRestRoute, RestPathError, type RestRoute } from "./http-rules.js";
 import { restErrorFromConnect, restErrorFromHub, type RestError } from "./rest-errors.js";
@@ -128,9 +128,14 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
    * among them, would never be rate limited. Past the budget it is rate_limited instead.
    */
   function refuseCharged(req: Req, res: Res, e: HubError, requestId: string, call: CallRecord) {
-    const verdict = limiter.take(rateKey(undefined, remoteAddressOf(req)), clock.now());
-    const headers = rateHeaders(verdict, new HeaderBag());
-    refuseLocally(res, verdict?.retryAfterMs !== undefined ? errors.rateLimited(verdict.retryAfterMs) : e, requestId, call, headers);
+    const headers = new HeaderBag();
+    let refusal = e;
+    try {
+      charge(limiter, rateKey(undefined, remoteAddressOf(req)), clock.now(), headers);
+    } catch (limited) {
+      refusal = limited as HubError;
+    }
+    refuseLocally(res, refusal, requestId, call, headers);
   }
 
   /**

@@ -8,7 +8,7 @@ import type { Clock } from "../../clock.js";
 import { errors } from "../../errors.js";
 import type { RefusalMonitor } from "../../auth/audit.js";
 import { sha256Hex } from "../../ids.js";
-import { rateHeaders } from "../../http/rate-headers.js";
+import { charge } from "../../http/rate-headers.js";
 import { kCaller, kCharged, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
@@ -64,10 +64,7 @@ export function createAuthorize({ authenticator, limiter, clock, extraRules, ref
       caller = await authenticator.authenticate(rule, creds, (f) => message?.[f]);
     } catch (e) {
       refused(e, remote);
-      if (charged) throw e;
-      const verdict = limiter.take(rateKey(undefined, remote), clock.now());
-      rateHeaders(verdict, extraHeaders);
-      if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
+      if (!charged) charge(limiter, rateKey(undefined, remote), clock.now(), extraHeaders);
       throw e;
     }
     // @NOTE decision D40: the budget is the proven identity's; a bearer nothing checked (an open
@@ -79,11 +76,7 @@ export function createAuthorize({ authenticator, limiter, clock, extraRules, ref
         : proven && creds.authorization
           ? { token: sha256Hex(creds.authorization) }
           : undefined;
-    if (!charged) {
-      const verdict = limiter.take(rateKey(identity, remote), clock.now());
-      rateHeaders(verdict, extraHeaders);
-      if (verdict?.retryAfterMs !== undefined) throw errors.rateLimited(verdict.retryAfterMs);
-    }
+    if (!charged) charge(limiter, rateKey(identity, remote), clock.now(), extraHeaders);
     try {
       await authenticator.admitted(caller);
     } catch (e) {
