@@ -55,7 +55,7 @@ import { createMcpFace } from "./mcp/face.js";
 import { createInboxReader } from "./peer/inbox-read.js";
 import { hubVersion } from "./cli/version.js";
 import { createProjectTokens } from "./auth/project-tokens.js";
-import { endedTokenOf } from "./auth/tokens.js";
+import { closesProject, endedTokenOf } from "./auth/tokens.js";
 import { createAudit, createRefusalMonitor } from "./auth/audit.js";
 
 export interface HubOverrides {
@@ -111,6 +111,8 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const inboxBus = createBus<InboxNotice>((n) => n.agentId, listening);
   /** Managed project tokens revoked or expired, by id: the streams opened with them end. */
   const endedTokens = createBus<string>((id) => id, listening);
+  /** Projects that got a token of their own: the streams let in for having none end. */
+  const closedProjects = createBus<string>((project) => project, listening);
   // Every change reaches the streams from the store, once durable: inbox events (this hub's with
   // the event, on PostgreSQL every hub's) here, and the watch changes below.
   const stopInboxTail = store.messages.tailInbox((n) => inboxBus.publish(n), listening);
@@ -124,6 +126,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     else {
       const tokenId = endedTokenOf(c.body);
       if (tokenId) endedTokens.publish(tokenId);
+      else if (closesProject(c.body)) closedProjects.publish(c.project);
       return; // no project view changes with its tokens
     }
     projectsBus.publish(c);
@@ -188,7 +191,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   const extraRules = Object.fromEntries(
     extras.flatMap((x) => x.service.methods.map((m) => [`${x.service.typeName}/${m.name}`, x.auth] as const)),
   );
-  const authDeps = { authenticator, limiter, clock, extraRules, endedTokens, refusals };
+  const authDeps = { authenticator, limiter, clock, extraRules, endedTokens, closedProjects, refusals };
   const interceptors = [
     createObserveInterceptor(observer),
     createErrorInterceptor(observer),

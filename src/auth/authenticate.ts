@@ -67,10 +67,16 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
    * else, for a project that never had one, the admin token; none of them configured means
    * open. Only the table's own entries count: a project called `constructor` or `__proto__` is
    * a project like any other, not a member of Object.prototype. Returns the managed token used
-   * (`grant`), and whether the bearer was checked against any secret (`proven`: not on an open
-   * project).
+   * (`grant`), whether the bearer was checked against any secret (`proven`: not on an open
+   * project), and whether the project was let in only for having no token of its own
+   * (`untilClosed`: the admin token, or no token at all).
    */
-  async function checkProjectToken(project: string, creds: Credentials, need: TokenScope, committedHasTokens?: boolean): Promise<{ grant?: TokenGrant; proven: boolean }> {
+  async function checkProjectToken(
+    project: string,
+    creds: Credentials,
+    need: TokenScope,
+    committedHasTokens?: boolean,
+  ): Promise<{ grant?: TokenGrant; proven: boolean; untilClosed?: true }> {
     const presented = bearer(creds.authorization);
     const own = Object.hasOwn(projectTokens, project) ? projectTokens[project] : undefined;
     if (own && secretEquals(presented, own)) return { proven: true };
@@ -82,9 +88,9 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       return { grant: { id: t.id, project: t.project, ...(t.expiresAtMs !== undefined && { expiresAtMs: t.expiresAtMs }) }, proven: true };
     }
     if (own || (await hasOwnTokens(project, committedHasTokens))) throw errors.invalidAuth();
-    if (adminToken === undefined) return { proven: false };
+    if (adminToken === undefined) return { proven: false, untilClosed: true };
     if (!secretEquals(presented, adminToken)) throw errors.invalidAuth();
-    return { proven: true };
+    return { proven: true, untilClosed: true };
   }
 
   /** True when the bearer is the admin token, or no admin token exists on a loopback hub. */
@@ -108,8 +114,16 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       committedHasTokens = undefined;
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
-    const { grant: token } = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
-    const caller: Caller = { kind: "agent", agentId: agent.id, agentName: agent.name, project: agent.project, keyHash: agent.keyHash, ...(token && { token }) };
+    const { grant: token, untilClosed } = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
+    const caller: Caller = {
+      kind: "agent",
+      agentId: agent.id,
+      agentName: agent.name,
+      project: agent.project,
+      keyHash: agent.keyHash,
+      ...(token && { token }),
+      ...(untilClosed && { untilClosed }),
+    };
     seen.set(caller, agent);
     return caller;
   }
@@ -125,8 +139,8 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     async authenticate(rule: AuthRule, creds: Credentials, field: (name: string) => unknown): Promise<Caller> {
       const need = neededScope(rule);
       const projectCaller = async (project: string): Promise<Caller> => {
-        const { grant, proven } = await checkProjectToken(project, creds, need);
-        return { kind: "project", project, ...(grant && { token: grant }), ...(proven && { proven }) };
+        const { grant, proven, untilClosed } = await checkProjectToken(project, creds, need);
+        return { kind: "project", project, ...(grant && { token: grant }), ...(proven && { proven }), ...(untilClosed && { untilClosed }) };
       };
       /** An admin standing in for a project: proven when the admin token was checked (not on an open loopback hub). */
       const adminFor = (project: string): Caller => ({ kind: "project", project, ...(adminToken !== undefined && { proven: true }) });
@@ -172,6 +186,14 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     async admitted(caller: Caller): Promise<void> {
       if (caller.kind !== "agent") return;
       await presence.recordActivity(caller.agentId, caller.keyHash, seen.get(caller));
+    },
+
+    /**
+     * Whether `project` is closed: it has a token of its own (configured, or managed, ever), so the
+     * admin token no longer stands in for it and it is no longer open.
+     */
+    async projectClosed(project: string): Promise<boolean> {
+      return Object.hasOwn(projectTokens, project) || (await hasOwnTokens(project));
     },
 
     /** Whether the managed token `id` is still live (not revoked, not expired) as committed so far. */

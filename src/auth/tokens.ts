@@ -59,10 +59,22 @@ export const tokenEndedChange = (tokenId: string, why: "revoked" | "expired"): C
   body: { kind: why, tokenId },
 });
 
+/**
+ * The change open streams of a project let in for having no token follow: it has one now. The
+ * body names no token, so that a hub of a release before this one (replicas on one database)
+ * does not read it as a token that ended.
+ */
+export const projectClosedChange = (): ChangeRecord => ({ stream: "tokens", body: { kind: "created" } });
+
 /** What a tokens change says, or undefined when the body is not one. */
 export function endedTokenOf(body: unknown): string | undefined {
   const b = body as { tokenId?: unknown } | null;
   return typeof b?.tokenId === "string" ? b.tokenId : undefined;
+}
+
+/** Whether a tokens change says its project got a token (projectClosedChange). */
+export function closesProject(body: unknown): boolean {
+  return (body as { kind?: unknown } | null)?.kind === "created";
 }
 
 export interface NewToken {
@@ -100,7 +112,7 @@ export function decideCreate(
     project: input.project,
     detail: { tokenId: row.id, scope: row.scope, label: row.label, ...(row.expiresAtMs !== undefined && { expiresAtMs: row.expiresAtMs }) },
   };
-  return { write: row, audit, result: row };
+  return { write: row, change: projectClosedChange(), audit, result: row };
 }
 
 /**

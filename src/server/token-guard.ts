@@ -20,19 +20,57 @@ export interface TokenGuardDeps {
  * or reaches its expiry (hub clock): then the stream ends with invalid_auth (unauthenticated).
  * One place for every stream of every face, since they all pass the auth interceptor.
  */
-export async function* framesWhileTokenLives<T>(frames: AsyncIterable<T>, token: TokenGrant, deps: TokenGuardDeps): AsyncGenerator<T> {
+export function framesWhileTokenLives<T>(frames: AsyncIterable<T>, token: TokenGrant, deps: TokenGuardDeps): AsyncGenerator<T> {
+  return framesWhile(frames, deps.clock, {
+    subscribe: (end) => deps.endedTokens.subscribe(token.id, end),
+    holds: () => deps.tokenLive(token.id),
+    expiresAtMs: token.expiresAtMs,
+  });
+}
+
+export interface ProjectGuardDeps {
+  /** Projects that got a token of their own, from the change feed (every hub's). */
+  closedProjects: Bus<string>;
+  /** Whether a project is closed as committed so far (what was published before the guard listened). */
+  projectClosed: (project: string) => Promise<boolean>;
+  clock: Clock;
+}
+
+/**
+ * The frames of a server stream let in only because its project had no token of its own (the
+ * admin token standing in, or an open hub: Caller's `untilClosed`), until the project gets one:
+ * then the stream ends with invalid_auth, as a call made so would now be refused.
+ */
+export function framesWhileProjectOpen<T>(frames: AsyncIterable<T>, project: string, deps: ProjectGuardDeps): AsyncGenerator<T> {
+  return framesWhile(frames, deps.clock, {
+    subscribe: (end) => deps.closedProjects.subscribe(project, end),
+    holds: async () => !(await deps.projectClosed(project)),
+  });
+}
+
+/** What a stream's frames last as long as: told when it ends, asked once, and maybe an expiry. */
+interface StreamCondition {
+  subscribe(end: () => void): () => void;
+  /** Whether it holds as committed so far: asked once the subscription listens. */
+  holds(): Promise<boolean>;
+  /** On the hub clock. */
+  expiresAtMs?: number | undefined;
+}
+
+async function* framesWhile<T>(frames: AsyncIterable<T>, clock: Clock, condition: StreamCondition): AsyncGenerator<T> {
   const ended = new AbortController();
   const done = new AbortController();
-  const unsubscribe = deps.endedTokens.subscribe(token.id, () => ended.abort());
-  // A revocation committed and published between the call's authentication and this
-  // subscription is not told again: the token's state is read once, now that nothing is missed.
+  const unsubscribe = condition.subscribe(() => ended.abort());
+  // An end committed and published between the call's authentication and this subscription is
+  // not told again: the condition is read once, now that nothing is missed.
   try {
-    if (!(await deps.tokenLive(token.id))) ended.abort();
+    if (!(await condition.holds())) ended.abort();
   } catch (e) {
     unsubscribe();
     throw e;
   }
-  if (token.expiresAtMs !== undefined) void untilExpiry(token.expiresAtMs, deps.clock, done.signal).then((expired) => expired && ended.abort());
+  const expiresAtMs = condition.expiresAtMs;
+  if (expiresAtMs !== undefined) void untilExpiry(expiresAtMs, clock, done.signal).then((expired) => expired && ended.abort());
   let wake: ((v: typeof gone) => void) | undefined;
   const onEnd = () => wake?.(gone);
   ended.signal.addEventListener("abort", onEnd, { once: true });

@@ -273,6 +273,73 @@ describe("project tokens", () => {
     expect(settled).toBe("open");
   });
 
+  it("ends the streams the admin token opened for a project once it gets a token of its own; the operator's watch goes on", async () => {
+    const t = await hub();
+    const agent = await agentWith(t, ADMIN);
+    const other = await agentWith(t, ADMIN, "q1", "q");
+    const transport = (h: Record<string, string>) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1", interceptors: [withHeaders(h)] });
+    const ends = (s: AsyncIterable<unknown>) =>
+      (async () => {
+        try {
+          for await (const _ of s);
+          return "ended";
+        } catch (e) {
+          return e instanceof ConnectError ? Code[e.code] : String(e);
+        }
+      })();
+    let otherEnd: string | undefined;
+    let operatorEnd: string | undefined;
+    const inboxEnd = ends(createClient(PeerService, transport(agent)).subscribe({}));
+    const agentWatchEnd = ends(createClient(LeaseService, transport(agent)).watchLeases({}));
+    void ends(createClient(PeerService, transport(other)).subscribe({})).then((e) => (otherEnd = e));
+    void ends(createClient(LeaseService, transport(admin)).watchLeases({ project: "p" })).then((e) => (operatorEnd = e));
+    await until(() => t.clock.sleepers >= 4, "four idle streams");
+    await create(t, "p");
+    expect(await inboxEnd).toBe("Unauthenticated");
+    expect(await agentWatchEnd).toBe("Unauthenticated");
+    // Still open: another project's agent, and the operator's read, which the admin token still serves.
+    expect((await t.rest("/v1/leases/build/acquire", { json: { ttlMs: 60_000 }, headers: other })).status).toBe(200);
+    const acquired = await t.rest("/v1/leases/deploy/acquire", { json: { ttlMs: 60_000 }, headers: await agentWith(t, (await create(t, "p")).secret, "a2") });
+    expect(acquired.status).toBe(200);
+    await until(() => t.clock.sleepers >= 2, "the two streams that go on, idle again");
+    expect([otherEnd, operatorEnd]).toEqual([undefined, undefined]);
+  });
+
+  it("ends an open hub's stream of a project once it gets a token, and one that got it between authentication and the stream's start", async () => {
+    const t = await startTestHub({ config: {} });
+    hubs.push(t);
+    const transport = createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1" });
+    const ended = (s: AsyncIterable<unknown>) =>
+      (async () => {
+        try {
+          for await (const _ of s);
+          return "ended";
+        } catch (e) {
+          return e instanceof ConnectError ? Code[e.code] : String(e);
+        }
+      })();
+    const watch = ended(createClient(LeaseService, transport).watchLeases({ project: "p" }));
+    await until(() => t.clock.sleepers >= 1, "an idle stream");
+    expect((await t.rest("/v1/ops/projects/p/tokens", { json: {} })).status).toBe(201);
+    expect(await watch).toBe("Unauthenticated");
+
+    // Project r gets its token right after a stream's authentication read it as open.
+    const tokens = t.hub.store.tokens as { projectHasTokens(project: string, durable: boolean): Promise<boolean> };
+    const has = tokens.projectHasTokens.bind(tokens);
+    let armed = true;
+    let made: number | undefined;
+    tokens.projectHasTokens = async (project: string, durable: boolean) => {
+      const answer = await has(project, durable);
+      if (armed && project === "r") {
+        armed = false;
+        made = (await t.rest("/v1/ops/projects/r/tokens", { json: {} })).status;
+      }
+      return answer;
+    };
+    expect(await ended(createClient(LeaseService, transport).watchLeases({ project: "r" }))).toBe("Unauthenticated");
+    expect(made).toBe(201);
+  });
+
   it("ends a stream whose token was revoked between the call's authentication and the stream's start", async () => {
     const t = await hub();
     const reader = await create(t, "p", { scope: "read" });

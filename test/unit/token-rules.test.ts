@@ -4,6 +4,7 @@ import { createProjectTokens, type ProjectTokensDeps } from "../../src/auth/proj
 import {
   decideCreate,
   decideRevoke,
+  closesProject,
   endedTokenOf,
   expiryNote,
   maxLabelChars,
@@ -168,7 +169,10 @@ describe("decideCreate", () => {
     };
     expect(d.write).toEqual(row);
     expect(d.result).toEqual(row);
-    expect(d.change).toBeUndefined();
+    // The project is closed from now on: the streams let in for its having no token end.
+    expect(d.change).toEqual({ stream: "tokens", body: { kind: "created" } });
+    expect(endedTokenOf(d.change!.body)).toBeUndefined();
+    expect(closesProject(d.change!.body)).toBe(true);
     expect(d.audit).toEqual({
       kind: "token_created",
       project: PROJECT,

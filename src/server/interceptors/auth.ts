@@ -12,7 +12,7 @@ import { charge } from "../../http/rate-headers.js";
 import { kCaller, kCharged, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
-import { framesWhileTokenLives, watchToken, whileTokenLasts } from "../token-guard.js";
+import { framesWhileProjectOpen, framesWhileTokenLives, watchToken, whileTokenLasts } from "../token-guard.js";
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
@@ -22,6 +22,8 @@ export interface AuthInterceptorDeps {
   clock: Clock;
   /** Ids of managed tokens revoked or expired: the streams opened with them end. */
   endedTokens: Bus<string>;
+  /** Projects that got a token of their own: the streams let in for having none end. */
+  closedProjects: Bus<string>;
   /** Told of every refused authentication, by remote address (bursts become audit alerts). */
   refusals?: RefusalMonitor;
 }
@@ -49,7 +51,7 @@ export interface AuthInput {
  * admits is an agent's activity (a refused call changes nothing). Resolves with the caller, or
  * rejects with the refusal.
  */
-export function createAuthorize({ authenticator, limiter, clock, extraRules, refusals }: Omit<AuthInterceptorDeps, "endedTokens">) {
+export function createAuthorize({ authenticator, limiter, clock, extraRules, refusals }: Omit<AuthInterceptorDeps, "endedTokens" | "closedProjects">) {
   const refused = (e: unknown, remote: string) => refusals?.refusedWith(remote, e);
   return async function authorize({ methodKey, rule: given, charged, header, remote, message, extraHeaders }: AuthInput): Promise<Caller> {
     const rule = given ?? authRules[methodKey] ?? extraRules?.[methodKey];
@@ -92,7 +94,8 @@ export type Authorize = ReturnType<typeof createAuthorize>;
 /**
  * The auth rule (createAuthorize) as an interceptor: puts the caller in the context (kCaller).
  * A server stream opened with a managed project token ends with invalid_auth when the token is
- * revoked or expires; so does a unary call that is still running then (one that waits).
+ * revoked or expires; so does a unary call that is still running then (one that waits). A server
+ * stream let in because its project had no token of its own ends when the project gets one.
  */
 export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
   const authorize = createAuthorize(deps);
@@ -126,9 +129,12 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
     req.contextValues.set(kCaller, caller);
     const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
     if (!req.stream) return whileTokenLasts(watch, token, req.signal, (signal) => next(signal === req.signal ? req : { ...req, signal }));
-    if (!token) return next(req);
+    const untilClosed = (caller.kind === "agent" || caller.kind === "project") && caller.untilClosed === true ? caller.project : undefined;
+    if (!token && untilClosed === undefined) return next(req);
     const res = await next(req);
     if (!res.stream) return res;
-    return { ...res, message: framesWhileTokenLives(res.message, token, { endedTokens, clock, tokenLive: (id) => deps.authenticator.tokenLive(id) }) };
+    if (token) return { ...res, message: framesWhileTokenLives(res.message, token, { endedTokens, clock, tokenLive: (id) => deps.authenticator.tokenLive(id) }) };
+    const projectClosed = (project: string) => deps.authenticator.projectClosed(project);
+    return { ...res, message: framesWhileProjectOpen(res.message, untilClosed!, { closedProjects: deps.closedProjects, clock, projectClosed }) };
   };
 }
