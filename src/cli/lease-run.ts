@@ -261,7 +261,13 @@ function supervise(held: HeldLease, o: RunOptions): Promise<number> {
   // Signals are passed on from the command's first moment: its spawn returns while it already
   // runs, and starting the guard takes a spawn more.
   const target: SignalTarget = ownGroup ? -child.pid! : child.pid!;
-  const onSignal = (signal: NodeJS.Signals) => signalCommand(target, signal);
+  // In a terminal a Ctrl-C is the kernel's SIGINT to the foreground group, the command among
+  // its members: passed on, it would reach the command twice, and a second interrupt is "force
+  // quit" to many tools (terraform, docker compose). It is only waited out.
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (!ownGroup && signal === "SIGINT") return;
+    signalCommand(target, signal);
+  };
   for (const s of forwarded) process.on(s, onSignal);
   // Then the guard, in the same turn: it watches from the start.
   const guarded = child.pid === undefined ? noGuard : guard(target, o.graceMs);
