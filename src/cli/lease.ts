@@ -66,10 +66,14 @@ function tokenOf(raw: string): bigint {
   return BigInt(raw);
 }
 
-/** The token the session's agent holds `name` with; lease_not_held when it does not hold it. */
+/**
+ * The token the session's agent holds `name` with, lapsed or not (the hub releases a lapsed lease
+ * of its holder, and answers a renewal of one with lease_expired); lease_not_held when another
+ * agent holds it, or nobody does.
+ */
 async function heldToken(s: Session, name: string): Promise<bigint> {
-  const { lease, expired } = await s.leases.getLease({ name });
-  if (!lease || lease.holderAgentId !== s.agent.id || expired) {
+  const { lease } = await s.leases.getLease({ name });
+  if (!lease || lease.holderAgentId !== s.agent.id) {
     throw new CommandError("lease_not_held", `${s.agent.name} does not hold lease ${name}; pass its <token> to act on it anyway`, exitCodes.refused);
   }
   return lease.fencingToken;

@@ -105,6 +105,18 @@ describe("kxm-hub agent commands", () => {
     expect(ok(await as(t, "beta", ["lease", "acquire", LEASE]))).toBe("2\n");
   });
 
+  it("lease release frees the agent's own lapsed lease without a token; lease renew of one says it lapsed", async () => {
+    await using t = await startTestHub();
+    expect(ok(await as(t, "alpha", ["lease", "acquire", LEASE, "--ttl", "5s"]))).toBe("1\n");
+    t.clock.advance(6_000);
+    expectFailure(await as(t, "alpha", ["lease", "renew", LEASE]), 1, "lease_expired");
+    expect(JSON.parse(ok(await as(t, "alpha", ["lease", "release", LEASE, "--json"])))).toMatchObject({ released: true });
+    expect(ok(await as(t, "beta", ["lease", "acquire", LEASE]))).toBe("2\n");
+    // Another agent's lapsed lease is not alpha's to release without its token.
+    t.clock.advance(3_600_000);
+    expectFailure(await as(t, "alpha", ["lease", "release", LEASE]), 1, "lease_not_held");
+  });
+
   it("lease check exits 0 for the current token and 4 with fence_rejected for a stale one", async () => {
     await using t = await startTestHub();
     // CheckFence is new; skip quietly on a hub that does not serve it yet.
