@@ -49,6 +49,8 @@ function objectJson(r: ReflectMessage): { [key: string]: Json } {
 }
 
 function valueJson(v: unknown): Json {
+  // An int64 beyond 2^53-1 comes out rounded, and still beyond it (at least 2^53 in size): the
+  // schema refuses it, and the sync domain echoes no such sequence (sync.ts echo).
   if (typeof v === "bigint") return Number(v);
   if (typeof v === "object" && v !== null && "fields" in v && "desc" in v) return objectJson(v as ReflectMessage);
   return v as Json;

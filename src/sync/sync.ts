@@ -79,12 +79,19 @@ function storableIdOf(label: string, value: string): string {
   return id;
 }
 
+/**
+ * The identity a result carries back (reference-hub.md §5.1 step 1): string ids cut to 144
+ * characters, and `sequence` when it is an integer the JSON form holds exactly (a safe integer).
+ * A wider int64 from a binary client reaches the JSON form rounded (2^63-1 as 2^63, 2^53+1 as
+ * 2^53): echoed, it would name another sequence, or one no int64 holds, and the answer could not
+ * be written after the batch was stored. The schema refuses such an event (sequence ≤ 2^53-1).
+ */
 function echo(event: unknown): Pick<SyncResult, "projectId" | "runId" | "sequence"> {
   const e = (typeof event === "object" && event !== null ? event : {}) as JsonObject;
   return {
     ...(typeof e.projectId === "string" && { projectId: e.projectId.slice(0, 144) }),
     ...(typeof e.runId === "string" && { runId: e.runId.slice(0, 144) }),
-    ...(Number.isInteger(e.sequence) && { sequence: e.sequence as number }),
+    ...(Number.isSafeInteger(e.sequence) && { sequence: e.sequence as number }),
   };
 }
 

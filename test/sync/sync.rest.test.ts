@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
+import { fromJson, type JsonObject } from "@bufbuild/protobuf";
+import { SyncOutcome, SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
+import { SyncEventSchema } from "../../gen/ts/kxm/hub/v1/sync_event_pb.js";
 import { clientFor, protocols, withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 import { expectAuthRefused, expectRestError, expectRestOk, type Json } from "../fixtures/rest.js";
@@ -206,6 +208,35 @@ describe("echo of an event's identity", () => {
     ]);
     expect(body.cursors).toEqual([]);
     expect(alerts(t)).toEqual([]); // an invalid event raises no alert
+  });
+});
+
+describe("echo of an int64 sequence over the RPC faces", () => {
+  it.each(protocols)("rejects a sequence no JSON number holds exactly over $name, echoing only safe integers, and answers the push", async ({ make }) => {
+    await using t = await hubWithTokens();
+    const sync = clientFor(SyncService, make(t.baseUrl, [withHeaders({ authorization: "Bearer tok-p" })]));
+    const withSequence = (sequence: bigint, runId = RUN) => Object.assign(fromJson(SyncEventSchema, seq(1, { runId }) as JsonObject), { sequence });
+    const res = await sync.pushEvents({
+      project: "p",
+      runtimeId: RT,
+      events: [
+        withSequence(1n),
+        withSequence(2n ** 63n - 1n),
+        withSequence(2n ** 53n + 1n),
+        withSequence(-(2n ** 63n)),
+        withSequence(2n ** 53n - 1n, "run_run0000002"),
+      ],
+    });
+    // 2^63-1 read as a number is 2^63, which no int64 holds: echoed, the answer could not be
+    // written after the batch was stored; 2^53+1 would come back as 2^53, another sequence.
+    expect(res.results.map((r) => [SyncOutcome[r.outcome], r.code, r.sequence])).toEqual([
+      ["ACCEPTED", undefined, 1n],
+      ["REJECTED", "sync_event_invalid", undefined],
+      ["REJECTED", "sync_event_invalid", undefined],
+      ["REJECTED", "sync_event_invalid", undefined],
+      ["ACCEPTED", undefined, 2n ** 53n - 1n],
+    ]);
+    expect((await sync.getCursor({ project: "p", projectId: PRJ, runId: RUN })).cursor?.cursor).toBe(1n);
   });
 });
 
