@@ -1,42 +1,32 @@
-import { getOption, type DescField, type DescMessage, type Message, type MessageShape } from "@bufbuild/protobuf";
+import type { DescMessage, Message, MessageShape } from "@bufbuild/protobuf";
 import { reflect, type ReflectMessage } from "@bufbuild/protobuf/reflect";
-import { FieldBehavior, field_behavior } from "../../gen/ts/google/api/field_behavior_pb.js";
-import { unknownProperties } from "../wire/unknown-properties.js";
+import { absentLists, unknownProperties } from "../wire/unknown-properties.js";
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 /**
  * A sync event's JSON form, the same whichever wire it came over: the fields that are set, under
- * their JSON names, 64-bit integers as numbers; lists and maps only when not empty (or when the
- * schema requires them, as `redaction.fieldsOmitted`). A property the message could not hold
- * (see unknown-properties.ts) comes back as a key with value null, which no rule accepts. The
- * content hash is taken over the canonical text of this form.
+ * their JSON names, 64-bit integers as numbers, and every list and map, empty or not, but one a
+ * REST body left out (markAbsentList): protobuf has no absent list, so over the other wires an
+ * empty one may have been sent (D21). A property the message could not hold (see
+ * unknown-properties.ts) comes back as a key with value null, which no rule accepts. The schema
+ * checks this form; the content hash is taken over it without its empty lists (prepare.ts).
  */
 export function eventJson<Desc extends DescMessage>(schema: Desc, message: MessageShape<Desc>): { [key: string]: Json } {
   return objectJson(reflect(schema, message));
 }
 
-/** Whether a list field is written even when empty (field_behavior REQUIRED), per field. */
-const requiredLists = new WeakMap<DescField, boolean>();
-function isRequiredList(f: DescField): boolean {
-  let required = requiredLists.get(f);
-  if (required === undefined) {
-    required = getOption(f, field_behavior).includes(FieldBehavior.REQUIRED);
-    requiredLists.set(f, required);
-  }
-  return required;
-}
-
 function objectJson(r: ReflectMessage): { [key: string]: Json } {
   const out: { [key: string]: Json } = {};
+  const absent = absentLists(r.message as Message);
   for (const f of r.fields) {
     if (f.fieldKind === "list") {
       const list = r.get(f);
-      if (list.size === 0 && !isRequiredList(f)) continue;
+      if (list.size === 0 && absent.has(f.jsonName)) continue;
       out[f.jsonName] = [...list].map((v) => valueJson(v));
     } else if (f.fieldKind === "map") {
       const map = r.get(f);
-      if (map.size === 0) continue;
+      if (map.size === 0 && absent.has(f.jsonName)) continue;
       out[f.jsonName] = Object.fromEntries([...map].map(([k, v]) => [String(k), valueJson(v)]));
     } else if (r.isSet(f)) {
       out[f.jsonName] = valueJson(r.get(f));

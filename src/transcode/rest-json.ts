@@ -13,7 +13,7 @@ import { FeatureSet_FieldPresence, TimestampSchema, type Timestamp } from "@bufb
 import { closed, rest_name } from "../../gen/ts/kxm/hub/v1/options_pb.js";
 import { FieldBehavior, field_behavior } from "../../gen/ts/google/api/field_behavior_pb.js";
 import { isoOfMs } from "../clock.js";
-import { markUnknownProperty } from "../wire/unknown-properties.js";
+import { markAbsentList, markUnknownProperty } from "../wire/unknown-properties.js";
 
 /** A client error in one field; `field` is the dotted JSON path ("events.3.payload.lease"). */
 export class RestFieldError extends Error {
@@ -96,8 +96,10 @@ function decodeObject(r: ReflectMessage, json: JsonObject, prefix: string): void
     // Own keys only: "constructor" or "__proto__" must never resolve through the prototype.
     if (!Object.hasOwn(json, field.jsonName)) {
       // A list a closed message requires cannot be told absent once decoded (an empty list is
-      // what absent means in protobuf): keep its absence for validation to refuse.
+      // what absent means in protobuf): keep its absence for validation to refuse. Any other
+      // list or map of a closed message is marked absent, to be told from one sent empty (D21).
       if (isClosed && field.fieldKind === "list" && isRequiredField(field)) markUnknownProperty(r.message, field.jsonName);
+      else if (isClosed && (field.fieldKind === "list" || field.fieldKind === "map")) markAbsentList(r.message, field.jsonName);
       continue;
     }
     const value = json[field.jsonName];

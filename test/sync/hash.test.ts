@@ -7,12 +7,13 @@ import { describe, expect, it } from "vitest";
 import { SyncEventSchema } from "../../gen/ts/kxm/hub/v1/sync_event_pb.js";
 import { SyncOutcome, SyncService } from "../../gen/ts/kxm/hub/v1/sync_pb.js";
 import type { SyncEventRow, SyncStore } from "../../src/store/sync-store.js";
+import { checkSyncEvent } from "../../src/sync/schema.js";
 import { contentHash, createSync } from "../../src/sync/sync.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 import { expectRestOk } from "../fixtures/rest.js";
-import { richPayload, syncEvent, typed } from "./fixtures.js";
+import { actor, effect, richPayload, syncEvent, typed } from "./fixtures.js";
 
 /**
  * One event, one hash, whatever the wire (reference-hub.md §5.2): the hub hashes the canonical
@@ -97,6 +98,53 @@ describe("the same event over every wire is stored once", () => {
   });
 });
 
+describe("empty lists and maps of a valid event (D21)", () => {
+  const approval = { actor: actor(), outcome: "approved" };
+  const resolved = { effect: effect("unknown"), resolvedBy: actor(), resolutionAction: "mark-failed", reason: "checked by hand" };
+  /** Events, and whether each is valid as JSON (§5.3): a list or map sent empty is there. */
+  const cases: [string, Record<string, unknown>, boolean][] = [
+    ["payload of only counts: {}", syncEvent({ payload: { counts: {} } }), true],
+    ["payload of only fileChanges: []", syncEvent({ payload: { fileChanges: [] } }), true],
+    ["payload of only evidenceRefs: []", syncEvent({ payload: { evidenceRefs: [] } }), true],
+    ["approval.recorded, suppliedRefs: []", typed("approval.recorded", { ...approval, suppliedRefs: [] }), true],
+    ["effect.uncertainty_resolved, suppliedRefs: []", typed("effect.uncertainty_resolved", { ...resolved, suppliedRefs: [] }), true],
+    ["payload: {}", syncEvent({ payload: {} }), false],
+    ["approval.recorded without suppliedRefs", typed("approval.recorded", approval), false],
+    ["effect.uncertainty_resolved without suppliedRefs", typed("effect.uncertainty_resolved", resolved), false],
+  ];
+  const outcomeOver = async (t: TestHub, wire: number | "rest", event: Record<string, unknown>): Promise<string> => {
+    if (wire === "rest") {
+      const body = await expectRestOk(await t.rest("/v1/sync/events", { headers: { authorization: "Bearer tok" }, json: { project: "p", runtimeId: RT, events: [event] } }));
+      return body.results[0].code ?? body.results[0].outcome;
+    }
+    const client = createClient(SyncService, protocols[wire]!.make(t.baseUrl, [withHeaders({ authorization: "Bearer tok" })]));
+    const res = await client.pushEvents({ project: "p", runtimeId: RT, events: [fromJson(SyncEventSchema, event as JsonObject)] });
+    return res.results[0]!.code ?? outcomeName(res.results[0]!.outcome);
+  };
+
+  it.each(cases)("%s: REST decides as the schema does on the JSON, every other wire as REST where protobuf can tell", async (_, event, valid) => {
+    expect(checkSyncEvent(event) === undefined).toBe(valid);
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok" } } });
+    const outcomes = [];
+    for (const [i, wire] of (["rest", 0, 1, 2, 3] as const).entries()) {
+      outcomes.push(await outcomeOver(t, wire, { ...event, runId: `run_emptylists0${i}` }));
+    }
+    // protobuf has no absent list: over it, a list left out is one sent empty, and a valid event.
+    expect(outcomes).toEqual([valid ? "accepted" : "sync_event_invalid", "accepted", "accepted", "accepted", "accepted"]);
+  });
+
+  it("stores an empty list as left out, whichever wire sent it, so a repeat is a duplicate", async () => {
+    await using t = await startTestHub({ config: { projectTokens: { p: "tok" } } });
+    const event = typed("approval.recorded", { ...approval, suppliedRefs: [], evidenceRefs: [], counts: {} });
+    expect(await outcomeOver(t, "rest", event)).toBe("accepted");
+    for (const wire of [0, 1, 2, 3]) expect(await outcomeOver(t, wire, event)).toBe("duplicate");
+    expect(await outcomeOver(t, "rest", typed("approval.recorded", { ...approval, suppliedRefs: [], counts: {} }))).toBe("duplicate");
+    const [row] = await storedRows(t);
+    expect(row!.record).toContain('"payload":{"actor":{"id":"alice@example.com","kind":"human"},"outcome":"approved"}');
+    expect(row!.record).toContain('"fieldsOmitted":[]');
+  });
+});
+
 describe("fields a binary client's newer schema has", () => {
   it.each([1, 2, 3])("make the event invalid instead of being dropped from the hash (%i)", async (i) => {
     await using t = await startTestHub({ config: { projectTokens: { p: "tok" } } });
@@ -144,10 +192,14 @@ describe("canonical JSON and contentHash", () => {
     const r = await sync.push("p", { runtimeId: RT, events: [event, spaced] });
     expect(r.results.map((x) => x.outcome)).toEqual(["accepted", "accepted"]);
     expect(rows[0]!.record).toBe(rows[1]!.record);
-    expect(rows[0]!.record).toBe(naiveCanonical(event));
+    // Stored without its empty lists but fieldsOmitted (D21), as over every face.
+    const stored = rich("run_canonical001") as { payload: { fileChanges: Record<string, unknown>[] } };
+    delete stored.payload.fileChanges[0]!.deleted;
+    expect(rows[0]!.record).toBe(naiveCanonical(stored));
+    expect(rows[0]!.record).toContain('"fieldsOmitted":[]');
     expect(rows[0]!.record.startsWith('{"configRevision":')).toBe(true);
     expect(rows[0]!.contentHash).toBe(contentHash(rows[0]!.record));
-    expect(rows[0]!.contentHash).toBe(`sha256:${createHash("sha256").update(naiveCanonical(event)).digest("hex")}`);
+    expect(rows[0]!.contentHash).toBe(`sha256:${createHash("sha256").update(naiveCanonical(stored)).digest("hex")}`);
   });
 });
 
