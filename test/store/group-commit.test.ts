@@ -201,6 +201,22 @@ describe("group commit", () => {
     expect(await store.ready()).toBe(false);
   });
 
+  it.each([
+    ["removed", (file: string) => fs.rmSync(file)],
+    ["removed", (file: string) => fs.rmSync(`${file}-wal`)],
+    ["replaced", (file: string) => (fs.copyFileSync(file, `${file}.copy`), fs.renameSync(`${file}.copy`, file))],
+  ])("a data file %s under the running store stops it before its next batch, and nothing more is answered", async (how, change) => {
+    const file = tempFile();
+    const store = open({ path: file });
+    expect(await acquire(store, "main", 1)).toMatchObject({ kind: "granted" });
+    change(file);
+    const lost = await acquire(store, "other", 1).catch((e: unknown) => e);
+    expect(lost).toBeInstanceOf(DurabilityLost);
+    expect((lost as Error).message).toContain(`was ${how} while the hub ran`);
+    await expect(store.leases.getLease({ project: "p", name: "main" })).rejects.toBeInstanceOf(DurabilityLost);
+    expect(await store.ready()).toBe(false);
+  });
+
   it("FULL (the default) syncs the -wal file after each writing batch; NORMAL never does", async () => {
     let full = 0;
     const counting = (file: string): WalSync => {

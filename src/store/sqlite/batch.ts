@@ -90,6 +90,12 @@ export interface BatchHooks {
   batchRolledBack?(): void;
   /** A write failed for want of the file (full, read-only, an I/O error); `wrote` tells it is over. */
   unwritable?(): void;
+  /**
+   * Before each batch: why the file written is no longer the one the store's path names (removed
+   * or replaced while the hub ran), or undefined while it is. A batch then fails, and the store
+   * stops, as after a lost sync: what it wrote would not be there after a restart.
+   */
+  fileLost?(): string | undefined;
 }
 
 /**
@@ -156,6 +162,8 @@ export function sqliteBatches(
       const outcomes: WorkOutcome[] = [];
       // total_changes() counts every row a statement changed, kept or rolled back: read before
       // and after the batch, it says whether the batch wrote (and so needs the WAL synced).
+      const lost = hooks.fileLost?.();
+      if (lost !== undefined) return Promise.reject(new DurabilityLost(lost));
       const before = s.changes.get()!.n;
       let changed: boolean;
       s.begin.run();
