@@ -4,6 +4,8 @@ import pg from "pg";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { LeaseService, type WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PresenceService, type WatchPresenceResponse } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import type { AgentRow, Delivery } from "../../src/domain.js";
+import { decideSend, expiredError, messageChange } from "../../src/peer/rules.js";
 import { bigintAsNumber, PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
@@ -14,9 +16,10 @@ import { StreamScope } from "../fixtures/streams.js";
 
 /**
  * Hubs on one PostgreSQL database when the way to it fails (a proxy between one hub and the
- * database): a COMMIT whose answer is lost with the database out of reach for a moment, and
- * connections that go silent. What a hub committed reaches its own watchers once it can learn
- * so, as it reaches the other hubs'; a hub whose connections went silent looks again on others;
+ * database): a COMMIT whose answer is lost with the database out of reach for a moment, one that
+ * never reached the database, and connections that go silent. What a hub committed reaches its
+ * own watchers once it can learn so, as it reaches the other hubs', and what it did not commit is
+ * never answered nor handed to them; a hub whose connections went silent looks again on others;
  * a backlog another hub committed is read at the reader's pace.
  */
 
@@ -239,6 +242,93 @@ describe("a sweep over two projects whose COMMIT answer is lost", () => {
       expect(seenA).toEqual([alpha.id, false]);
     } finally {
       await proxy.close();
+    }
+  });
+});
+
+describe("a batch whose COMMIT never reached the database", () => {
+  it("is not answered as committed, nor handed to the hub's watchers, when a sweep of the same hub then wrote the same change number", async () => {
+    // A send in project p holds p's head rows; its connection is lost before its COMMIT reaches
+    // the server, so it rolls back. A message expiry sweep of the same store, over p and q (a
+    // transaction of its own), was waiting for p's heads: it takes them and writes p's next
+    // message change, the number the send had, with the same store's marks on it. The send's
+    // in-doubt check runs only after that sweep has committed.
+    const url = await server.createDatabase();
+    const clock = new FakeClock();
+    const a = await PostgresStore.open({ url, clock, tailIntervalMs: 3_600_000 });
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    const heard: string[] = [];
+    const stop = a.changes.tailChanges((c) => heard.push(`${c.project}/${c.stream}/${c.seq} ${JSON.stringify(c.body)}`));
+    const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+    const query = proto.query;
+    try {
+      const agent = (id: string, project: string): AgentRow => ({ id, project, name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: clock.now(), online: true });
+      for (const [id, p] of [["s", "p"], ["t", "p"], ["u", "q"], ["v", "q"]] as const) {
+        await a.agents.decideAgentLeases({ project: p, nameKey: id }, () => ({ write: agent(id, p), result: 0 }));
+      }
+      const send = (project: string, from: string, to: string, id: string, ttlMs: number) => {
+        const sender = { agentId: from, agentName: from, project };
+        const input = { target: to, content: id, delivery: "followUp" as Delivery, hops: 0, maxHops: 3, ttlMs, allowOffline: true };
+        return a.messages.decideSend({ senderId: from, project, target: to }, (ctx, now) => decideSend(ctx, { sender, input, id, nowMs: now }));
+      };
+      // A message due soon in each project: the expiry sweep spans p and q.
+      await send("p", "s", "t", "msg_p1", 1_000);
+      await send("q", "u", "v", "msg_q1", 1_000);
+      clock.advance(5_000);
+
+      let sweep: Promise<unknown> | undefined;
+      let armed = true;
+      /** The statements each connection was asked for while armed. */
+      const asked = new Map<pg.Client, Promise<unknown>[]>();
+      proto.query = function (this: pg.Client, ...args: unknown[]) {
+        const text = typeof args[0] === "string" ? args[0] : (args[0] as { text?: string } | undefined)?.text;
+        if (!armed || text !== "COMMIT") {
+          const run = query.apply(this, args);
+          if (armed && run instanceof Promise) asked.set(this, [...(asked.get(this) ?? []), run]);
+          return run;
+        }
+        armed = false;
+        // The batch's statements went out and ran; its COMMIT is lost with the connection once
+        // they are answered and the sweep waits for p's heads. The batch learns of the loss once
+        // the sweep has committed.
+        return (async () => {
+          await Promise.allSettled(asked.get(this) ?? []);
+          sweep = a.messages.expireMessages(expiredError, messageChange, 100);
+          sweep.catch(() => undefined);
+          for (;;) {
+            await admin.query("SELECT pg_stat_clear_snapshot()");
+            const waiting = await admin.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'");
+            if (waiting.rowCount) break;
+          }
+          (this as unknown as { connection: { stream: net.Socket } }).connection.stream.destroy();
+          try {
+            return await (query.apply(this, args) as Promise<unknown>);
+          } catch (e) {
+            await sweep.catch(() => undefined);
+            throw e;
+          }
+        })();
+      };
+      const outcome = await send("p", "s", "t", "msg_p2", 600_000).then(
+        (r) => `answered ${r.result.message.id}`,
+        (e: unknown) => (e as Error).name,
+      );
+      proto.query = query;
+      await sweep;
+      expect([(await a.messages.getMessage("msg_p1"))?.status, (await a.messages.getMessage("msg_q1"))?.status]).toEqual(["expired", "expired"]);
+      // The send did not commit: it is not answered as sent, and its change is not handed out.
+      expect(await a.messages.getMessage("msg_p2")).toBeUndefined();
+      expect(outcome).toBe("StoreUnavailable");
+      const stored = await a.changes.readChanges("p", "messages", 0, 100);
+      const storedNow = stored.changes.map((c) => `p/messages/${c.seq} ${JSON.stringify(c.body)}`);
+      expect(storedNow.length).toBe(2); // msg_p1 sent, then expired
+      expect(heard.filter((h) => h.startsWith("p/messages/"))).toEqual(storedNow);
+    } finally {
+      proto.query = query;
+      stop();
+      await admin.end();
+      await a.close();
     }
   });
 });

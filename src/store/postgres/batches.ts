@@ -10,8 +10,8 @@ export interface ChangeLog {
   lockHeads(t: PgTx, projects: readonly string[], into: LockedHeads): Promise<void>;
   numberChanges(locked: LockedHeads, recorded: readonly RecordedChange[]): { changes: StreamChange[]; statements: Statement[] };
   emit(changes: readonly StreamChange[]): void;
-  committed(changes: readonly StreamChange[], pid: number | undefined): Promise<boolean>;
-  settleLater(changes: readonly StreamChange[], pid: number | undefined): void;
+  committed(xid: string | undefined): Promise<boolean>;
+  settleLater(changes: readonly StreamChange[], xid: string | undefined): void;
 }
 
 /**
@@ -129,8 +129,9 @@ class NeedsSavepoints extends Error {
  *   changes are handed to the listeners in batch order once the COMMIT has returned.
  * A batch whose connection fails, or whose head lock or COMMIT fails, is rejected whole: none of
  * it is answered, none of it applied (a race there runs the whole batch again). Except a COMMIT
- * whose answer was lost (the connection failed with it sent): once its backend is gone, the
- * batch's first change says whether it committed, and if it did it is answered as committed.
+ * whose answer was lost (the connection failed with it sent): the status of its transaction,
+ * whose id came with the heads, says whether it committed once it has ended (changes.ts
+ * committed), and if it did it is answered as committed.
  */
 export function pgBatches(
   pool: pg.Pool,
@@ -220,14 +221,13 @@ export function pgBatches(
             await write(tx, [...last.together, ...statements], last.after, client);
           } catch (e) {
             // The connection failed with the COMMIT sent: the batch may have committed. Its
-            // changes, looked for once its backend is gone, tell: then it is answered, and its
+            // transaction's status, once it has ended, tells: then it is answered, and its
             // changes go to this hub's listeners (its tail skips what this hub wrote).
             if (changes.length === 0 || !(storeError(e) instanceof StoreUnavailable)) throw e;
             broken = e as Error;
-            const pid = (client as { processID?: number }).processID;
-            const known = await log.committed(changes, pid).catch(() => undefined);
+            const known = await log.committed(locked.xid).catch(() => undefined);
             // Not known yet: answered as unavailable, and asked again until it is (settleLater).
-            if (known === undefined) log.settleLater(changes, pid);
+            if (known === undefined) log.settleLater(changes, locked.xid);
             if (known !== true) throw e;
             committed(works.length);
             log.emit(changes);

@@ -17,9 +17,11 @@ const streams: readonly ChangeStream[] = ["leases", "messages", "presence", "run
  * locked in the same order. The database's clock is read above the lock (a subquery with a
  * locking clause is never flattened), as each row comes out of it: in the select list of the
  * locking query itself, a row's clock would be read before the wait for its lock, and a batch
- * that waited for another's heads would decide at the time it began waiting.
+ * that waited for another's heads would decide at the time it began waiting. The transaction's id
+ * comes with them (locking the rows gave it one): a transaction whose COMMIT went out and whose
+ * answer was lost is asked about by it (committed).
  */
-const lockHeadRows = `SELECT h.project, h.stream, h.head, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms
+const lockHeadRows = `SELECT h.project, h.stream, h.head, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms, pg_current_xact_id()::text AS xid
   FROM (SELECT project, stream, head FROM watch_heads WHERE project = ANY($1::text[]) ORDER BY project, stream FOR UPDATE) h`;
 const createHeadRows = `INSERT INTO watch_heads (project, stream, head)
   SELECT p, s, f.floor FROM unnest($1::text[]) p, unnest($2::text[]) s, fence_base f WHERE f.id = 1 ORDER BY p, s
@@ -40,12 +42,15 @@ export type RecordedChange = Omit<StreamChange, "seq">;
 /**
  * The head rows a transaction holds (by `project\0stream`), the database's clock when it had
  * locked them, and this process's monotonic clock when that answer arrived (`atMs`): a decision
- * later in the transaction is timed `nowMs + (performance.now() - atMs)`.
+ * later in the transaction is timed `nowMs + (performance.now() - atMs)`. `xid` is the
+ * transaction's id (an `xid8`, as text), known once it has locked heads: every transaction that
+ * records a change has.
  */
 export interface LockedHeads {
   heads: Map<string, number>;
   nowMs: number;
   atMs: number;
+  xid?: string;
 }
 
 const changeHead = `coalesce((SELECT head FROM watch_heads WHERE project = $1 AND stream = $2), (SELECT floor FROM fence_base WHERE id = 1))`;
@@ -140,12 +145,14 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
     },
     /** Locks the head rows of `projects` before anything else in `t` (see lockHeadRows), into `into`. */
     async lockHeads(t: PgTx, projects: readonly string[], into: LockedHeads): Promise<void> {
-      let found = (await t.query<{ project: string; stream: string; head: number; now_ms: number }>(lockHeadRows, [projects])).rows;
+      type Row = { project: string; stream: string; head: number; now_ms: number; xid: string };
+      let found = (await t.query<Row>(lockHeadRows, [projects])).rows;
       if (found.length < projects.length * streams.length) {
         await t.query(createHeadRows, [projects, streams]);
-        found = (await t.query<{ project: string; stream: string; head: number; now_ms: number }>(lockHeadRows, [projects])).rows;
+        found = (await t.query<Row>(lockHeadRows, [projects])).rows;
       }
       into.atMs = performance.now();
+      into.xid = found[0]?.xid;
       let nowMs = 0;
       for (const r of found) {
         into.heads.set(`${r.project}\0${r.stream}`, r.head);
@@ -191,40 +198,45 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
     /** Hands a committed decision's changes to the listeners. */
     emit: (changes: readonly StreamChange[]) => listeners.emit(changes),
     /**
-     * Whether a transaction whose COMMIT went out but whose answer was lost (its connection
-     * failed) committed, given the changes it stored: once its backend `pid` is gone, ended
-     * here if it lingers, its first change is in the table or not, for good. Throws when that
-     * cannot be told (the database is out of reach, the backend does not end).
+     * Whether the transaction `xid`, whose COMMIT went out but whose answer was lost (its
+     * connection failed), committed: PostgreSQL's own record of it (`pg_xact_status`), asked
+     * until it has ended. Its backend, while idle in it, is ended here: its COMMIT never arrived
+     * and cannot now (the connection is gone), and it would hold its rows (its project's heads)
+     * until the server noticed. One still running a statement (the COMMIT itself: a slow flush,
+     * a synchronous standby, a deferred trigger) is waited for. Another transaction's changes
+     * tell nothing: a store's changes all carry its `origin`, and after this one rolled back
+     * another of the same store may have written the same numbers. Throws when it cannot be told
+     * (the database is out of reach, the transaction is still running after about 3 s, or it is
+     * too old for PostgreSQL to remember).
      */
-    async committed(changes: readonly StreamChange[], pid: number | undefined): Promise<boolean> {
-      if (pid !== undefined) {
-        await rows("SELECT pg_terminate_backend($1)", [pid]);
-        for (let i = 0; ; i++) {
-          if ((await rows("SELECT 1 FROM pg_stat_activity WHERE pid = $1", [pid])).length === 0) break;
-          if (i === inDoubtPolls) throw new Error(`backend ${pid} of a transaction in doubt did not end`);
-          await new Promise((r) => setTimeout(r, 10));
-        }
+    async committed(xid: string | undefined): Promise<boolean> {
+      if (xid === undefined) throw new Error("a transaction in doubt without its id");
+      for (let i = 0; ; i++) {
+        const [{ status }] = (await rows<{ status: string | null }>(xactStatus, [xid])) as [{ status: string | null }];
+        if (status === "committed") return true;
+        if (status === "aborted") return false;
+        if (status === null) throw new Error(`transaction ${xid} in doubt is too old to tell`);
+        if (i === inDoubtPolls) throw new Error(`transaction ${xid} in doubt is still running`);
+        await new Promise((r) => setTimeout(r, 10));
       }
-      const c = changes[0]!;
-      return (await rows("SELECT 1 FROM watch_changes WHERE project = $1 AND stream = $2 AND seq = $3 AND origin = $4", [c.project, c.stream, c.seq, origin])).length > 0;
     },
     /**
      * A transaction in doubt whose outcome cannot be told now (`committed` threw: the database
-     * is out of reach): asks again, backing off from 100 ms to about a minute in all, and hands
-     * its changes to this hub's listeners once it learns they committed. This hub's tail skips
-     * the rows it wrote, so without this its own watchers would never hear of them, while the
-     * other hubs' do. A listener skips what it already has (a watcher that read the store for a
-     * later change's gap), so a late hand-over repeats nothing.
+     * is out of reach, or its COMMIT is still running): asks again, backing off from 100 ms to
+     * about a minute in all, and hands its changes to this hub's listeners once it learns they
+     * committed. This hub's tail skips the rows it wrote, so without this its own watchers would
+     * never hear of them, while the other hubs' do. A listener skips what it already has (a
+     * watcher that read the store for a later change's gap), so a late hand-over repeats nothing.
      */
-    settleLater(changes: readonly StreamChange[], pid: number | undefined): void {
+    settleLater(changes: readonly StreamChange[], xid: string | undefined): void {
       void (async () => {
         for (let waitMs = 100; waitMs <= settleWithinMs; waitMs *= 2) {
           await new Promise((r) => setTimeout(r, waitMs).unref());
           try {
-            if (await this.committed(changes, pid)) listeners.emit(changes);
+            if (await this.committed(xid)) listeners.emit(changes);
             return;
           } catch {
-            // Still out of reach: ask again later.
+            // Still out of reach, or still running: ask again later.
           }
         }
       })();
@@ -232,8 +244,17 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
   };
 }
 
+/**
+ * What became of transaction $1 (an `xid8`): 'committed', 'aborted', 'in progress', or null when
+ * it is too old to tell. Its backend is ended when idle in it (see committed); that shows in the
+ * next look. The `xid8` is cast to the 32-bit `xid` of pg_stat_activity, unique among the
+ * transactions running.
+ */
+const xactStatus = `SELECT pg_xact_status($1::xid8) AS status,
+  (SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE backend_xid = $1::xid8::xid AND state LIKE 'idle in transaction%') AS ended`;
+
 /** How long, at most, a transaction in doubt is asked about before it is given up (settleLater). */
 const settleWithinMs = 60_000;
 
-/** How many times, 10 ms apart, a backend in doubt is looked for before the question is given up. */
+/** How many times, 10 ms apart, a transaction in doubt is asked about before the question is given up (for now). */
 const inDoubtPolls = 300;

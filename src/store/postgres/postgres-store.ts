@@ -228,8 +228,12 @@ export class PostgresStore implements HubStore {
     const declared = typeof projects === "string" ? [projects] : [...new Set(projects)];
     if (declared.length === 1) return this.track(this.batchOf(declared[0]!).submit<T>(work as PgChangeWork));
     let changes: StreamChange[] = [];
+    const locked: LockedHeads = { heads: new Map(), nowMs: 0, atMs: 0 };
     return this.tx(async (tx) => {
-      const locked: LockedHeads = { heads: new Map(), nowMs: 0, atMs: 0 };
+      // Each attempt afresh (a lost race runs the decision again).
+      changes = [];
+      locked.heads.clear();
+      locked.xid = undefined;
       const recorded: RecordedChange[] = [];
       if (declared.length > 0) await this.changeLog.lockHeads(tx, declared, locked);
       const result = await work(tx, recorder(tx, declared, this.changeLog, locked, recorded));
@@ -244,9 +248,10 @@ export class PostgresStore implements HubStore {
         return result;
       },
       (e: unknown) => {
-        // Its COMMIT went out and its answer was lost: it may have committed. Learned later,
-        // its changes go to this hub's listeners then (the other hubs' tails have them).
-        if (changes.length > 0 && e instanceof StoreUnavailable) this.changeLog.settleLater(changes, undefined);
+        // Its COMMIT went out and its answer was lost: it may have committed, or be committing
+        // still. Learned later from its transaction's status, its changes go to this hub's
+        // listeners then (the other hubs' tails have them).
+        if (changes.length > 0 && e instanceof StoreUnavailable) this.changeLog.settleLater(changes, locked.xid);
         throw e;
       },
     );
