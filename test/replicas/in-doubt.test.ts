@@ -17,10 +17,11 @@ import { StreamScope } from "../fixtures/streams.js";
 /**
  * Hubs on one PostgreSQL database when the way to it fails (a proxy between one hub and the
  * database): a COMMIT whose answer is lost with the database out of reach for a moment, one that
- * never reached the database, and connections that go silent. What a hub committed reaches its
- * own watchers once it can learn so, as it reaches the other hubs', and what it did not commit is
- * never answered nor handed to them; a hub whose connections went silent looks again on others;
- * a backlog another hub committed is read at the reader's pace.
+ * never reached the database, one still running when the connection went, and connections that
+ * go silent. What a hub committed reaches its own watchers once it can learn so, as it reaches
+ * the other hubs', and what it did not commit is never answered nor handed to them; a hub whose
+ * connections went silent looks again on others; a backlog another hub committed is read at the
+ * reader's pace.
  */
 
 async function sql(url: string, text: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
@@ -46,15 +47,20 @@ const leasesOf = (t: TestHub, headers: Record<string, string>) => createClient(L
 /**
  * A TCP proxy in front of PostgreSQL. `cutAfterCommit()`: the next COMMIT a client sends goes
  * through, the server's answer to it is dropped, every connection is cut and new ones are
- * refused until `heal()` (the database "unreachable" right after a commit).
+ * refused until `heal()` (the database "unreachable" right after a commit). `cutWithCommit()`:
+ * the next COMMIT a client sends goes through and its connection is cut at once, the server
+ * still running it (the hub loses its connection while its COMMIT runs).
  */
 async function startProxy(target: number) {
-  type Pair = { client: net.Socket; upstream: net.Socket; frozen?: boolean };
+  type Pair = { client: net.Socket; upstream: net.Socket; frozen?: boolean; ending?: boolean };
   const pairs = new Set<Pair>();
   let refusing = false;
   let armed = false;
   let committed!: () => void;
   const commitCut = new Promise<void>((r) => (committed = r));
+  let cutting = false;
+  let cutMidCommit!: () => void;
+  const midCommitCut = new Promise<void>((r) => (cutMidCommit = r));
   const cutAll = () => {
     for (const p of pairs) {
       p.client.destroy();
@@ -78,9 +84,18 @@ async function startProxy(target: number) {
         watching = true;
       }
       upstream.write(d);
+      if (cutting && d.includes("COMMIT")) {
+        // The COMMIT goes on to the server (end() sends what was written first); the hub's
+        // side is cut now.
+        cutting = false;
+        pair.ending = true;
+        upstream.end();
+        client.destroy();
+        cutMidCommit();
+      }
     });
     upstream.on("data", (d) => {
-      if (pair.frozen) return;
+      if (pair.frozen || pair.ending) return;
       if (watching && d.includes("COMMIT")) {
         // The server committed; its answer never reaches the hub.
         refusing = true;
@@ -93,7 +108,7 @@ async function startProxy(target: number) {
     const end = () => {
       pairs.delete(pair);
       client.destroy();
-      upstream.destroy();
+      if (!pair.ending) upstream.destroy();
     };
     client.on("error", end).on("close", end);
     upstream.on("error", end).on("close", end);
@@ -108,6 +123,10 @@ async function startProxy(target: number) {
     },
     heal() {
       refusing = false;
+    },
+    cutWithCommit() {
+      cutting = true;
+      return midCommitCut;
     },
     /** The connections open now go silent both ways (a black hole: no RST, no FIN); new ones work. */
     freezeExisting() {
@@ -329,6 +348,50 @@ describe("a batch whose COMMIT never reached the database", () => {
       stop();
       await admin.end();
       await a.close();
+    }
+  });
+});
+
+describe("a sweep over two projects whose connection is lost while its COMMIT runs", () => {
+  it("its changes reach the watchers of the hub that swept once the COMMIT completes, as they reach another hub's", async () => {
+    const url = await server.createDatabase();
+    const proxy = await startProxy(server.port);
+    const viaProxy = new URL(url);
+    viaProxy.port = String(proxy.port);
+    const clock = new FakeClock();
+    const a = await PostgresStore.open({ url: viaProxy.toString(), clock, tailIntervalMs: 3_600_000 });
+    const b = await PostgresStore.open({ url, clock, tailIntervalMs: 10 });
+    const heardA: string[] = [];
+    const heardB: string[] = [];
+    const stopA = a.changes.tailChanges((c) => heardA.push(`${c.project}/${c.stream}/${c.seq}`));
+    const stopB = b.changes.tailChanges((c) => heardB.push(`${c.project}/${c.stream}/${c.seq}`));
+    try {
+      const agent = (id: string, project: string): AgentRow => ({ id, project, name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: clock.now(), online: true });
+      await a.agents.decideAgentLeases({ project: "p", nameKey: "x" }, () => ({ write: agent("x", "p"), result: 0 }));
+      await a.agents.decideAgentLeases({ project: "q", nameKey: "y" }, () => ({ write: agent("y", "q"), result: 0 }));
+      // A COMMIT that takes a moment on the server (a slow disk, a synchronous standby): here a
+      // deferred trigger that sleeps 1.5 s at commit time.
+      await sql(url, "CREATE FUNCTION slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(1.5); RETURN NULL; END $$");
+      await sql(url, "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON watch_changes DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.project = 'q') EXECUTE FUNCTION slow_commit()");
+      clock.advance(60_000);
+      const cut = proxy.cutWithCommit();
+      const swept = a.agents.sweepStaleAgents(30_000, (r) => ({ stream: "presence", body: { stale: r.id } })).then(
+        () => "ok",
+        (e: unknown) => (e as Error).name,
+      );
+      await cut;
+      expect(await swept).toBe("StoreUnavailable");
+      // The sweep committed: another hub hears both changes...
+      for (let i = 0; i < 250 && heardB.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(heardB.sort()).toEqual(["p/presence/1", "q/presence/1"]);
+      // ... and so do the watchers of the hub that swept (its tail skips its own rows).
+      for (let i = 0; i < 250 && heardA.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+      expect(heardA.sort()).toEqual(["p/presence/1", "q/presence/1"]);
+    } finally {
+      stopA();
+      stopB();
+      await Promise.all([a.close(), b.close()]);
+      await proxy.close();
     }
   });
 });
