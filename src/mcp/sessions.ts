@@ -8,6 +8,7 @@ import { remoteAddressOf } from "../http/listen.js";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
+import type { RestError } from "../transcode/rest-errors.js";
 import type { Subscriptions } from "./resources.js";
 import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
@@ -123,14 +124,6 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
    * that `register` binds later; then open the session.
    */
   async function open(req: Req, res: Res, body: unknown, signal: AbortSignal) {
-    // What the transport would refuse is refused before the agent is registered: a refusal changes nothing.
-    const accepts = String(req.headers.accept ?? "");
-    if (!accepts.includes("application/json") || !accepts.includes("text/event-stream")) {
-      return rpcError(res, 406, ProtocolErrorCode.InvalidRequest, "Not Acceptable: the client must accept both application/json and text/event-stream");
-    }
-    if (!String(req.headers["content-type"] ?? "").toLowerCase().startsWith("application/json")) {
-      return rpcError(res, 415, ProtocolErrorCode.InvalidRequest, "Unsupported Media Type: the body must be application/json");
-    }
     const project = headerOf(req, "x-kxm-project");
     const name = headerOf(req, "x-kxm-agent");
     if (!project) {
@@ -158,17 +151,18 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     }
   }
 
-  /** The rest of `open`, its place taken. */
+  /**
+   * The rest of `open`, its place taken. The agent is registered (or taken over) only once the
+   * transport has accepted the initialize (its Accept, Content-Type and JSON-RPC checks, the SDK's
+   * own), in `onsessioninitialized`, which the transport awaits before it hands the message to the
+   * Server: an initialize the transport refuses changes nothing, and one the hub refuses (a wrong
+   * token, a name taken) is answered with the hub's refusal instead of the transport's answer.
+   */
   async function openIn(req: Req, res: Res, body: unknown, signal: AbortSignal, project: string, name: string | undefined) {
     const remote = remoteAddressOf(req);
     const header = new Headers();
     const authorization = req.headers.authorization;
     if (typeof authorization === "string") header.set("authorization", authorization);
-    // A client that starts again gets its name back at once: the earlier session's agent is taken over.
-    const checked = name
-      ? await calls.register({ header, remote }, "mcp initialize", project, name, headerOf(req, "x-kxm-host"), headerOf(req, "x-kxm-purpose"))
-      : await calls.mayRegister({ header, remote }, "initialize", project);
-    if (checked.error) return refuseHttp(res, checked.error);
     const s: Session = {
       era: "legacy",
       id: "",
@@ -184,10 +178,23 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
       touch: () => void (s.lastUsedMs = deps.clock.now()),
       bind: (r) => bind(s, r),
     };
-    if (name) await bind(s, (checked as { message?: unknown }).message as Registered);
+    /** Why the hub refused the initialize after the transport accepted it (the hub's answer replaces the transport's). */
+    let refused: { error: RestError } | { thrown: unknown } | undefined;
     s.transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => {
+      onsessioninitialized: async (id) => {
+        try {
+          // A client that starts again gets its name back at once: the earlier session's agent is taken over.
+          const checked = name
+            ? await calls.register({ header, remote }, "mcp initialize", project, name, headerOf(req, "x-kxm-host"), headerOf(req, "x-kxm-purpose"))
+            : await calls.mayRegister({ header, remote }, "initialize", project);
+          if (checked.error) refused = { error: checked.error };
+          else if (name) await bind(s, (checked as { message?: unknown }).message as Registered);
+        } catch (e) {
+          refused = { thrown: e };
+        }
+        // The transport answers a throw here before the Server sees the initialize; that answer is replaced below.
+        if (refused) throw new Error("initialize refused by the hub");
         s.id = id;
         sessions.set(id, s);
       },
@@ -204,7 +211,14 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     const { server, resources } = calls.serverFor(s);
     s.resources = resources;
     await server.connect(s.transport);
-    await writeWebResponse(res, await s.transport.handleRequest(webRequestOf(req, signal), { parsedBody: body }));
+    const response = await s.transport.handleRequest(webRequestOf(req, signal), { parsedBody: body });
+    if (refused) {
+      await response.body?.cancel().catch(() => undefined);
+      await closeSession(s);
+      if ("thrown" in refused) throw refused.thrown;
+      return refuseHttp(res, refused.error);
+    }
+    await writeWebResponse(res, response);
   }
 
   /** The session a request names, when its Authorization is the one it was opened with (a leaked session id alone is not enough). */

@@ -1,6 +1,7 @@
 import http from "node:http";
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { mcpAgent, tokenOf } from "../fixtures/mcp.js";
 
 /**
  * Hostile input at `/mcp`: JSON-RPC garbage and batches, huge ids, unknown methods, a wrong
@@ -58,6 +59,38 @@ describe("MCP face: hostile input", () => {
       expect(res.status).toBe(405);
     }
     expect(await rows(t)).toBe(before);
+  });
+
+  it("an initialize the SDK's transport refuses (its Content-Type, its Accept) or that is no single initialize takes nothing over: the agent it names keeps its session and lease", async () => {
+    await using t = await startTestHub();
+    const alice = await mcpAgent(t, "alice");
+    const held = await alice.call("acquire_lease", { name: "deploy", ttl_ms: 300_000 });
+    expect(held.isError).toBeFalsy();
+    const before = await rows(t);
+    const cases: [string, string | object, Record<string, string>][] = [
+      ["a media type that only starts with application/json", init(), { "content-type": "application/jsonx" }],
+      ["another JSON media type", init(), { "content-type": "application/json-patch+json" }],
+      ["application/json only as a parameter", init(), { "content-type": "text/plain; a=application/json" }],
+      ["an Accept without text/event-stream", init(), { accept: "application/json" }],
+      ["an Accept without application/json", init(), { accept: "text/event-stream" }],
+      ["an initialize in a batch", [init()], {}],
+      ["an initialize with another JSON-RPC version", init({ jsonrpc: "1.0" }), {}],
+      ["an initialize without params", init({ params: undefined }), {}],
+    ];
+    for (const [what, body, headers] of cases) {
+      const r = await post(t, body, { "x-kxm-agent": "alice", ...headers });
+      expect(r.status, `${what}: ${r.text.slice(0, 200)}`).toBeGreaterThanOrEqual(400);
+      expect(r.status, what).toBeLessThan(500);
+      expect(r.session, what).toBeNull();
+    }
+    expect(await rows(t)).toBe(before);
+    expect(t.events.filter((e) => e.event === "agent_taken_over")).toEqual([]);
+    const again = await alice.call("get_lease", { name: "deploy" });
+    expect(again.isError, JSON.stringify(again.structuredContent)).toBeFalsy();
+    expect(tokenOf(again)).toBe(tokenOf(held));
+    // The same initialize as the transport takes it does take alice over (the client that starts again).
+    expect((await post(t, init(), { "x-kxm-agent": "alice", "content-type": "application/json; charset=utf-8" })).status).toBe(200);
+    expect(t.events.filter((e) => e.event === "agent_taken_over")).toHaveLength(1);
   });
 
   it("refuses a Host that is no authority with 400 before anything is decided: the agent it names is not taken over", async () => {
