@@ -130,22 +130,61 @@ function listenedUris(body: unknown): string[] {
 const isListen = (body: unknown) => (body as { method?: unknown } | undefined)?.method === "subscriptions/listen";
 
 /**
- * The methods a request's Server answers: calls.ts serverFor's, and the SDK's own that a client
- * sends (its discovery probe, ping, listen). A request for one of them is checked as its headers'
- * agent (the token refused at the client's first probe, as at a session's initialize).
+ * The methods a request's Server answers in this era: calls.ts serverFor's, and the SDK's own that
+ * a client sends (its discovery probe, listen). A request for one of them is checked as its
+ * headers' agent (the token refused at the client's first probe, as at a session's initialize).
+ * `ping` is no 2026-07-28 method: the SDK answers it "method not found".
  */
-const served = new Set(["server/discover", "ping", "tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list", "subscriptions/listen"]);
+const served = new Set(["server/discover", "tools/list", "tools/call", "resources/list", "resources/read", "resources/templates/list", "subscriptions/listen"]);
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+const optional = (v: unknown, is: (v: unknown) => boolean) => v === undefined || is(v);
+const isString = (v: unknown) => typeof v === "string";
+const isBoolean = (v: unknown) => typeof v === "boolean";
+
+/**
+ * Whether the SDK's params schema for `method` (its 2026-07-28 dispatch schemas) takes `params`,
+ * and what the hub's handler does with them reaches an RPC: a cursor is a string; a read names a
+ * string URI, and one of the hub's resources (any other is refused by the hub before any RPC); a
+ * listen's filter is an object of flags and a list of URIs; a tool call reaches its tool
+ * (calls.ts reachesTool). Mirrors the SDK's checks, which run only after the factory: a request
+ * they refuse must register nothing.
+ */
+function paramsServed(method: string, params: unknown): boolean {
+  const p = isObject(params) ? params : {};
+  switch (method) {
+    case "tools/list":
+    case "resources/list":
+    case "resources/templates/list":
+      return optional(p.cursor, isString);
+    case "resources/read":
+      return typeof p.uri === "string" && isResource(p.uri);
+    case "subscriptions/listen": {
+      const f = p.notifications;
+      return (
+        isObject(f) &&
+        ["toolsListChanged", "promptsListChanged", "resourcesListChanged"].every((k) => optional(f[k], isBoolean)) &&
+        optional(f.resourceSubscriptions, (u) => Array.isArray(u) && u.every(isString))
+      );
+    }
+    case "tools/call":
+      return reachesTool(params);
+    default:
+      return true;
+  }
+}
 
 /**
  * Whether `body` is a request the Server will act on, which needs its agent (registered, or taken
- * over, on a miss): a notification, a method it does not serve, or a tool call that reaches no
- * tool's RPC (naming no tool, or with arguments the tool refuses: calls.ts reachesTool) is refused
- * or dropped without one, and must register nothing.
+ * over, on a miss): a notification, a method it does not serve, params the SDK's schema refuses,
+ * a read of a resource the hub does not have, or a tool call that reaches no tool's RPC (naming
+ * no tool, or with arguments the tool refuses: calls.ts reachesTool) is refused or dropped
+ * without one, and must register nothing.
  */
 function needsAgent(body: unknown): boolean {
   const b = body as { id?: unknown; method?: unknown; params?: unknown } | undefined;
   if (b === undefined || b.id === undefined || typeof b.method !== "string" || !served.has(b.method)) return false;
-  return b.method !== "tools/call" || reachesTool(b.params);
+  return paramsServed(b.method, b.params);
 }
 
 const idOf = (body: unknown) => {

@@ -225,6 +225,54 @@ describe("MCP face, protocol 2026-07-28 (official TypeScript client pinned to it
     expect(t.events.filter((e) => e.event === "agent_taken_over")).toEqual([]);
   });
 
+  it("a request refused before any RPC (a read of a resource the hub does not have or of no URI, a cursor or listen filter the SDK's schema refuses, ping) takes nothing over", async () => {
+    await using t = await startTestHub();
+    const v = await t.register("victim");
+    expect((await t.rest("/v1/leases/db/acquire", { json: { ttlMs: 60_000 }, headers: v.headers })).status).toBe(200);
+    const meta = { "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientInfo": { name: "raw", version: "0" }, "io.modelcontextprotocol/clientCapabilities": {} };
+    /** One request as "victim": its status and its answer's text (the JSON-RPC error in it). */
+    const send = async (method: string, params: Record<string, unknown>) => {
+      const res = await fetch(`${t.baseUrl}/mcp`, {
+        method: "POST",
+        headers: {
+          accept: "application/json, text/event-stream",
+          "content-type": "application/json",
+          "mcp-protocol-version": "2026-07-28",
+          "mcp-method": method,
+          ...(typeof params.uri === "string" && { "mcp-name": params.uri }),
+          "x-kxm-project": "p",
+          "x-kxm-agent": "victim",
+        },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method, params: { ...params, _meta: meta } }),
+      });
+      return { status: res.status, text: await res.text() };
+    };
+    const refusals: [string, Record<string, unknown>, number][] = [
+      ["resources/read", { uri: "kxm://nope" }, -32602],
+      ["resources/read", { uri: "file:///etc/passwd" }, -32602],
+      ["resources/read", { uri: 5 }, -32602],
+      ["resources/read", {}, -32602],
+      ["tools/list", { cursor: 5 }, -32602],
+      ["resources/list", { cursor: {} }, -32602],
+      ["resources/templates/list", { cursor: [] }, -32602],
+      ["subscriptions/listen", {}, -32602],
+      ["subscriptions/listen", { notifications: { resourceSubscriptions: "kxm://leases" } }, -32602],
+      ["ping", {}, -32601],
+    ];
+    for (const [method, params, code] of refusals) {
+      const r = await send(method, params);
+      const what = `${method} ${JSON.stringify(params)}: ${r.text.slice(0, 200)}`;
+      expect(r.status, what).toBeLessThan(500);
+      expect(r.text, what).toContain(`"code":${code}`);
+      expect((await t.rest(`/v1/agents/${v.id}/heartbeat`, { method: "POST", headers: v.headers })).status, what).toBe(200);
+      expect(await (await t.rest("/v1/leases/db?project=p")).json(), what).toMatchObject({ lease: { holderAgentName: "victim" } });
+      expect(t.events.filter((e) => e.event === "agent_taken_over"), what).toEqual([]);
+    }
+    // A read of one of the hub's resources does act as the agent, taking it over.
+    expect((await send("resources/read", { uri: "kxm://leases" })).text).toContain('"contents"');
+    expect(t.events.filter((e) => e.event === "agent_taken_over")).toHaveLength(1);
+  });
+
   it("a tool call whose arguments are refused (a wrong type, one the tool does not take, a required one left out, no object, an unknown tool), or a register call, takes nothing over", async () => {
     await using t = await startTestHub();
     const v = await t.register("victim");
