@@ -31,7 +31,7 @@ import { withoutCredentials } from "./agent-target.js";
  *   id, which the MCP client shows.
  * - stdin's end (the MCP client is gone), SIGTERM, SIGINT or SIGHUP end the session with DELETE,
  *   so the hub releases the agent's leases at once and unregisters it; then exit 0.
- * - The hub no longer knowing the session (404: idled out, the hub restarted) ends the bridge
+ * - The hub no longer knowing the session (404: idled out, its agent taken over, the hub restarted) ends the bridge
  *   with `session_lost` and exit 1: the MCP client sees its server go and can start it again.
  */
 
@@ -350,7 +350,7 @@ function runBridge({ url, headers, tls }: BridgeOptions): Promise<void> {
     if (ending) return;
     ending = true;
     const message =
-      "the kxm hub no longer has this MCP session (HTTP 404): it was idle too long or the hub restarted; start kxm-hub mcp again";
+      "the kxm hub no longer has this MCP session (HTTP 404): it was idle too long, its agent was taken over, or the hub restarted; start kxm-hub mcp again";
     await Promise.all(
       [...pending].map(([id, p]) => {
         p.abort.abort();

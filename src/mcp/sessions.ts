@@ -73,6 +73,23 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     }
   }
 
+  /**
+   * A call as the session's agent was refused invalid_agent_identity: its key no longer works (the
+   * agent was taken over outside /mcp: a REST or RPC register with takeover, a library client). The
+   * session ends as one taken over through /mcp does (endAgentSessions), without releasing (the
+   * takeover did): its next request is answered 404, and the client (or `kxm-hub mcp`) starts again,
+   * instead of keeping a session whose every call is refused and that never idles out. The requests
+   * under way (the refused call among them) are answered first: a transport closed under them
+   * would leave the client waiting for answers that never come.
+   */
+  function retire(s: Session) {
+    if (sessions.get(s.id) !== s) return;
+    sessions.delete(s.id);
+    const close = () => void closeSession(s);
+    if (s.busy > 0) s.idle.push(close);
+    else close();
+  }
+
   /** DELETE: the agent's leases are released and the agent unregistered, as a library's close does. */
   async function endAgent(s: Session) {
     if (s.agentId === undefined) return;
@@ -177,6 +194,7 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
       resources: undefined as never,
       touch: () => void (s.lastUsedMs = deps.clock.now()),
       bind: (r) => bind(s, r),
+      stale: () => retire(s),
     };
     /** Why the hub refused the initialize after the transport accepted it (the hub's answer replaces the transport's). */
     let refused: { error: RestError } | { thrown: unknown } | undefined;

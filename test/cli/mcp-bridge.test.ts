@@ -344,6 +344,23 @@ describe("kxm-hub mcp (stdio bridge)", () => {
     for (const line of r.lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: "2.0" });
   });
 
+  it("exits 1 with session_lost when its agent is taken over outside /mcp, after answering the call that found out", async () => {
+    await using t = await startTestHub();
+    const r = rawBridge(bridgeEnv(t, "moved"));
+    await r.open();
+    expect((await r.call("whoami", {})).structuredContent?.agent).toMatchObject({ name: "moved" });
+    // Another client of the agent takes it over (REST, with takeover): the session's key no longer works.
+    expect((await t.rest("/v1/agents/register", { json: { name: "moved", project: "p", takeover: true } })).status).toBe(200);
+    const refused = await within(
+      Promise.race([r.request("tools/call", { name: "whoami", arguments: {} }), r.exited.then(() => undefined)]),
+      "an answer or the bridge's exit",
+    );
+    if (refused?.result) expect(refused.result).toMatchObject({ isError: true, structuredContent: { code: "invalid_agent_identity" } });
+    expect(await within(r.exited, "the bridge to exit"), r.stderr()).toBe(1);
+    expect(r.stderr()).toMatch(/^kxm-hub: session_lost: .*HTTP 404.*taken over/m);
+    for (const line of r.lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: "2.0" });
+  });
+
   it("refuses to start without KXM_AGENT: one line on stderr, exit 2, nothing on stdout", async () => {
     await using t = await startTestHub();
     const r = await runCli(["mcp"], { env: { KXM_URL: t.baseUrl, KXM_PROJECT: "p" } });

@@ -109,6 +109,28 @@ describe("MCP face (official TypeScript client)", () => {
     await b.transport.terminateSession();
   });
 
+  it("ends a session whose agent is taken over, through /mcp or outside it: its next request is refused 404, so the client starts again", async () => {
+    await using t = await startTestHub();
+    // Through /mcp: the new session's initialize ends the old session at once.
+    const first = await agent(t, "bob");
+    const second = await agent(t, "bob");
+    await expect(first.call("whoami")).rejects.toThrow(/session not found/);
+    expect((await second.call("whoami")).structuredContent?.agent).toMatchObject({ name: "bob" });
+    // Outside /mcp (another client with takeover): the first call the old key makes is refused and
+    // answered; the session ends with it, and its next request is refused 404 instead of every
+    // call answering invalid_agent_identity for as long as the client keeps calling.
+    const a = await agent(t, "alice");
+    expect((await t.rest("/v1/agents/register", { json: { name: "alice", project: "p", takeover: true } })).status).toBe(200);
+    expect(await a.call("whoami")).toMatchObject({ isError: true, structuredContent: { code: "invalid_agent_identity" } });
+    await expect(a.call("whoami")).rejects.toThrow(/session not found/);
+    await expect(a.call("register", { name: "alice2" })).rejects.toThrow(/session not found/);
+    // A subscription opened with the old key ends the session the same way.
+    const c = await agent(t, "carol");
+    expect((await t.rest("/v1/agents/register", { json: { name: "carol", project: "p", takeover: true } })).status).toBe(200);
+    await expect(c.client.subscribeResource({ uri: "kxm://leases" })).rejects.toThrow(/invalid agent identity/);
+    await expect(c.call("whoami")).rejects.toThrow(/session not found/);
+  });
+
   it("holds a vanished session's lease until its TTL and no longer: no hidden renewal, no hidden release", async () => {
     await using t = await startTestHub();
     const a = await agent(t, "alpha");
