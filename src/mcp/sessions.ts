@@ -10,7 +10,7 @@ import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { headerOf, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
 import type { RestError } from "../transcode/rest-errors.js";
 import type { Subscriptions } from "./resources.js";
-import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
+import { noRoomCode, rpcError, webRequestOf, writeWebResponse } from "./web.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface SessionDeps {
@@ -153,11 +153,11 @@ export function createSessions(deps: SessionDeps, calls: McpCalls) {
     const share = Math.max(1, Math.floor(deps.maxSessions / 4));
     if (sessionsOf(project) >= share) await expireIdle();
     if (sessionsOf(project) >= share) {
-      return rpcError(res, 503, ProtocolErrorCode.InternalError, `too many MCP sessions open for this project (at most ${share}, a quarter of the hub's): close one (DELETE) or try again later`, { code: "resource_exhausted" });
+      return rpcError(res, 503, noRoomCode, `too many MCP sessions open for this project (at most ${share}, a quarter of the hub's): close one (DELETE) or try again later`, { code: "resource_exhausted" });
     }
     if (sessions.size + reserved.size >= deps.maxSessions) await expireIdle();
     if (sessions.size + reserved.size >= deps.maxSessions) {
-      return rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP sessions open on this hub: try again later", { code: "resource_exhausted" });
+      return rpcError(res, 503, noRoomCode, "too many MCP sessions open on this hub: try again later", { code: "resource_exhausted" });
     }
     const place = { project };
     reserved.add(place);

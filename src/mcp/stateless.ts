@@ -9,7 +9,7 @@ import { remoteAddressOf } from "../http/listen.js";
 import { restErrorFromHub, type RestError } from "../transcode/rest-errors.js";
 import { headerOf, reachesTool, refuseHttp, type Identity, type McpCalls, type Registered } from "./calls.js";
 import { isResource, resourceWatches, type Watches } from "./resources.js";
-import { rpcError, webRequestOf, writeWebResponse } from "./web.js";
+import { noRoomCode, rpcError, webRequestOf, writeWebResponse } from "./web.js";
 import type { NodeRequest as Req, NodeResponse as Res } from "../http/types.js";
 
 export interface StatelessDeps {
@@ -409,9 +409,9 @@ export function createStateless(deps: StatelessDeps, calls: McpCalls) {
     if (!needsAgent(at.body)) return calls.serverFor({ era: "modern", project, remote: remoteAddressOf(at.req), header: new Headers() });
     const resolved = await resolve(at.req, project, headerOf(at.req, "x-kxm-agent"));
     if (resolved.full === "project") {
-      refuse(at, (res) => rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP clients of this project on this hub (a quarter of its places): try again later", { code: "resource_exhausted" }, {}, id));
+      refuse(at, (res) => rpcError(res, 503, noRoomCode, "too many MCP clients of this project on this hub (a quarter of its places): try again later", { code: "resource_exhausted" }, {}, id));
     }
-    if (resolved.full) refuse(at, (res) => rpcError(res, 503, ProtocolErrorCode.InternalError, "too many MCP clients on this hub: try again later", { code: "resource_exhausted" }, {}, id));
+    if (resolved.full) refuse(at, (res) => rpcError(res, 503, noRoomCode, "too many MCP clients on this hub: try again later", { code: "resource_exhausted" }, {}, id));
     if (resolved.error) refuse(at, (res) => refuseHttp(res, resolved.error!));
     const b = resolved.binding!;
     b.busy++;

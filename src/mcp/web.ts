@@ -61,6 +61,14 @@ export async function writeWebResponse(res: Res, response: Response): Promise<vo
   }
 }
 
+/**
+ * The JSON-RPC code of a refusal for room (HTTP 503, `data.code` `resource_exhausted`: too many
+ * sessions or 2026-07-28 clients, on the hub or for the project): a server-defined code (JSON-RPC's
+ * -32000 to -32099), since the request is neither invalid (-32600) nor met by a fault of the hub
+ * (-32603, which the face keeps for that: D35).
+ */
+export const noRoomCode = -32000;
+
 /** A JSON-RPC error answer at the HTTP level (before any session, server or tool). */
 export function rpcError(res: Res, status: number, code: number, message: string, data?: unknown, headers: Record<string, string> = {}, id: unknown = null) {
   const body = JSON.stringify({ jsonrpc: "2.0", id, error: { code, message, ...(data !== undefined && { data }) } });

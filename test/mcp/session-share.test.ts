@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
+import { mcpAgent } from "../fixtures/mcp.js";
 
 const accept = "application/json, text/event-stream";
 const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "probe", version: "0" } } };
@@ -26,9 +27,26 @@ describe("MCP sessions: a project's share of the table", () => {
     for (let i = 0; i < 2; i++) expect((await post(t, init, evil)).status).toBe(200);
     const third = await post(t, init, evil);
     expect(third.status).toBe(503);
-    expect(JSON.parse(third.text)).toMatchObject({ error: { data: { code: "resource_exhausted" } } });
+    // A refusal for room: a server-defined JSON-RPC code, not -32603 (kept for a fault of the hub).
+    expect(JSON.parse(third.text)).toMatchObject({ error: { code: -32000, data: { code: "resource_exhausted" } } });
     expect(await t.sql("SELECT id FROM agents")).toEqual([]);
     const good = await post(t, init, { "x-kxm-project": "good/repo", "x-kxm-agent": "worker", authorization: "Bearer good-token" });
     expect(good.status, good.text).toBe(200);
+  });
+
+  it("answers a refusal for room with JSON-RPC -32000 and resource_exhausted, as the SDK's client sees it in both eras", async () => {
+    await using t = await startTestHub({ config: { mcpMaxSessions: 1 } });
+    /** The JSON-RPC error of an SDK client's refusal (SdkHttpError: the HTTP status and the body's text). */
+    const refusal = (e: unknown) => {
+      const data = (e as { data?: { status?: number; text?: string } }).data;
+      return { status: data?.status, error: (JSON.parse(data?.text ?? "{}") as { error?: unknown }).error };
+    };
+    const expected = { status: 503, error: { code: -32000, data: { code: "resource_exhausted" } } };
+    const a = await mcpAgent(t, "a");
+    expect(refusal(await mcpAgent(t, "b").catch((e: unknown) => e))).toMatchObject(expected);
+    const m = await mcpAgent(t, "m", { era: "modern" });
+    await m.call("whoami");
+    expect(refusal(await mcpAgent(t, "n", { era: "modern" }).catch((e: unknown) => e))).toMatchObject(expected);
+    await Promise.all([a.client.close(), m.client.close()]);
   });
 });
