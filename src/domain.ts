@@ -47,6 +47,14 @@ export interface AgentRow {
   online: boolean;
 }
 
+/**
+ * Whether an agent's row, as a decision reads it, still carries the key a call presented (its
+ * hash; a call without one is any instance of the agent): a takeover keeps the agent's id (D26),
+ * so a call of the instance it ended is told apart by its key alone.
+ */
+export const holdsKey = (agent: AgentRow | undefined, keyHash: string | undefined): agent is AgentRow =>
+  agent !== undefined && (keyHash === undefined || agent.keyHash === keyHash);
+
 export interface RuntimeRow {
   project: string;
   runtimeId: string;

@@ -26,7 +26,7 @@ import {
   type LeaseHolder,
   type LeaseOutcome,
 } from "./rules.js";
-import type { AgentRow, LeaseKey, LeaseRow, LeaseView } from "../domain.js";
+import { holdsKey, type AgentRow, type LeaseKey, type LeaseRow, type LeaseView } from "../domain.js";
 
 export const leaseTtl = { minMs: 5_000, maxMs: 600_000, defaultMs: 300_000 } as const;
 /** How long an acquire may wait for a held lease (waitMs); 0, the default, does not wait. */
@@ -73,8 +73,7 @@ function asCaller<T>(caller: AgentCaller, decide: (cur: LeaseRow | undefined, no
 }
 
 /** Whether the agent's row, as a decision reads it, still carries the key the call presented. */
-const sameInstance = (caller: AgentCaller, agent: AgentRow | undefined) =>
-  agent !== undefined && (caller.keyHash === undefined || agent.keyHash === caller.keyHash);
+const sameInstance = (caller: AgentCaller, agent: AgentRow | undefined) => holdsKey(agent, caller.keyHash);
 
 /** What a caller that does not wait makes of an answer: a lease it holds, or lease_held. */
 function held(a: LeaseAnswer): LeaseOutcome {

@@ -27,9 +27,11 @@ const wanted = (e: InboxEvent) => e.kind !== "message" || e.message.status === "
  * The inbox in one answer (ReadInbox): the events after a cursor, from the store, leaving out
  * messages acknowledged since; with `waitMs` and nothing to answer, it waits for the next event
  * of the caller's inbox (the bus, fed by this hub's commits and the others'), never on a poll.
- * After each wait the caller's key is checked again, as a Subscribe stream's is: an instance
- * taken over, evicted or unregistered while it waited reads nothing sent after it ended.
- * Reads only: nothing is acknowledged or changed.
+ * After each read of the store the caller's key is checked before anything is answered, as a
+ * Subscribe stream checks it: an instance taken over, evicted or unregistered before its call
+ * read (while it was in flight, or while it waited) is answered invalid_agent_identity and reads
+ * nothing sent after it ended (a takeover keeps the agent's id, D26: what the read found may be
+ * the new instance's). Reads only: nothing is acknowledged or changed.
  */
 export function createInboxReader({ store, clock, messages, presence, inboxBus }: InboxReadDeps) {
   return async function readInbox(
@@ -58,6 +60,9 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
       const deadlineMs = clock.now() + waitMs;
       for (;;) {
         const read = await store.messages.readInbox(caller.agentId, cursor, limit);
+        // After the read: a takeover that committed before it read a message sent to the next
+        // instance is seen here, so that message is never answered to this one.
+        await presence.requireKey(caller);
         const events = read.filter(wanted);
         if (read.length > 0) cursor = read[read.length - 1]!.seq;
         if (events.length > 0 || read.length === limit) return { events, nextCursor: cursor };
@@ -67,7 +72,6 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
         // A call ended by the hub (its managed token revoked or expired: server/token-guard.ts)
         // answers that, and reads nothing more; one whose client left answers what it has.
         if (isHubError(signal?.reason)) throw signal.reason;
-        if (!stop.signal.aborted) await presence.requireKey(caller);
       }
     } finally {
       unsubscribe();

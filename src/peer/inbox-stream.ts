@@ -139,6 +139,11 @@ export function createInboxStreams(deps: InboxStreamDeps) {
           // its next instance): its key is checked before anything read is sent, and the read
           // made again if the key still holds.
           if (recheck) continue;
+          // The presence bus may not have told yet: on PostgreSQL, a message sent through another
+          // replica after a takeover can be announced here before the takeover's presence change.
+          // What the store read is sent only once the key is seen after that read (one point
+          // read, only for a read that found something).
+          if (events.length > 0) await presence.requireKey(caller);
           if (events.length < page) read = announced;
         }
         for (const event of events) {

@@ -2,7 +2,7 @@ import type { AgentCaller } from "../caller.js";
 import { errors } from "../errors.js";
 import { newId } from "../ids.js";
 import type { Observer } from "../observe.js";
-import type { MessageStore } from "../store/message-store.js";
+import type { MessageDecision, MessageStore } from "../store/message-store.js";
 import { hasNul, idOf, intInRange, optionalString, requireString } from "../validate.js";
 import {
   decideAck,
@@ -11,10 +11,11 @@ import {
   decideSend,
   expiredError,
   messageChange,
+  requireInstance,
   visibleTo,
   type SendInput,
 } from "./rules.js";
-import { sweepChunk, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
+import { sweepChunk, type AgentRow, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
 
 /** Longer than any message id the hub issues (`msg_` and 26 characters). */
 const maxMessageIdLength = 128;
@@ -57,6 +58,14 @@ const deliveries: readonly string[] = ["followUp", "steer", "nextTurn"] satisfie
 const isDelivery = (d: string): d is Delivery => deliveries.includes(d);
 
 const content = (value: string | undefined) => requireString("content", value, messageLimits.contentMax);
+
+/** A decision on a message for the caller's instance only (requireInstance), the agent's row read in its transaction. */
+const asInstance =
+  <T>(caller: AgentCaller, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) =>
+  (current: MessageRow | undefined, nowMs: number, actor: AgentRow | undefined): MessageDecision<T> => {
+    requireInstance(actor, caller);
+    return decide(current, nowMs);
+  };
 
 /** Peer messages: validation in the reference's order, one store decision per call (the store hands each inbox event to the streams once durable: MessageStore.tailInbox). */
 export function createMessages(deps: MessagesDeps) {
@@ -152,7 +161,10 @@ export function createMessages(deps: MessagesDeps) {
       if (input.idempotencyKey !== undefined) await expireDue();
       const { result, events } = await store.messages.decideSend(
         { senderId: caller.agentId, idempotencyKey: input.idempotencyKey, project: caller.project, target: input.target },
-        (ctx, nowMs) => decideSend(ctx, { sender: caller, input, id: newId("msg"), nowMs }),
+        (ctx, nowMs) => {
+          requireInstance(ctx.sender, caller);
+          return decideSend(ctx, { sender: caller, input, id: newId("msg"), nowMs });
+        },
       );
       if (!result.idempotent) {
         observer.count("messagesSent");
@@ -166,7 +178,11 @@ export function createMessages(deps: MessagesDeps) {
       idOf("id", id, maxMessageIdLength);
       await expireDue();
       await purge();
-      const { result } = await store.messages.decideMessage(id, (cur, nowMs) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }));
+      const { result } = await store.messages.decideMessage(
+        id,
+        asInstance(caller, (cur, nowMs) => decideAck(cur, { id, agentId: caller.agentId, project: caller.project, nowMs })),
+        caller.agentId,
+      );
       return result;
     },
 
@@ -174,8 +190,10 @@ export function createMessages(deps: MessagesDeps) {
     async reply(caller: AgentCaller, id: string, text: string | undefined): Promise<MessageRow> {
       idOf("id", id, maxMessageIdLength);
       await expireDue();
-      const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
-        decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) }),
+      const { result } = await store.messages.decideMessage(
+        id,
+        asInstance(caller, (cur, nowMs) => decideReply(cur, { id, agentId: caller.agentId, project: caller.project, nowMs, content: () => content(text) })),
+        caller.agentId,
       );
       observer.count("messagesReplied");
       observer.log("message_replied", logFields(result));
@@ -186,8 +204,10 @@ export function createMessages(deps: MessagesDeps) {
     async cancel(caller: AgentCaller, id: string): Promise<MessageRow> {
       idOf("id", id, maxMessageIdLength);
       await expireDue();
-      const { result } = await store.messages.decideMessage(id, (cur, nowMs) =>
-        decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs }),
+      const { result } = await store.messages.decideMessage(
+        id,
+        asInstance(caller, (cur, nowMs) => decideCancel(cur, { id, agentId: caller.agentId, project: caller.project, nowMs })),
+        caller.agentId,
       );
       if (result.changed) {
         observer.count("messagesCancelled");

@@ -1,7 +1,7 @@
 import { errors } from "../errors.js";
 import type { ChangeRecord } from "../store/change-feed.js";
 import type { MessageDecision, SendContext } from "../store/message-store.js";
-import type { AgentRow, Delivery, MessageRow, MessageStatus } from "../domain.js";
+import { holdsKey, type AgentRow, type Delivery, type MessageRow, type MessageStatus } from "../domain.js";
 
 /**
  * The message decisions, pure: given the stored message (or the send context), the caller and
@@ -31,6 +31,17 @@ export interface Sender {
   agentId: string;
   agentName: string;
   project: string;
+}
+
+/**
+ * A message decision acts only for the instance that was authenticated: the agent's row, as the
+ * decision's own transaction reads it, must still carry the key the call presented. A takeover
+ * keeps the agent's id (D26), so a send, ack, reply or cancel the ended instance (taken over,
+ * evicted, unregistered) had in flight is refused with invalid_agent_identity and changes
+ * nothing, never decided under the id the new instance carries. As asCaller for leases.
+ */
+export function requireInstance(agent: AgentRow | undefined, caller: { keyHash?: string }): void {
+  if (!holdsKey(agent, caller.keyHash)) throw errors.invalidAgentIdentity();
 }
 
 const isOpen = (m: MessageRow) => m.status === "queued" || m.status === "delivered";

@@ -37,6 +37,12 @@ export interface SendContext {
   existing?: MessageRow;
   /** Agents of the project whose id is the target or whose name matches it case-insensitively, in registration order. */
   candidates: AgentRow[];
+  /**
+   * The sender's row as the send's transaction reads it (undefined when it is gone), so that a
+   * send authenticated just before its agent was taken over, evicted or unregistered sees the
+   * new key and is refused (D26).
+   */
+  sender?: AgentRow;
 }
 
 export interface ListMessagesQuery {
@@ -50,15 +56,21 @@ export interface ListMessagesQuery {
 }
 
 export interface MessageStore {
-  /** A send: sees the idempotent original and the target candidates, decides, writes. */
+  /** A send: sees the idempotent original, the target candidates and the sender's row, decides, writes. */
   decideSend<T>(
     query: { senderId: string; idempotencyKey?: string; project: string; target: string },
     decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>,
   ): Promise<{ result: T; events: InboxEvent[] }>;
-  /** Any later step of one message (ack, reply, cancel). */
+  /**
+   * Any later step of one message (ack, reply, cancel). `actorId`: the agent deciding, whose row
+   * the same transaction reads (on a shared store share-locked, before the message) and passes as
+   * `actor`, so that a call authenticated just before its agent was taken over, evicted or
+   * unregistered sees the new key and is refused (D26).
+   */
   decideMessage<T>(
     id: string,
-    decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>,
+    decide: (current: MessageRow | undefined, nowMs: number, actor: AgentRow | undefined) => MessageDecision<T>,
+    actorId?: string,
   ): Promise<{ result: T; events: InboxEvent[] }>;
   getMessage(id: string): Promise<MessageRow | undefined>;
   listMessages(query: ListMessagesQuery): Promise<MessageRow[]>;

@@ -86,6 +86,24 @@ describe("send request bounds (validated before any store decision)", () => {
   it("hands the rule a trimmed request with the defaults: followUp, hops 0, maxHops 5, the hub's ttl", async () => {
     const call = await dependencyCall(messages().send(caller, req({ target: ` ${bob.id} `, content: " hello " })));
     const decide = decideOf<(ctx: SendContext, nowMs: number) => { write?: MessageRow }>(call);
-    expect(decide({ candidates: [bob] }, NOW).write).toMatchObject({ toId: bob.id, content: "hello", delivery: "followUp", hops: 0, maxHops: 5, expiresAtMs: NOW + 86_400_000 });
+    expect(decide({ candidates: [bob], sender: alice }, NOW).write).toMatchObject({ toId: bob.id, content: "hello", delivery: "followUp", hops: 0, maxHops: 5, expiresAtMs: NOW + 86_400_000 });
+  });
+
+  it("decides only for the instance that was authenticated: the sender's row, as the store read it, must carry the call's key (D26)", async () => {
+    const keyed: AgentCaller = { ...caller, keyHash: alice.keyHash };
+    const call = await dependencyCall(messages().send(keyed, req()));
+    const decide = decideOf<(ctx: SendContext, nowMs: number) => { write?: MessageRow }>(call);
+    const codeOf = (ctx: SendContext) => {
+      try {
+        return decide(ctx, NOW).write?.toId;
+      } catch (e) {
+        return (e as { code: string }).code;
+      }
+    };
+    expect({
+      same: codeOf({ candidates: [bob], sender: alice }),
+      takenOver: codeOf({ candidates: [bob], sender: { ...alice, keyHash: "1".repeat(64) } }),
+      gone: codeOf({ candidates: [bob] }),
+    }).toEqual({ same: bob.id, takenOver: "invalid_agent_identity", gone: "invalid_agent_identity" });
   });
 });

@@ -5,7 +5,7 @@ import type { SegmentKind } from "./batches.js";
 import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
 import { agentColumns, messageColumns, messageColumnsOf } from "./rows.js";
 import type { createTail } from "./tail.js";
-import type { InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
+import type { AgentRow, InboxEvent, InboxEventKind, InboxNotice, MessageRow } from "../../domain.js";
 import { ChangeListeners } from "../change-listeners.js";
 
 /** When an ended message ended: replied, else cancelled, else expired (its expiry), for retention. */
@@ -32,17 +32,22 @@ const due = "status IN ('queued', 'delivered')";
  * What a run of sends of one project is shown (sendSegment), in one statement: the senders'
  * earlier messages with the same idempotency keys, the agents of the project that a target
  * names (by id, or by name case-insensitively), and those agents' inbox streams, locked until
- * the batch commits. The batch holds the project's heads, and every decision that numbers an
+ * the batch commits; and the senders' own rows, whose keys a send checks (D26: a takeover, an
+ * eviction or an unregister, which update the row, either committed before this reads it or waits
+ * for the batch). The batch holds the project's heads, and every decision that numbers an
  * event of its agents' streams or writes a message of it holds them too (changes.ts lockHeads),
  * so what this reads stays the latest until the batch commits. The agents are locked too (shared):
  * the sweep that forgets agents nothing open names takes no heads, and must not delete one that
  * a send of this batch is about to name (it skips the locked ones, agents.ts forgetAgents).
  */
-const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[])) ORDER BY id FOR SHARE),
-    s AS (SELECT agent_id, next_seq FROM inbox_streams WHERE agent_id IN (SELECT id FROM c) ORDER BY agent_id FOR UPDATE)
+const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents
+        WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[]) OR id = ANY($6::text[])) ORDER BY id FOR SHARE),
+    t AS (SELECT * FROM c WHERE id = ANY($4::text[]) OR name_key = ANY($5::text[])),
+    s AS (SELECT agent_id, next_seq FROM inbox_streams WHERE agent_id IN (SELECT id FROM t) ORDER BY agent_id FOR UPDATE)
   SELECT (SELECT coalesce(json_agg(m), '[]') FROM (SELECT ${messageColumns} FROM messages
             WHERE (from_id, idempotency_key) IN (SELECT * FROM unnest($2::text[], $3::text[]))) m) AS existing,
-    (SELECT coalesce(json_agg(c ORDER BY c.reg_seq), '[]') FROM c) AS candidates,
+    (SELECT coalesce(json_agg(t ORDER BY t.reg_seq), '[]') FROM t) AS candidates,
+    (SELECT coalesce(json_agg(c), '[]') FROM c WHERE id = ANY($6::text[])) AS senders,
     (SELECT coalesce(json_agg(s), '[]') FROM s) AS streams`;
 
 /** What a run of sends wrote: the streams' next numbers, the messages, their events (each its own table: see together). */
@@ -57,6 +62,10 @@ const numeric: Record<string, string> = { hops: "integer", max_hops: "integer", 
 const insertMessages = `INSERT INTO messages (${columns.join(", ")})
   SELECT * FROM unnest(${columns.map((c, i) => `$${i + 1}::${numeric[c] ?? "text"}[]`).join(", ")})`;
 const insertEvents = `INSERT INTO inbox_events (agent_id, seq, kind, message_id, created_at) SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[])`;
+
+/** What a decision on one message reads: the deciding agent (shared) and the message (for update), locked in that order. */
+const decisionRows = `SELECT (SELECT row_to_json(a) FROM (SELECT ${agentColumns} FROM agents WHERE id = $2 FOR SHARE) a) AS actor,
+    (SELECT row_to_json(m) FROM (SELECT ${messageColumns} FROM messages WHERE id = $1 FOR UPDATE) m) AS message`;
 
 /** One send of a batch: what `decideSend` was given. */
 interface SendItem {
@@ -74,6 +83,8 @@ const sendSegment: SegmentKind<SendItem> = {
   open(project) {
     const byKey = new Map<string, MessageRow>();
     const candidates: (AgentDb & { name_key: string })[] = [];
+    /** The senders' rows, by id, as the batch read them (locked until it commits). */
+    const senders = new Map<string, AgentRow>();
     /** Each loaded candidate's next stream number (1 for a stream without a row yet). */
     const next = new Map<string, number>();
     const moved = new Set<string>();
@@ -85,15 +96,22 @@ const sendSegment: SegmentKind<SendItem> = {
         const keyed = items.filter((i) => i.query.idempotencyKey !== undefined);
         const targets = [...new Set(items.map((i) => i.query.target))];
         const found = (
-          await tx.query<{ existing: MessageDb[]; candidates: (AgentDb & { name_key: string })[]; streams: { agent_id: string; next_seq: number }[] }>(loadSends, [
+          await tx.query<{
+            existing: MessageDb[];
+            candidates: (AgentDb & { name_key: string })[];
+            senders: AgentDb[];
+            streams: { agent_id: string; next_seq: number }[];
+          }>(loadSends, [
             project,
             keyed.map((i) => i.query.senderId),
             keyed.map((i) => i.query.idempotencyKey),
             targets,
             targets.map((t) => t.toLowerCase()),
+            [...new Set(items.map((i) => i.query.senderId))],
           ])
         ).rows[0]!;
         for (const m of found.existing) byKey.set(keyOf(m.from_id, m.idempotency_key!), messageFromDb(m));
+        for (const a of found.senders) senders.set(a.id, agentFromDb(a));
         candidates.push(...found.candidates);
         for (const c of found.candidates) next.set(c.id, 1);
         for (const st of found.streams) next.set(st.agent_id, st.next_seq);
@@ -102,9 +120,11 @@ const sendSegment: SegmentKind<SendItem> = {
         const key = query.idempotencyKey;
         const existing = key === undefined ? undefined : byKey.get(keyOf(query.senderId, key));
         const nameKey = query.target.toLowerCase();
+        const sender = senders.get(query.senderId);
         const ctx: SendContext = {
           ...(existing && { existing }),
           candidates: candidates.filter((c) => c.id === query.target || c.name_key === nameKey).map(agentFromDb),
+          ...(sender && { sender }),
         };
         const d = decide(ctx, nowMs);
         // Everything that may throw comes first: a refusal changes nothing.
@@ -206,12 +226,14 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
       return handedOver(batched<SendItem, { result: T; events: InboxEvent[] }>(query.project, sendSegment, { query, decide }));
     },
 
-    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
+    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number, actor: AgentRow | undefined) => MessageDecision<T>, actorId?: string) {
       // A message's project never changes: read first, it is the project the decision declares.
       const [of] = await rows<{ project: string }>("SELECT project FROM messages WHERE id = $1", [id]);
       return handedOver(changeTx(of ? of.project : [], async (t, record) => {
-        const [r] = (await t.query<MessageDb>(`SELECT ${messageColumns} FROM messages WHERE id = $1 FOR UPDATE`, [id])).rows;
-        const d = decide(r && messageFromDb(r), await now(t));
+        // The deciding agent's row and the message in one statement: the agent share-locked first
+        // (a takeover, an eviction or an unregister either committed before, or waits), then the message.
+        const [r] = (await t.query<{ message: MessageDb | null; actor: AgentDb | null }>(decisionRows, [id, actorId ?? null])).rows;
+        const d = decide(r?.message ? messageFromDb(r.message) : undefined, await now(t), r?.actor ? agentFromDb(r.actor) : undefined);
         return { result: d.result, events: await apply(t, d, record) };
       }));
     },

@@ -23,6 +23,7 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     // so did `id = ? AND project = ?` (4x), where the planner weighed the project's index: the
     // project is compared below.
     candidateById: db.prepare<[string], AgentDb & { reg: number }>("SELECT rowid AS reg, * FROM agents WHERE id = ?"),
+    agent: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
     candidateByName: db.prepare<[string, string], AgentDb & { reg: number }>(
       "SELECT rowid AS reg, * FROM agents WHERE project = ? AND name_key = ?",
     ),
@@ -130,15 +131,17 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
       return handedOver(changeTx((record) => {
         const existing = query.idempotencyKey ? q.byKey.get(query.senderId, query.idempotencyKey) : undefined;
         const candidates = candidatesOf(query.project, query.target);
-        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates }, now());
+        const sender = q.agent.get(query.senderId);
+        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates, ...(sender && { sender: agentFromDb(sender) }) }, now());
         return { result: d.result, events: apply(d, record) };
       }));
     },
 
-    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number) => MessageDecision<T>) {
+    async decideMessage<T>(id: string, decide: (current: MessageRow | undefined, nowMs: number, actor: AgentRow | undefined) => MessageDecision<T>, actorId?: string) {
       return handedOver(changeTx((record) => {
         const r = q.byId.get(id);
-        const d = decide(r && messageFromDb(r), now());
+        const actor = actorId === undefined ? undefined : q.agent.get(actorId);
+        const d = decide(r && messageFromDb(r), now(), actor && agentFromDb(actor));
         return { result: d.result, events: apply(d, record) };
       }));
     },
