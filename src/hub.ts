@@ -134,7 +134,14 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   /** Aborted by close(): ends every open stream and waiting acquire so shutdown does not wait on them. */
   const shutdown = createShutdownSignal();
   const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });
-  const leases = createLeases({ store, clock, observer, bus: leaseBus, shutdown: shutdown.signal });
+  const leases = createLeases({
+    store,
+    clock,
+    observer,
+    bus: leaseBus,
+    shutdown: shutdown.signal,
+    keepOnline: { everyMs: config.streamKeepAliveMs, record: (c) => presence.recordActivity(c.agentId, c.keyHash) },
+  });
   const messages = createMessages({
     store,
     observer,
@@ -152,7 +159,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     ...stream,
     maxLag: config.streamMaxLag,
   });
-  const readInbox = createInboxReader({ store, clock, messages, presence, inboxBus });
+  const readInbox = createInboxReader({ store, clock, messages, presence, inboxBus, ...stream });
   const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
   const operatorLive = createOperatorLive({
     store,

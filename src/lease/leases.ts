@@ -3,7 +3,7 @@ import { isoOfMs, type Clock } from "../clock.js";
 import { errors, isHubError, type HubError } from "../errors.js";
 import type { Observer } from "../observe.js";
 import type { Bus } from "../events/bus.js";
-import { createWaker } from "../events/wait.js";
+import { createKeepOnline, createWaker } from "../events/wait.js";
 import { newId } from "../ids.js";
 import type { ChangeFeed, StreamChange } from "../store/change-feed.js";
 import type { LeaseStore, LeaseWaiter, NamedWaiter } from "../store/lease-store.js";
@@ -55,6 +55,11 @@ export interface LeasesDeps {
   bus: Bus<LeaseChange>;
   /** Ends every waiting acquire (hub shutdown). */
   shutdown?: AbortSignal;
+  /**
+   * Keeps a waiting acquire's agent online (its activity recorded every `everyMs` of hub time, as
+   * an open stream's keep-alive does): a wait may last longer than the presence lease.
+   */
+  keepOnline?: { everyMs: number; record: (caller: AgentCaller) => Promise<unknown> };
 }
 
 const holderOf = (c: AgentCaller): LeaseHolder => ({ agentId: c.agentId, agentName: c.agentName, project: c.project });
@@ -104,7 +109,7 @@ const denialReason: Partial<Record<HubError["code"], string>> = {
 };
 
 /** Fenced leases: validates, reads the hub clock once, and makes one store decision per call. */
-export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDeps) {
+export function createLeases({ store, clock, observer, bus, shutdown, keepOnline }: LeasesDeps) {
   /**
    * Runs one decision on the caller's (project, name), counting and logging grants and refusals
    * the way the reference does. The key is the pair itself; `resource` is only the log's form.
@@ -159,7 +164,8 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
    * store) and when the lease it waits behind lapses, never on a poll. The queue hands the lease
    * over inside the decision that frees it (rules.ts); the wait only finds out. It ends granted;
    * with lease_held when `waitMs` runs out; or, when its client goes away (or the hub stops),
-   * by leaving the queue (giving the lease on if it was just handed over).
+   * by leaving the queue (giving the lease on if it was just handed over). While it waits its
+   * agent stays online (keepOnline), as with an open stream.
    */
   async function waitFor(caller: AgentCaller, key: LeaseKey, ttlMs: number, waitMs: number, signal: AbortSignal | undefined): Promise<LeaseOutcome> {
     const holder = holderOf(caller);
@@ -170,6 +176,7 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
     const startedAt = clock.monotonicNow();
     const waitLeft = (nowMs: number) => Math.min(deadlineMs - nowMs, waitMs - (clock.monotonicNow() - startedAt));
     const waker = createWaker(clock);
+    const online = keepOnline && createKeepOnline(clock, keepOnline.everyMs, () => keepOnline.record(caller));
     // Subscribed before the first look, so no change after it is missed.
     const unsubscribe = bus.subscribe(key.project, (c) => {
       if (c.lease.name === key.name) waker.wake();
@@ -221,7 +228,8 @@ export function createLeases({ store, clock, observer, bus, shutdown }: LeasesDe
         behind = a.lease;
         const nowMs = clock.now();
         if (waitLeft(nowMs) > 0 && !stop.signal.aborted) {
-          await waker.wait(Math.max(0, Math.min(waitLeft(nowMs), behind.expiresAtMs - nowMs)), stop.signal);
+          const forMs = Math.max(0, Math.min(waitLeft(nowMs), behind.expiresAtMs - nowMs));
+          await (online ? online.wait(waker, forMs, stop.signal) : waker.wait(forMs, stop.signal));
         }
         if (stop.signal.aborted || waitLeft(clock.now()) <= 0) {
           const clientGone = stop.signal.aborted;

@@ -2,7 +2,7 @@ import type { AgentCaller } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors, isHubError } from "../errors.js";
 import type { Bus } from "../events/bus.js";
-import { createWaker } from "../events/wait.js";
+import { createKeepOnline, createWaker } from "../events/wait.js";
 import type { MessageStore } from "../store/message-store.js";
 import { intInRange } from "../validate.js";
 import type { Presence } from "../presence/presence.js";
@@ -14,8 +14,10 @@ export interface InboxReadDeps {
   store: { messages: MessageStore };
   clock: Clock;
   messages: Messages;
-  presence: Pick<Presence, "requireKey">;
+  presence: Pick<Presence, "requireKey" | "recordActivity">;
   inboxBus: Bus<InboxNotice>;
+  /** How often a waiting read records its agent's activity (KXM_STREAM_KEEPALIVE_MS, below the presence lease). */
+  keepAliveMs: number;
 }
 
 export const inboxRead = { defaultLimit: 20, maxLimit: 100, maxWaitMs: 60_000 } as const;
@@ -26,14 +28,16 @@ const wanted = (e: InboxEvent) => e.kind !== "message" || e.message.status === "
 /**
  * The inbox in one answer (ReadInbox): the events after a cursor, from the store, leaving out
  * messages acknowledged since; with `waitMs` and nothing to answer, it waits for the next event
- * of the caller's inbox (the bus, fed by this hub's commits and the others'), never on a poll.
+ * of the caller's inbox (the bus, fed by this hub's commits and the others'), never on a poll,
+ * and keeps its agent online meanwhile, as an open Subscribe stream does (its activity recorded
+ * every keep-alive interval of hub time: a wait may last longer than the presence lease).
  * After each read of the store the caller's key is checked before anything is answered, as a
  * Subscribe stream checks it: an instance taken over, evicted or unregistered before its call
  * read (while it was in flight, or while it waited) is answered invalid_agent_identity and reads
  * nothing sent after it ended (a takeover keeps the agent's id, D26: what the read found may be
  * the new instance's). Reads only: nothing is acknowledged or changed.
  */
-export function createInboxReader({ store, clock, messages, presence, inboxBus }: InboxReadDeps) {
+export function createInboxReader({ store, clock, messages, presence, inboxBus, keepAliveMs }: InboxReadDeps) {
   return async function readInbox(
     caller: AgentCaller,
     input: { afterCursor?: bigint | number; limit?: number; waitMs?: number },
@@ -58,6 +62,7 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
       if (after !== undefined && after > state.head) throw errors.cursorAhead(after, state.head);
       let cursor = after ?? state.ackedCursor;
       const deadlineMs = clock.now() + waitMs;
+      const keepOnline = createKeepOnline(clock, keepAliveMs, () => presence.recordActivity(caller.agentId, caller.keyHash));
       for (;;) {
         const read = await store.messages.readInbox(caller.agentId, cursor, limit);
         // After the read: a takeover that committed before it read a message sent to the next
@@ -68,7 +73,7 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus }
         if (events.length > 0 || read.length === limit) return { events, nextCursor: cursor };
         const leftMs = deadlineMs - clock.now();
         if (leftMs <= 0 || stop.signal.aborted) return { events, nextCursor: cursor };
-        await waker.wait(leftMs, stop.signal);
+        await keepOnline.wait(waker, leftMs, stop.signal);
         // A call ended by the hub (its managed token revoked or expired: server/token-guard.ts)
         // answers that, and reads nothing more; one whose client left answers what it has.
         if (isHubError(signal?.reason)) throw signal.reason;

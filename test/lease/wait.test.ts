@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
+import { defaultConfig } from "../../src/config.js";
 import { createBus } from "../../src/events/bus.js";
 import { createLeases, leaseChangeOf, type LeaseChange } from "../../src/lease/leases.js";
 import type { LeaseStore } from "../../src/store/lease-store.js";
@@ -190,6 +191,27 @@ describe("blocking acquire", () => {
     await release(t, a, "db", held.lease!.fencingToken);
     expect((await next).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: 2n });
     expect(await stale.then(() => "granted", (e: unknown) => refusalOf(e).reason)).toBe("INVALID_AGENT_IDENTITY");
+  });
+
+  it("keeps a waiting caller's agent online past its presence lease: the wait records its activity, as a stream's keep-alive does", async () => {
+    await using t = await startTestHub({ config: { cleanupIntervalMs: 3_600_000 } });
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const held = await client(t, a).acquireLease({ name: "db", ttlMs: 600_000 });
+    const asleep = t.clock.sleepers;
+    const wait = acquire(t, b, "db", 600_000);
+    // 60 s of hub time, one keep-alive interval (15 s) at a time, twice the 30 s presence lease.
+    for (let i = 0; i < 4; i++) {
+      await idle(t.clock, asleep + 1);
+      t.clock.advance(defaultConfig.streamKeepAliveMs);
+    }
+    await idle(t.clock, asleep + 1);
+    await t.hub.sweepNow();
+    const presence = createClient(PresenceService, protocols[1].make(t.baseUrl, [withHeaders(a.headers)]));
+    const listed = (await presence.listAgents({ includeOffline: true })).agents.find((x) => x.id === b.id);
+    expect({ online: listed?.online, stale: t.events.filter((e) => e.event === "agent_stale" && e.fields.agentId === b.id).length }).toEqual({ online: true, stale: 0 });
+    await release(t, a, "db", held.lease!.fencingToken);
+    expect((await wait).lease).toMatchObject({ holderAgentName: "beta", fencingToken: held.lease!.fencingToken + 1n });
   });
 
   it("never lets a caller that does not wait take a lease a waiter is first in line for", async () => {

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { defaultConfig } from "../../src/config.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
+import { idle } from "../fixtures/streams.js";
 import {
   AGENT_ID,
   AGENT_KEY,
@@ -307,6 +309,27 @@ describe("GET /v1/agents", () => {
 
     // Any authenticated call revives it.
     expect((await expectRestOk(await heartbeat(t, a))).agent).toMatchObject({ online: true, presence: "online" });
+  });
+
+  it("keeps an agent waiting in ReadInbox online past its presence lease, and reachable: the wait records its activity", async () => {
+    await using t = await startTestHub({ config: { cleanupIntervalMs: 3_600_000 } });
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const asleep = t.clock.sleepers;
+    const waiting = t.rest("/v1/inbox?waitMs=60000", { headers: b.headers });
+    // 45 s of hub time, one keep-alive interval (15 s) at a time, past the 30 s presence lease.
+    for (let i = 0; i < 3; i++) {
+      await idle(t.clock, asleep + 1);
+      t.clock.advance(defaultConfig.streamKeepAliveMs);
+    }
+    await idle(t.clock, asleep + 1); // recorded, and waiting again
+    await t.hub.sweepNow();
+    expect(agentNamed(await listAgents(t, a), "beta")).toMatchObject({ online: true, presence: "online", lastSeenAt: iso(t.clock.now()) });
+    const sent = await t.rest("/v1/messages", { json: { target: "beta", content: "are you there?" }, headers: a.headers });
+    expect(sent.status).toBe(202);
+    const read = await expectRestOk(await waiting);
+    expect((read.events as Json[]).map((e) => (e.message as Json).content)).toEqual(["are you there?"]);
+    expect(t.events.filter((e) => e.event === "agent_stale" && e.fields.agentId === b.id)).toEqual([]);
   });
 });
 

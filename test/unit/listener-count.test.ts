@@ -60,8 +60,9 @@ describe("ReadInbox and the count", () => {
         store,
         clock,
         messages: { expireDue: async () => 0 } as unknown as Messages,
-        presence: { requireKey: async () => {} } as unknown as Pick<Presence, "requireKey">,
+        presence: { requireKey: async () => {}, recordActivity: async () => {} } as unknown as Pick<Presence, "requireKey" | "recordActivity">,
         inboxBus,
+        keepAliveMs: 15_000,
       });
       const caller = { kind: "agent", agentId: "agt_reader", agentName: "reader", project: "p" } as AgentCaller;
       expect(await readInbox(caller, {})).toEqual({ events: [], nextCursor: 0 });
