@@ -324,6 +324,14 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
       // process ends with the refusal, and the store's lock with it).
       throw asOpenRefusal(e, config.dataPath);
     }
+  } else {
+    // The calls that replicas gone since (this one before a crash, among them) left waiting for
+    // leases: nobody will answer them (D79). A hand-over passes them over anyway; this clears the
+    // queues the views show. Not a reason to refuse the start.
+    await leases
+      .dropOrphanedWaiters()
+      .then((n) => n > 0 && observer.log("lease_waiters_dropped", { leases: n, reason: "replica_gone" }))
+      .catch((e: unknown) => observer.log("lease_waiters_drop_failed", { error: (e as Error).message }));
   }
 
   let closing: Promise<void> | undefined;

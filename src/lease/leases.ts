@@ -11,6 +11,7 @@ import { hasNul, intInRange, requireString } from "../validate.js";
 import { reportForceRelease } from "./report.js";
 import {
   decideAcquire,
+  decideDropOrphans,
   decideFence,
   decideForceRelease,
   queueOf,
@@ -396,6 +397,17 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
     async changes(project: string, afterSeq: number, limit: number): Promise<{ changes: LeaseChange[]; head: number }> {
       const r = await store.changes.readChanges(project, "leases", afterSeq, limit);
       return { changes: r.changes.map(leaseChangeOf), head: r.head };
+    },
+
+    /**
+     * A replica's start (PostgreSQL): the calls that hubs gone since (this one before a crash,
+     * among them) left waiting leave their queues, one decision per lease (D79). Returns how many
+     * leases' queues it changed.
+     */
+    async dropOrphanedWaiters(): Promise<number> {
+      const keys = await store.leases.orphanedQueues();
+      for (const key of keys) await store.leases.decideLease(key, (cur, nowMs, waiters) => decideDropOrphans(cur, { nowMs }, waiters));
+      return keys.length;
     },
 
     /** Clears the holders of leases lapsed more than 7 days; their tokens stay as floors. */

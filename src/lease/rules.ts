@@ -11,7 +11,8 @@ import type { LeaseRow, LeaseView, WaiterView } from "../domain.js";
  *
  * Waiting (AcquireLease with waitMs): a call that finds the lease held joins the resource's
  * queue. A resource that is free when a decision looks at it (released, lapsed, never leased)
- * goes to the first waiter whose wait has not run out, in that same decision: the handover is
+ * goes to the first waiter whose wait has not run out and whose hub is not gone (D79), in that
+ * same decision: the handover is
  * one transaction, so nobody can take the lease between the release and the next in line, and a
  * caller that does not wait never jumps the queue. Every lease decision records what it changed
  * for watchers (the handover too).
@@ -65,10 +66,16 @@ export const isLapsed = (lease: LeaseView, nowMs: number) => lease.expiresAtMs <
 
 const toRow = ({ resource: _display, waiters: _queue, ...row }: LeaseView): LeaseRow => row;
 
-/** The queue as views show it: the waiters whose wait has not run out, first in line first. */
+/**
+ * Whether a waiter can still take the lease: its wait has not run out, and the hub that holds
+ * its call is not gone (D79).
+ */
+const stillWaiting = (w: LeaseWaiter, nowMs: number) => w.deadlineMs > nowMs && w.orphaned !== true;
+
+/** The queue as views show it: the waiters still waiting, first in line first. */
 export const queueOf = (waiters: LeaseWaiter[], nowMs: number): WaiterView[] =>
   waiters
-    .filter((w) => w.deadlineMs > nowMs)
+    .filter((w) => stillWaiting(w, nowMs))
     .map((w) => ({ agentId: w.agentId, agentName: w.agentName, sinceMs: w.sinceMs, deadlineMs: w.deadlineMs }));
 
 /** The queue after a decision's changes to it. */
@@ -80,14 +87,14 @@ const queued = (lease: LeaseView, queue: WaiterView[]): LeaseView => ({ ...lease
 
 /**
  * The resource as it stands for a handover: a free or lapsed resource goes to the first waiter
- * still waiting (its lease on the next token), and the waiters whose wait ran out leave the
- * queue. `from` is the row the new lease builds on; a live-looking holder in it is being
+ * still waiting (its lease on the next token), and the waiters whose wait ran out, or whose hub
+ * is gone (nobody will answer their calls, D79), leave the queue. `from` is the row the new lease builds on; a live-looking holder in it is being
  * replaced (a takeover). `write` is the new lease's row, naming the call it went to (`handedTo`):
  * a waiting call takes the lease for its own only when it is named there (decideWaiting).
  */
 function handOver(from: LeaseRow | undefined, key: { project: string; name: string }, waiters: LeaseWaiter[], nowMs: number) {
-  const expired = waiters.filter((w) => w.deadlineMs <= nowMs).map((w) => w.id);
-  const next = waiters.find((w) => w.deadlineMs > nowMs);
+  const expired = waiters.filter((w) => !stillWaiting(w, nowMs)).map((w) => w.id);
+  const next = waiters.find((w) => stillWaiting(w, nowMs));
   if (!next) return { remove: expired };
   const lease: LeaseView = {
     resource: displayResource(key.project, key.name),
@@ -324,12 +331,25 @@ export function decideForceRelease(
  * their agent's key changed) are told.
  */
 export function decideDropWaiters(current: LeaseRow | undefined, req: { agentId: string; nowMs: number }, waiters: LeaseWaiter[]): LeaseDecision<undefined> {
-  const remove = waiters.filter((w) => w.agentId === req.agentId).map((w) => w.id);
+  return dropping(current, waiters.filter((w) => w.agentId === req.agentId).map((w) => w.id), req.nowMs, waiters);
+}
+
+/**
+ * A replica starts (PostgreSQL): the calls of hubs that are gone (LeaseWaiter `orphaned`: killed,
+ * or cut off from the database) leave the queue, and watchers of a held lease are told. Nothing
+ * else changes: a free lease's live waiters take it when they look again (D79).
+ */
+export function decideDropOrphans(current: LeaseRow | undefined, req: { nowMs: number }, waiters: LeaseWaiter[]): LeaseDecision<undefined> {
+  return dropping(current, waiters.filter((w) => w.orphaned === true).map((w) => w.id), req.nowMs, waiters);
+}
+
+/** The waiters `remove` leave the queue; watchers of a live lease see its queue change. */
+function dropping(current: LeaseRow | undefined, remove: string[], nowMs: number, waiters: LeaseWaiter[]): LeaseDecision<undefined> {
   if (remove.length === 0) return { result: undefined };
   const held = heldLease(current);
   const queue = { remove };
-  if (!held || isLapsed(held, req.nowMs)) return { queue, result: undefined };
-  return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, req.nowMs)) }), result: undefined };
+  if (!held || isLapsed(held, nowMs)) return { queue, result: undefined };
+  return { queue, change: recorded({ kind: "queue_changed", lease: queued(held, queueAfter(waiters, queue, nowMs)) }), result: undefined };
 }
 
 /**

@@ -19,6 +19,12 @@ export interface LeaseWaiter {
   deadlineMs: number;
   /** When it joined the queue. */
   sinceMs: number;
+  /**
+   * The hub that holds the call is gone (a replica killed or cut off from the database: its
+   * liveness lock is free, D79): nobody will ever answer the call, so no lease goes to it.
+   * Only the PostgreSQL store says so; a single hub's queue is cleared when it starts.
+   */
+  orphaned?: true;
 }
 
 /** A waiter with the name of the lease it waits for. */
@@ -70,6 +76,11 @@ export interface LeaseStore {
   ): Promise<T>;
   /** Forgets every waiter (a single hub's start: the calls that waited are gone). */
   clearLeaseWaiters(): Promise<void>;
+  /**
+   * The leases whose queues hold calls of a hub that is gone (LeaseWaiter `orphaned`): what a
+   * starting replica takes them out of (D79). None on SQLite, whose start clears every queue.
+   */
+  orphanedQueues(): Promise<LeaseKey[]>;
   getLease(key: LeaseKey): Promise<LeaseRow | undefined>;
   /** Held leases of a project ordered by name (released floors are never listed). */
   listLeases(query: ListLeasesQuery): Promise<LeaseRow[]>;

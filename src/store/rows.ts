@@ -268,6 +268,8 @@ export interface WaiterDb {
   ttl_ms: number;
   deadline_ms: number;
   since_ms: number;
+  /** Read, never written (PostgreSQL): the replica that holds the waiting call is gone (D79). */
+  orphaned?: boolean;
 }
 
 export const waiterFromDb = (r: WaiterDb): LeaseWaiter => ({
@@ -277,6 +279,7 @@ export const waiterFromDb = (r: WaiterDb): LeaseWaiter => ({
   ttlMs: r.ttl_ms,
   deadlineMs: r.deadline_ms,
   sinceMs: Number(r.since_ms),
+  ...(r.orphaned === true && { orphaned: true as const }),
 });
 
 /** A waiter row read with the name of its lease (a project's queues). */

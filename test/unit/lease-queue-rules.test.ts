@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decideAcquire, decideDropWaiters, decideInstanceEnds, decideLeaving, decideRenew, decideWaiting, heldLease, maxWaitersPerLease, type LeaseHolder } from "../../src/lease/rules.js";
+import { decideAcquire, decideDropOrphans, decideDropWaiters, decideForceRelease, decideInstanceEnds, decideLeaving, decideRelease, decideRenew, decideWaiting, heldLease, maxWaitersPerLease, queueOf, type LeaseHolder } from "../../src/lease/rules.js";
 import { errorTable } from "../../src/errors.js";
 import { A, B, C, D, NAME, TTL, floorRow, lapsedRow, liveRow, row, rowOf, viewOf, waiter, type LeaseRow, type LeaseWaiter } from "./lease-fixtures.js";
 import { NOW, named, refusal } from "./support.js";
@@ -208,6 +208,51 @@ describe("decideDropWaiters (an agent's instance ends)", () => {
     } else {
       expect(d.change).toBeUndefined();
     }
+  });
+});
+
+describe("a waiter whose hub is gone (orphaned, D79)", () => {
+  const dead = { ...waiter("w_b", B, NOW + 60_000), orphaned: true as const };
+  const wc = waiter("w_c", C, NOW + 1_000);
+
+  it("is passed over and dropped when the lease is released: the next live waiter gets it on the next token", () => {
+    const d = decideRelease(liveRow(A, 3), { name: NAME, holder: A, fencingToken: 3 }, [dead, wc], NOW);
+    expect(d.queue?.remove).toEqual(["w_b", "w_c"]);
+    expect(d.write).toMatchObject({ holderAgentId: C.agentId, fencingToken: 4, handedTo: "w_c" });
+  });
+
+  it("with nobody else waiting, is dropped and the lease is left free, its token the floor", () => {
+    const d = decideForceRelease(liveRow(A, 3), { name: NAME, nowMs: NOW }, [dead]);
+    expect(d.queue?.remove).toEqual(["w_b"]);
+    expect(d.write).toMatchObject({ holderAgentId: null, fencingToken: 3 });
+    expect(d.result.next).toBeUndefined();
+  });
+
+  it("does not hold back a caller that does not wait from a lapsed lease", () => {
+    const d = decideAcquire(lapsedRow(A, 3), { name: NAME, holder: C, ttlMs: TTL, nowMs: NOW }, [dead]);
+    expect(d.result).toMatchObject({ kind: "taken_over", lease: { holderAgentId: C.agentId, fencingToken: 4, waiters: [] } });
+    expect(d.queue?.remove).toEqual(["w_b"]);
+  });
+
+  it("is not shown, and takes no room in a full queue", () => {
+    expect(queueOf([dead, wc], NOW)).toEqual([viewOf(wc)]);
+    const full = [...Array.from({ length: maxWaitersPerLease - 1 }, (_, i) => waiter(`w_${i}`, C, NOW + 1_000)), dead];
+    expect(decideAcquire(liveRow(B, 3), { name: NAME, holder: D, ttlMs: TTL, nowMs: NOW, wait: { id: "w_d", deadlineMs: NOW + 1_000 } }, full).queue?.add?.id).toBe("w_d");
+  });
+
+  it.each(named([
+    { name: "decideDropOrphans drops them behind a live lease and tells watchers", current: liveRow(A, 3), expect: { change: true } },
+    { name: "decideDropOrphans drops them quietly when the lease is free, handing it to nobody", current: floorRow(3), expect: { change: false } },
+  ]))("%s", (_title, { current, expect: want }) => {
+    const d = decideDropOrphans(current, { nowMs: NOW }, [dead, wc]);
+    expect(d.write).toBeUndefined();
+    expect(d.queue).toEqual({ remove: ["w_b"] });
+    if (want.change) expect(d.change).toEqual({ stream: "leases", body: { kind: "queue_changed", lease: { ...heldLease(current), waiters: [viewOf(wc)] } } });
+    else expect(d.change).toBeUndefined();
+  });
+
+  it("decideDropOrphans changes nothing when every waiter's hub lives", () => {
+    expect(decideDropOrphans(liveRow(A, 3), { nowMs: NOW }, [wc])).toEqual({ result: undefined });
   });
 });
 

@@ -1,7 +1,7 @@
 import { changesOf } from "../change-feed.js";
 import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
 import { agentFromDb, checkLeaseWrite, floorRow, leaseFromDb, leaseToDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
-import { agentColumns, leaseColumns, waiterColumns } from "./rows.js";
+import { agentColumns, leaseColumns, orphanedWaiter, waiterColumns } from "./rows.js";
 import type { SegmentKind } from "./batches.js";
 import type { PgAccess, PgRecordChange, PgTx, Statement } from "./transaction.js";
 import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
@@ -33,9 +33,12 @@ const writeLeases = `INSERT INTO leases (project, name, holder_agent_id, holder_
     fencing_token = excluded.fencing_token, acquired_at = excluded.acquired_at, expires_at = excluded.expires_at, handed_to = excluded.handed_to,
     handed_token = excluded.handed_token`;
 
-/** The waiters a run of lease decisions queued, after dropWaiters removed those that left (a queue's numbers may be used again). */
-const queueWaiters = `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
-  SELECT $1, * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])`;
+/**
+ * The waiters a run of lease decisions queued, after dropWaiters removed those that left (a
+ * queue's numbers may be used again), each with the replica that holds its call ($2, D79).
+ */
+const queueWaiters = `INSERT INTO lease_waiters (project, replica, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
+  SELECT $1, $2, * FROM unnest($3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::bigint[])`;
 
 /** `rows` as one array per column, in the order of `keys` (the parameters of an `unnest`). */
 const columns = <R, K extends keyof R>(rows: readonly R[], keys: readonly K[]): R[K][][] => keys.map((k) => rows.map((r) => r[k]));
@@ -62,7 +65,7 @@ function checkLeaseDecision(key: LeaseKey, row: LeaseDb | undefined, current: Le
  * one statement, each decided in order against them (a later decision on the same resource sees
  * what the earlier one decided), and what they decided written in one or two statements.
  */
-const leaseSegment: SegmentKind<LeaseItem> = {
+const leaseSegment = (replica: number): SegmentKind<LeaseItem> => ({
   open(project) {
     const rows = new Map<string, LeaseDb>();
     const queues = new Map<string, WaiterDb[]>();
@@ -135,22 +138,25 @@ const leaseSegment: SegmentKind<LeaseItem> = {
         if (stays.length > 0) {
           after.push({
             text: queueWaiters,
-            values: [project, ...columns(stays, ["name", "seq", "id", "agent_id", "agent_name", "ttl_ms", "deadline_ms", "since_ms"])],
+            values: [project, replica, ...columns(stays, ["name", "seq", "id", "agent_id", "agent_name", "ttl_ms", "deadline_ms", "since_ms"])],
           });
         }
         return { together: first, after };
       },
     };
   },
-};
+});
 
 /**
  * The lease concern of the PostgreSQL store, the same decisions as on SQLite (sqlite/leases.ts).
  * A decision locks the would-be holder (shared), then the lease row, until it commits: decisions
  * on one resource from every replica take turns. `apply` and `waitersOf` serve the agent
- * decisions that end an instance (agents.ts).
+ * decisions that end an instance (agents.ts). `replica` is the key of this replica's liveness
+ * lock, which every waiter it queues carries (D79).
  */
-export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }: PgAccess) {
+export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }: PgAccess, replica: number) {
+  const segment = leaseSegment(replica);
+
   async function waitersOf(t: PgTx, key: LeaseKey): Promise<LeaseWaiter[]> {
     return (await t.query<WaiterDb>(`SELECT ${waiterColumns} FROM lease_waiters WHERE project = $1 AND name = $2 ORDER BY seq`, [key.project, key.name])).rows.map(waiterFromDb);
   }
@@ -167,9 +173,9 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
     const add = d.queue?.add;
     if (add) {
       await t.query(
-        `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms)
-         SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7, $8 FROM lease_waiters WHERE project = $1 AND name = $2`,
-        [key.project, key.name, add.id, add.agentId, add.agentName, add.ttlMs, add.deadlineMs, add.sinceMs],
+        `INSERT INTO lease_waiters (project, name, seq, id, agent_id, agent_name, ttl_ms, deadline_ms, since_ms, replica)
+         SELECT $1, $2, coalesce(max(seq), 0) + 1, $3, $4, $5, $6, $7, $8, $9 FROM lease_waiters WHERE project = $1 AND name = $2`,
+        [key.project, key.name, add.id, add.agentId, add.agentName, add.ttlMs, add.deadlineMs, add.sinceMs, replica],
       );
     }
     if (d.write) {
@@ -189,7 +195,7 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
 
   const store: LeaseStore = {
     decideLease<T>(key: LeaseKey, decide: LeaseItem["decide"], holderId?: string) {
-      return batched<LeaseItem, T>(key.project, leaseSegment, { key, decide, holderId });
+      return batched<LeaseItem, T>(key.project, segment, { key, decide, holderId });
     },
 
     async leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]> {
@@ -202,6 +208,10 @@ export function createPostgresLeases({ tx, batched, rows, now, snapshot, head }:
 
     async clearLeaseWaiters(): Promise<void> {
       await tx((t) => t.query("DELETE FROM lease_waiters"));
+    },
+
+    async orphanedQueues(): Promise<LeaseKey[]> {
+      return rows<LeaseKey>(`SELECT DISTINCT project, name FROM lease_waiters WHERE ${orphanedWaiter} ORDER BY project, name`);
     },
 
     async getLease(key: LeaseKey): Promise<LeaseRow | undefined> {

@@ -9,7 +9,7 @@ import type { SyncStore } from "../sync-store.js";
 import type { TokenStore } from "../token-store.js";
 import { createPostgresAgents } from "./agents.js";
 import { createPostgresChanges, type LockedHeads, type RecordedChange } from "./changes.js";
-import { listenForInbox } from "./inbox-notify.js";
+import { listenForInbox, newReplicaKey } from "./inbox-notify.js";
 import { createPostgresLeases } from "./leases.js";
 import { createPostgresMessages } from "./messages.js";
 import { migrate } from "./schema.js";
@@ -116,10 +116,13 @@ export class PostgresStore implements HubStore {
     // One loop looks for what other replicas committed, for every reader (tail.ts).
     // Unnamed: a prepared statement's generic plan would not know how narrow a window is.
     const tail = createTail((sql, params) => this.rows(sql, params, false), tailEveryMs, undefined, tailIdleMs, tailLookTimeoutMs);
-    this.listener = listenForInbox(listenerConfig, name, () => tail.wake());
+    // The key of the lock that says this replica lives, held by its listening connection: the
+    // lease waiters it queues carry it (D79).
+    const replicaKey = newReplicaKey();
+    this.listener = listenForInbox(listenerConfig, name, () => tail.wake(), replicaKey);
     this.changeLog = createPostgresChanges(access, tail);
     this.changes = this.changeLog.feed;
-    const leases = createPostgresLeases(access);
+    const leases = createPostgresLeases(access, replicaKey);
     this.leases = leases.store;
     this.agents = createPostgresAgents(access, leases);
     this.messages = createPostgresMessages(access, tail);

@@ -1,3 +1,4 @@
+import { replicaLockClass } from "./inbox-notify.js";
 import type { AgentDb, AuditDb, LeaseDb, MessageDb, RuntimeDb, TokenDb, WaiterDb } from "../rows.js";
 
 /**
@@ -45,8 +46,20 @@ const lease: Record<keyof LeaseDb, true> = {
 };
 export const leaseColumns = columns<LeaseDb>(lease);
 
-/** A waiter's columns and its lease's name (the queues of a whole project are read by name). */
-export const waiterColumns = columns<WaiterDb & { name: string }>({
+/**
+ * Whether a waiter row's replica is gone (D79): it names one (an older hub's rows name none), and
+ * that replica's liveness lock (inbox-notify.ts) is held by no backend of this database. pg_locks
+ * is read at most once per statement (a hashed subplan), and only for a statement that reads a
+ * waiter: a lease decision on a resource nobody waits for never reads it.
+ */
+export const orphanedWaiter = `(replica IS NOT NULL AND replica NOT IN (SELECT objid::int FROM pg_locks WHERE locktype = 'advisory'
+  AND classid = ${replicaLockClass} AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())))`;
+
+/**
+ * A waiter's columns and its lease's name (the queues of a whole project are read by name), and
+ * whether its replica is gone.
+ */
+export const waiterColumns = `${columns<Omit<WaiterDb, "orphaned"> & { name: string }>({
   name: true,
   seq: true,
   id: true,
@@ -55,7 +68,7 @@ export const waiterColumns = columns<WaiterDb & { name: string }>({
   ttl_ms: true,
   deadline_ms: true,
   since_ms: true,
-});
+})}, ${orphanedWaiter} AS orphaned`;
 
 const runtime: Record<keyof RuntimeDb, true> = { project: true, runtime_id: true, host: true, registered_at: true, heartbeat_at: true };
 export const runtimeColumns = columns<RuntimeDb>(runtime);

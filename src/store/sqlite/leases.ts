@@ -113,6 +113,9 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
       await tx(() => q.clearWaiters.run());
     },
 
+    // One hub: its queues are cleared when it starts, and every call in them is its own.
+    orphanedQueues: () => Promise.resolve([]),
+
     getLease(key: LeaseKey): Promise<LeaseRow | undefined> {
       return read(() => {
         const r = q.lease.get(key.project, key.name);
