@@ -104,6 +104,7 @@ function fencingToken(value: bigint | number | undefined): number {
 
 const denialReason: Partial<Record<HubError["code"], string>> = {
   lease_held: "held",
+  lease_queue_full: "queue_full",
   lease_superseded: "superseded",
   lease_expired: "expired",
   lease_not_found: "missing",
@@ -111,6 +112,27 @@ const denialReason: Partial<Record<HubError["code"], string>> = {
 
 /** Fenced leases: validates, reads the hub clock once, and makes one store decision per call. */
 export function createLeases({ store, clock, observer, bus, shutdown, keepOnline }: LeasesDeps) {
+  /** One lease outcome of `agentId`'s, counted and logged the way the reference does. */
+  function report(kind: LeaseOutcome["kind"], lease: LeaseView, agentId: string): void {
+    const fields = {
+      resource: lease.resource,
+      project: lease.project,
+      agentId,
+      fencingToken: lease.fencingToken,
+      expiresAt: isoOfMs(lease.expiresAtMs),
+    };
+    if (kind === "released") {
+      observer.count("leasesReleased");
+      observer.log("lease_released", fields);
+    } else if (kind === "renewed") {
+      observer.count("leasesRenewed");
+      observer.log("lease_renewed", fields);
+    } else {
+      observer.count("leasesGranted");
+      observer.log("lease_acquired", fields);
+    }
+  }
+
   /**
    * Runs one decision on the caller's (project, name), counting and logging grants and refusals
    * the way the reference does. The key is the pair itself; `resource` is only the log's form.
@@ -123,24 +145,7 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
     const resource = displayResource(caller.project, name);
     try {
       const outcome = await run({ project: caller.project, name });
-      const { lease } = outcome;
-      const fields = {
-        resource,
-        project: caller.project,
-        agentId: caller.agentId,
-        fencingToken: lease.fencingToken,
-        expiresAt: isoOfMs(lease.expiresAtMs),
-      };
-      if (outcome.kind === "released") {
-        observer.count("leasesReleased");
-        observer.log("lease_released", fields);
-      } else if (outcome.kind === "renewed") {
-        observer.count("leasesRenewed");
-        observer.log("lease_renewed", fields);
-      } else {
-        observer.count("leasesGranted");
-        observer.log("lease_acquired", fields);
-      }
+      report(outcome.kind, outcome.lease, caller.agentId);
       return outcome;
     } catch (e) {
       if (isHubError(e) && denialReason[e.code]) {
@@ -150,7 +155,7 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
           project: caller.project,
           agentId: caller.agentId,
           reason: denialReason[e.code],
-          ...(e.lease && e.code === "lease_held"
+          ...(e.lease && (e.code === "lease_held" || e.code === "lease_queue_full")
             ? { heldBy: e.lease.holderAgentName }
             : e.lease && { fencingToken: e.lease.fencingToken }),
         });
@@ -183,14 +188,24 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
       if (c.lease.name === key.name) waker.wake();
     });
     const stop = linked(signal, shutdown);
-    /** Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is gone. */
-    const leave = (clientGone: boolean) =>
-      store.leases.decideLease(
+    /**
+     * Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is
+     * gone. A lease given on was granted to this call and released by it, and nothing else
+     * reports either: both are counted and logged here, as a grant and a release are elsewhere.
+     */
+    const leave = async (clientGone: boolean) => {
+      const left = await store.leases.decideLease(
         key,
         (cur, now, waiters, agent) =>
           decideLeaving(cur, { id, holder, name: key.name, nowMs: now, clientGone, instanceEnded: !sameInstance(caller, agent) }, waiters),
         caller.agentId,
       );
+      if (left.kind === "left" && left.gaveOn) {
+        report("granted", left.gaveOn, caller.agentId);
+        report("released", left.gaveOn, caller.agentId);
+      }
+      return left;
+    };
     /**
      * Leaves the queue for a call that ends without the lease: now, or, when the store cannot
      * take it (a database away), again and again in the background until it can or the entry's

@@ -232,13 +232,14 @@ const handedTo = (current: LeaseRow | undefined, req: { id: string; holder: Leas
  * in line; a lease its agent holds through another call is not its own to keep or give on. A call
  * whose agent's instance ended (`instanceEnded`: evicted, unregistered, taken over) only leaves
  * the queue: the decision that ended the instance dealt with its leases, and a lease its agent
- * holds now may be a later instance's (D65).
+ * holds now may be a later instance's (D65). `gaveOn`: the lease the queue had handed it, which it
+ * released (a grant and a release nobody else reports).
  */
 export function decideLeaving(
   current: LeaseRow | undefined,
   req: { id: string; holder: LeaseHolder; name: string; nowMs: number; clientGone: boolean; instanceEnded?: boolean },
   waiters: LeaseWaiter[],
-): LeaseDecision<LeaseAnswer | { kind: "left" }> {
+): LeaseDecision<LeaseAnswer | { kind: "left"; gaveOn?: LeaseView }> {
   const held = heldLease(current);
   if (waiters.some((w) => w.id === req.id)) {
     const queue = { remove: [req.id] };
@@ -248,7 +249,7 @@ export function decideLeaving(
   if (req.instanceEnded || !held || !handedTo(current, req) || isLapsed(held, req.nowMs)) return { result: { kind: "left" } };
   if (!req.clientGone) return { result: { kind: "granted", lease: queued(held, queueOf(waiters, req.nowMs)) } };
   const d = decideRelease(current, { name: req.name, holder: req.holder, fencingToken: held.fencingToken }, waiters, req.nowMs);
-  return { ...d, result: { kind: "left" } };
+  return { ...d, result: { kind: "left", gaveOn: held } };
 }
 
 /** The caller's lease on the resource, or the refusal that says why not. */

@@ -5,6 +5,7 @@ import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { defaultConfig } from "../../src/config.js";
 import { createBus } from "../../src/events/bus.js";
 import { createLeases, leaseChangeOf, type LeaseChange } from "../../src/lease/leases.js";
+import { maxWaitersPerLease } from "../../src/lease/rules.js";
 import type { LeaseStore } from "../../src/store/lease-store.js";
 import { SqliteStore } from "../../src/store/sqlite/sqlite-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
@@ -92,6 +93,29 @@ describe("blocking acquire", () => {
     await release(t, a, "db", held.lease!.fencingToken);
     // Nobody was handed the lease: the next caller gets it.
     expect((await acquire(t, c, "db")).lease).toMatchObject({ holderAgentName: "gamma", fencingToken: held.lease!.fencingToken + 1n });
+  });
+
+  it("a wait refused because the queue is full is counted and logged as a lease refusal (queue_full), as the others are", async () => {
+    await using t = await startTestHub();
+    const a = await t.register("alpha");
+    const b = await t.register("beta");
+    const c = await t.register("gamma");
+    await acquire(t, a, "db");
+    const ac = new AbortController();
+    const waits = Array.from({ length: maxWaitersPerLease }, () => acquire(t, b, "db", 60_000, ac.signal).catch(() => undefined));
+    try {
+      await idle(t.clock, maxWaitersPerLease);
+      const before = t.counters.get("leasesRefused") ?? 0;
+      const e = refusalOf(await acquire(t, c, "db", 60_000).catch((x: unknown) => x));
+      expect(e.reason).toBe("LEASE_QUEUE_FULL");
+      expect(t.counters.get("leasesRefused")).toBe(before + 1);
+      expect(t.events.filter((x) => x.event === "lease_denied").map((x) => x.fields)).toEqual([
+        { resource: "p/db", project: "p", agentId: c.id, reason: "queue_full", heldBy: "alpha" },
+      ]);
+    } finally {
+      ac.abort();
+      await Promise.all(waits);
+    }
   });
 
   it("takes a call whose client goes away out of the queue", async () => {
@@ -353,7 +377,13 @@ describe("blocking acquire, a client gone during its last look", () => {
         return answer;
       });
     };
-    const leases = createLeases({ store: { leases: leaseStore, changes: store.changes }, clock, observer: { log() {}, count() {} }, bus });
+    const events: { event: string; fields: Record<string, unknown> }[] = [];
+    const counters = new Map<string, number>();
+    const observer = {
+      log: (event: string, fields: Record<string, unknown>) => void events.push({ event, fields }),
+      count: (name: string, by = 1) => void counters.set(name, (counters.get(name) ?? 0) + by),
+    };
+    const leases = createLeases({ store: { leases: leaseStore, changes: store.changes }, clock, observer, bus });
     for (const name of ["a", "b", "c"]) {
       const row = { id: `agt_${name}`, project: "p", name, purpose: "test", keyHash: "0".repeat(64), connectedAtMs: 0, lastSeenAtMs: 0, online: true };
       await store.agents.decideAgentLeases({ project: "p", nameKey: name }, () => ({ write: row, result: undefined }));
@@ -369,7 +399,7 @@ describe("blocking acquire, a client gone during its last look", () => {
       await idle(clock, 2);
       return { held, beta, gamma };
     }
-    return { store, leases, caller, queued, clock, arm: () => (armed = true) };
+    return { store, leases, caller, queued, clock, events, counters, arm: () => (armed = true) };
   }
 
   it("a call whose client goes away while the look that hands it the lease runs gives the lease on to the next in line", async () => {
@@ -382,6 +412,33 @@ describe("blocking acquire, a client gone during its last look", () => {
       expect(await beta).toBe("lease_held");
       expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
       expect((await t.leases.get({ project: "p" }, { name: "db" })).lease).toMatchObject({ holderAgentName: "c", waiters: [] });
+    } finally {
+      await t.store.close();
+    }
+  });
+
+  it("the lease such a call gives on is counted and logged as granted to it and released by it, as every other grant and release is", async () => {
+    const betaClient = new AbortController();
+    const t = await lastLook(() => betaClient.abort());
+    try {
+      const { held, beta, gamma } = await t.queued(betaClient.signal);
+      t.arm();
+      await t.leases.release(t.caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
+      expect(await beta).toBe("lease_held");
+      await gamma;
+      const handed = held.lease.fencingToken + 1;
+      const lines = t.events
+        .filter((e) => e.event === "lease_acquired" || e.event === "lease_released")
+        .map((e) => `${e.event} ${String(e.fields.agentId)} ${String(e.fields.fencingToken)}`);
+      expect(lines).toEqual([
+        `lease_acquired agt_a ${handed - 1}`,
+        `lease_released agt_a ${handed - 1}`,
+        `lease_acquired agt_b ${handed}`,
+        `lease_released agt_b ${handed}`,
+        `lease_acquired agt_c ${handed + 1}`,
+      ]);
+      expect(t.events.find((e) => e.event === "lease_released" && e.fields.agentId === "agt_b")?.fields).toMatchObject({ resource: "p/db", project: "p" });
+      expect(Object.fromEntries(t.counters)).toMatchObject({ leasesGranted: 3, leasesReleased: 2 });
     } finally {
       await t.store.close();
     }
