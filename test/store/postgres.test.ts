@@ -8,7 +8,7 @@ import { StoreOpenError, StoreUnavailable } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { sendTogether } from "../../src/store/postgres/transaction.js";
-import { listenForInbox } from "../../src/store/postgres/inbox-notify.js";
+import { listenForInbox, replicaLockClass } from "../../src/store/postgres/inbox-notify.js";
 import { createTail } from "../../src/store/postgres/tail.js";
 import { ListenerCount } from "../../src/events/listening.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
@@ -75,6 +75,24 @@ describe("PostgreSQL store", () => {
       expect(tokens).toEqual(Array.from({ length: 20 }, (_, k) => k + 1));
       expect((await stores[2]!.leases.getLease(key))?.fencingToken).toBe(20);
     } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+  });
+
+  it("an open store holds its replica's liveness lock already, so a call it queues at once is not taken for one of a hub that is gone (D79)", async () => {
+    const url = await server.createDatabase();
+    const stores = await Promise.all([1, 2, 3].map(() => PostgresStore.open({ url })));
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks
+          WHERE locktype = 'advisory' AND classid = $1 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+        [replicaLockClass],
+      );
+      expect(rows[0]!.n).toBe(3);
+    } finally {
+      await client.end();
       await Promise.all(stores.map((s) => s.close()));
     }
   });

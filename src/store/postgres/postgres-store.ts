@@ -92,7 +92,7 @@ export class PostgresStore implements HubStore {
   private reading = { dbMs: Date.now(), atMs: performance.now() };
 
   /** What tells the tail that another replica committed inbox events (inbox-notify.ts). */
-  private readonly listener: { close(): Promise<void> };
+  private readonly listener: { listening: Promise<void>; close(): Promise<void> };
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -173,8 +173,11 @@ export class PostgresStore implements HubStore {
     const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, o.tailLookTimeoutMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
     // The first reading of the database's clock, so the hub's views follow it from the start.
     // A store that cannot take it is closed: its pool and its listening connection go with it.
+    // So is one whose listening connection does not hold the replica's liveness lock in time: a
+    // call it queued for a lease would look, to every replica, like one whose hub is gone (D79).
     try {
       await store.tx((tx) => store.decisionTime(tx));
+      await listened(store.listener.listening, listenTimeoutMs);
     } catch (e) {
       await store.close();
       throw e;
@@ -370,5 +373,23 @@ export class PostgresStore implements HubStore {
       ]);
       return summary;
     });
+  }
+}
+
+/** How long a starting store waits for its listening connection (connect, liveness lock, LISTEN). */
+const listenTimeoutMs = 15_000;
+
+async function listened(listening: Promise<void>, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new StoreOpenError("runtime_store_unreachable", `the PostgreSQL listening connection was not open within ${timeoutMs} ms (too many connections?)`)),
+      timeoutMs,
+    );
+  });
+  try {
+    await Promise.race([listening, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
