@@ -67,6 +67,16 @@ async function agentWith(t: TestHub, secret: string, name = "a1", project = "p")
   return { ...bearer(secret), "x-kxm-agent-id": body.agent.id as string, "x-kxm-agent-key": body.agentKey as string };
 }
 
+/** How a stream ended: "ended" when it closed, else the Connect code it failed with. */
+const endOf = async (s: AsyncIterable<unknown>): Promise<string> => {
+  try {
+    for await (const _ of s);
+    return "ended";
+  } catch (e) {
+    return e instanceof ConnectError ? Code[e.code] : String(e);
+  }
+};
+
 const codeOf = async (res: Response) => `${res.status} ${((await res.json()) as { code?: string }).code ?? "ok"}`;
 
 describe("project tokens", () => {
@@ -251,18 +261,9 @@ describe("project tokens", () => {
     const expAgent = await agentWith(t, expiring.secret, "exp");
     const inbox = createClient(PeerService, transport(expAgent)).subscribe({});
     const ownInbox = createClient(PeerService, transport(agentHeaders)).subscribe({});
-    const ends = (s: AsyncIterable<unknown>) =>
-      (async () => {
-        try {
-          for await (const _ of s);
-          return "ended";
-        } catch (e) {
-          return e instanceof ConnectError ? Code[e.code] : String(e);
-        }
-      })();
-    const watchEnd = ends(watch);
-    const inboxEnd = ends(inbox);
-    const ownEnd = ends(ownInbox);
+    const watchEnd = endOf(watch);
+    const inboxEnd = endOf(inbox);
+    const ownEnd = endOf(ownInbox);
     await until(() => t.clock.sleepers >= 3, "three idle streams");
     expect((await revoke(t, "p", reader.token.tokenId)).status).toBe(200);
     expect(await watchEnd).toBe("Unauthenticated");
@@ -278,21 +279,12 @@ describe("project tokens", () => {
     const agent = await agentWith(t, ADMIN);
     const other = await agentWith(t, ADMIN, "q1", "q");
     const transport = (h: Record<string, string>) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1", interceptors: [withHeaders(h)] });
-    const ends = (s: AsyncIterable<unknown>) =>
-      (async () => {
-        try {
-          for await (const _ of s);
-          return "ended";
-        } catch (e) {
-          return e instanceof ConnectError ? Code[e.code] : String(e);
-        }
-      })();
     let otherEnd: string | undefined;
     let operatorEnd: string | undefined;
-    const inboxEnd = ends(createClient(PeerService, transport(agent)).subscribe({}));
-    const agentWatchEnd = ends(createClient(LeaseService, transport(agent)).watchLeases({}));
-    void ends(createClient(PeerService, transport(other)).subscribe({})).then((e) => (otherEnd = e));
-    void ends(createClient(LeaseService, transport(admin)).watchLeases({ project: "p" })).then((e) => (operatorEnd = e));
+    const inboxEnd = endOf(createClient(PeerService, transport(agent)).subscribe({}));
+    const agentWatchEnd = endOf(createClient(LeaseService, transport(agent)).watchLeases({}));
+    void endOf(createClient(PeerService, transport(other)).subscribe({})).then((e) => (otherEnd = e));
+    void endOf(createClient(LeaseService, transport(admin)).watchLeases({ project: "p" })).then((e) => (operatorEnd = e));
     await until(() => t.clock.sleepers >= 4, "four idle streams");
     await create(t, "p");
     expect(await inboxEnd).toBe("Unauthenticated");
@@ -309,16 +301,7 @@ describe("project tokens", () => {
     const t = await startTestHub({ config: {} });
     hubs.push(t);
     const transport = createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "1.1" });
-    const ended = (s: AsyncIterable<unknown>) =>
-      (async () => {
-        try {
-          for await (const _ of s);
-          return "ended";
-        } catch (e) {
-          return e instanceof ConnectError ? Code[e.code] : String(e);
-        }
-      })();
-    const watch = ended(createClient(LeaseService, transport).watchLeases({ project: "p" }));
+    const watch = endOf(createClient(LeaseService, transport).watchLeases({ project: "p" }));
     await until(() => t.clock.sleepers >= 1, "an idle stream");
     expect((await t.rest("/v1/ops/projects/p/tokens", { json: {} })).status).toBe(201);
     expect(await watch).toBe("Unauthenticated");
@@ -336,7 +319,7 @@ describe("project tokens", () => {
       }
       return answer;
     };
-    expect(await ended(createClient(LeaseService, transport).watchLeases({ project: "r" }))).toBe("Unauthenticated");
+    expect(await endOf(createClient(LeaseService, transport).watchLeases({ project: "r" }))).toBe("Unauthenticated");
     expect(made).toBe(201);
   });
 
