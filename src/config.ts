@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import os from "node:os";
 import path from "node:path";
+import { messageTtlRangeMs } from "./domain.js";
 import { projectNameProblem } from "./validate.js";
 
 export const logLevels = ["debug", "info", "warn", "error"] as const;
@@ -155,6 +156,10 @@ export function postgresUrl(raw: string): string {
 export function redactedDatabaseUrl(raw: string): string {
   const url = new URL(raw);
   url.password = "";
+  // The driver also takes secrets from the query (pg-connection-string): none is shown.
+  for (const key of [...url.searchParams.keys()]) {
+    if (/pass|secret|key|token/i.test(key)) url.searchParams.set(key, "redacted");
+  }
   return url.toString();
 }
 
@@ -507,6 +512,19 @@ function checkTlsSettings(c: HubConfig): void {
   if (!(c.tlsReloadIntervalMs >= 10)) throw new ConfigError("invalid_config", "tlsReloadIntervalMs must be >= 10");
 }
 
+/** The longest duration a Node timer takes as it is. */
+const maxTimerMs = 2 ** 31 - 1;
+
+/** The settings a timer is set from (directly, or a third of staleAfterMs for the sweep). */
+const timerSettings = (c: HubConfig): [string, number][] => [
+  ["staleAfterMs", c.staleAfterMs],
+  ["streamKeepAliveMs", c.streamKeepAliveMs],
+  ["mcpSessionIdleMs", c.mcpSessionIdleMs],
+  ["shutdownGraceMs", c.shutdownGraceMs],
+  ["tlsReloadIntervalMs", c.tlsReloadIntervalMs],
+  ...(c.rateLimit ? [["rateLimit.windowMs", c.rateLimit.windowMs] as [string, number]] : []),
+];
+
 /** The construction-time checks of the reference hub; throws ConfigError. */
 export function validateConfig(c: HubConfig): HubConfig {
   if (!isLoopback(c.host) && !c.authToken) {
@@ -514,6 +532,13 @@ export function validateConfig(c: HubConfig): HubConfig {
   }
   if (c.staleAfterMs < 100) throw new ConfigError("invalid_config", "staleAfterMs must be >= 100");
   if (c.messageTtlMs < 1_000) throw new ConfigError("invalid_config", "messageTtlMs must be >= 1000");
+  // @NOTE decision D80: upper bounds the reference leaves out. A timer's duration past 2^31-1 ms
+  // is taken as 1 ms by Node (the sweep, every stream's keep-alive would then run back to back),
+  // and the default TTL of a message is one a send could give itself.
+  for (const [name, value] of timerSettings(c)) {
+    if (value > maxTimerMs) throw new ConfigError("invalid_config", `${name} must be at most ${maxTimerMs} (about 24.8 days)`);
+  }
+  if (c.messageTtlMs > messageTtlRangeMs.max) throw new ConfigError("invalid_config", `messageTtlMs must be at most ${messageTtlRangeMs.max}, the longest TTL a message can have`);
   if (c.messageRetentionMs < 1_000) throw new ConfigError("invalid_config", "messageRetentionMs must be >= 1000");
   if (c.agentRetentionMs < 60_000) throw new ConfigError("invalid_config", "agentRetentionMs must be >= 60000");
   if (c.mcpMaxSessions < 1 || c.mcpMaxSessions > 100_000) throw new ConfigError("invalid_config", "mcpMaxSessions must be 1..100000");

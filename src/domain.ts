@@ -11,6 +11,9 @@
  */
 export const sweepChunk = 500;
 
+/** The TTL a message may have, in ms (reference-hub.md: 1,000..604,800,000): a send's own, and the hub's default (KXM_MESSAGE_TTL_MS). */
+export const messageTtlRangeMs = { min: 1_000, max: 604_800_000 } as const;
+
 /** The lease attached to lease refusals (REST extra `lease`, RPC typed detail). */
 export interface LeaseView {
   resource: string;

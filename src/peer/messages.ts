@@ -15,7 +15,7 @@ import {
   visibleTo,
   type SendInput,
 } from "./rules.js";
-import { sweepChunk, type AgentRow, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
+import { messageTtlRangeMs, sweepChunk, type AgentRow, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
 
 /** Longer than any message id the hub issues (`msg_` and 26 characters). */
 const maxMessageIdLength = 128;
@@ -31,8 +31,8 @@ export interface MessagesDeps {
 
 export const messageLimits = {
   contentMax: 32_000,
-  ttlMinMs: 1_000,
-  ttlMaxMs: 604_800_000,
+  ttlMinMs: messageTtlRangeMs.min,
+  ttlMaxMs: messageTtlRangeMs.max,
   hopsMax: 100,
   maxHopsMin: 1,
   maxHopsMax: 20,

@@ -109,6 +109,29 @@ describe("configuration", () => {
     expect((e as ConfigError).code).toBe("invalid_config");
   });
 
+  it("refuses a duration no timer can be set for, and a default message TTL no send could give itself (D80)", () => {
+    const refused = (argv: string[]) => {
+      const e = refusal([...argv, "--data-path", ":memory:"], {});
+      expect(e, argv.join(" ")).toBeInstanceOf(ConfigError);
+      return (e as ConfigError).message;
+    };
+    // Node takes a timer past 2^31-1 ms as 1 ms: the sweep (a third of it) and every keep-alive would run back to back.
+    expect(refused(["--stale-after-ms", "7000000000"])).toContain("staleAfterMs must be at most 2147483647");
+    expect(refused(["--stale-after-ms", String(2 ** 31), "--stream-keepalive-ms", "100"])).toContain("staleAfterMs");
+    expect(refused(["--stream-keepalive-ms", "3000000000", "--stale-after-ms", "2147483647"])).toContain("below");
+    expect(refused(["--mcp-session-idle-ms", "2147483648"])).toContain("mcpSessionIdleMs");
+    expect(refused(["--rate-limit-window-ms", "2147483648"])).toContain("rateLimit.windowMs");
+    expect(refused(["--message-ttl-ms", "604800001"])).toContain("messageTtlMs must be at most 604800000");
+    const c = loadConfig(["--stale-after-ms", "2147483647", "--message-ttl-ms", "604800000", "--data-path", ":memory:"], {});
+    expect([c.staleAfterMs, c.messageTtlMs, c.cleanupIntervalMs]).toEqual([2 ** 31 - 1, 604_800_000, Math.floor((2 ** 31 - 1) / 3)]);
+  });
+
+  it("shows a database URL without a secret its query gives the driver", () => {
+    expect(redactedDatabaseUrl("postgres://kxm@db.example:5432/kxm?password=s3cret-pw&sslpassword=k3y&sslmode=require")).toBe(
+      "postgres://kxm@db.example:5432/kxm?password=redacted&sslpassword=redacted&sslmode=require",
+    );
+  });
+
   it("keeps a token for a project named __proto__ as an own entry", () => {
     const c = loadConfig([], { KXM_PROJECT_TOKENS: '{"__proto__":"tok"}' });
     expect(Object.hasOwn(c.projectTokens, "__proto__")).toBe(true);
