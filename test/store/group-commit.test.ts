@@ -207,7 +207,7 @@ describe("group commit", () => {
     ["replaced", (file: string) => (fs.copyFileSync(file, `${file}.copy`), fs.renameSync(`${file}.copy`, file))],
   ])("a data file %s under the running store stops it before its next batch, and nothing more is answered", async (how, change) => {
     const file = tempFile();
-    const store = open({ path: file });
+    const store = open({ path: file, fileCheckMs: 0 });
     expect(await acquire(store, "main", 1)).toMatchObject({ kind: "granted" });
     change(file);
     const lost = await acquire(store, "other", 1).catch((e: unknown) => e);

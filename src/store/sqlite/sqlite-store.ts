@@ -35,6 +35,8 @@ export interface SqliteStoreOptions {
   maxBatch?: number;
   /** WAL frames past which the store folds the WAL back itself (checkpointer.ts; default 4,096). */
   restartFrames?: number;
+  /** How often, at most, a batch first checks that the data file is still the one its path names (ms; fileWatch). */
+  fileCheckMs?: number;
   /** The time each decision is made at (default: the system clock; the hub passes its own). */
   clock?: StoreClock;
 }
@@ -98,7 +100,7 @@ export class SqliteStore implements HubStore {
           checkpointer?.committed();
         },
         unwritable: () => (this.unwritable = true),
-        ...(this.storage === "sqlite" && { fileLost: fileWatch(options.path) }),
+        ...(this.storage === "sqlite" && { fileLost: fileWatch(options.path, options.fileCheckMs) }),
         workStarted: () => numbering().workStarted(),
         workRolledBack: () => numbering().workRolledBack(),
         beforeCommit: () => numbering().beforeCommit(),
@@ -210,20 +212,25 @@ export class SqliteStore implements HubStore {
  * Whether the data file and its WAL are still the files the store has open: one removed (a data
  * directory cleaned under a running hub) or replaced (another file moved in its place) takes
  * every later write with it, and the next start would begin from nothing, its fencing tokens
- * from 1. Two stat calls a batch (about 2 us), against the identities read when the store opened.
+ * from 1. Two stat calls, against the identities read when the store opened, at most every
+ * `everyMs` (before a batch): at every batch they took a hundredth of the hub's thread under load.
  */
-function fileWatch(dbPath: string): () => string | undefined {
+function fileWatch(dbPath: string, everyMs = 50): () => string | undefined {
   const identity = (file: string) => {
     const st = fs.statSync(file, { throwIfNoEntry: false });
     return st && `${st.dev}:${st.ino}`;
   };
   const files = [dbPath, `${dbPath}-wal`].map((file) => ({ file, id: identity(file) }));
+  let nextAt = 0;
+  let lost: string | undefined;
   return () => {
+    if (lost !== undefined || performance.now() < nextAt) return lost;
+    nextAt = performance.now() + everyMs;
     for (const f of files) {
       const now = identity(f.file);
       // A WAL not there at the open is made by the first write; it is watched from then on.
       if (f.id === undefined) f.id = now;
-      else if (now !== f.id) return `${f.file} was ${now === undefined ? "removed" : "replaced"} while the hub ran: nothing more is written, since it would not be there after a restart`;
+      else if (now !== f.id) return (lost = `${f.file} was ${now === undefined ? "removed" : "replaced"} while the hub ran: nothing more is written, since it would not be there after a restart`);
     }
     return undefined;
   };
