@@ -109,6 +109,7 @@ describe("Go client (gen/go, clients/go)", () => {
           "TestLibraryTakeoverRestartsAnAgentAtOnce",
           "TestLibrarySecondAcquireOfAHeldLeaseIsRefused",
           "TestLibraryReleasesALeaseGrantedToAnAcquireWhoseAnswerNeverCame",
+          "TestAnUnansweredAcquireLeavesNoOrphanWhenAnotherAcquireOfTheNameWasInFlight",
           "TestLibraryOverTLSWithItsCAOverConnectAndGRPC",
           "TestLibraryOverMutualTLSServedWithItsClientCertificateOnly",
         ]) {

@@ -10,7 +10,7 @@ import { checkFence, connect, HubError, LeaseService, type Session } from "../..
 import { serveCli } from "../fixtures/cli.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
-import { idle, until } from "../fixtures/streams.js";
+import { eventually, idle, until } from "../fixtures/streams.js";
 
 /**
  * The TypeScript library's behaviour against a real hub: leases kept and lost, blocking acquire,
@@ -166,6 +166,59 @@ describe("TypeScript library: leases", () => {
     expect(sent.get("AcquireLease")).toBe(1);
     openLook();
     expect((await waiter.acquire("deploy", { ttlMs: 30_000 })).token).toBe(first.token + 2n);
+  });
+
+  it("releases a grant whose answer never came once another acquire of the name, in flight meanwhile, ends without the lease", async () => {
+    await using t = await startTestHub();
+    const holder = await open(t, "holder");
+    const first = await holder.acquire("deploy", { ttlMs: 30_000 });
+    // The waiter's first AcquireLease (A) is granted, its answer lost; its second (B, no wait)
+    // is answered lease_held, the answer held back until the test lets it through.
+    let calls = 0;
+    let aGranted!: () => void;
+    const granted = new Promise<void>((resolve) => (aGranted = resolve));
+    let bArrived!: () => void;
+    const arrived = new Promise<void>((resolve) => (bArrived = resolve));
+    let bGoes!: () => void;
+    const goes = new Promise<void>((resolve) => (bGoes = resolve));
+    const gate: Interceptor = (next) => async (req) => {
+      if (req.method.name !== "AcquireLease") return next(req);
+      if (++calls === 2) {
+        try {
+          return await next(req);
+        } finally {
+          bArrived();
+          await goes;
+        }
+      }
+      await next(req);
+      aGranted();
+      return new Promise<never>((_, reject) =>
+        req.signal.addEventListener("abort", () => reject(new ConnectError("the caller gave up", Code.Canceled)), { once: true }),
+      );
+    };
+    const waiter = await open(t, "waiter", { transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [gate, ...i] }) });
+    const giveUp = new AbortController();
+    const a = waiter.acquire("deploy", { ttlMs: 30_000, waitMs: 120_000, signal: giveUp.signal });
+    a.catch(() => undefined);
+    await idle(t.clock, 4); // holder: heartbeat + keeper; waiter: heartbeat + A's wait
+    const b = waiter.acquire("deploy", { ttlMs: 30_000 });
+    b.catch(() => undefined);
+    await arrived;
+    await first.release();
+    await granted;
+    giveUp.abort();
+    await expect(a).rejects.toMatchObject({ code: "cancelled" });
+    bGoes();
+    await expect(b).rejects.toMatchObject({ code: "lease_held" });
+    // The look, put off while B was in flight, released A's grant: another agent gets the lease
+    // (skipped, the grant stayed the waiter's, renewed and released by nobody, until its TTL).
+    let next: Awaited<ReturnType<Session["acquire"]>> | undefined;
+    await eventually(async () => {
+      next = await holder.acquire("deploy", { ttlMs: 30_000 }).catch(() => undefined);
+      return next !== undefined;
+    }, "another agent granted the lease");
+    expect(next!.token).toBe(first.token + 2n);
   });
 
   it("signals the session lost when the hub refuses the agent's heartbeat", async () => {

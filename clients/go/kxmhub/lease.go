@@ -68,43 +68,38 @@ func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*
 		wait := int32(o.Wait / time.Millisecond)
 		req.WaitMs = &wait
 	}
-	if err := s.awaitUnsettled(ctx, name); err != nil {
+	if err := s.beginAcquire(ctx, name); err != nil {
 		return nil, AsError(err)
 	}
-	s.mu.Lock()
-	s.acquiring[name]++
-	s.mu.Unlock()
 	sent := s.clock.Now()
 	res, err := s.Leases.AcquireLease(ctx, connect.NewRequest(req))
-	if err != nil || res.Msg.GetRenewed() {
-		s.mu.Lock()
-		s.doneAcquiring(name)
-		s.mu.Unlock()
-	}
 	if err != nil {
 		e := AsError(err)
-		if unanswered[e.Code] {
-			s.settleUnanswered(name)
-		}
+		s.mu.Lock()
+		s.doneAcquiring(name)
+		s.acquireEnded(name, unanswered[e.Code])
+		s.mu.Unlock()
 		return nil, e
 	}
 	l := &Lease{Name: name, Token: res.Msg.GetLease().GetFencingToken(), s: s, ttl: o.TTL, lost: make(chan struct{}), stop: make(chan struct{}), lease: res.Msg.GetLease()}
+	// One hold of s.mu from the end of this Acquire's count to the lease in held: a look at the
+	// lease (settleUnanswered) never sees it in neither, and never releases what this returns.
 	s.mu.Lock()
-	if res.Msg.GetRenewed() {
-		// Renewed: this agent holds the lease already, under this acquire's token. When a call of
-		// this session holds it (or is acquiring it), two holders of one token are what no fence
-		// can tell apart, so it stays that call's and this is refused. When none does, nobody
-		// answers for it (an Acquire whose answer was lost and whose look failed too, an earlier
-		// process of the agent): this Acquire takes it over, or every retry would renew it and no
-		// agent would ever get it. (Its count in acquiring is gone already.)
-		if s.after(name) {
-			s.mu.Unlock()
-			return nil, &Error{Code: "lease_held", Message: fmt.Sprintf("lease %s is already held by this agent (fencing token %d); hold it once", name, res.Msg.GetLease().GetFencingToken()), Lease: res.Msg.GetLease()}
-		}
-	} else {
-		s.doneAcquiring(name)
+	s.doneAcquiring(name)
+	// Renewed: this agent holds the lease already, under this acquire's token. When a call of
+	// this session holds it (or is acquiring it), two holders of one token are what no fence
+	// can tell apart, so it stays that call's and this is refused. When none does, nobody
+	// answers for it (an Acquire whose answer was lost and whose look failed too, an earlier
+	// process of the agent): this Acquire takes it over, or every retry would renew it and no
+	// agent would ever get it.
+	if res.Msg.GetRenewed() && s.after(name) {
+		s.acquireEnded(name, false)
+		s.mu.Unlock()
+		return nil, &Error{Code: "lease_held", Message: fmt.Sprintf("lease %s is already held by this agent (fencing token %d); hold it once", name, res.Msg.GetLease().GetFencingToken()), Lease: res.Msg.GetLease()}
 	}
 	s.held[l] = struct{}{}
+	// Held by this call now: a look put off for the name has nothing left to settle.
+	delete(s.lookLater, name)
 	s.mu.Unlock()
 	l.kept.Add(1)
 	go l.keep(grantedAt(sent, res.Msg.GetWaitedMs(), s.clock.Now()))
@@ -125,11 +120,8 @@ func (s *Session) doneAcquiring(name string) {
 	}
 }
 
-// after says whether a call of this session holds lease name or is acquiring it; s.mu is held.
-func (s *Session) after(name string) bool {
-	if s.acquiring[name] > 0 {
-		return true
-	}
+// holds says whether a call of this session holds lease name; s.mu is held.
+func (s *Session) holds(name string) bool {
 	for l := range s.held {
 		if l.Name == name {
 			return true
@@ -138,20 +130,38 @@ func (s *Session) after(name string) bool {
 	return false
 }
 
-// awaitUnsettled waits for the look at lease name after an Acquire that got no answer, if one
-// is under way, or for ctx to end.
-func (s *Session) awaitUnsettled(ctx context.Context, name string) error {
-	s.mu.Lock()
-	done := s.unsettled[name]
-	s.mu.Unlock()
-	if done == nil {
-		return nil
+// after says whether a call of this session holds lease name or is acquiring it; s.mu is held.
+func (s *Session) after(name string) bool {
+	return s.acquiring[name] > 0 || s.holds(name)
+}
+
+// beginAcquire waits for the look at lease name after an Acquire that got no answer, if one is
+// under way, or for ctx to end; then it counts this Acquire as in flight, under the same hold of
+// s.mu as its last check, so that no look starts while it is in flight.
+func (s *Session) beginAcquire(ctx context.Context, name string) error {
+	for {
+		s.mu.Lock()
+		done := s.unsettled[name]
+		if done == nil {
+			s.acquiring[name]++
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+}
+
+// acquireEnded: an Acquire of name ended without holding the lease (counted out of acquiring
+// already); noAnswer says it got no answer. Either starts the look it needs or one put off for
+// the name; s.mu is held.
+func (s *Session) acquireEnded(name string, noAnswer bool) {
+	if noAnswer || s.lookLater[name] {
+		s.settleUnanswered(name)
 	}
 }
 
@@ -160,11 +170,20 @@ func (s *Session) awaitUnsettled(ctx context.Context, name string) error {
 // session would ever release it, and it would stay held until its TTL ran out. So the lease is
 // looked up, and released when this agent holds it and no call of this session holds or
 // acquires it (as etcd's lock recipe deletes its key when a wait for the lock is cancelled).
-// The next Acquire of the name waits for this look; Close too.
+// While another Acquire of the name is in flight, the look is put off (lookLater) until the last
+// of them ends: without the lease, the look runs then; holding it, that call answers for it.
+// The next Acquire of the name waits for the look; Close too. s.mu is held.
 func (s *Session) settleUnanswered(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.unsettled[name] != nil || s.err != nil || s.noLooks || s.after(name) {
+	if s.err != nil || s.noLooks || s.holds(name) {
+		delete(s.lookLater, name)
+		return
+	}
+	if s.acquiring[name] > 0 {
+		s.lookLater[name] = true
+		return
+	}
+	delete(s.lookLater, name)
+	if s.unsettled[name] != nil {
 		return
 	}
 	done := make(chan struct{})

@@ -84,6 +84,8 @@ type Session struct {
 	// unsettled holds, by lease name, a channel closed when the look after an Acquire that got
 	// no answer is done (settleUnanswered); looks counts them for Close.
 	unsettled map[string]chan struct{}
+	// lookLater names the leases whose look waits for the Acquires of the name in flight to end.
+	lookLater map[string]bool
 	looks     sync.WaitGroup
 	// noLooks is set by Close before it waits for looks: no new one starts after.
 	noLooks bool
@@ -134,6 +136,7 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 		held:      map[*Lease]struct{}{},
 		acquiring: map[string]int{},
 		unsettled: map[string]chan struct{}{},
+		lookLater: map[string]bool{},
 	}
 	req := &hubv1.RegisterAgentRequest{Name: o.Name, Project: o.Project, Host: &o.Host, Takeover: o.Takeover}
 	if o.Purpose != "" {

@@ -54,6 +54,8 @@ class Session:
         # Acquires in flight, and the looks after acquires that got no answer, by lease name.
         self._acquiring: dict[str, int] = {}
         self._unsettled: dict[str, asyncio.Task[None]] = {}
+        # The leases whose look waits for the acquires of the name in flight to end.
+        self._look_later: set[str] = set()
         self._inboxes: weakref.WeakSet[AsyncGenerator[InboxEvent, None]] = weakref.WeakSet()
         self._beats: asyncio.Task[None] | None = None
 
@@ -80,21 +82,19 @@ class Session:
         req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=ttl_ms)
         if wait_ms > 0:
             req.wait_ms = wait_ms
-        look = self._unsettled.get(name)
-        if look is not None and not look.done():
+        while (look := self._unsettled.get(name)) is not None and not look.done():
             await asyncio.shield(look)
         self._acquiring[name] = self._acquiring.get(name, 0) + 1
         try:
             res = await self.leases.acquire_lease(req, headers=self._headers())
         except asyncio.CancelledError:
             self._done_acquiring(name)
-            self._settle_unanswered(name)
+            self._acquire_ended(name, unanswered=True)
             raise
         except Exception as e:  # noqa: BLE001 - typed
             self._done_acquiring(name)
             err = HubError.of(e)
-            if err.code in _UNANSWERED:
-                self._settle_unanswered(name)
+            self._acquire_ended(name, unanswered=err.code in _UNANSWERED)
             raise err from e
         self._done_acquiring(name)
         # Renewed: this agent holds the lease already, under this acquire's token. When a call of
@@ -104,11 +104,14 @@ class Session:
         # agent): this acquire takes it over, or every retry would renew it and no agent would ever
         # get it.
         if res.renewed and self._after(name):
+            self._acquire_ended(name, unanswered=False)
             raise HubError("lease_held", f"lease {name} is already held by this agent (fencing token {res.lease.fencing_token}); hold it once", lease=res.lease)
         # Granted no earlier than the time it waited in the queue after it was sent, and no later
         # than the answer came: the hub's count of the wait is not taken past what this process saw.
         held = Lease(self, res.lease, ttl_ms / 1000, sent + min(res.waited_ms / 1000, self.clock.now() - sent))
         self._held.add(held)
+        # Held by this call now: a look put off for the name has nothing left to settle.
+        self._look_later.discard(name)
         return held
 
     def _done_acquiring(self, name: str) -> None:
@@ -122,15 +125,30 @@ class Session:
         """Whether a call of this session holds lease `name` or is acquiring it."""
         return name in self._acquiring or any(h.name == name for h in self._held)
 
+    def _acquire_ended(self, name: str, unanswered: bool) -> None:
+        """An acquire of `name` ended without holding the lease (counted out of _acquiring already);
+        `unanswered` says it got no answer. Starts the look it needs, or one put off for the name."""
+        if unanswered or name in self._look_later:
+            self._settle_unanswered(name)
+
     def _settle_unanswered(self, name: str) -> None:
         """An acquire that got no answer (cancelled, timed out, the connection lost) may have been
         granted all the same, the grant on its way when the call ended. Nothing of this session
         would ever release it, and it would stay held until its TTL ran out. So the lease is looked
         up, and released when this agent holds it and no call of this session holds or acquires it
         (as etcd's lock recipe deletes its key when a wait for the lock is cancelled). The next
-        acquire of the name waits for this look; close() too."""
+        acquire of the name waits for this look; close() too. While another acquire of the name is
+        in flight, the look is put off until the last of them ends: without the lease, the look runs
+        then; holding it, that call answers for it."""
+        if self.error is not None or self.leases is None or any(h.name == name for h in self._held):
+            self._look_later.discard(name)
+            return
+        if name in self._acquiring:
+            self._look_later.add(name)
+            return
+        self._look_later.discard(name)
         look = self._unsettled.get(name)
-        if (look is not None and not look.done()) or self.error is not None or self.leases is None:
+        if look is not None and not look.done():
             return
 
         async def look() -> None:

@@ -73,6 +73,8 @@ export class Session {
   readonly #acquiring = new Map<string, number>();
   /** By lease name: the look after an acquire whose answer never came (settleUnanswered). */
   readonly #unsettled = new Map<string, Promise<void>>();
+  /** The leases whose look waits for the acquires of the name in flight to end. */
+  readonly #lookLater = new Set<string>();
   readonly #heartbeats: Promise<void>;
   readonly #connection: Http2SessionManager | undefined;
 
@@ -151,8 +153,7 @@ export class Session {
         throw new HubError("protocol_error", `${field} must be a whole number of milliseconds, 0..2147483647 (got ${v})`, { field });
       }
     }
-    const look = this.#unsettled.get(name);
-    if (look) {
+    for (let look = this.#unsettled.get(name); look; look = this.#unsettled.get(name)) {
       const signal = o.signal;
       await (signal ? Promise.race([look, new Promise((r) => signal.addEventListener("abort", r, { once: true }))]) : look);
       if (signal?.aborted) throw new HubError("cancelled", "the acquire was cancelled before it was sent");
@@ -165,7 +166,7 @@ export class Session {
     } catch (e) {
       const err = HubError.from(e);
       this.#doneAcquiring(name);
-      if (unanswered.has(err.code)) this.#settleUnanswered(name);
+      this.#acquireEnded(name, unanswered.has(err.code));
       throw err;
     }
     this.#doneAcquiring(name);
@@ -176,6 +177,7 @@ export class Session {
     // or an earlier process of the agent. This acquire takes it over, token and all: refusing
     // would renew it at every retry, and neither this agent nor any other would ever get it.
     if (answer.renewed && this.#after(name)) {
+      this.#acquireEnded(name, false);
       throw new HubError("lease_held", `lease ${name} is already held by this agent (fencing token ${answer.lease?.fencingToken}); hold it once`, {}, answer.lease, false);
     }
     // A grant out of the queue came at least `waitedMs` after the call was sent (and no later than
@@ -183,6 +185,8 @@ export class Session {
     const grantedNoEarlierThan = sentAt + Math.min(answer.waitedMs, this.clock.now() - sentAt);
     const held = new HeldLease(this.leases, this.clock, answer.lease!, ttlMs, grantedNoEarlierThan);
     this.#held.add(held);
+    // Held by this call now: a look put off for the name has nothing left to settle.
+    this.#lookLater.delete(name);
     held.lost.addEventListener("abort", () => this.#held.delete(held), { once: true });
     return held;
   }
@@ -193,9 +197,22 @@ export class Session {
     else this.#acquiring.set(name, n);
   }
 
+  /** Whether a call of this session holds lease `name`. */
+  #holds(name: string): boolean {
+    return [...this.#held].some((h) => h.name === name);
+  }
+
   /** Whether a call of this session holds lease `name` or is acquiring it. */
   #after(name: string): boolean {
-    return this.#acquiring.has(name) || [...this.#held].some((h) => h.name === name);
+    return this.#acquiring.has(name) || this.#holds(name);
+  }
+
+  /**
+   * An acquire of `name` ended without holding the lease (counted out of #acquiring already);
+   * `noAnswer` says it got no answer. Starts the look it needs, or one put off for the name.
+   */
+  #acquireEnded(name: string, noAnswer: boolean): void {
+    if (noAnswer || this.#lookLater.has(name)) this.#settleUnanswered(name);
   }
 
   /**
@@ -204,10 +221,21 @@ export class Session {
    * would ever release it, and it would stay held until its time to live ran out. So the lease
    * is looked up, and released when this agent holds it and no call of this session holds or
    * acquires it (as etcd's lock recipe deletes its key when a wait for the lock is cancelled).
-   * The next acquire of the name waits for this look; close() too.
+   * While another acquire of the name is in flight, the look is put off until the last of them
+   * ends: without the lease, the look runs then; holding it, that call answers for it. The next
+   * acquire of the name waits for this look; close() too.
    */
   #settleUnanswered(name: string): void {
-    if (this.#unsettled.has(name) || this.#lost.signal.aborted) return;
+    if (this.#lost.signal.aborted || this.#holds(name)) {
+      this.#lookLater.delete(name);
+      return;
+    }
+    if (this.#acquiring.has(name)) {
+      this.#lookLater.add(name);
+      return;
+    }
+    this.#lookLater.delete(name);
+    if (this.#unsettled.has(name)) return;
     const look = (async () => {
       if (this.#after(name)) return;
       const { lease } = await this.leases.getLease({ name }, { timeoutMs: settleTimeoutMs });

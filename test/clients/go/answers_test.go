@@ -196,3 +196,75 @@ func TestARateLimitedRenewalWaitsOutRetryAfterMs(t *testing.T) {
 	eventually(t, "the renewal at 20 s", func() bool { return renewals.Load() == 2 })
 	keeperAsleep(t, c, l, "after the renewal at 20 s")
 }
+
+// An Acquire whose answer was lost while another Acquire of the name was in flight: the look at
+// the lease waits for that one to end instead of being skipped. Here the first Acquire (A) waits
+// in the queue and is granted, its answer lost, and is cancelled while a second (B, no wait) is
+// on the wire; B ends refused (lease_held, asked before the grant). The look then runs and
+// releases A's grant, where skipping it left the lease held by the agent with nobody renewing or
+// releasing it: every other agent locked out until its TTL.
+func TestAnUnansweredAcquireLeavesNoOrphanWhenAnotherAcquireOfTheNameWasInFlight(t *testing.T) {
+	e := loadEnv(t)
+	other := open(t, e, newTestClock(""), "other")
+	name := "lib-orphan-flight-" + randomHex(4)
+	held, err := other.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A's answer (the grant) reaches this side of the wire and no further; B's answer is held
+	// back until the test lets it through.
+	var calls atomic.Int32
+	aAnswered, bAnswered, bGoes := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	gate := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().Procedure != "/kxm.hub.v1.LeaseService/AcquireLease" {
+				return next(ctx, req)
+			}
+			n := calls.Add(1)
+			res, err := next(ctx, req)
+			switch n {
+			case 1:
+				close(aAnswered)
+				<-ctx.Done()
+				return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+			case 2:
+				close(bAnswered)
+				<-bGoes
+			}
+			return res, err
+		}
+	})
+	me := open(t, e, newTestClock(""), "me", connect.WithInterceptors(gate))
+	base := hubSleepers(t, e.controlURL)
+	aCtx, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := me.Acquire(aCtx, name, kxmhub.AcquireOptions{TTL: 30 * time.Second, Wait: time.Minute})
+		aDone <- err
+	}()
+	eventually(t, "A queued", func() bool { return hubSleepers(t, e.controlURL) >= base+1 })
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := me.Acquire(context.Background(), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+		bDone <- err
+	}()
+	<-bAnswered
+	if err := held.Release(within(t)); err != nil {
+		t.Fatal(err)
+	}
+	<-aAnswered // A is granted; its answer never arrives
+	cancelA()
+	expectCode(t, "A", <-aDone, "cancelled")
+	close(bGoes)
+	expectCode(t, "B", <-bDone, "lease_held")
+	var got *kxmhub.Lease
+	eventually(t, "another agent granted the lease (A's grant released by the look)", func() bool {
+		got, err = other.Acquire(within(t), name, kxmhub.AcquireOptions{TTL: 30 * time.Second})
+		return err == nil
+	})
+	if got.Token != held.Token+2 {
+		t.Fatalf("another agent's grant: token %d, want %d (after A's grant, %d)", got.Token, held.Token+2, held.Token+1)
+	}
+	_ = got.Release(within(t))
+}

@@ -552,6 +552,68 @@ def test_a_lease_granted_to_an_acquire_whose_answer_never_came_is_released(hub: 
     asyncio.run(run())
 
 
+def test_an_unanswered_acquire_leaves_no_orphan_when_another_acquire_of_the_name_was_in_flight(hub: HubEnv) -> None:
+    """The look after an acquire whose answer was lost waits for another acquire of the name in
+    flight to end, instead of being skipped. The first acquire (A) waits in the queue and is
+    granted, its answer lost, and is cancelled while a second (B, no wait) is on the wire; B ends
+    refused (lease_held, asked before the grant). The look then releases A's grant, where skipping
+    it left the lease held by the agent with nobody renewing or releasing it until its TTL."""
+
+    async def run() -> None:
+        clock = HubClock(None)
+        name = f"py-orphan-flight-{secrets.token_hex(4)}"
+        async with await open_session(hub, clock, "other") as other, await open_session(hub, clock, "me") as me:
+            held = await other.acquire(name, ttl=30)
+            original = me.leases.acquire_lease
+            calls = [0]
+            a_answered, b_answered, b_goes = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+            async def gated(req, *, headers=None, timeout_ms=None):
+                calls[0] += 1
+                n = calls[0]
+                try:
+                    res = await original(req, headers=headers, timeout_ms=timeout_ms)
+                finally:
+                    if n == 2:  # B's answer (lease_held) is held back
+                        b_answered.set()
+                        await b_goes.wait()
+                if n == 1:  # A's answer (the grant) is lost
+                    a_answered.set()
+                    await asyncio.Event().wait()
+                return res
+
+            me.leases.acquire_lease = gated
+            base = hub.sleepers()
+            a = asyncio.create_task(me.acquire(name, ttl=30, wait=60))
+            await until("A queued", lambda: hub.sleepers() >= base + 1)
+            b = asyncio.create_task(me.acquire(name, ttl=30))
+            await asyncio.wait_for(b_answered.wait(), 10)
+            await held.release()
+            await asyncio.wait_for(a_answered.wait(), 10)
+            a.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await a
+            b_goes.set()
+            with pytest.raises(kxmhub.HubError) as refused:
+                await b
+            assert refused.value.code == "lease_held"
+            # Another agent gets the lease once the look has released A's grant.
+            got = None
+            deadline = asyncio.get_running_loop().time() + 10
+            while got is None:
+                try:
+                    got = await other.acquire(name, ttl=30)
+                except kxmhub.HubError as e:
+                    assert e.code == "lease_held", e
+                    if asyncio.get_running_loop().time() > deadline:
+                        pytest.fail("A's grant is still held by the agent with no call of its session holding it (an orphan until its TTL)")
+                    await asyncio.sleep(0.005)
+            assert got.token == held.token + 2
+            await got.release()
+
+    asyncio.run(run())
+
+
 def test_a_lease_is_lost_with_its_session_when_the_agent_is_taken_over(hub: HubEnv) -> None:
     """When the hub refuses the session's agent for good (taken over), what it holds is lost with
     it at the next heartbeat, not at the lease's next renewal."""
