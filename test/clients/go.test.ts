@@ -110,6 +110,7 @@ describe("Go client (gen/go, clients/go)", () => {
           "TestLibrarySecondAcquireOfAHeldLeaseIsRefused",
           "TestLibraryReleasesALeaseGrantedToAnAcquireWhoseAnswerNeverCame",
           "TestAnUnansweredAcquireLeavesNoOrphanWhenAnotherAcquireOfTheNameWasInFlight",
+          "TestCloseDoesNotWaitForAHeartbeatTheHubNeverAnswers",
           "TestLibraryOverTLSWithItsCAOverConnectAndGRPC",
           "TestLibraryOverMutualTLSServedWithItsClientCertificateOnly",
         ]) {

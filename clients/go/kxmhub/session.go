@@ -75,6 +75,10 @@ type Session struct {
 	closing chan struct{}
 	// closeOnce closes closing once: two Close calls may race.
 	closeOnce sync.Once
+	// beatCtx is the context of each heartbeat call; Close cancels it (stopBeats), so that a
+	// heartbeat a silent hub never answers does not hold Close up.
+	beatCtx   context.Context
+	stopBeats context.CancelFunc
 	beats     sync.WaitGroup
 	mu        sync.Mutex
 	err       error
@@ -159,6 +163,7 @@ func Connect(ctx context.Context, o Options) (*Session, error) {
 	}
 	s.Agent, s.TakenOver, s.ReleasedLeases = res.Msg.GetAgent(), res.Msg.GetTakenOver(), res.Msg.GetReleasedLeases()
 	creds.set(s.Agent.GetId(), res.Msg.GetAgentKey())
+	s.beatCtx, s.stopBeats = context.WithCancel(context.Background())
 	s.beats.Add(1)
 	go s.heartbeat(o.HeartbeatEvery)
 	return s, nil
@@ -192,7 +197,9 @@ func (s *Session) Send(ctx context.Context, target, content string) (*hubv1.Mess
 	return res.Msg.GetMessage(), nil
 }
 
-// Close releases the leases still held, stops the heartbeats and unregisters the agent.
+// Close releases the leases still held, stops the heartbeats and unregisters the agent. It waits
+// for what is under way (the looks after unanswered Acquires, a heartbeat in flight, which it
+// cancels) until ctx ends.
 func (s *Session) Close(ctx context.Context) error {
 	for _, l := range s.heldLeases() {
 		_ = l.Release(ctx)
@@ -209,8 +216,19 @@ func (s *Session) Close(ctx context.Context) error {
 	case <-looked:
 	case <-ctx.Done():
 	}
-	s.closeOnce.Do(func() { close(s.closing) })
-	s.beats.Wait()
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.stopBeats()
+	})
+	beaten := make(chan struct{})
+	go func() {
+		s.beats.Wait()
+		close(beaten)
+	}()
+	select {
+	case <-beaten:
+	case <-ctx.Done():
+	}
 	if s.Err() != nil {
 		return nil
 	}
@@ -239,9 +257,15 @@ func (s *Session) heartbeat(every time.Duration) {
 			return
 		case <-s.clock.After(every):
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), every)
+		ctx, cancel := context.WithTimeout(s.beatCtx, every)
 		_, err := s.Presence.Heartbeat(ctx, connect.NewRequest(&hubv1.HeartbeatRequest{AgentId: s.Agent.GetId()}))
 		cancel()
+		select {
+		case <-s.closing:
+			// Cancelled by Close (or answered while it closes): not a failure of the session.
+			return
+		default:
+		}
 		if err == nil {
 			failures = 0
 			continue

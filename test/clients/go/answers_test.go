@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -267,4 +268,66 @@ func TestAnUnansweredAcquireLeavesNoOrphanWhenAnotherAcquireOfTheNameWasInFlight
 		t.Fatalf("another agent's grant: token %d, want %d (after A's grant, %d)", got.Token, held.Token+2, held.Token+1)
 	}
 	_ = got.Release(within(t))
+}
+
+// heartbeatGate holds every Heartbeat call until released; heedless calls do not end with their
+// context either (a transport that does not give up on a silent hub).
+type heartbeatGate struct {
+	release  chan struct{}
+	entered  chan struct{}
+	once     sync.Once
+	heedless bool
+}
+
+func (g *heartbeatGate) interceptor() connect.ClientOption {
+	return connect.WithInterceptors(connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().Procedure != "/kxm.hub.v1.PresenceService/Heartbeat" {
+				return next(ctx, req)
+			}
+			g.once.Do(func() { close(g.entered) })
+			if g.heedless {
+				<-g.release
+			} else {
+				select {
+				case <-g.release:
+				case <-ctx.Done():
+					return nil, connect.NewError(connect.CodeCanceled, ctx.Err())
+				}
+			}
+			return next(ctx, req)
+		}
+	}))
+}
+
+// Close does not wait for a heartbeat a silent hub never answers (each may take an interval,
+// HeartbeatEvery: an hour here): it cancels it, and it returns when its own ctx ends whatever
+// the call does.
+func TestCloseDoesNotWaitForAHeartbeatTheHubNeverAnswers(t *testing.T) {
+	e := loadEnv(t)
+	for _, heedless := range []bool{false, true} {
+		c := newTestClock("")
+		g := &heartbeatGate{release: make(chan struct{}), entered: make(chan struct{}), heedless: heedless}
+		defer close(g.release)
+		s := open(t, e, c, "silent", g.interceptor())
+		eventually(t, "the heartbeat timer", func() bool { return c.sleepers() >= 1 })
+		c.advance(t, time.Hour) // the heartbeat goes out, and hangs
+		<-g.entered
+		ctx, cancel := context.WithCancel(context.Background())
+		if heedless {
+			ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close(ctx) }()
+		select {
+		case err := <-closed:
+			if !heedless && err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("Close (heartbeat heeding its context: %v) still waits for the heartbeat in flight", !heedless)
+		}
+		cancel()
+		expectCode(t, "the closed session", s.Err(), "closed")
+	}
 }
