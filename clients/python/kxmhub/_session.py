@@ -78,12 +78,13 @@ class Session:
         holder's lease). Cancelling the call leaves the queue; a grant that crossed the cancellation on
         the wire is looked up and released by the session."""
         ttl_ms, wait_ms = millis("ttl", ttl, *TTL_RANGE), millis("wait", wait, *WAIT_RANGE)
-        sent = self.clock.now()
         req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=ttl_ms)
         if wait_ms > 0:
             req.wait_ms = wait_ms
         while (look := self._unsettled.get(name)) is not None and not look.done():
             await asyncio.shield(look)
+        # Taken after the wait for the look: the TTL counts from this send, never from before it.
+        sent = self.clock.now()
         self._acquiring[name] = self._acquiring.get(name, 0) + 1
         try:
             res = await self.leases.acquire_lease(req, headers=self._headers())

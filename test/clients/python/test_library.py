@@ -614,6 +614,47 @@ def test_an_unanswered_acquire_leaves_no_orphan_when_another_acquire_of_the_name
     asyncio.run(run())
 
 
+def test_an_acquire_that_waited_for_a_look_counts_its_ttl_from_its_send(hub: HubEnv) -> None:
+    """An acquire of a name whose look (after an unanswered acquire) is under way waits for it,
+    then sends: its lease counts from that send, as in TypeScript and Go, not from before the
+    wait. Counted from before a 9 s look, a 10 s lease was lost (lease_unconfirmed) as granted."""
+
+    async def run() -> None:
+        clock = HubClock(hub)
+        name = f"py-look-ttl-{secrets.token_hex(4)}"
+        async with await open_session(hub, clock, "looker") as s:
+            original_acquire, original_get = s.leases.acquire_lease, s.leases.get_lease
+            sent, look_goes = asyncio.Event(), asyncio.Event()
+
+            async def first_unanswered(req, *, headers=None, timeout_ms=None):
+                if not sent.is_set():
+                    sent.set()
+                    await asyncio.Event().wait()  # the first acquire's answer never comes
+                return await original_acquire(req, headers=headers, timeout_ms=timeout_ms)
+
+            async def slow_look(req, *, headers=None, timeout_ms=None):
+                await look_goes.wait()
+                return await original_get(req, headers=headers, timeout_ms=timeout_ms)
+
+            s.leases.acquire_lease, s.leases.get_lease = first_unanswered, slow_look
+            first = asyncio.create_task(s.acquire(name, ttl=10))
+            await asyncio.wait_for(sent.wait(), 10)
+            first.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await first
+            second = asyncio.create_task(s.acquire(name, ttl=10))
+            await asyncio.sleep(0)  # the second acquire runs up to its wait for the look
+            base = clock.sleepers
+            clock.advance(9)  # the look takes 9 s
+            look_goes.set()
+            lease = await asyncio.wait_for(second, 10)
+            await until("the keeper asleep", lambda: clock.sleepers >= base + 1 or lease.lost.is_set())
+            assert not lease.lost.is_set(), f"a lease granted just now was lost at once: {lease.error!r}"
+            await lease.release()
+
+    asyncio.run(run())
+
+
 def test_a_lease_is_lost_with_its_session_when_the_agent_is_taken_over(hub: HubEnv) -> None:
     """When the hub refuses the session's agent for good (taken over), what it holds is lost with
     it at the next heartbeat, not at the lease's next renewal."""
