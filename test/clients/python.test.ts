@@ -130,11 +130,12 @@ describe("python client (kxm-hub-client + connectrpc)", () => {
       "test_answers.py::test_retrying_an_acquire_whose_answer_was_lost_never_renews_an_orphan_forever",
       "test_answers.py::test_a_session_whose_connection_went_silent_is_lost_after_three_unanswered_heartbeats",
       "test_answers.py::test_a_rate_limited_renewal_waits_out_retry_after_ms",
+      "test_answers.py::test_calls_and_inboxes_of_a_closed_session_raise_closed_not_transient",
       "test_back_off_pauses_are_jittered_between_half_and_all_of_the_pause",
     ]) {
       expect(res.output).toContain(`${name.includes("::") ? name : `test_library.py::${name}`} PASSED`);
     }
-    expect(res.output).toMatch(/=+ 37 passed in [\d.]+s/);
+    expect(res.output).toMatch(/=+ 38 passed in [\d.]+s/);
   }, 180_000);
 
   it("builds the two packages as wheels, installs them into a fresh venv outside the repository and runs the example on them", async () => {

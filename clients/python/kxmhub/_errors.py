@@ -12,10 +12,11 @@ _TRANSIENT = {Code.UNAVAILABLE, Code.DEADLINE_EXCEEDED, Code.UNKNOWN, Code.INTER
 class HubError(Exception):
     """A refusal from the hub: its code ("lease_held", "cursor_expired", ...), the facts in
     `metadata` and the `lease` it concerns when there is one. Anything else (the hub away, a
-    cancelled call) has code "unavailable", "cancelled" or "unknown"; `transient` says whether
-    trying again may succeed. A failed TLS handshake (a hub certificate no trusted CA signed, a
-    client certificate the hub wants and did not get) is "tls_failed", not transient; TLS files
-    `connect` cannot use are "invalid_tls_config".
+    cancelled call) has code "unavailable", "cancelled" or "unknown" (a failure that is not the
+    network's, never transient); `transient` says whether trying again may succeed. A call on a
+    closed session is "closed", not transient. A failed TLS handshake (a hub certificate no
+    trusted CA signed, a client certificate the hub wants and did not get) is "tls_failed", not
+    transient; TLS files `connect` cannot use are "invalid_tls_config".
     """
 
     def __init__(self, code: str, message: str, metadata: dict[str, str] | None = None, lease: lease_pb2.Lease | None = None, transient: bool = False) -> None:
@@ -48,7 +49,13 @@ class HubError(Exception):
         if is_tls_message(str(err)):
             return cls("tls_failed", f"TLS with the hub failed: {err}")
         if not isinstance(err, ConnectError):
-            return cls("unavailable", str(err), transient=True)
+            # The runtime types every failure of a call as a ConnectError; what else comes here is a
+            # wait of the library's own that timed out (the hub did not answer in time), a network
+            # error met outside the runtime, or a bug (AttributeError, TypeError, ...), which
+            # trying again cannot fix.
+            if isinstance(err, (TimeoutError, OSError)):
+                return cls("unavailable", str(err), transient=True)
+            return cls("unknown", f"{type(err).__name__}: {err}")
         if err.code == Code.CANCELED:
             return cls("cancelled", err.message)
         if err.code in _TRANSIENT:

@@ -28,6 +28,7 @@ class InboxEvent:
 
     async def ack(self) -> peer_pb2.Message:
         """Acknowledges a message (it is delivered)."""
+        self._session._check_open()
         try:
             return (await self._session.peer.ack_message(peer_pb2.AckMessageRequest(message_id=self.message.id), headers=self._session._headers())).message
         except Exception as e:  # noqa: BLE001 - typed
@@ -35,6 +36,7 @@ class InboxEvent:
 
     async def reply(self, content: str) -> peer_pb2.Message:
         """Replies to a message."""
+        self._session._check_open()
         try:
             res = await self._session.peer.reply_message(peer_pb2.ReplyMessageRequest(message_id=self.message.id, content=content), headers=self._session._headers())
             return res.message
@@ -48,10 +50,13 @@ async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncG
     It raises HubError only for what retrying cannot fix (cursor_expired, a refused identity).
     Cancelling the task that iterates ends it with CancelledError, never a reconnect: the runtime
     reports a cancelled stream as ConnectError(CANCELED), which is not taken for a dropped one.
+    Once the session is closed it raises HubError `closed` (not transient) instead of opening the
+    stream again.
     """
     after = after_seq
     backoff = 0.1
     while True:
+        session._check_open()
         request = peer_pb2.SubscribeRequest() if after is None else peer_pb2.SubscribeRequest(after_seq=after)
         try:
             async for frame in session.peer.subscribe(request, headers=session._headers()):

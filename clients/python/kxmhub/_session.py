@@ -57,6 +57,9 @@ class Session:
         # The leases whose look waits for the acquires of the name in flight to end.
         self._look_later: set[str] = set()
         self._inboxes: weakref.WeakSet[AsyncGenerator[InboxEvent, None]] = weakref.WeakSet()
+        self._closed = False
+        # Set by close() before it waits for the looks: no new one starts after.
+        self._no_looks = False
         self._beats: asyncio.Task[None] | None = None
 
     def _headers(self) -> dict[str, str]:
@@ -71,6 +74,12 @@ class Session:
             self.error = err
             self.lost.set()
 
+    def _check_open(self) -> None:
+        """Raises the session's `closed` error (not transient) once close() has begun: its clients
+        are gone, and trying again cannot succeed."""
+        if self._closed:
+            raise HubError("closed", "the session was closed")
+
     async def acquire(self, name: str, ttl: float = 30.0, wait: float = 0.0) -> Lease:
         """Acquires the lease (waiting in the hub's queue up to `wait` seconds) and keeps it renewed.
         `ttl` is 5..600 seconds, `wait` 0..600: outside, HubError protocol_error before anything
@@ -78,11 +87,13 @@ class Session:
         holder's lease). Cancelling the call leaves the queue; a grant that crossed the cancellation on
         the wire is looked up and released by the session."""
         ttl_ms, wait_ms = millis("ttl", ttl, *TTL_RANGE), millis("wait", wait, *WAIT_RANGE)
+        self._check_open()
         req = lease_pb2.AcquireLeaseRequest(name=name, ttl_ms=ttl_ms)
         if wait_ms > 0:
             req.wait_ms = wait_ms
         while (look := self._unsettled.get(name)) is not None and not look.done():
             await asyncio.shield(look)
+        self._check_open()
         # Taken after the wait for the look: the TTL counts from this send, never from before it.
         sent = self.clock.now()
         self._acquiring[name] = self._acquiring.get(name, 0) + 1
@@ -141,7 +152,7 @@ class Session:
         acquire of the name waits for this look; close() too. While another acquire of the name is
         in flight, the look is put off until the last of them ends: without the lease, the look runs
         then; holding it, that call answers for it."""
-        if self.error is not None or self.leases is None or any(h.name == name for h in self._held):
+        if self.error is not None or self._no_looks or any(h.name == name for h in self._held):
             self._look_later.discard(name)
             return
         if name in self._acquiring:
@@ -184,10 +195,12 @@ class Session:
     async def check_fence(self, name: str, fencing_token: int) -> FenceCheck:
         """Whether `fencing_token` is the live holder's current token for lease `name` of the
         session's project (see kxmhub.check_fence, which a resource without an agent calls)."""
+        self._check_open()
         return await check_fence(self.leases, name, fencing_token, headers=self._headers())
 
     async def send(self, target: str, content: str) -> peer_pb2.Message:
         """Messages an agent of the project (its id or name)."""
+        self._check_open()
         try:
             return (await self.peer.send_message(peer_pb2.SendMessageRequest(target=target, content=content), headers=self._headers())).message
         except Exception as e:  # noqa: BLE001 - typed
@@ -206,6 +219,7 @@ class Session:
             answered = await asyncio.wait_for(hub.await_reply(sent.id), 600)
             print(answered.reply.content)
         """
+        self._check_open()
         if self.error is not None:
             raise self.error
         waiting = asyncio.ensure_future(reply_to(self, message_id))
@@ -222,12 +236,16 @@ class Session:
         raise self.error or HubError("closed", "the session was closed")
 
     async def close(self) -> None:
-        """Releases the leases still held, stops the heartbeats and unregisters the agent."""
+        """Releases the leases still held, stops the heartbeats and unregisters the agent. From its
+        start, the session's calls (and each round of its inboxes) raise HubError `closed`, not
+        transient."""
+        self._closed = True
         for held in list(self._held):
             try:
                 await held.release()
             except HubError:
                 pass
+        self._no_looks = True
         # Shielded: a close that is cancelled leaves the looks to finish (cancelled, they would
         # leave the lease to its TTL).
         await asyncio.shield(asyncio.gather(*self._unsettled.values(), return_exceptions=True))

@@ -238,3 +238,46 @@ def test_a_rate_limited_renewal_waits_out_retry_after_ms(hub: HubEnv) -> None:
             await lease.release()
 
     asyncio.run(run())
+
+
+def test_calls_and_inboxes_of_a_closed_session_raise_closed_not_transient(hub: HubEnv) -> None:
+    """After close() the session's clients are gone: its calls failed with an AttributeError typed
+    as a transient "unavailable" (so callers retried them forever), and an inbox opened on it
+    reconnected forever. They raise HubError closed, not transient; and an error that is no
+    network failure (a bug) is typed "unknown", not transient, while a timed-out wait of the
+    library's own stays a transient "unavailable"."""
+
+    async def run() -> None:
+        sfx = secrets.token_hex(4)
+        s = await open_session(hub, f"closed-{sfx}")
+        await s.close()
+        calls = {
+            "acquire": lambda: s.acquire(f"py-closed-{sfx}", ttl=10),
+            "send": lambda: s.send(s.agent.name, "hello"),
+            "check_fence": lambda: s.check_fence(f"py-closed-{sfx}", 1),
+            "await_reply": lambda: s.await_reply("msg_x"),
+        }
+        for what, call in calls.items():
+            try:
+                await asyncio.wait_for(call(), 10)
+            except kxmhub.HubError as e:
+                assert (e.code, e.transient) == ("closed", False), f"{what}: {e!r} transient={e.transient}"
+            else:
+                raise AssertionError(f"{what} on a closed session succeeded")
+
+        async def read() -> None:
+            async for _ in s.inbox():
+                pass
+
+        try:
+            await asyncio.wait_for(read(), 10)
+        except kxmhub.HubError as e:
+            assert (e.code, e.transient) == ("closed", False), f"inbox: {e!r}"
+        else:
+            raise AssertionError("the inbox of a closed session ended without an error")
+
+    asyncio.run(run())
+    bug = kxmhub.HubError.of(AttributeError("'NoneType' object has no attribute 'acquire_lease'"))
+    assert (bug.code, bug.transient) == ("unknown", False), bug
+    timed_out = kxmhub.HubError.of(TimeoutError())
+    assert (timed_out.code, timed_out.transient) == ("unavailable", True), timed_out
