@@ -50,8 +50,8 @@ async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncG
     It raises HubError only for what retrying cannot fix (cursor_expired, a refused identity).
     Cancelling the task that iterates ends it with CancelledError, never a reconnect: the runtime
     reports a cancelled stream as ConnectError(CANCELED), which is not taken for a dropped one.
-    Once the session is closed it raises HubError `closed` (not transient) instead of opening the
-    stream again.
+    Once the session is closed it raises HubError `closed` (not transient), a wait on the stream
+    that close() interrupts included, instead of opening the stream again.
     """
     after = after_seq
     backoff = 0.1
@@ -59,7 +59,8 @@ async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncG
         session._check_open()
         request = peer_pb2.SubscribeRequest() if after is None else peer_pb2.SubscribeRequest(after_seq=after)
         try:
-            async for frame in session.peer.subscribe(request, headers=session._headers()):
+            stream = session.peer.subscribe(request, headers=session._headers())
+            while (frame := await session._interruptible(anext(stream, None))) is not None:
                 backoff = 0.1
                 kind = frame.WhichOneof("event")
                 if kind == "keep_alive":
@@ -74,6 +75,9 @@ async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncG
                 yield InboxEvent(kind, getattr(frame, kind), frame.cursor, session)
         except asyncio.CancelledError:
             raise
+        except HubError:
+            # `closed`: the session closed under the wait (Session._interruptible).
+            raise
         except Exception as e:  # noqa: BLE001 - typed below
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -85,5 +89,5 @@ async def inbox_events(session: Session, after_seq: int | None = None) -> AsyncG
             if not err.transient:
                 raise err from e
         # The stream ended or the hub is away: reconnect from the last cursor, with a back-off.
-        await session.clock.sleep(jittered(backoff))
+        await session._interruptible(session.clock.sleep(jittered(backoff)))
         backoff = min(backoff * 2, 5.0)

@@ -4,7 +4,8 @@ import asyncio
 import socket
 import urllib.parse
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable
+from typing import TypeVar
 
 from connectrpc.protocol import ProtocolType
 from kxm.hub.v1 import lease_pb2, peer_pb2, presence_pb2
@@ -26,6 +27,8 @@ from ._tls import transport as tls_transport
 _UNANSWERED = frozenset({"cancelled", "unavailable", "unknown"})
 # How long the look after such an acquire may take (Session._settle_unanswered).
 _SETTLE_TIMEOUT = 10.0
+
+T = TypeVar("T")
 
 
 class Session:
@@ -57,6 +60,10 @@ class Session:
         # The leases whose look waits for the acquires of the name in flight to end.
         self._look_later: set[str] = set()
         self._inboxes: weakref.WeakSet[AsyncGenerator[InboxEvent, None]] = weakref.WeakSet()
+        # The tasks waiting inside an inbox now (on its stream or its back-off), and those of them
+        # close() interrupted: their inbox raises the session's `closed` error (see _interruptible).
+        self._readers: set[asyncio.Task[object]] = set()
+        self._interrupted: set[asyncio.Task[object]] = set()
         self._closed = False
         # Set by close() before it waits for the looks: no new one starts after.
         self._no_looks = False
@@ -79,6 +86,32 @@ class Session:
         are gone, and trying again cannot succeed."""
         if self._closed:
             raise HubError("closed", "the session was closed")
+
+    async def _interruptible(self, awaitable: Awaitable[T]) -> T:
+        """Awaits what an inbox waits for (its stream's next frame, its back-off) such that close()
+        can end the wait: it cancels the task, and the wait raises the session's `closed` error
+        instead of the cancellation (a cancellation of the task's own stays one)."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._readers.add(task)
+        try:
+            got = await awaitable
+        except (Exception, asyncio.CancelledError) as e:
+            if self._interrupted_by_close(task):
+                raise HubError("closed", "the session was closed") from e
+            raise
+        finally:
+            self._readers.discard(task)
+        if self._interrupted_by_close(task):  # the cancellation came after the awaitable had ended
+            raise HubError("closed", "the session was closed")
+        return got
+
+    def _interrupted_by_close(self, task: asyncio.Task[object]) -> bool:
+        """Whether close() interrupted `task`, and no one else cancelled it too."""
+        if task not in self._interrupted:
+            return False
+        self._interrupted.discard(task)
+        return task.uncancel() == 0
 
     async def acquire(self, name: str, ttl: float = 30.0, wait: float = 0.0) -> Lease:
         """Acquires the lease (waiting in the hub's queue up to `wait` seconds) and keeps it renewed.
@@ -238,7 +271,7 @@ class Session:
     async def close(self) -> None:
         """Releases the leases still held, stops the heartbeats and unregisters the agent. From its
         start, the session's calls (and each round of its inboxes) raise HubError `closed`, not
-        transient."""
+        transient; an inbox another task is reading ends with it too."""
         self._closed = True
         for held in list(self._held):
             try:
@@ -252,9 +285,19 @@ class Session:
         if self._beats is not None:
             self._beats.cancel()
             await asyncio.gather(self._beats, return_exceptions=True)
-        # Streams still open would hold the connection (and the process) open.
+        # Streams still open would hold the connection (and the process) open. An inbox another
+        # task is reading (waiting on its stream) cannot be closed from here (aclose() of a running
+        # generator raises): that task's wait is interrupted, and its inbox raises `closed`.
+        for task in list(self._readers):
+            self._interrupted.add(task)
+            task.cancel()
         for events in list(self._inboxes):
-            await events.aclose()
+            if events.ag_running:
+                continue
+            try:
+                await events.aclose()
+            except Exception:  # noqa: BLE001 - an inbox that fails to close must not keep the session open
+                pass
         if self.error is None:
             self._lose(HubError("closed", "the session was closed"))
             try:

@@ -655,6 +655,40 @@ def test_an_acquire_that_waited_for_a_look_counts_its_ttl_from_its_send(hub: Hub
     asyncio.run(run())
 
 
+def test_close_while_another_task_reads_the_inbox_ends_that_read_and_unregisters(hub: HubEnv) -> None:
+    """The usual agent reads its inbox in a task of its own and closes the session from another.
+    close() cannot aclose() an inbox generator that is running (RuntimeError), and skipped the rest
+    of closing when it tried: it interrupts the reading task's wait instead, whose inbox raises
+    HubError closed (the task not left cancelled), and goes on to unregister the agent."""
+
+    async def run() -> None:
+        clock = HubClock(None)
+        s = await open_session(hub, clock, "reader")
+        subscribes = count_subscribes(s)
+
+        async def read() -> str:
+            try:
+                async for _ in s.inbox():
+                    pass
+            except kxmhub.HubError as e:
+                await asyncio.sleep(0)  # the task goes on: not left cancelled
+                return f"{e.code} transient={e.transient}"
+            return "ended"
+
+        reader = asyncio.create_task(read())
+        await until("the reader waits on its stream", lambda: subscribes[0] == 1)
+        await asyncio.wait_for(s.close(), 10)
+        assert await asyncio.wait_for(reader, 10) == "closed transient=False"
+        assert s.error is not None and s.error.code == "closed"
+        async with await open_session(hub, clock, "observer") as observer:
+            from kxm.hub.v1 import presence_pb2
+
+            listed = await observer.presence.list_agents(presence_pb2.ListAgentsRequest(), headers=observer._headers())
+            assert s.agent.id not in [a.id for a in listed.agents], "the closed session's agent is still online"
+
+    asyncio.run(run())
+
+
 def test_a_lease_is_lost_with_its_session_when_the_agent_is_taken_over(hub: HubEnv) -> None:
     """When the hub refuses the session's agent for good (taken over), what it holds is lost with
     it at the next heartbeat, not at the lease's next renewal."""
