@@ -80,6 +80,9 @@ function answerBareRefusals(h1: http.Server, refusal: RawRefusal) {
 /** How long a refused connection is read (and what arrives dropped) before it is closed. */
 const lingerMs = 2_000;
 
+/** The connections answered with a refusal, lingering until they close. */
+const lingering = new WeakSet<Duplex>();
+
 /**
  * Writes a refusal, then closes in stages (RFC 9112 §9.6): the client may still be sending the
  * request's body, and closing a socket with unread data resets the connection, which can
@@ -89,6 +92,10 @@ const lingerMs = 2_000;
  * session down), so it only writes until then.
  */
 function answerAndLinger(socket: Duplex, text: string): void {
+  // A TLS socket stays open after its refusal, and Node's parser refuses each chunk that follows
+  // again: it is answered, and watched, once.
+  if (lingering.has(socket)) return;
+  lingering.add(socket);
   socket.on("error", () => socket.destroy());
   if (socket instanceof tls.TLSSocket) socket.write(text);
   else socket.end(text);

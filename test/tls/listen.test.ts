@@ -2,6 +2,7 @@ import { raw } from "../fixtures/wire.js";
 import http2 from "node:http2";
 import https from "node:https";
 import net from "node:net";
+import tls from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDualServer, remoteAddressOf, type RawRefusal } from "../../src/http/listen.js";
 import { loadTlsMaterial, tlsServerOptions } from "../../src/http/tls.js";
@@ -118,6 +119,30 @@ describe("a TLS port", () => {
       session.destroy();
       expect(failed).toBe(true);
       expect(handled()).toBe(0);
+    } finally {
+      dual.closeAll();
+      dual.server.close();
+    }
+  });
+
+  it("answers a TLS connection's malformed request once, however much more it sends", async () => {
+    const { dual, port } = await serve(tlsOf(certs));
+    try {
+      const client = tls.connect({ host: "127.0.0.1", port, ...trusting(certs), ALPNProtocols: ["http/1.1"] });
+      let text = "";
+      client.on("data", (c: Buffer) => (text += c.toString()));
+      const closed = new Promise<void>((r) => client.once("close", () => r()));
+      await new Promise<void>((r) => client.once("secureConnect", () => r()));
+      // Each chunk after the refusal reached the parser again: before, each got a refusal of its
+      // own, and four more listeners on the socket.
+      for (let i = 0; i < 12; i++) {
+        client.write("NOT HTTP AT ALL\r\n\r\n");
+        await new Promise((r) => setImmediate(r));
+      }
+      client.end(); // everything the hub wrote before it read the end arrives before the close
+      await closed;
+      expect(text.split("HTTP/1.1 400").length - 1).toBe(1);
+      expect(text).toContain('"code":"protocol_error"');
     } finally {
       dual.closeAll();
       dual.server.close();
