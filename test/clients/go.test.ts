@@ -111,6 +111,7 @@ describe("Go client (gen/go, clients/go)", () => {
           "TestLibraryReleasesALeaseGrantedToAnAcquireWhoseAnswerNeverCame",
           "TestAnUnansweredAcquireLeavesNoOrphanWhenAnotherAcquireOfTheNameWasInFlight",
           "TestCloseDoesNotWaitForAHeartbeatTheHubNeverAnswers",
+          "TestOptionsNeverPrintTheToken",
           "TestLibraryOverTLSWithItsCAOverConnectAndGRPC",
           "TestLibraryOverMutualTLSServedWithItsClientCertificateOnly",
         ]) {

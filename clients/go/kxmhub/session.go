@@ -7,6 +7,7 @@ package kxmhub
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,6 +50,20 @@ type Options struct {
 	// what it replaced.
 	Takeover bool
 }
+
+// String is the options as they may be printed or logged: the token is never shown, only
+// whether there is one. fmt uses it for %v and %+v (and GoString for %#v).
+func (o Options) String() string {
+	token := ""
+	if o.Token != "" {
+		token = "[redacted]"
+	}
+	return fmt.Sprintf("kxmhub.Options{URL: %q, Project: %q, Name: %q, Token: %q, Purpose: %q, Model: %q, Host: %q, HeartbeatEvery: %s, TLS: %+v, Takeover: %t}",
+		o.URL, o.Project, o.Name, token, o.Purpose, o.Model, o.Host, o.HeartbeatEvery, o.TLS, o.Takeover)
+}
+
+// GoString is String: %#v shows no token either.
+func (o Options) GoString() string { return o.String() }
 
 // Named is these options for another agent of the same hub and project.
 func (o Options) Named(name string) Options {

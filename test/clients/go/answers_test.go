@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,5 +330,20 @@ func TestCloseDoesNotWaitForAHeartbeatTheHubNeverAnswers(t *testing.T) {
 		}
 		cancel()
 		expectCode(t, "the closed session", s.Err(), "closed")
+	}
+}
+
+func TestOptionsNeverPrintTheToken(t *testing.T) {
+	o := kxmhub.Options{URL: "http://127.0.0.1:7331", Project: "p", Name: "alpha", Token: "kxmpt_0123456789abcdef_secret-part"}
+	for _, shown := range []string{fmt.Sprint(o), fmt.Sprintf("%v", o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), fmt.Sprintf("%v", &o)} {
+		if strings.Contains(shown, "secret-part") || strings.Contains(shown, "kxmpt_") {
+			t.Fatalf("options printed with their token: %s", shown)
+		}
+		if !strings.Contains(shown, `Name: "alpha"`) || !strings.Contains(shown, "[redacted]") {
+			t.Fatalf("options printed without what they say: %s", shown)
+		}
+	}
+	if shown := fmt.Sprint(kxmhub.Options{Name: "beta"}); !strings.Contains(shown, `Token: ""`) {
+		t.Fatalf("options without a token printed as if they had one: %s", shown)
 	}
 }
