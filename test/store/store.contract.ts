@@ -71,6 +71,27 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
+    it("shows the next decision the stored row after one that wrote a lease and then failed, in the same batch or alone", async () => {
+      const store = await open();
+      await store.leases.decideLease(x, () => ({ write: lease(x, 1), result: undefined }));
+      // It writes token 2 and a queued waiter, then fails (reading its result throws): rolled back.
+      const failing = () =>
+        store.leases.decideLease(x, () => ({
+          write: lease(x, 2, "agt_b"),
+          queue: { add: { id: "wtr_1", agentId: "agt_b", agentName: "beta", ttlMs: 1_000, deadlineMs: 60_000, sinceMs: 10_000 } },
+          get result(): never {
+            throw new Error("refused");
+          },
+        }));
+      const seen = (cur: LeaseRow | undefined, waiters: { id: string }[]) => `${cur?.fencingToken} ${cur?.holderAgentId} [${waiters.map((w) => w.id)}]`;
+      const together = await Promise.allSettled([failing(), store.leases.decideLease(x, (cur, _n, w) => ({ result: seen(cur, w) }))]);
+      expect(together.map((o) => (o.status === "fulfilled" ? o.value : "rejected"))).toEqual(["rejected", "1 agt_a []"]);
+      await expect(failing()).rejects.toThrow("refused");
+      expect(await store.leases.decideLease(x, (cur, _n, w) => ({ result: seen(cur, w) }))).toBe("1 agt_a []");
+      expect(await store.leases.getLease(x)).toEqual(lease(x, 1));
+      await store.close();
+    });
+
     it("never lowers a fencing token", async () => {
       const store = await open();
       await store.leases.decideLease(x, () => ({ write: lease(x, 5), result: undefined }));

@@ -225,7 +225,14 @@ export function createSqliteAgents(
       })),
   };
 
-  return { store, runtimesNow };
+  /**
+   * An agent's row as the running batch sees it, inside a decision: a peeked row is the row as
+   * last committed, and none is left for an id this batch wrote, so either it or the file's row
+   * is current. The peeked map is not filled here: a row read inside a batch may be rolled back.
+   */
+  const current = (id: string): AgentRow | undefined => peeked.get(id) ?? agentRow(id);
+
+  return { store, runtimesNow, current, forget: () => peeked.clear() };
 }
 
 const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);

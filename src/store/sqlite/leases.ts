@@ -3,14 +3,28 @@ import { changesOf } from "../change-feed.js";
 import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
 import { agentFromDb, checkLeaseWrite, floorRow, leaseFromDb, leaseToDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import type { RecordChange, StoreAccess } from "./batch.js";
-import type { LeaseKey, LeaseRow } from "../../domain.js";
+import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
 
 /**
  * The lease concern of the SQLite store. A decision reads the row (or the resource's floor), its
  * queue and the would-be holder, decides, and writes row, queue and changes in one savepoint of
  * a batch. `apply` and `heldBy` serve the agent decisions that end an instance (agents.ts).
+ *
+ * A decision on a lease decided before reads nothing: `known` holds the rows as the decisions
+ * so far left them, the running batch's own writes included, and `queued` the resources whose
+ * queue may hold a waiter (any other's is empty), so the lease path's three reads (row, queue,
+ * holder) cost a map lookup each (bench/README.md, fourteenth step). Both are exact because only
+ * this store writes the file, and every statement here that writes a row or a queue keeps them:
+ * `apply` puts the row it wrote, a queue's insert adds its key, a purge empties `known`. A work
+ * or a batch rolled back leaves the file as it was before it, so the store calls `forget`, and
+ * both are read again from the file. `holderOf` gives the would-be holder's row as the running
+ * batch sees it (agents.ts `current`).
  */
-export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, now, head }: StoreAccess) {
+export function createSqliteLeases(
+  db: Database.Database,
+  { tx, changeTx, read, now, head }: StoreAccess,
+  holderOf?: (id: string) => AgentRow | undefined,
+) {
   const q = {
     lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
     holder: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
@@ -50,6 +64,7 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
        FROM lease_waiters WHERE project = @project AND name = @name`,
     ),
     clearWaiters: db.prepare("DELETE FROM lease_waiters"),
+    queuedKeys: db.prepare<[], { project: string; name: string }>("SELECT DISTINCT project, name FROM lease_waiters"),
     waitersOfProject: db.prepare<[string], WaiterDb & { name: string }>("SELECT * FROM lease_waiters WHERE project = ? ORDER BY name, seq"),
     leasesOfAgent: db.prepare<{ project: string; agent: string }, LeaseDb>(
       `SELECT * FROM leases WHERE project = @project AND (holder_agent_id = @agent
@@ -63,8 +78,40 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
     return base > 0 ? floorRow(key, base) : undefined;
   }
 
+  const keyOf = (project: string, name: string) => `${project}\0${name}`;
+  const known = new Map<string, LeaseDb>();
+  const knownMax = 65_536;
+  const queued = new Set<string>();
+  /** Forgets what the file may no longer hold (a rollback): rows are read again, queues listed again. */
+  const forget = () => {
+    known.clear();
+    queued.clear();
+    for (const k of q.queuedKeys.all()) queued.add(keyOf(k.project, k.name));
+  };
+  forget();
+  const know = (key: string, row: LeaseDb) => {
+    if (known.size >= knownMax) known.clear();
+    known.set(key, row);
+  };
+  /** The stored row of `key`, as the decisions so far left it. */
+  const rowOf = (project: string, name: string): LeaseDb | undefined => {
+    const key = keyOf(project, name);
+    const hit = known.get(key);
+    if (hit) return hit;
+    const row = q.lease.get(project, name);
+    if (row) know(key, row);
+    return row;
+  };
+  const holderRow = holderOf ?? ((id: string) => {
+    const h = q.holder.get(id);
+    return h && agentFromDb(h);
+  });
+
   const waitersOf = (project: string, name: string): LeaseWaiter[] => {
+    const key = keyOf(project, name);
+    if (!queued.has(key)) return [];
     const rows = q.waiters.all(project, name);
+    if (rows.length === 0) queued.delete(key);
     return (rows.length > 1 ? rows.sort((a, b) => a.seq - b.seq) : rows).map(waiterFromDb);
   };
 
@@ -75,6 +122,7 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
   function apply(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>, record: RecordChange, nowMs: number, stored = r !== undefined): void {
     for (const id of d.queue?.remove ?? []) q.removeWaiter.run(key.project, key.name, id);
     const add = d.queue?.add;
+    if (add) queued.add(keyOf(key.project, key.name));
     if (add) q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs, since_ms: add.sinceMs });
     checkLeaseWrite(key, r, d.write);
     if (d.write) {
@@ -82,6 +130,7 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
       const row = leaseToDb(w);
       if (stored) q.updateLease.run(row.holder_agent_id, row.holder_agent_name, row.fencing_token, row.acquired_at, row.expires_at, row.handed_to, row.handed_token, row.project, row.name);
       else q.upsertLease.run(row);
+      know(keyOf(key.project, key.name), row);
     }
     for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
   }
@@ -91,11 +140,11 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
       return changeTx((record) => {
         // A resource without a row stands on the store's fence base (0 until a restore raised it):
         // the rules see it as a released floor, so its first grant is base + 1 (decision D45).
-        const row = q.lease.get(key.project, key.name);
+        const row = rowOf(key.project, key.name);
         const r = row ?? floorOf(key);
         const nowMs = now();
-        const h = holderId === undefined ? undefined : q.holder.get(holderId);
-        const d = decide(r && leaseFromDb(r), nowMs, waitersOf(key.project, key.name), h && agentFromDb(h));
+        const h = holderId === undefined ? undefined : holderRow(holderId);
+        const d = decide(r && leaseFromDb(r), nowMs, waitersOf(key.project, key.name), h);
         apply(key, r, d, record, nowMs, row !== undefined);
         return d.result;
       });
@@ -110,7 +159,10 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
     },
 
     async clearLeaseWaiters(): Promise<void> {
-      await tx(() => q.clearWaiters.run());
+      await tx(() => {
+        q.clearWaiters.run();
+        queued.clear();
+      });
     },
 
     // One hub: its queues are cleared when it starts, and every call in them is its own.
@@ -134,6 +186,7 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
         const cutoffMs = now() - afterMs;
         const before = q.lapsedLeases.all(cutoffMs);
         q.purgeLeases.run(cutoffMs);
+        known.clear();
         return before.map(leaseFromDb);
       });
     },
@@ -151,6 +204,7 @@ export function createSqliteLeases(db: Database.Database, { tx, changeTx, read, 
     store,
     apply,
     waitersOf,
+    forget,
     /** The leases an agent of `project` holds or waits for, by name, inside the caller's decision. */
     heldBy: (project: string, agentId: string): LeaseDb[] => q.leasesOfAgent.all({ project, agent: agentId }),
   };

@@ -62,6 +62,9 @@ export class SqliteStore implements HubStore {
   private readonly q;
   private readonly clock: StoreClock;
   private readonly changeLog: ReturnType<typeof createSqliteChanges>;
+  /** The lease concern, whose rows a rollback makes it read again (leases.ts `forget`). */
+  private readonly leaseRows: ReturnType<typeof createSqliteLeases>;
+  private readonly forgetAgentRows: () => void;
   readonly agents: AgentStore;
   readonly leases: LeaseStore;
   readonly messages: MessageStore;
@@ -102,9 +105,15 @@ export class SqliteStore implements HubStore {
         unwritable: () => (this.unwritable = true),
         ...(this.storage === "sqlite" && { fileLost: fileWatch(options.path, options.fileCheckMs) }),
         workStarted: () => numbering().workStarted(),
-        workRolledBack: () => numbering().workRolledBack(),
+        workRolledBack: () => {
+          numbering().workRolledBack();
+          this.leaseRows.forget();
+        },
         beforeCommit: () => numbering().beforeCommit(),
-        batchRolledBack: () => numbering().batchRolledBack(),
+        batchRolledBack: () => {
+          numbering().batchRolledBack();
+          this.leaseRows.forget();
+        },
       }),
       options.maxBatch,
     );
@@ -132,12 +141,16 @@ export class SqliteStore implements HubStore {
     };
     this.changeLog = createSqliteChanges(db, access);
     this.changes = this.changeLog.feed;
-    const leases = createSqliteLeases(db, access);
+    // The would-be holder of a lease decision is read as the agent concern sees it (its peeked rows).
+    let agentRows: ReturnType<typeof createSqliteAgents> | undefined;
+    const leases = createSqliteLeases(db, access, (id) => agentRows!.current(id));
     this.leases = leases.store;
+    this.leaseRows = leases;
     const tokens = createSqliteTokens(db, access);
     this.tokens = tokens.store;
-    const agents = createSqliteAgents(db, access, leases, tokens.hasTokens);
+    const agents = (agentRows = createSqliteAgents(db, access, leases, tokens.hasTokens));
     this.agents = agents.store;
+    this.forgetAgentRows = agents.forget;
     this.messages = createSqliteMessages(db, access);
     this.sync = createSqliteSync(db, access, agents.runtimesNow);
   }
@@ -173,6 +186,16 @@ export class SqliteStore implements HubStore {
     if (pending) await pending;
     if (this.commits.failed !== undefined) throw this.commits.failed;
     return fn();
+  }
+
+  /**
+   * Drops the rows the store keeps in memory (agents as peeked, leases and their queues), after
+   * something other than this store wrote the file: a test setting up a state no call makes.
+   * The hub itself never needs it; only the store writes its file while it runs.
+   */
+  forgetCachedRows(): void {
+    this.forgetAgentRows();
+    this.leaseRows.forget();
   }
 
   /** Batches committed and the decisions in them, since the store opened (metrics). */
