@@ -162,11 +162,41 @@ function fits(c: Candidate, parts: readonly string[]): boolean {
  * segments, so "%2F" inside a variable never splits the path; variables are decoded after the
  * route is chosen. Returns undefined when no route of that verb matches (the caller's 404).
  */
-export function matchRestRoute(
-  routes: readonly RestRoute[],
-  verb: string,
-  pathname: string,
-): { route: RestRoute; params: Record<string, string> } | undefined {
+/** A matched route, with its path variables decoded (frozen: a match may be answered again). */
+export interface RestMatch {
+  route: RestRoute;
+  params: Readonly<Record<string, string>>;
+}
+
+export function matchRestRoute(routes: readonly RestRoute[], verb: string, pathname: string): RestMatch | undefined {
+  // The paths a busy hub is asked are few (an agent's leases, its inbox): a path matched before
+  // is answered from its table's cache, with the same (frozen) params. A path that matches
+  // nothing is not kept, nor a long one, and the cache is emptied when it is full: at most a few
+  // MiB, whatever paths a client makes up.
+  if (pathname.length > matchCachePathMax) return searchRestRoute(routes, verb, pathname);
+  const cache = matchCacheOf(routes);
+  const key = `${verb} ${pathname}`;
+  const hit = cache.get(key);
+  if (hit) return hit;
+  const match = searchRestRoute(routes, verb, pathname);
+  if (match) {
+    if (cache.size >= matchCacheMax) cache.clear();
+    Object.freeze(match.params);
+    cache.set(key, match);
+  }
+  return match;
+}
+
+const matchCacheMax = 4_096;
+const matchCachePathMax = 512;
+const matchCaches = new WeakMap<readonly RestRoute[], Map<string, RestMatch>>();
+function matchCacheOf(routes: readonly RestRoute[]) {
+  let cache = matchCaches.get(routes);
+  if (!cache) matchCaches.set(routes, (cache = new Map()));
+  return cache;
+}
+
+function searchRestRoute(routes: readonly RestRoute[], verb: string, pathname: string): RestMatch | undefined {
   if (!pathname.startsWith("/")) return undefined;
   const parts = pathname.slice(1).split("/");
   let best: Candidate | undefined;
@@ -195,7 +225,7 @@ export function matchRestRoute(
  */
 export function decodeRestRequest(
   route: RestRoute,
-  params: Record<string, string>,
+  params: Readonly<Record<string, string>>,
   query: URLSearchParams,
   body: JsonObject | undefined,
 ): Message {

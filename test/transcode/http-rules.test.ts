@@ -161,6 +161,30 @@ describe("matchRestRoute", () => {
     expect(match("GET", "/v1/Leases")).toBeUndefined();
   });
 
+  it("answers a path asked again as the first time, by verb, and keeps refusing what it refused", () => {
+    const paths = ["/v1/agents/agt_9", "/v1/leases/q%2Fr", "/v1/leases/q%2Fr/acquire", "/v1/leases/x/y", "/v1/leases/%zz/acquire", `/v1/leases/${"n".repeat(600)}/acquire`];
+    const seen = (verb: string, path: string) => {
+      try {
+        const m = match(verb, path);
+        return m ? `${m.route.method.name} ${JSON.stringify(m.params)}` : "none";
+      } catch (e) {
+        return (e as Error).constructor.name;
+      }
+    };
+    const first = ["GET", "DELETE", "POST"].flatMap((verb) => paths.map((path) => seen(verb, path)));
+    expect(first.filter((s) => s !== "none")).toEqual([
+      "GetLease {\"name\":\"q/r\"}",
+      "UnregisterAgent {\"agent_id\":\"agt_9\"}",
+      "AcquireLease {\"name\":\"q/r\"}",
+      "RestPathError",
+      `AcquireLease {"name":"${"n".repeat(600)}"}`,
+    ]);
+    expect(["GET", "DELETE", "POST"].flatMap((verb) => paths.map((path) => seen(verb, path)))).toEqual(first);
+    // What a match hands out cannot change what the next one of the path is answered.
+    expect(() => ((match("DELETE", "/v1/agents/agt_9")!.params as Record<string, string>).agent_id = "agt_x")).toThrow(TypeError);
+    expect(match("DELETE", "/v1/agents/agt_9")?.params).toEqual({ agent_id: "agt_9" });
+  });
+
   it("matches DELETE and multi-variable routes", () => {
     const del = match("DELETE", "/v1/agents/agt_1");
     expect(del?.route.method.name).toBe("UnregisterAgent");

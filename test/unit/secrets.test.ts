@@ -31,6 +31,20 @@ describe("presented secrets against expected ones", () => {
     }
   });
 
+  it.prop([fc.array(fc.oneof(fc.constantFrom("k1", "k2", "k3"), fc.string({ minLength: 1 }), fc.string({ minLength: 250, maxLength: 300 })), { minLength: 1, maxLength: 40 }), fc.nat({ max: 5_000 })])(
+    "each presentation is answered alone: over and over, in any order, past the thousands the hub remembers",
+    (presented, others) => {
+      // Fills the memory of recent digests past its bound first, so that it is emptied on the way.
+      for (let i = 0; i < others; i++) secretMatchesHash(`other-${i}`, reference(`other-${i}`));
+      for (const [i, secret] of presented.entries()) {
+        const prior = presented[(i + 1) % presented.length]!;
+        expect(secretMatchesHash(secret, reference(secret))).toBe(true);
+        expect(secretMatchesHash(secret, reference(prior))).toBe(secret === prior);
+        expect(secretEquals(secret, prior)).toBe(secret === prior);
+      }
+    },
+  );
+
   it.prop([fc.string({ minLength: 1 })])("nothing presented matches nothing", (secret) => {
     for (const presented of [undefined, null, ""]) {
       expect(secretMatchesHash(presented, reference(secret))).toBe(false);
