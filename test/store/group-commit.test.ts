@@ -126,6 +126,36 @@ describe("group commit", () => {
     expect((await store.leases.getLease({ project: "p", name: "c" }))?.holderAgentId).toBe("a2");
   });
 
+  it("a lease decision whose statement fails after it wrote takes its whole batch back: nothing of it stays, each of it fails", async () => {
+    const held = heldSync();
+    const store = open({ walSync: held.factory });
+    const first = watch(acquire(store, "a", 1));
+    // It queues a waiter (a write), then its row breaks the table's CHECK (a token of 0): a
+    // lease decision has no savepoint of its own, so the batch is rolled back as a whole.
+    const broken = watch(
+      store.leases.decideLease({ project: "p", name: "b" }, () => ({
+        queue: { add: { id: "wtr_1", agentId: "a2", agentName: "agent-2", ttlMs: 1_000, deadlineMs: 60_000, sinceMs: 1_000 } },
+        write: { project: "p", name: "b", holderAgentId: "a2", holderAgentName: "agent-2", fencingToken: 0, acquiredAtMs: 1_000, expiresAtMs: 2_000 },
+        result: "written",
+      })),
+    );
+    const second = watch(acquire(store, "c", 3));
+    await turn();
+    await turn();
+    expect(held.calls).toBe(0);
+    for (const w of [first, broken, second]) expect(String(w.error)).toMatch(/CHECK constraint failed/);
+    expect(store.commitStats()).toEqual({ commits: 0, works: 0 });
+    for (const name of ["a", "b", "c"]) expect(await store.leases.getLease({ project: "p", name })).toBeUndefined();
+    expect(await store.leases.leaseWaiters("p")).toEqual([]);
+    // The store goes on: the next batch numbers from where the file is.
+    const again = watch(acquire(store, "a", 1));
+    await turn();
+    held.release();
+    await turn();
+    expect(again.value).toMatchObject({ kind: "granted", lease: { fencingToken: 1 } });
+    expect(await store.changes.readChanges("p", "leases", 0, 10)).toMatchObject({ head: 1, changes: [{ seq: 1 }] });
+  });
+
   it("answers the decisions that changed something first, then the rest, once the batch is durable", async () => {
     const held = heldSync();
     const store = open({ walSync: held.factory });

@@ -88,6 +88,17 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       expect(together.map((o) => (o.status === "fulfilled" ? o.value : "rejected"))).toEqual(["rejected", "1 agt_a []"]);
       await expect(failing()).rejects.toThrow("refused");
       expect(await store.leases.decideLease(x, (cur, _n, w) => ({ result: seen(cur, w) }))).toBe("1 agt_a []");
+      // An agent's decision that releases the lease it holds, then fails: rolled back too.
+      await store.agents.decideAgentLeases({ project: "p", nameKey: "alpha" }, () => ({ write: agent("agt_a", "p", "alpha"), result: 0 }));
+      const leaving = () =>
+        store.agents.decideAgentLeases({ agentId: "agt_a" }, (_a, heldNow) => ({
+          leases: heldNow.map((h) => ({ key: { project: h.lease.project, name: h.lease.name }, decision: { write: { ...h.lease, holderAgentId: null, holderAgentName: null } } })),
+          get result(): never {
+            throw new Error("refused");
+          },
+        }));
+      const after = await Promise.allSettled([leaving(), store.leases.decideLease(x, (cur, _n, w) => ({ result: seen(cur, w) }))]);
+      expect(after.map((o) => (o.status === "fulfilled" ? o.value : "rejected"))).toEqual(["rejected", "1 agt_a []"]);
       expect(await store.leases.getLease(x)).toEqual(lease(x, 1));
       await store.close();
     });

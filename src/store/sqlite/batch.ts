@@ -5,11 +5,18 @@ import { DurabilityLost, type BatchBackend, type WorkOutcome } from "../group-co
 import { StoreUnavailable } from "../store.js";
 import type { ChangeStream } from "../change-feed.js";
 
-/** A decision's body: synchronous statements on the store's connection, returning its result. */
-export type Work = () => unknown;
+/**
+ * A decision's body: synchronous statements on the store's connection, returning its result.
+ * A `plain` one makes every check before its first write, so that only a statement that fails
+ * can stop it once it has written: it runs without a savepoint of its own (sqliteBatches).
+ */
+export type Work = (() => unknown) & { plain?: true };
 
-/** Numbers and stores one change of a project's stream, inside the decision. */
-export type RecordChange = (project: string, stream: ChangeStream, body: unknown, atMs: number) => void;
+/**
+ * Numbers and stores one change of a project's stream, inside the decision; `text` is the body
+ * as JSON when the decision wrote it already (a plain work writes it before its first write).
+ */
+export type RecordChange = (project: string, stream: ChangeStream, body: unknown, atMs: number, text?: string) => void;
 
 /** How the store's concerns (agents.ts, leases.ts, messages.ts, ...) run their statements. */
 export interface StoreAccess {
@@ -17,9 +24,9 @@ export interface StoreAccess {
   tx<T>(fn: () => T): Promise<T>;
   /**
    * One decision that may record changes for watchers (`record`, in its savepoint); they are
-   * handed to the change listeners once it is durable.
+   * handed to the change listeners once it is durable. `plain`: see Work.
    */
-  changeTx<T>(fn: (record: RecordChange) => T): Promise<T>;
+  changeTx<T>(fn: (record: RecordChange) => T, plain?: true): Promise<T>;
   /** A read, once every commit made so far is durable. */
   read<T>(fn: () => T): Promise<T>;
   /**
@@ -68,6 +75,10 @@ export function fdatasyncWal(file: string): WalSync {
 /**
  * The SQLite half of group commit (store/group-commit.ts): one IMMEDIATE transaction per batch,
  * a savepoint per work so one that throws is rolled back alone, one COMMIT, then the WAL sync.
+ * A plain work (a lease decision) has no savepoint: one that throws before it wrote left nothing
+ * to undo, and one that throws after (a statement failed: a full disk, a bug) takes the whole
+ * batch with it, rolled back, each of its works failing with that error; the savepoint and its
+ * release were about 2% of the hub's thread per lease cycle (bench/README.md, fourteenth step).
  * A batch that wrote nothing (only refusals and reads) skips the sync: what it saw was made
  * durable before it started, since batches never overlap.
  */
@@ -82,8 +93,8 @@ export interface BatchHooks {
   wrote(): void;
   /** A work's savepoint is open. */
   workStarted?(): void;
-  /** A work threw and its savepoint was rolled back. */
-  workRolledBack?(): void;
+  /** A work threw and its savepoint was rolled back; `wrote`: a statement of it had changed rows. */
+  workRolledBack?(wrote: boolean): void;
   /** Every work is done; the batch's last writes go here, inside its transaction. */
   beforeCommit?(): void;
   /** The batch's transaction was rolled back: nothing of it is in the file. */
@@ -103,8 +114,10 @@ export interface BatchHooks {
  * that wrote from the refusals without asking SQLite after each one (`SELECT total_changes()`
  * cost about 2 us a work). Wraps `prepare` from now on: a writing statement (not a reader)
  * counts a run() that changed rows (better-sqlite3 reports 0 changes when SQLite's total did not
- * move) and any get(), all() or iterate() (UPDATE ... RETURNING), whatever it returned. Only
- * the order of answers rests on it; whether a batch is synced rests on total_changes() itself.
+ * move) and any get(), all() or iterate() (UPDATE ... RETURNING), whatever it returned. The
+ * order of answers rests on it, and what a plain work that throws leaves behind (every statement
+ * of the store's concerns is prepared after this wrap, sqlite-store.ts); whether a batch is
+ * synced rests on total_changes() itself.
  */
 export function countWrites(db: Database.Database): { readonly count: number } {
   const counter = { count: 0 };
@@ -169,20 +182,27 @@ export function sqliteBatches(
       s.begin.run();
       try {
         for (const work of works) {
-          s.savepoint.run();
+          const plain = work.plain === true;
+          if (!plain) s.savepoint.run();
           hooks.workStarted?.();
           const seen = writes.count;
           try {
             const value = work();
             const wrote = writes.count !== seen;
-            s.release.run();
+            if (!plain) s.release.run();
             outcomes.push({ ok: true, value, wrote });
           } catch (error) {
             // SQLite ends the whole transaction on some errors (disk full, I/O): then the batch fails.
             if (!db.inTransaction) throw error;
+            if (plain) {
+              // Half written, with no savepoint to go back to: the batch goes as a whole.
+              if (writes.count !== seen) throw error;
+              outcomes.push({ ok: false, error: unwritten(error) });
+              continue;
+            }
             s.rollbackTo.run();
             s.release.run();
-            hooks.workRolledBack?.();
+            hooks.workRolledBack?.(writes.count !== seen);
             outcomes.push({ ok: false, error: unwritten(error) });
           }
         }

@@ -97,12 +97,12 @@ export function createSqliteChanges(db: Database.Database, { tx, read, now }: St
     /** The newest number of a stream (its base when it has none), inside the caller's read or decision. */
     head,
     /** Numbers and stores one change, inside the caller's decision; returns it as listeners get it. */
-    append(project: string, stream: ChangeStream, body: unknown, atMs: number): StreamChange {
+    append(project: string, stream: ChangeStream, body: unknown, atMs: number, text = JSON.stringify(body)): StreamChange {
       const key = keyOf(project, stream);
       let h = heads.get(key);
       if (!h) heads.set(key, (h = { project, stream, head: fileHead(project, stream) }));
       const seq = h.head + 1;
-      q.insertChange.run(project, stream, seq, atMs, JSON.stringify(body));
+      q.insertChange.run(project, stream, seq, atMs, text);
       undo.push([h, h.head]);
       h.head = seq;
       advanced.add(h);

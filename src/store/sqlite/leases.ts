@@ -116,23 +116,39 @@ export function createSqliteLeases(
   };
 
   /**
-   * Writes what a lease decision on `key` decided (its row `r` as read: `stored` when it is the
-   * stored row, not the fence base's floor), inside the caller's transaction.
+   * What a lease decision on `key` decided, checked (checkLeaseWrite) and made ready to write:
+   * the row, and each change with its JSON. Nothing here writes, and nothing after it throws
+   * but a failing statement: a plain work (batch.ts) needs every check before its first write.
    */
-  function apply(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>, record: RecordChange, nowMs: number, stored = r !== undefined): void {
+  function prepared(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>) {
+    checkLeaseWrite(key, r, d.write);
+    return {
+      row: d.write && leaseToDb(d.write),
+      changes: changesOf(d).map((c) => ({ stream: c.stream, body: c.body, text: JSON.stringify(c.body) })),
+    };
+  }
+
+  /** Writes a prepared decision on `key` (`stored`: its row is in the file), inside the caller's transaction. */
+  function write(key: LeaseKey, d: LeaseDecision<unknown>, ready: ReturnType<typeof prepared>, stored: boolean, record: RecordChange, nowMs: number): void {
     for (const id of d.queue?.remove ?? []) q.removeWaiter.run(key.project, key.name, id);
     const add = d.queue?.add;
     if (add) queued.add(keyOf(key.project, key.name));
     if (add) q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs, since_ms: add.sinceMs });
-    checkLeaseWrite(key, r, d.write);
-    if (d.write) {
-      const w = d.write;
-      const row = leaseToDb(w);
+    const row = ready.row;
+    if (row) {
       if (stored) q.updateLease.run(row.holder_agent_id, row.holder_agent_name, row.fencing_token, row.acquired_at, row.expires_at, row.handed_to, row.handed_token, row.project, row.name);
       else q.upsertLease.run(row);
       know(keyOf(key.project, key.name), row);
     }
-    for (const c of changesOf(d)) record(key.project, c.stream, c.body, nowMs);
+    for (const c of ready.changes) record(key.project, c.stream, c.body, nowMs, c.text);
+  }
+
+  /**
+   * Writes what a lease decision on `key` decided (its row `r` as read: `stored` when it is the
+   * stored row, not the fence base's floor), inside the caller's transaction.
+   */
+  function apply(key: LeaseKey, r: LeaseDb | undefined, d: LeaseDecision<unknown>, record: RecordChange, nowMs: number, stored = r !== undefined): void {
+    write(key, d, prepared(key, r, d), stored, record, nowMs);
   }
 
   const store: LeaseStore = {
@@ -145,9 +161,11 @@ export function createSqliteLeases(
         const nowMs = now();
         const h = holderId === undefined ? undefined : holderRow(holderId);
         const d = decide(r && leaseFromDb(r), nowMs, waitersOf(key.project, key.name), h);
-        apply(key, r, d, record, nowMs, row !== undefined);
-        return d.result;
-      });
+        // A plain work: every check (the result's too) before the first write.
+        const result = d.result;
+        write(key, d, prepared(key, r, d), row !== undefined, record, nowMs);
+        return result;
+      }, true);
     },
 
     leaseWaiters(project: string, name?: string): Promise<NamedWaiter[]> {

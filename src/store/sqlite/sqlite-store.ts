@@ -105,9 +105,10 @@ export class SqliteStore implements HubStore {
         unwritable: () => (this.unwritable = true),
         ...(this.storage === "sqlite" && { fileLost: fileWatch(options.path, options.fileCheckMs) }),
         workStarted: () => numbering().workStarted(),
-        workRolledBack: () => {
+        workRolledBack: (wrote) => {
           numbering().workRolledBack();
-          this.leaseRows.forget();
+          // A refusal (most rolled-back works) wrote nothing: what the lease concern holds stands.
+          if (wrote) this.leaseRows.forget();
         },
         beforeCommit: () => numbering().beforeCommit(),
         batchRolledBack: () => {
@@ -133,7 +134,7 @@ export class SqliteStore implements HubStore {
     };
     const access: StoreAccess = {
       tx: (fn) => this.tx(fn),
-      changeTx: (fn) => this.changeTx(fn),
+      changeTx: (fn, plain) => this.changeTx(fn, plain),
       read: (fn) => this.read(fn),
       peek: (fn) => (this.commits.failed !== undefined ? Promise.reject(this.commits.failed) : Promise.resolve(fn())),
       now: () => this.clock.now(),
@@ -167,14 +168,16 @@ export class SqliteStore implements HubStore {
    * Runs `fn` as one decision that may record changes (`record`); they are handed to the change
    * listeners once the decision is durable, never when it is rolled back.
    */
-  private changeTx<T>(fn: (record: RecordChange) => T): Promise<T> {
-    return this.tx(() => {
+  private changeTx<T>(fn: (record: RecordChange) => T, plain?: true): Promise<T> {
+    const work: Work = () => {
       const changes: StreamChange[] = [];
-      const result = fn((project, stream, body, atMs) => {
-        changes.push(this.changeLog.append(project, stream, body, atMs));
+      const result = fn((project, stream, body, atMs, text) => {
+        changes.push(this.changeLog.append(project, stream, body, atMs, text));
       });
       return { result, changes };
-    }).then(({ result, changes }) => {
+    };
+    if (plain) work.plain = true;
+    return this.commits.submit<{ result: T; changes: StreamChange[] }>(work).then(({ result, changes }) => {
       this.changeLog.emit(changes);
       return result;
     });
