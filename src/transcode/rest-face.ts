@@ -44,6 +44,8 @@ export interface RestFaceDeps {
 
 /** Refuses bytes that are not UTF-8 instead of replacing them (a name must not change). */
 const utf8 = new TextDecoder("utf-8", { fatal: true });
+/** A JSON escape of a UTF-16 surrogate (`\ud83d`), paired or not. */
+const surrogateEscape = /\\u[dD][89a-fA-F]/;
 
 /** The query of a request without one. Read only (decodeRestRequest). */
 const noQuery = new URLSearchParams();
@@ -217,12 +219,17 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
     if (type !== "application/json") throw errors.unsupportedMediaType();
     let parsed: unknown;
+    let text: string;
     try {
-      parsed = JSON.parse(utf8.decode(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
+      text = utf8.decode(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
+      parsed = JSON.parse(text);
     } catch {
       throw errors.invalidJson("request body must be a JSON object in UTF-8");
     }
     if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw errors.invalidJson();
+    // UTF-8 that decoded holds no surrogate: only a `\uD800`-`\uDFFF` escape can make one, so a
+    // body without such an escape needs no walk.
+    if (!surrogateEscape.test(text)) return parsed as JsonObject;
     try {
       assertWellFormedJson(parsed);
     } catch (e) {

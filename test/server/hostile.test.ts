@@ -121,6 +121,17 @@ describe("lone surrogates", () => {
     expect(await res.json()).toMatchObject({ code: "protocol_error", error: expect.stringContaining("name") });
   });
 
+  it("REST: in either case of its digits, in a key too; an escaped pair is one character like any other", async () => {
+    const register = (body: string) => t.rest("/v1/agents/register", { method: "POST", headers: { "content-type": "application/json" }, body });
+    for (const body of ['{"name":"a\\uDC00","project":"p"}', '{"name":"a","project":"p","x\\uD8FF":1}', '{"name":"a\\uDbFf","project":"p"}']) {
+      const res = await register(body);
+      expect([res.status, ((await res.json()) as { code: string }).code], body).toEqual([400, "protocol_error"]);
+    }
+    const paired = await register('{"name":"smile-\\ud83d\\ude00","project":"surrogates"}');
+    expect(paired.status).toBe(201);
+    expect(((await paired.json()) as { agent: { name: string } }).agent.name).toBe("smile-\u{1F600}");
+  });
+
   it("REST: a lone surrogate deep in a sync event is refused as a whole request", async () => {
     const res = await t.rest("/v1/sync/events", {
       method: "POST",

@@ -92,7 +92,7 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.agents.decideAgentLeases({ project: "p", nameKey: "alpha" }, () => ({ write: agent("agt_a", "p", "alpha"), result: 0 }));
       const leaving = () =>
         store.agents.decideAgentLeases({ agentId: "agt_a" }, (_a, heldNow) => ({
-          leases: heldNow.map((h) => ({ key: { project: h.lease.project, name: h.lease.name }, decision: { write: { ...h.lease, holderAgentId: null, holderAgentName: null } } })),
+          leases: heldNow.map((h) => ({ key: { project: h.lease.project, name: h.lease.name }, decision: { write: { ...h.lease, holderAgentId: null, holderAgentName: null }, result: undefined } })),
           get result(): never {
             throw new Error("refused");
           },
