@@ -112,9 +112,9 @@ export interface BatchHooks {
 /**
  * Counts the statements of the connection that changed rows, so that a batch tells the works
  * that wrote from the refusals without asking SQLite after each one (`SELECT total_changes()`
- * cost about 2 us a work). Wraps `prepare` from now on: a writing statement (not a reader)
- * counts a run() that changed rows (better-sqlite3 reports 0 changes when SQLite's total did not
- * move) and any get(), all() or iterate() (UPDATE ... RETURNING), whatever it returned. The
+ * cost about 2 us a work). Wraps `prepare` from now on: a statement that is not read-only counts
+ * a run() that changed rows (better-sqlite3 reports 0 changes when SQLite's total did not move)
+ * and any get(), all() or iterate() (UPDATE ... RETURNING), whatever it returned. The
  * order of answers rests on it, and what a plain work that throws leaves behind (every statement
  * of the store's concerns is prepared after this wrap, sqlite-store.ts); whether a batch is
  * synced rests on total_changes() itself.
@@ -124,7 +124,8 @@ export function countWrites(db: Database.Database): { readonly count: number } {
   const prepare = db.prepare.bind(db) as (sql: string) => Database.Statement;
   (db as { prepare: (sql: string) => Database.Statement }).prepare = (sql: string) => {
     const statement = prepare(sql);
-    if (statement.reader) return statement;
+    // A statement that may write: INSERT, UPDATE, DELETE, with or without RETURNING (a reader too).
+    if (statement.readonly) return statement;
     const run = statement.run.bind(statement);
     statement.run = (...params: unknown[]) => {
       const info = run(...params);

@@ -82,11 +82,25 @@ export function createSqliteLeases(
   const known = new Map<string, LeaseDb>();
   const knownMax = 65_536;
   const queued = new Set<string>();
+  /** Past this many keys, `queued` is listed again from the file (keys of emptied queues go). */
+  let queuedMax = 65_536;
+  /** The file's queues could not be listed: every decision reads its own. */
+  let queuesUnknown = false;
+  const listQueues = () => {
+    queued.clear();
+    queuesUnknown = true;
+    try {
+      for (const k of q.queuedKeys.all()) queued.add(keyOf(k.project, k.name));
+      queuesUnknown = false;
+    } catch {
+      // A read that fails here (an I/O error after a rollback) leaves every queue to be read.
+    }
+    queuedMax = Math.max(65_536, 2 * queued.size);
+  };
   /** Forgets what the file may no longer hold (a rollback): rows are read again, queues listed again. */
   const forget = () => {
     known.clear();
-    queued.clear();
-    for (const k of q.queuedKeys.all()) queued.add(keyOf(k.project, k.name));
+    listQueues();
   };
   forget();
   const know = (key: string, row: LeaseDb) => {
@@ -109,7 +123,7 @@ export function createSqliteLeases(
 
   const waitersOf = (project: string, name: string): LeaseWaiter[] => {
     const key = keyOf(project, name);
-    if (!queued.has(key)) return [];
+    if (!queuesUnknown && !queued.has(key)) return [];
     const rows = q.waiters.all(project, name);
     if (rows.length === 0) queued.delete(key);
     return (rows.length > 1 ? rows.sort((a, b) => a.seq - b.seq) : rows).map(waiterFromDb);
@@ -128,11 +142,29 @@ export function createSqliteLeases(
     };
   }
 
-  /** Writes a prepared decision on `key` (`stored`: its row is in the file), inside the caller's transaction. */
-  function write(key: LeaseKey, d: LeaseDecision<unknown>, ready: ReturnType<typeof prepared>, stored: boolean, record: RecordChange, nowMs: number): void {
-    for (const id of d.queue?.remove ?? []) q.removeWaiter.run(key.project, key.name, id);
+  /**
+   * Writes a prepared decision on `key` (`stored`: its row is in the file), inside the caller's
+   * transaction. `waiting`: how many waiters the decision was shown, when it was shown the whole
+   * queue; a decision that empties it takes its key out of `queued`.
+   */
+  function write(
+    key: LeaseKey,
+    d: LeaseDecision<unknown>,
+    ready: ReturnType<typeof prepared>,
+    stored: boolean,
+    record: RecordChange,
+    nowMs: number,
+    waiting?: number,
+  ): void {
+    let removed = 0;
+    for (const id of d.queue?.remove ?? []) removed += q.removeWaiter.run(key.project, key.name, id).changes;
     const add = d.queue?.add;
-    if (add) queued.add(keyOf(key.project, key.name));
+    if (add) {
+      if (queued.size >= queuedMax) listQueues();
+      queued.add(keyOf(key.project, key.name));
+    } else if (waiting !== undefined && removed > 0 && waiting - removed === 0) {
+      queued.delete(keyOf(key.project, key.name));
+    }
     if (add) q.addWaiter.run({ project: key.project, name: key.name, id: add.id, agent_id: add.agentId, agent_name: add.agentName, ttl_ms: add.ttlMs, deadline_ms: add.deadlineMs, since_ms: add.sinceMs });
     const row = ready.row;
     if (row) {
@@ -160,10 +192,11 @@ export function createSqliteLeases(
         const r = row ?? floorOf(key);
         const nowMs = now();
         const h = holderId === undefined ? undefined : holderRow(holderId);
-        const d = decide(r && leaseFromDb(r), nowMs, waitersOf(key.project, key.name), h);
+        const waiters = waitersOf(key.project, key.name);
+        const d = decide(r && leaseFromDb(r), nowMs, waiters, h);
         // A plain work: every check (the result's too) before the first write.
         const result = d.result;
-        write(key, d, prepared(key, r, d), row !== undefined, record, nowMs);
+        write(key, d, prepared(key, r, d), row !== undefined, record, nowMs, waiters.length);
         return result;
       }, true);
     },
@@ -223,6 +256,8 @@ export function createSqliteLeases(
     apply,
     waitersOf,
     forget,
+    /** How many lease rows and queue keys are kept in memory (tests). */
+    kept: () => ({ rows: known.size, queues: queued.size }),
     /** The leases an agent of `project` holds or waits for, by name, inside the caller's decision. */
     heldBy: (project: string, agentId: string): LeaseDb[] => q.leasesOfAgent.all({ project, agent: agentId }),
   };

@@ -201,6 +201,11 @@ export class SqliteStore implements HubStore {
     this.leaseRows.forget();
   }
 
+  /** How many lease rows and queue keys the store keeps in memory (tests: they stay bounded). */
+  keptLeaseRows(): { rows: number; queues: number } {
+    return this.leaseRows.kept();
+  }
+
   /** Batches committed and the decisions in them, since the store opened (metrics). */
   commitStats(): Readonly<CommitStats> {
     return this.commits.stats;
