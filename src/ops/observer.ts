@@ -4,8 +4,12 @@ import { isoOfMs } from "../clock.js";
 import { openLogFile } from "./log-destination.js";
 import type { Metrics } from "./metrics.js";
 
-/** Characters of log lines gathered before one write (a write per line cost a visible share of a busy hub). */
-const logBufferBytes = 8 * 1024;
+/**
+ * Characters of log lines gathered before one write: a write per line cost a visible share of a
+ * busy hub, and one per 8 KiB still about 2% of its thread under refused acquires (each write is
+ * handed to libuv's thread pool; bench/README.md, fourteenth step).
+ */
+const logBufferBytes = 64 * 1024;
 /** Longest a log line waits in that buffer. */
 const logFlushMs = 100;
 
@@ -21,7 +25,7 @@ export interface HubLogger {
 /**
  * JSON-lines logger: one object per event, `event` holding the reference hub's event name.
  * `level` is the lowest level written ("debug" adds a `request_completed` line per call).
- * Lines are gathered up to 8 KiB and written at least every 100 ms, off the event loop; a hub
+ * Lines are gathered up to 64 KiB and written at least every 100 ms, off the event loop; a hub
  * killed with SIGKILL loses at most those last lines; a closed one, or one that exits or dies of an
  * error, none of them (to stdout through a pipe that is full, a write under way when the process
  * ends may still be cut short; at an exit without close, a write under way off the thread may
@@ -102,7 +106,7 @@ const destinationMaxBytes = 16 * 1024 * 1024;
  * pino's destination gathers text lines up to `minLength` itself, but measures all it holds again
  * for each line it adds and encodes what it wrote once more after each write, a visible share of
  * a busy hub's thread (bench/README.md "Against etcd as etcd is used"). This gathers the lines
- * in a list, counting their length, and hands the destination about 8 KiB at a time, encoded
+ * in a list, counting their length, and hands the destination about 64 KiB at a time, encoded
  * once, which it writes at once, off the event loop (or after the write in flight, at the next
  * hand-over or tick).
  */

@@ -35,7 +35,7 @@ describe("the logger", () => {
   it("writes every line, in order, by the time close returns", async () => {
     const file = logFile();
     const log = createLogger(file);
-    // Far past one hand-over (8 KiB) and one write, with lines of other scripts among them.
+    // Far past one hand-over (64 KiB) and one write, with lines of other scripts among them.
     const n = 3_000;
     for (let i = 0; i < n; i++) log.logger.info({ event: "e", i, note: i % 7 === 0 ? "é中😀" : "plain" });
     await log.close();
