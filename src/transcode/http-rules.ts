@@ -168,12 +168,19 @@ export interface RestMatch {
   params: Readonly<Record<string, string>>;
 }
 
-export function matchRestRoute(routes: readonly RestRoute[], verb: string, pathname: string): RestMatch | undefined {
+export function matchRestRoute(
+  routes: readonly RestRoute[],
+  verb: string,
+  pathname: string,
+  /** The request's whole target (query included), when `pathname` is a part of it. */
+  target: string = pathname,
+): RestMatch | undefined {
   // The paths a busy hub is asked are few (an agent's leases, its inbox): a path matched before
   // is answered from its table's cache, with the same (frozen) params. A path that matches
-  // nothing is not kept, nor a long one, and the cache is emptied when it is full: at most a few
-  // MiB, whatever paths a client makes up.
-  if (pathname.length > matchCachePathMax) return searchRestRoute(routes, verb, pathname);
+  // nothing is not kept, nor one of a long target (a slice of a string keeps the whole string
+  // alive: a short path with a long query would keep the query), and the cache is emptied when
+  // it is full: at most a few MiB, whatever targets a client makes up.
+  if (target.length > matchCachePathMax) return searchRestRoute(routes, verb, pathname);
   const cache = matchCacheOf(routes);
   const key = `${verb} ${pathname}`;
   const hit = cache.get(key);

@@ -270,7 +270,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
   function matchPath(req: Req, pathname: string) {
     try {
       // HTTP methods are case-sensitive: `get` is no GET.
-      return matchRestRoute(routes, req.method ?? "", pathname);
+      return matchRestRoute(routes, req.method ?? "", pathname, req.url ?? "");
     } catch (e) {
       if (e instanceof RestPathError) throw errors.protocol(e.message);
       throw e;
