@@ -180,12 +180,12 @@ export function matchRestRoute(
   // nothing is not kept, nor one of a long target (a slice of a string keeps the whole string
   // alive: a short path with a long query would keep the query), and the cache is emptied when
   // it is full: at most a few MiB, whatever targets a client makes up.
-  if (target.length > matchCachePathMax) return searchRestRoute(routes, verb, pathname);
+  if (target.length > matchCachePathMax) return searchRestRoute(routes, verb, pathname, true);
   const cache = matchCacheOf(routes);
   const key = `${verb} ${pathname}`;
   const hit = cache.get(key);
   if (hit) return hit;
-  const match = searchRestRoute(routes, verb, pathname);
+  const match = searchRestRoute(routes, verb, pathname, target.length > ownCopyPast);
   if (match) {
     if (cache.size >= matchCacheMax) cache.clear();
     Object.freeze(match.params);
@@ -203,7 +203,14 @@ function matchCacheOf(routes: readonly RestRoute[]) {
   return cache;
 }
 
-function searchRestRoute(routes: readonly RestRoute[], verb: string, pathname: string): RestMatch | undefined {
+/**
+ * Past this many characters of target, path variables are copies of their own: what the hub
+ * keeps of a call's names (a lease row kept in memory, say) never keeps its whole target alive.
+ */
+const ownCopyPast = 128;
+const ownCopy = (s: string) => Buffer.from(s, "utf8").toString("utf8");
+
+function searchRestRoute(routes: readonly RestRoute[], verb: string, pathname: string, copy = false): RestMatch | undefined {
   if (!pathname.startsWith("/")) return undefined;
   const parts = pathname.slice(1).split("/");
   let best: Candidate | undefined;
@@ -217,7 +224,7 @@ function searchRestRoute(routes: readonly RestRoute[], verb: string, pathname: s
     if (variable === undefined) continue;
     const part = parts[i]!;
     try {
-      params[variable] = part.includes("%") ? decodeURIComponent(part) : part;
+      params[variable] = part.includes("%") ? decodeURIComponent(part) : copy ? ownCopy(part) : part;
     } catch {
       throw new RestPathError();
     }
