@@ -157,17 +157,17 @@ function fits(c: Candidate, parts: readonly string[]): boolean {
   return true;
 }
 
-/**
- * Finds the route for a raw (still percent-encoded) path. Matching happens on the encoded
- * segments, so "%2F" inside a variable never splits the path; variables are decoded after the
- * route is chosen. Returns undefined when no route of that verb matches (the caller's 404).
- */
 /** A matched route, with its path variables decoded (frozen: a match may be answered again). */
 export interface RestMatch {
   route: RestRoute;
   params: Readonly<Record<string, string>>;
 }
 
+/**
+ * Finds the route for a raw (still percent-encoded) path. Matching happens on the encoded
+ * segments, so "%2F" inside a variable never splits the path; variables are decoded after the
+ * route is chosen. Returns undefined when no route of that verb matches (the caller's 404).
+ */
 export function matchRestRoute(
   routes: readonly RestRoute[],
   verb: string,

@@ -91,7 +91,7 @@ export interface BatchHooks {
   beforeBatch(): Promise<void> | undefined;
   /** After each COMMIT that wrote something. */
   wrote(): void;
-  /** A work's savepoint is open. */
+  /** A work starts (in its savepoint, unless it is plain). */
   workStarted?(): void;
   /** A work threw and its savepoint was rolled back; `wrote`: a statement of it had changed rows. */
   workRolledBack?(wrote: boolean): void;
