@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { changesOf } from "../change-feed.js";
 import type { LeaseDecision, LeaseStore, LeaseWaiter, ListLeasesQuery, NamedWaiter } from "../lease-store.js";
-import { agentFromDb, checkLeaseWrite, floorRow, leaseFromDb, leaseToDb, namedWaiterFromDb, waiterFromDb, type AgentDb, type LeaseDb, type WaiterDb } from "../rows.js";
+import { checkLeaseWrite, floorRow, leaseFromDb, leaseToDb, namedWaiterFromDb, waiterFromDb, type LeaseDb, type WaiterDb } from "../rows.js";
 import type { RecordChange, StoreAccess } from "./batch.js";
 import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
 
@@ -23,11 +23,10 @@ import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
 export function createSqliteLeases(
   db: Database.Database,
   { tx, changeTx, read, now, head }: StoreAccess,
-  holderOf?: (id: string) => AgentRow | undefined,
+  holderOf: (id: string) => AgentRow | undefined,
 ) {
   const q = {
     lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
-    holder: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
     fenceBase: db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base"),
     upsertLease: db.prepare(
       `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to, handed_token)
@@ -116,11 +115,6 @@ export function createSqliteLeases(
     if (row) know(key, row);
     return row;
   };
-  const holderRow = holderOf ?? ((id: string) => {
-    const h = q.holder.get(id);
-    return h && agentFromDb(h);
-  });
-
   const waitersOf = (project: string, name: string): LeaseWaiter[] => {
     const key = keyOf(project, name);
     if (!queuesUnknown && !queued.has(key)) return [];
@@ -191,7 +185,7 @@ export function createSqliteLeases(
         const row = rowOf(key.project, key.name);
         const r = row ?? floorOf(key);
         const nowMs = now();
-        const h = holderId === undefined ? undefined : holderRow(holderId);
+        const h = holderId === undefined ? undefined : holderOf(holderId);
         const waiters = waitersOf(key.project, key.name);
         const d = decide(r && leaseFromDb(r), nowMs, waiters, h);
         // A plain work: every check (the result's too) before the first write.
