@@ -189,6 +189,20 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
     });
     const stop = linked(signal, shutdown);
     /**
+     * A look made once the call has ended for good neither queues nor grants: it is refused before
+     * it writes, with what ended the call (the hub stopping; a call signal aborted with a hub error
+     * as its reason: the token the call was made with ended, token-guard.ts watchToken). The call
+     * may have ended before its first look ran: that look, on a lease free by then, would grant
+     * it to a caller its answer no longer reaches as one.
+     */
+    const unlessEnded =
+      <A extends unknown[], T>(look: (...args: A) => T) =>
+      (...args: A): T => {
+        if (shutdown?.aborted) throw errors.hubShuttingDown();
+        if (signal?.aborted && isHubError(signal.reason)) throw signal.reason;
+        return look(...args);
+      };
+    /**
      * Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is
      * gone. A lease given on was granted to this call and released by it, and nothing else
      * reports either: both are counted and logged here, as a grant and a release are elsewhere.
@@ -235,7 +249,7 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
     try {
       let a: LeaseAnswer | { kind: "gone" } = await store.leases.decideLease(
         key,
-        asCaller(caller, (cur, nowMs, waiters) => decideAcquire(cur, { name: key.name, holder, ttlMs, nowMs, wait: { id, deadlineMs } }, waiters)),
+        unlessEnded(asCaller(caller, (cur, nowMs, waiters) => decideAcquire(cur, { name: key.name, holder, ttlMs, nowMs, wait: { id, deadlineMs } }, waiters))),
         caller.agentId,
       );
       let behind = a.lease;
@@ -263,7 +277,7 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
         }
         a = await store.leases.decideLease(
           key,
-          asCaller(caller, (cur, now, waiters) => decideWaiting(cur, { id, holder, name: key.name, nowMs: now }, waiters)),
+          unlessEnded(asCaller(caller, (cur, now, waiters) => decideWaiting(cur, { id, holder, name: key.name, nowMs: now }, waiters))),
           caller.agentId,
         );
       }

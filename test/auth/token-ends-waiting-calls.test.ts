@@ -105,7 +105,8 @@ describe("calls that wait, made with a managed token that ends", () => {
     const b = await t.register("beta", "p", expiring.secret);
     await jsonOf(await t.rest("/v1/leases/db/acquire", { headers: a.headers, json: { ttlMs: 20_000 } }));
     const wait = t.rest("/v1/leases/db/acquire", { headers: b.headers, json: { ttlMs: 30_000, waitMs: 60_000 } });
-    await idle(t.clock);
+    // Two sleepers: the token's expiry, watched from when the call is authenticated, and the wait.
+    await idle(t.clock, 2);
     t.clock.advance(10_000); // the token expires
     expect((await t.rest("/v1/leases/db", { headers: b.headers })).status).toBe(401);
     t.clock.advance(10_000); // a's lease lapses

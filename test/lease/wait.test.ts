@@ -3,6 +3,7 @@ import { createClient } from "@connectrpc/connect";
 import { LeaseService } from "../../gen/ts/kxm/hub/v1/lease_pb.js";
 import { PresenceService } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { defaultConfig } from "../../src/config.js";
+import { errors } from "../../src/errors.js";
 import { createBus } from "../../src/events/bus.js";
 import { createLeases, leaseChangeOf, type LeaseChange } from "../../src/lease/leases.js";
 import { maxWaitersPerLease } from "../../src/lease/rules.js";
@@ -473,6 +474,32 @@ describe("blocking acquire, a client gone during its last look", () => {
       await t.leases.release(t.caller("a"), { name: "db", fencingToken: held.lease.fencingToken });
       expect(await beta).toBe("lease_held");
       expect((await gamma).lease).toMatchObject({ holderAgentName: "c", fencingToken: held.lease.fencingToken + 2 });
+    } finally {
+      await t.store.close();
+    }
+  });
+
+  /**
+   * A call made with a managed token ends with invalid_auth once the token ends: its signal aborts
+   * with that hub error as its reason (token-guard.ts). Its first look may run after that (the
+   * store slow, the wait not yet begun): that look must not queue it, nor hand it a lease free by then.
+   */
+  it("a waiting call whose token ended before its first look ran is refused with that, neither queued nor granted", async () => {
+    const t = await lastLook(() => {});
+    try {
+      const tokenEnded = new AbortController();
+      tokenEnded.abort(errors.invalidAuth());
+      const refused = (name: string) =>
+        t.leases.acquire(t.caller("b"), { name, ttlMs: 60_000, waitMs: 30_000 }, tokenEnded.signal).then(
+          () => "granted",
+          (e: { code?: string }) => e.code,
+        );
+      expect(await refused("free")).toBe("invalid_auth");
+      const held = await t.leases.acquire(t.caller("a"), { name: "db", ttlMs: 60_000 });
+      expect(await refused("db")).toBe("invalid_auth");
+      expect(await t.leases.get({ project: "p" }, { name: "free" }).then(() => "held", (e: { code?: string }) => e.code)).toBe("lease_not_found");
+      expect((await t.leases.get({ project: "p" }, { name: "db" })).lease).toMatchObject({ holderAgentName: "a", fencingToken: held.lease.fencingToken, waiters: [] });
+      expect(t.events.filter((e) => e.event === "lease_acquired").map((e) => e.fields.agentId)).toEqual(["agt_a"]);
     } finally {
       await t.store.close();
     }
