@@ -209,7 +209,13 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
   ];
   const authorize = createAuthorize(authDeps);
   /** The same rules as plain calls, for unary calls made in-process (server/unary-rules.ts). */
-  const unaryRules = createUnaryRules({ observer, maxBodyBytes: config.maxBodyBytes, authorize, tokens: { endedTokens, clock } });
+  const unaryRules = createUnaryRules({
+    observer,
+    maxBodyBytes: config.maxBodyBytes,
+    authorize,
+    tokens: { endedTokens, clock },
+    projects: { closedProjects, projectClosed: (project) => authenticator.projectClosed(project) },
+  });
   /** `/metrics` is an admin-only call: its rule, budget and refusal alerts; answers its rate-limit headers. */
   const metricsAdmin = async (req: NodeRequest): Promise<Record<string, string>> => {
     const rate = new HeaderBag();

@@ -64,6 +64,10 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus, 
       const deadlineMs = clock.now() + waitMs;
       const keepOnline = createKeepOnline(clock, keepAliveMs, () => presence.recordActivity(caller.agentId, caller.keyHash));
       for (;;) {
+        // A call ended by the hub (its managed token revoked or expired, its project closed to the
+        // caller: server/token-guard.ts) answers that, and reads nothing more; one whose client
+        // left answers what it has.
+        if (isHubError(signal?.reason)) throw signal.reason;
         const read = await store.messages.readInbox(caller.agentId, cursor, limit);
         // After the read: a takeover that committed before it read a message sent to the next
         // instance is seen here, so that message is never answered to this one.
@@ -74,9 +78,6 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus, 
         const leftMs = deadlineMs - clock.now();
         if (leftMs <= 0 || stop.signal.aborted) return { events, nextCursor: cursor };
         await keepOnline.wait(waker, leftMs, stop.signal);
-        // A call ended by the hub (its managed token revoked or expired: server/token-guard.ts)
-        // answers that, and reads nothing more; one whose client left answers what it has.
-        if (isHubError(signal?.reason)) throw signal.reason;
       }
     } finally {
       unsubscribe();

@@ -1,5 +1,5 @@
 import { tokenIdOfSecret } from "../auth/tokens.js";
-import type { TokenGrant } from "../caller.js";
+import type { Caller, TokenGrant } from "../caller.js";
 import type { Clock } from "../clock.js";
 import { errors, isHubError } from "../errors.js";
 import type { Bus } from "../events/bus.js";
@@ -175,6 +175,58 @@ export async function whileTokenLasts<T>(watch: TokenWatch | undefined, token: T
     throw tokenEnded(watch.signal) ? errors.invalidAuth() : e;
   } finally {
     watch.stop();
+  }
+}
+
+/** What ends a waiting unary call let in while its project had no token of its own (whileCallerLasts). */
+export type OpenProjectDeps = Omit<ProjectGuardDeps, "clock">;
+
+/** Whether a unary request asks to wait (AcquireLease and ReadInbox with `waitMs`). */
+function asksToWait(message: unknown): boolean {
+  const waitMs = (message as { waitMs?: unknown } | undefined)?.waitMs;
+  return typeof waitMs === "number" && waitMs > 0;
+}
+
+/**
+ * Runs a unary call's implementation (`run`) for as long as its caller lasts: made with a managed
+ * token, until the token ends (whileTokenLasts); let in only because its project had no token of
+ * its own (`untilClosed`: the admin token standing in, or an open hub) and asking to wait, until
+ * the project gets one. Then the call ends with invalid_auth, as its streams do
+ * (framesWhileProjectOpen), instead of waiting on and being answered as a caller that would now be
+ * refused. A call that does not wait answers before it could matter, and is spared the watch.
+ */
+export function whileCallerLasts<T>(
+  watch: TokenWatch | undefined,
+  caller: Caller,
+  message: unknown,
+  callSignal: AbortSignal,
+  run: (signal: AbortSignal) => Promise<T>,
+  projects: OpenProjectDeps,
+): Promise<T> {
+  const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
+  if (token || !(caller.kind === "agent" || caller.kind === "project") || caller.untilClosed !== true || !asksToWait(message)) {
+    return whileTokenLasts(watch, token, callSignal, run);
+  }
+  watch?.stop();
+  return whileProjectOpen(caller.project, callSignal, run, projects);
+}
+
+async function whileProjectOpen<T>(project: string, callSignal: AbortSignal, run: (signal: AbortSignal) => Promise<T>, deps: OpenProjectDeps): Promise<T> {
+  const ended = new AbortController();
+  const unsubscribe = deps.closedProjects.subscribe(project, () => ended.abort(errors.invalidAuth()));
+  const onCallEnd = () => ended.abort(callSignal.reason);
+  if (callSignal.aborted) onCallEnd();
+  else callSignal.addEventListener("abort", onCallEnd, { once: true });
+  try {
+    // A token committed and published between the call's authentication and the subscription is
+    // not told again: the project is read once, now that nothing is missed.
+    if (await deps.projectClosed(project)) throw errors.invalidAuth();
+    return await run(ended.signal);
+  } catch (e) {
+    throw tokenEnded(ended.signal) ? errors.invalidAuth() : e;
+  } finally {
+    unsubscribe();
+    callSignal.removeEventListener("abort", onCallEnd);
   }
 }
 

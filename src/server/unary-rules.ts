@@ -7,7 +7,7 @@ import type { Authorize } from "./interceptors/auth.js";
 import { callIdentity, createErrorMapping } from "./interceptors/errors.js";
 import { checkDeclaredLength } from "./interceptors/limits.js";
 import { settleCall } from "./interceptors/observe.js";
-import { watchToken, whileTokenLasts, type TokenGuardDeps } from "./token-guard.js";
+import { watchToken, whileCallerLasts, type OpenProjectDeps, type TokenGuardDeps } from "./token-guard.js";
 
 export interface UnaryRulesDeps {
   observer: FaceObserver;
@@ -16,6 +16,8 @@ export interface UnaryRulesDeps {
   authorize: Authorize;
   /** What ends a call made with a managed token once the token ends (token-guard.ts watchToken). */
   tokens: Omit<TokenGuardDeps, "tokenLive">;
+  /** What ends a waiting call let in while its project had no token (token-guard.ts whileCallerLasts). */
+  projects: OpenProjectDeps;
 }
 
 /**
@@ -31,7 +33,7 @@ export interface UnaryRulesDeps {
  * and the chain) and test/fuzz/rest-differential.fuzz.test.ts (the REST face, this against the
  * chain), with the wire switch choosing the way (`wire: connect` takes the chain).
  */
-export function createUnaryRules({ observer, maxBodyBytes, authorize, tokens }: UnaryRulesDeps): UnaryRules {
+export function createUnaryRules({ observer, maxBodyBytes, authorize, tokens, projects }: UnaryRulesDeps): UnaryRules {
   const mapError = createErrorMapping(observer);
   return {
     async run(method, input, callSignal, invoke) {
@@ -56,8 +58,7 @@ export function createUnaryRules({ observer, maxBodyBytes, authorize, tokens }: 
           extraHeaders,
         });
         values.set(kCaller, caller);
-        const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
-        const out = await whileTokenLasts(watch, token, callSignal, invoke);
+        const out = await whileCallerLasts(watch, caller, input.message, callSignal, invoke, projects);
         // The implementation's own headers, if it set any, with the rules' on top (as the chain sets them).
         let header: HeaderView = extraHeaders;
         if (out.header) {

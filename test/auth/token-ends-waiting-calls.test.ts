@@ -3,7 +3,9 @@
  * with invalid_auth once the token is revoked or expires, as a stream made with it does
  * (server/token-guard.ts watchToken): the waiting acquire leaves the queue without being handed
  * the lease, and the waiting read answers no message sent after the revocation. A token was
- * checked only when the call began, so the waits outlived it.
+ * checked only when the call began, so the waits outlived it. So does a waiting call the admin
+ * token made for a project that then gets a token of its own (whileCallerLasts), as that
+ * project's streams do.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { createClient } from "@connectrpc/connect";
@@ -113,5 +115,71 @@ describe("calls that wait, made with a managed token that ends", () => {
     const res = await wait;
     const body = await jsonOf(res);
     expect({ status: res.status, code: body.code }).toEqual({ status: 401, code: "invalid_auth" });
+  });
+});
+
+describe("calls that wait, made with the admin token for a project that then gets a token of its own", () => {
+  const waits = (t: TestHub) => t.sql("SELECT count(*) AS n FROM lease_waiters").then((r) => Number(r[0]!.n));
+
+  it("a waiting AcquireLease ends with invalid_auth and leaves the queue; the lease goes to nobody when its holder lets it lapse", async () => {
+    const t = await hub();
+    const a = await t.register("alpha", "p", ADMIN);
+    const b = await t.register("beta", "p", ADMIN);
+    const other = await t.register("gamma", "q", ADMIN);
+    const held = await jsonOf(await t.rest("/v1/leases/db/acquire", { headers: a.headers, json: { ttlMs: 20_000 } }));
+    const delta = await t.register("delta", "q", ADMIN);
+    const otherHeld = await jsonOf(await t.rest("/v1/leases/db/acquire", { headers: other.headers, json: { ttlMs: 20_000 } }));
+    const wait = t.rest("/v1/leases/db/acquire", { headers: b.headers, json: { ttlMs: 30_000, waitMs: 60_000 } });
+    await idle(t.clock, 1);
+    const otherWait = t.rest("/v1/leases/db/acquire", { headers: delta.headers, json: { ttlMs: 30_000, waitMs: 60_000 } });
+    await idle(t.clock, 2);
+    expect(await waits(t)).toBe(2);
+    await create(t, "p");
+    const res = await wait;
+    expect({ status: res.status, code: (await jsonOf(res)).code }).toEqual({ status: 401, code: "invalid_auth" });
+    expect(await waits(t)).toBe(1);
+    t.clock.advance(20_000); // both leases lapse; only delta still waits for its own
+    // beta was not handed alpha's lapsed lease: it is still alpha's, on its token.
+    const lease = await jsonOf(await t.rest("/v1/leases/db?project=p", { headers: admin }));
+    expect(lease.lease).toMatchObject({ holderAgentName: "alpha", fencingToken: held.lease.fencingToken });
+    // Another project's wait, let in the same way, goes on: it is handed gamma's lapsed lease.
+    const got = await jsonOf(await otherWait);
+    expect(got.lease).toMatchObject({ holderAgentName: "delta", fencingToken: otherHeld.lease.fencingToken + 1 });
+  });
+
+  it("over gRPC: a waiting AcquireLease ends unauthenticated", async () => {
+    const t = await hub();
+    const a = await t.register("alpha", "p", ADMIN);
+    const b = await t.register("beta", "p", ADMIN);
+    const grpc = protocols.find((p) => p.name.startsWith("grpc "))!;
+    const leases = (headers: Record<string, string>) => createClient(LeaseService, grpc.make(t.baseUrl, [withHeaders(headers)]));
+    await leases(a.headers).acquireLease({ name: "db", ttlMs: 30_000 });
+    const wait = refused(leases(b.headers).acquireLease({ name: "db", ttlMs: 30_000, waitMs: 60_000 }));
+    await idle(t.clock);
+    expect(await waits(t)).toBe(1);
+    await create(t, "p");
+    expect(await wait).toMatchObject({ code: "unauthenticated", reason: "INVALID_AUTH" });
+    expect(await waits(t)).toBe(0);
+  });
+
+  it("a waiting ReadInbox ends with invalid_auth", async () => {
+    const t = await hub();
+    const b = await t.register("beta", "p", ADMIN);
+    const read = t.rest("/v1/inbox?waitMs=60000", { headers: b.headers });
+    await idle(t.clock);
+    await create(t, "p");
+    const res = await read;
+    expect({ status: res.status, code: (await jsonOf(res)).code }).toEqual({ status: 401, code: "invalid_auth" });
+  });
+
+  it("a call that does not wait, and a wait of a project that has its token already, are as before", async () => {
+    const t = await hub();
+    const a = await t.register("alpha", "p", ADMIN);
+    const res = await t.rest("/v1/leases/db/acquire", { headers: a.headers, json: { ttlMs: 30_000, waitMs: 60_000 } });
+    expect(res.status).toBe(200);
+    await create(t, "p");
+    // The project is closed now: the admin token no longer acts as its agents.
+    const after = await t.rest("/v1/leases/db2/acquire", { headers: a.headers, json: { ttlMs: 30_000, waitMs: 60_000 } });
+    expect({ status: after.status, code: (await jsonOf(after)).code }).toEqual({ status: 401, code: "invalid_auth" });
   });
 });

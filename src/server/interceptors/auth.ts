@@ -12,7 +12,7 @@ import { charge } from "../../http/rate-headers.js";
 import { kCaller, kCharged, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
-import { framesWhileProjectOpen, framesWhileTokenLives, watchToken, whileTokenLasts } from "../token-guard.js";
+import { framesWhileProjectOpen, framesWhileTokenLives, watchToken, whileCallerLasts } from "../token-guard.js";
 
 export interface AuthInterceptorDeps {
   authenticator: Authenticator;
@@ -128,7 +128,10 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
     }
     req.contextValues.set(kCaller, caller);
     const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
-    if (!req.stream) return whileTokenLasts(watch, token, req.signal, (signal) => next(signal === req.signal ? req : { ...req, signal }));
+    if (!req.stream) {
+      const projectClosed = (project: string) => deps.authenticator.projectClosed(project);
+      return whileCallerLasts(watch, caller, message, req.signal, (signal) => next(signal === req.signal ? req : { ...req, signal }), { closedProjects: deps.closedProjects, projectClosed });
+    }
     const untilClosed = (caller.kind === "agent" || caller.kind === "project") && caller.untilClosed === true ? caller.project : undefined;
     if (!token && untilClosed === undefined) return next(req);
     const res = await next(req);
