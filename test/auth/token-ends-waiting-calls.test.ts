@@ -121,7 +121,7 @@ describe("calls that wait, made with a managed token that ends", () => {
 describe("calls that wait, made with the admin token for a project that then gets a token of its own", () => {
   const waits = (t: TestHub) => t.sql("SELECT count(*) AS n FROM lease_waiters").then((r) => Number(r[0]!.n));
 
-  it("a waiting AcquireLease ends with invalid_auth and leaves the queue; the lease goes to nobody when its holder lets it lapse", async () => {
+  it("a waiting AcquireLease ends with invalid_auth and leaves the queue: it is not handed the lease its holder lets lapse, and another project's wait goes on", async () => {
     const t = await hub();
     const a = await t.register("alpha", "p", ADMIN);
     const b = await t.register("beta", "p", ADMIN);
@@ -172,7 +172,7 @@ describe("calls that wait, made with the admin token for a project that then get
     expect({ status: res.status, code: (await jsonOf(res)).code }).toEqual({ status: 401, code: "invalid_auth" });
   });
 
-  it("a call that does not wait, and a wait of a project that has its token already, are as before", async () => {
+  it("a waiting call answered before the project gets its token is answered; one made after is refused at once", async () => {
     const t = await hub();
     const a = await t.register("alpha", "p", ADMIN);
     const res = await t.rest("/v1/leases/db/acquire", { headers: a.headers, json: { ttlMs: 30_000, waitMs: 60_000 } });
