@@ -194,6 +194,7 @@ function asksToWait(message: unknown): boolean {
  * the project gets one. Then the call ends with invalid_auth, as its streams do
  * (framesWhileProjectOpen), instead of waiting on and being answered as a caller that would now be
  * refused. A call that does not wait answers before it could matter, and is spared the watch.
+ * @NOTE decision D82.
  */
 export function whileCallerLasts<T>(
   watch: TokenWatch | undefined,
