@@ -159,7 +159,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     ...stream,
     maxLag: config.streamMaxLag,
   });
-  const readInbox = createInboxReader({ store, clock, messages, presence, inboxBus, ...stream });
+  const readInbox = createInboxReader({ store, clock, messages, presence, inboxBus, ...stream, shutdown: shutdown.signal });
   const operator = createOperatorView({ store, clock, presence, messages, leases, tokenProjects: Object.keys(config.projectTokens) });
   const operatorLive = createOperatorLive({
     store,

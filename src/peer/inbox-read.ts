@@ -18,6 +18,11 @@ export interface InboxReadDeps {
   inboxBus: Bus<InboxNotice>;
   /** How often a waiting read records its agent's activity (KXM_STREAM_KEEPALIVE_MS, below the presence lease). */
   keepAliveMs: number;
+  /**
+   * Aborted when the hub shuts down: a waiting read answers what it has then, on every face (a
+   * call made in-process carries its client's signal, not the hub's).
+   */
+  shutdown?: AbortSignal;
 }
 
 export const inboxRead = { defaultLimit: 20, maxLimit: 100, maxWaitMs: 60_000 } as const;
@@ -37,7 +42,7 @@ const wanted = (e: InboxEvent) => e.kind !== "message" || e.message.status === "
  * nothing sent after it ended (a takeover keeps the agent's id, D26: what the read found may be
  * the new instance's). Reads only: nothing is acknowledged or changed.
  */
-export function createInboxReader({ store, clock, messages, presence, inboxBus, keepAliveMs }: InboxReadDeps) {
+export function createInboxReader({ store, clock, messages, presence, inboxBus, keepAliveMs, shutdown }: InboxReadDeps) {
   return async function readInbox(
     caller: AgentCaller,
     input: { afterCursor?: bigint | number; limit?: number; waitMs?: number },
@@ -50,9 +55,15 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus, 
     // Subscribed before the first read, so an event committed in between wakes the wait; a read
     // that does not wait listens for nothing (on PostgreSQL that would wake an idle hub's tail).
     const unsubscribe = waitMs > 0 ? inboxBus.subscribe(caller.agentId, () => waker.wake()) : () => {};
+    // What ends a wait early: the call's end (its client gone, or its caller ended by the hub) and
+    // the hub's shutdown, either of which may have come before the read began.
     const stop = new AbortController();
     const onAbort = () => stop.abort();
-    signal?.addEventListener("abort", onAbort, { once: true });
+    const ends = waitMs > 0 ? [signal, shutdown] : [];
+    for (const end of ends) {
+      if (end?.aborted) stop.abort();
+      else end?.addEventListener("abort", onAbort, { once: true });
+    }
     try {
       await messages.expireDue();
       const state = await store.messages.inboxState(caller.agentId);
@@ -81,7 +92,7 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus, 
       }
     } finally {
       unsubscribe();
-      signal?.removeEventListener("abort", onAbort);
+      for (const end of ends) end?.removeEventListener("abort", onAbort);
     }
   };
 }
