@@ -203,6 +203,11 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
         return look(...args);
       };
     /**
+     * What a wait its call ended is answered: the hub's end of the call (its token ended or its
+     * project closed: invalid_auth, not a refusal of the lease), else lease_held for a client gone.
+     */
+    const endedWith = (behind: LeaseView) => (signal?.aborted && isHubError(signal.reason) ? signal.reason : errors.leaseHeld(behind));
+    /**
      * Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is
      * gone. A lease given on was granted to this call and released by it, and nothing else
      * reports either: both are counted and logged here, as a grant and a release are elsewhere.
@@ -270,9 +275,9 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
             // will hold the lease, so it goes on to the next in line, as at the last look below.
             if (!signal?.aborted) return left;
             await leaveForGood();
-            throw errors.leaseHeld(behind);
+            throw endedWith(behind);
           }
-          if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : errors.leaseHeld(behind);
+          if (clientGone) throw shutdown?.aborted ? errors.hubShuttingDown() : endedWith(behind);
           throw errors.leaseHeld(behind);
         }
         a = await store.leases.decideLease(

@@ -138,6 +138,9 @@ describe("calls that wait, made with the admin token for a project that then get
     const res = await wait;
     expect({ status: res.status, code: (await jsonOf(res)).code }).toEqual({ status: 401, code: "invalid_auth" });
     expect(await waits(t)).toBe(1);
+    // Logged as what it is, an ended caller, not as a refusal of the lease.
+    expect(t.events.filter((e) => e.event === "lease_denied")).toEqual([]);
+    expect(t.events.filter((e) => e.event === "request_error" && e.fields.code === "invalid_auth")).toHaveLength(1);
     t.clock.advance(20_000); // both leases lapse; only delta still waits for its own
     // beta was not handed alpha's lapsed lease: it is still alpha's, on its token.
     const lease = await jsonOf(await t.rest("/v1/leases/db?project=p", { headers: admin }));
