@@ -13,7 +13,7 @@ import { FakeClock } from "../fixtures/fake-clock.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
 import { refusalOf } from "../fixtures/rpc.js";
-import { idle } from "../fixtures/streams.js";
+import { idle, settlesWithin } from "../fixtures/streams.js";
 
 /**
  * AcquireLease with waitMs: the call waits in the resource's queue (first come, first served)
@@ -27,15 +27,6 @@ describe("blocking acquire", () => {
     client(t, a).acquireLease({ name, ttlMs: 30_000, ...(waitMs !== undefined && { waitMs }) }, { signal });
   const release = (t: TestHub, a: AgentCreds, name: string, token: bigint) => client(t, a).releaseLease({ name, fencingToken: token });
   const waiting = async (t: TestHub) => Number((await t.sql("SELECT count(*) AS n FROM lease_waiters"))[0]!.n);
-  const settled = async <T>(p: Promise<T>) => {
-    let done = false;
-    void p.then(
-      () => (done = true),
-      () => (done = true),
-    );
-    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
-    return done;
-  };
 
   it("hands the lease over in arrival order to 5 waiters, each with the next token, with one call each", async () => {
     await using t = await startTestHub();
@@ -72,7 +63,7 @@ describe("blocking acquire", () => {
     const wait = acquire(t, b, "db", 60_000);
     await idle(t.clock);
     t.clock.advance(4_999);
-    expect(await settled(wait)).toBe(false);
+    expect(await settlesWithin(wait)).toBe(false);
     await idle(t.clock);
     t.clock.advance(1);
     const got = await wait;

@@ -19,18 +19,7 @@ import { protocols, withHeaders } from "../fixtures/clients.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
 import { mcpAgent } from "../fixtures/mcp.js";
-import { idle } from "../fixtures/streams.js";
-
-/** Whether `p` settles within a few event-loop turns (no hub time passing). */
-async function settles(p: Promise<unknown>): Promise<boolean> {
-  let done = false;
-  void p.then(
-    () => (done = true),
-    () => (done = true),
-  );
-  for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
-  return done;
-}
+import { idle, settlesWithin } from "../fixtures/streams.js";
 
 describe("a waiting read handed an ended call or a stopped hub", () => {
   async function reader(shutdown?: AbortSignal) {
@@ -56,7 +45,7 @@ describe("a waiting read handed an ended call or a stopped hub", () => {
       const gone = new AbortController();
       gone.abort("client gone");
       const read = r.read(gone.signal);
-      expect({ settled: await settles(read), sleepers: r.clock.sleepers, activity: r.activity() }).toEqual({ settled: true, sleepers: 0, activity: 0 });
+      expect({ settled: await settlesWithin(read), sleepers: r.clock.sleepers, activity: r.activity() }).toEqual({ settled: true, sleepers: 0, activity: 0 });
       expect(await read).toEqual({ events: [], nextCursor: 0 });
     } finally {
       await r.store.close();
@@ -70,9 +59,9 @@ describe("a waiting read handed an ended call or a stopped hub", () => {
       const waiting = r.read(new AbortController().signal);
       await idle(r.clock);
       stopping.abort();
-      expect(await settles(waiting)).toBe(true);
+      expect(await settlesWithin(waiting)).toBe(true);
       const late = r.read(new AbortController().signal);
-      expect({ settled: await settles(late), sleepers: r.clock.sleepers }).toEqual({ settled: true, sleepers: 0 });
+      expect({ settled: await settlesWithin(late), sleepers: r.clock.sleepers }).toEqual({ settled: true, sleepers: 0 });
     } finally {
       await r.store.close();
     }
