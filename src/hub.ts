@@ -131,7 +131,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     }
     projectsBus.publish(c);
   }, listening);
-  /** Aborted by close(): ends every open stream and waiting acquire so shutdown does not wait on them. */
+  /** Aborted by close(): ends every open stream and waiting call (acquire, ReadInbox) so shutdown does not wait on them. */
   const shutdown = createShutdownSignal();
   const presence = createPresence({ store, clock, observer, staleAfterMs: config.staleAfterMs });
   const leases = createLeases({
