@@ -199,14 +199,17 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
       <A extends unknown[], T>(look: (...args: A) => T) =>
       (...args: A): T => {
         if (shutdown?.aborted) throw errors.hubShuttingDown();
-        if (signal?.aborted && isHubError(signal.reason)) throw signal.reason;
+        const ended = endedByHub();
+        if (ended) throw ended;
         return look(...args);
       };
+    /** The hub's end of the call, when that is what aborted its signal (its token ended, its project closed). */
+    const endedByHub = (): HubError | undefined => (signal?.aborted && isHubError(signal.reason) ? signal.reason : undefined);
     /**
-     * What a wait its call ended is answered: the hub's end of the call (its token ended or its
-     * project closed: invalid_auth, not a refusal of the lease), else lease_held for a client gone.
+     * What a wait its call ended is answered: the hub's end of the call (invalid_auth, not a
+     * refusal of the lease), else lease_held for a client gone.
      */
-    const endedWith = (behind: LeaseView) => (signal?.aborted && isHubError(signal.reason) ? signal.reason : errors.leaseHeld(behind));
+    const endedWith = (behind: LeaseView) => endedByHub() ?? errors.leaseHeld(behind);
     /**
      * Leaves the queue: a lease handed over meanwhile is kept, or given on when the client is
      * gone. A lease given on was granted to this call and released by it, and nothing else

@@ -100,6 +100,8 @@ export type Authorize = ReturnType<typeof createAuthorize>;
 export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
   const authorize = createAuthorize(deps);
   const { endedTokens, clock } = deps;
+  /** What ends a call let in while its project had no token of its own: made once, not per call. */
+  const openProjects = { closedProjects: deps.closedProjects, projectClosed: (project: string) => deps.authenticator.projectClosed(project) };
   return (next) => async (req) => {
     let message: Record<string, unknown> | undefined;
     if (!req.stream) {
@@ -128,16 +130,12 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
     }
     req.contextValues.set(kCaller, caller);
     const token = caller.kind === "agent" || caller.kind === "project" ? caller.token : undefined;
-    if (!req.stream) {
-      const projectClosed = (project: string) => deps.authenticator.projectClosed(project);
-      return whileCallerLasts(watch, caller, message, req.signal, (signal) => next(signal === req.signal ? req : { ...req, signal }), { closedProjects: deps.closedProjects, projectClosed });
-    }
+    if (!req.stream) return whileCallerLasts(watch, caller, message, req.signal, (signal) => next(signal === req.signal ? req : { ...req, signal }), openProjects);
     const untilClosed = (caller.kind === "agent" || caller.kind === "project") && caller.untilClosed === true ? caller.project : undefined;
     if (!token && untilClosed === undefined) return next(req);
     const res = await next(req);
     if (!res.stream) return res;
     if (token) return { ...res, message: framesWhileTokenLives(res.message, token, { endedTokens, clock, tokenLive: (id) => deps.authenticator.tokenLive(id) }) };
-    const projectClosed = (project: string) => deps.authenticator.projectClosed(project);
-    return { ...res, message: framesWhileProjectOpen(res.message, untilClosed!, { closedProjects: deps.closedProjects, clock, projectClosed }) };
+    return { ...res, message: framesWhileProjectOpen(res.message, untilClosed!, { ...openProjects, clock }) };
   };
 }
