@@ -25,6 +25,8 @@ const usage = `usage: node --import tsx bench/replicas/run.ts [options]
   --names N         names of the contended workload (default 4)
   --rate N          messages per second, paced (default 200)
   --targets LIST    sqlite-1,postgres-1,postgres-3 (default all)
+  --parts LIST      leases,messages (default both)
+  --warmup-ms N     unmeasured messages at 300/s before the measured ones (default 1000; 0 = none)
   -h, --help`;
 
 const { values: flags } = parseArgs({
@@ -34,6 +36,8 @@ const { values: flags } = parseArgs({
     names: { type: "string", default: "4" },
     rate: { type: "string", default: "200" },
     targets: { type: "string", default: "sqlite-1,postgres-1,postgres-3" },
+    parts: { type: "string", default: "leases,messages" },
+    "warmup-ms": { type: "string", default: "1000" },
     help: { type: "boolean", short: "h" },
   },
 });
@@ -42,8 +46,11 @@ const seconds = num("seconds", 0.5);
 const concurrency = int("concurrency", 1);
 const names = int("names", 1);
 const rate = int("rate", 1);
+const warmupMs = int("warmup-ms", 0);
 const targets = flags.targets.split(",").map((t) => t.trim());
 for (const t of targets) if (!["sqlite-1", "postgres-1", "postgres-3"].includes(t)) fail(`unknown target ${t}`);
+const parts = new Set(flags.parts.split(",").map((p) => p.trim()));
+for (const p of parts) if (p !== "leases" && p !== "messages") fail(`unknown part ${p}`);
 
 const repo = path.resolve(import.meta.dirname, "../..");
 const bin = path.join(repo, "bin", "kxm-hub.mjs");
@@ -146,8 +153,14 @@ async function leaseCycles(hubs: Hub[], contended: boolean, run: number): Promis
   return { cycles: cycles / wall, refused, acquire: summarize(acquire.sorted()), violations };
 }
 
-/** Paced sends through the first hub to a Subscribe stream on the last; send -> frame latency. */
-async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summary; lost: number }> {
+/**
+ * Paced sends through the first hub to a Subscribe stream on the last; send -> frame latency.
+ * An unmeasured warm-up (`--warmup-ms` at 300/s, as bench:messages) comes first, so the figures
+ * are the hubs' steady state, not their first JIT and first statements. No send's promise is kept
+ * past its answer: a load generator that holds thousands of answers pays for them in its own
+ * young collections, and that delay would show in the latencies.
+ */
+async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summary; lost: number; failed: number }> {
   const first = hubs[0]!.url;
   const last = hubs[hubs.length - 1]!.url;
   const sender = await register(first, `sender-${run}`);
@@ -156,6 +169,11 @@ async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summ
   const sendConn = await H2Conn.connect(first);
   const sentAt = new Map<string, number>();
   const latency = new Samples();
+  // BENCH_LATENCY_LOG=FILE: one line per measured message, "<ms after the first send> <wall-clock
+  // ms of its send> <latency ms>", to lay the tail next to a hub's GC or event-loop log.
+  const log = process.env.BENCH_LATENCY_LOG;
+  let measuring = false;
+  let start = 0;
   let ready!: () => void;
   const isReady = new Promise<void>((r) => (ready = r));
   const stream = subConn.serverStream(PeerService.method.subscribe, {}, recipient.headers, {
@@ -163,32 +181,58 @@ async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summ
       if (f.event.case === "ready") ready();
       if (f.event.case !== "message") return;
       const t0 = sentAt.get(f.event.value.content);
-      if (t0 !== undefined) {
-        latency.push(monoMs() - t0);
-        sentAt.delete(f.event.value.content);
-      }
+      if (t0 === undefined) return;
+      sentAt.delete(f.event.value.content);
+      if (!measuring) return;
+      const ms = monoMs() - t0;
+      latency.push(ms);
+      if (log) fs.appendFileSync(log, `${(t0 - start).toFixed(1)} ${(Date.now() - ms).toFixed(1)} ${ms.toFixed(2)}\n`);
     },
     onEnd: (e) => e && console.error(`  subscribe ended: ${e.message}`),
   });
   await isReady;
-  const total = Math.round(rate * seconds);
-  const start = monoMs();
-  const pending: Promise<unknown>[] = [];
-  for (let k = 0; k < total; k++) {
-    const due = start + (k * 1_000) / rate;
-    const wait = due - monoMs();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    const content = `m${run}-${k}`;
-    sentAt.set(content, monoMs());
-    pending.push(sendConn.unary(PeerService.method.sendMessage, { target: recipient.id, content }, sender.headers));
+  let outstanding = 0;
+  let failed = 0;
+  let settled: (() => void) | undefined;
+  const answered = () => {
+    if (--outstanding === 0) settled?.();
+  };
+  /** `total` sends paced at `perSecond`; resolves once all are answered. */
+  async function pace(total: number, perSecond: number, prefix: string): Promise<void> {
+    const from = monoMs();
+    for (let k = 0; k < total; k++) {
+      const wait = from + (k * 1_000) / perSecond - monoMs();
+      if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+      const content = `${prefix}${run}-${k}`;
+      sentAt.set(content, monoMs());
+      outstanding++;
+      sendConn.unary(PeerService.method.sendMessage, { target: recipient.id, content }, sender.headers).then(answered, () => {
+        failed++;
+        sentAt.delete(content);
+        answered();
+      });
+    }
+    if (outstanding > 0) await new Promise<void>((r) => (settled = r));
+    settled = undefined;
   }
-  await Promise.all(pending);
-  const drainUntil = monoMs() + 3_000;
-  while (sentAt.size > 0 && monoMs() < drainUntil) await new Promise((r) => setTimeout(r, 20));
+  /** Waits up to `ms` for the frames of the sends made so far. */
+  async function drain(ms: number): Promise<void> {
+    const until = monoMs() + ms;
+    while (sentAt.size > 0 && monoMs() < until) await new Promise((r) => setTimeout(r, 20));
+  }
+  if (warmupMs > 0) {
+    await pace(Math.round((300 * warmupMs) / 1_000), 300, "w");
+    await drain(1_000);
+    sentAt.clear();
+  }
+  measuring = true;
+  start = monoMs();
+  await pace(Math.round(rate * seconds), rate, "m");
+  await drain(3_000);
   stream.cancel();
   subConn.close();
   sendConn.close();
-  return { latency: summarize(latency.sorted()), lost: sentAt.size };
+  return { latency: summarize(latency.sorted()), lost: sentAt.size, failed };
 }
 
 let cleanup: (() => Promise<void>) | undefined;
@@ -215,14 +259,14 @@ async function main() {
       hubs = [];
       for (let i = 0; i < (target === "postgres-3" ? 3 : 1); i++) hubs.push(await startHub({ KXM_DATABASE_URL: url }));
     }
-    const u = await leaseCycles(hubs, false, run);
-    const c = await leaseCycles(hubs, true, run);
-    const m = await messageLatency(hubs, run);
-    rows.push(
-      `${target.padEnd(12)}${u.cycles.toFixed(0).padStart(10)}${u.acquire.p50.toFixed(2).padStart(9)}${u.acquire.p99.toFixed(2).padStart(9)}` +
-        `${c.cycles.toFixed(0).padStart(10)}${String(c.refused).padStart(9)}${String(u.violations + c.violations).padStart(7)}` +
-        `   ${fmtSummary(m.latency)}  lost ${m.lost}`,
-    );
+    const u = parts.has("leases") ? await leaseCycles(hubs, false, run) : undefined;
+    const c = parts.has("leases") ? await leaseCycles(hubs, true, run) : undefined;
+    const m = parts.has("messages") ? await messageLatency(hubs, run) : undefined;
+    const leases = u && c
+      ? `${u.cycles.toFixed(0).padStart(10)}${u.acquire.p50.toFixed(2).padStart(9)}${u.acquire.p99.toFixed(2).padStart(9)}` +
+        `${c.cycles.toFixed(0).padStart(10)}${String(c.refused).padStart(9)}${String(u.violations + c.violations).padStart(7)}`
+      : `${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(9)}${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(7)}`;
+    rows.push(`${target.padEnd(12)}${leases}   ${m ? `${fmtSummary(m.latency)}  lost ${m.lost}${m.failed ? `  failed ${m.failed}` : ""}` : "-"}`);
     console.log(`  ${target} done`);
     await Promise.all(hubs.map(stopHub));
     hubs = [];
