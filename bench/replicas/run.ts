@@ -220,9 +220,12 @@ async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summ
     const until = monoMs() + ms;
     while (sentAt.size > 0 && monoMs() < until) await new Promise((r) => setTimeout(r, 20));
   }
+  /** Warm-up messages that never arrived: lost like any other, though not timed. */
+  let warmupLost = 0;
   if (warmupMs > 0) {
     await pace(Math.round((300 * warmupMs) / 1_000), 300, "w");
     await drain(1_000);
+    warmupLost = sentAt.size;
     sentAt.clear();
   }
   measuring = true;
@@ -232,7 +235,7 @@ async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summ
   stream.cancel();
   subConn.close();
   sendConn.close();
-  return { latency: summarize(latency.sorted()), lost: sentAt.size, failed };
+  return { latency: summarize(latency.sorted()), lost: sentAt.size + warmupLost, failed };
 }
 
 let cleanup: (() => Promise<void>) | undefined;
