@@ -10,12 +10,14 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
+import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { PeerService, type SubscribeResponse } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { startPostgres, type TestPostgres } from "../../test/fixtures/postgres.js";
 import { flagReaders, runBench } from "../common/flags.js";
+import { cpuMsOf, findProcess, treeCpuMs } from "../common/proc-cpu.js";
 import { H2Conn } from "../common/raw-stream.js";
 import { fmtSummary, monoMs, Samples, summarize, type Summary } from "../common/stats.js";
 
@@ -70,13 +72,21 @@ function startHub(env: Record<string, string>): Promise<Hub> {
     env: { ...base, KXM_PORT: "0", KXM_LOG_PATH: "-", KXM_LOG_LEVEL: process.env.BENCH_HUB_ERRORS ? "info" : "error", KXM_RATE_LIMIT_MAX: "100000000", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
+  // BENCH_HUB_STDOUT=FILE: each hub's standard output appended there (`--trace-gc-nvp` writes to it).
+  const copy = process.env.BENCH_HUB_STDOUT;
   return new Promise((resolve, reject) => {
-    let out = "";
+    /** What the hub wrote until its start-up line (nothing is kept after it). */
+    let out: string | undefined = "";
     child.stdout!.on("data", (b: Buffer) => {
-      out += b.toString();
+      if (copy) fs.appendFileSync(copy, b);
       if (process.env.BENCH_HUB_ERRORS) for (const line of b.toString().split("\n")) if (line.includes("internal_error") || line.includes("store_unavailable")) console.error(line.slice(0, 1500));
+      if (out === undefined) return;
+      out += b.toString();
       const m = /kxm hub listening at (\S+);/.exec(out);
-      if (m) resolve({ url: m[1]!, child });
+      if (m) {
+        out = undefined;
+        resolve({ url: m[1]!, child });
+      }
     });
     child.once("exit", (code) => reject(new Error(`kxm-hub exited with ${code}`)));
   });
@@ -106,18 +116,43 @@ async function register(base: string, name: string): Promise<Agent> {
   return { id: body.agent.id, headers: { "x-kxm-agent-id": body.agent.id, "x-kxm-agent-key": body.agentKey } };
 }
 
-const post = (url: string, headers: Record<string, string>, json: unknown) =>
-  fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(json) });
+/**
+ * The lease loop's REST client: `node:http` on a keep-alive agent (a connection per client), as
+ * ../shared/bench/lease-compare.mjs drives the hub. `fetch` cost the load generator about 0.6 ms
+ * of CPU a cycle, a third of this 2-core machine, which the hubs and PostgreSQL share with it.
+ */
+const keepAlive = new http.Agent({ keepAlive: true, maxSockets: 256 });
+
+function post(url: string, headers: Record<string, string>, json: unknown): Promise<{ status: number; body: string }> {
+  const payload = JSON.stringify(json);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method: "POST", agent: keepAlive, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(payload), ...headers } },
+      (res) => {
+        let body = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk: string) => (body += chunk));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(payload);
+  });
+}
 
 interface LeaseFigures {
   cycles: number;
+  /** CPU per cycle in ms over the measured seconds: the hubs together, PostgreSQL's processes, this load generator. */
+  cpu: { hubs: number; postgres: number; load: number };
   refused: number;
   acquire: Summary;
   violations: number;
 }
 
 /** C clients, each on hub (i mod hubs), cycling acquire + release for `seconds` on their name. */
-async function leaseCycles(hubs: Hub[], contended: boolean, run: number): Promise<LeaseFigures> {
+async function leaseCycles(hubs: Hub[], contended: boolean, run: number, postgresPid: number | undefined): Promise<LeaseFigures> {
   const agents = await Promise.all(Array.from({ length: concurrency }, (_, i) => register(hubs[i % hubs.length]!.url, `w${run}-${contended ? "c" : "u"}-${i}`)));
   const acquire = new Samples();
   let cycles = 0;
@@ -130,7 +165,7 @@ async function leaseCycles(hubs: Hub[], contended: boolean, run: number): Promis
     while (monoMs() < until) {
       const t0 = monoMs();
       const res = await post(`${base}/v1/leases/${name}/acquire`, agents[i]!.headers, { ttlMs: 30_000 });
-      const body = (await res.json()) as { lease?: { fencingToken: number } };
+      const body = JSON.parse(res.body) as { lease?: { fencingToken: number } };
       if (res.status === 409) {
         if (measure) refused++;
         continue;
@@ -141,16 +176,24 @@ async function leaseCycles(hubs: Hub[], contended: boolean, run: number): Promis
       last.set(name, token);
       if (measure) acquire.push(monoMs() - t0);
       const rel = await post(`${base}/v1/leases/${name}/release`, agents[i]!.headers, { fencingToken: token });
-      await rel.arrayBuffer();
+      if (rel.status !== 200) throw new Error(`release: ${rel.status} ${rel.body}`);
       if (measure) cycles++;
     }
   };
   const warm = monoMs() + 1_000;
   await Promise.all(agents.map((_, i) => worker(i, warm, false)));
+  const hubPids = hubs.map((h) => h.child.pid!);
+  const cpu0 = { hubs: cpuMsOf(hubPids), postgres: postgresPid ? treeCpuMs(postgresPid) : 0, load: process.cpuUsage() };
   const t0 = monoMs();
   await Promise.all(agents.map((_, i) => worker(i, t0 + seconds * 1_000, true)));
   const wall = (monoMs() - t0) / 1_000;
-  return { cycles: cycles / wall, refused, acquire: summarize(acquire.sorted()), violations };
+  const load = process.cpuUsage(cpu0.load);
+  const cpu = {
+    hubs: (cpuMsOf(hubPids) - cpu0.hubs) / cycles,
+    postgres: postgresPid ? (treeCpuMs(postgresPid) - cpu0.postgres) / cycles : 0,
+    load: (load.user + load.system) / 1_000 / cycles,
+  };
+  return { cycles: cycles / wall, cpu, refused, acquire: summarize(acquire.sorted()), violations };
 }
 
 /**
@@ -242,7 +285,7 @@ let cleanup: (() => Promise<void>) | undefined;
 
 async function main() {
   console.log(`kxm-hub replicas benchmark: ${os.cpus().length} CPUs, node ${process.version}`);
-  console.log(`  leases: ${concurrency} clients over the target's hubs, ${seconds} s measured after 1 s, REST over HTTP/1.1 (fetch)`);
+  console.log(`  leases: ${concurrency} clients over the target's hubs, ${seconds} s measured after 1 s, REST over HTTP/1.1 (node:http, keep-alive)`);
   console.log(`  messages: ${rate}/s for ${seconds} s, sent through the first hub, Subscribe on the last (lean h2 client)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-replicas-"));
   let pg: TestPostgres | undefined;
@@ -262,22 +305,24 @@ async function main() {
       hubs = [];
       for (let i = 0; i < (target === "postgres-3" ? 3 : 1); i++) hubs.push(await startHub({ KXM_DATABASE_URL: url }));
     }
-    const u = parts.has("leases") ? await leaseCycles(hubs, false, run) : undefined;
-    const c = parts.has("leases") ? await leaseCycles(hubs, true, run) : undefined;
+    const postgresPid = pg && target !== "sqlite-1" ? findProcess(["/bin/postgres", `-p ${pg.port} `]) : undefined;
+    const u = parts.has("leases") ? await leaseCycles(hubs, false, run, postgresPid) : undefined;
+    const c = parts.has("leases") ? await leaseCycles(hubs, true, run, postgresPid) : undefined;
     const m = parts.has("messages") ? await messageLatency(hubs, run) : undefined;
     const leases = u && c
       ? `${u.cycles.toFixed(0).padStart(10)}${u.acquire.p50.toFixed(2).padStart(9)}${u.acquire.p99.toFixed(2).padStart(9)}` +
-        `${c.cycles.toFixed(0).padStart(10)}${String(c.refused).padStart(9)}${String(u.violations + c.violations).padStart(7)}`
-      : `${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(9)}${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(7)}`;
+        `${c.cycles.toFixed(0).padStart(10)}${String(c.refused).padStart(9)}${String(u.violations + c.violations).padStart(7)}` +
+        `${u.cpu.hubs.toFixed(3).padStart(8)}${u.cpu.postgres.toFixed(3).padStart(8)}${u.cpu.load.toFixed(3).padStart(8)}`
+      : `${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(9)}${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(7)}${"-".padStart(8).repeat(3)}`;
     rows.push(`${target.padEnd(12)}${leases}   ${m ? `${fmtSummary(m.latency)}  lost ${m.lost}${m.failed ? `  failed ${m.failed}` : ""}` : "-"}`);
     console.log(`  ${target} done`);
     await Promise.all(hubs.map(stopHub));
     hubs = [];
   }
   console.log("");
-  console.log(`${"target".padEnd(12)}${"uncont/s".padStart(10)}${"acq p50".padStart(9)}${"acq p99".padStart(9)}${"cont/s".padStart(10)}${"refused".padStart(9)}${"fence".padStart(7)}   message send -> frame`);
+  console.log(`${"target".padEnd(12)}${"uncont/s".padStart(10)}${"acq p50".padStart(9)}${"acq p99".padStart(9)}${"cont/s".padStart(10)}${"refused".padStart(9)}${"fence".padStart(7)}${"hub".padStart(8)}${"pg".padStart(8)}${"load".padStart(8)}   message send -> frame`);
   for (const r of rows) console.log(r);
-  console.log("(cycles per second; acquire latency in ms; fence = grants whose token did not exceed the last one seen on that name)");
+  console.log("(cycles per second; acquire latency in ms; fence = grants whose token did not exceed the last one seen on that name;\n hub, pg, load = CPU ms per uncontended cycle of the hubs together, of PostgreSQL's processes, of this load generator)");
   await cleanup();
   cleanup = undefined;
 }
