@@ -12,6 +12,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
+import { Worker } from "node:worker_threads";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { PeerService, type SubscribeResponse } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
@@ -20,6 +21,7 @@ import { flagReaders, runBench } from "../common/flags.js";
 import { cpuMsOf, findProcess, treeCpuMs } from "../common/proc-cpu.js";
 import { H2Conn } from "../common/raw-stream.js";
 import { fmtSummary, monoMs, Samples, summarize, type Summary } from "../common/stats.js";
+import type { SenderOptions, SenderReport } from "./sender.js";
 
 const usage = `usage: node --import tsx bench/replicas/run.ts [options]
   --seconds N       measured seconds per lease workload and target (default 5)
@@ -199,9 +201,10 @@ async function leaseCycles(hubs: Hub[], contended: boolean, run: number, postgre
 /**
  * Paced sends through the first hub to a Subscribe stream on the last; send -> frame latency.
  * An unmeasured warm-up (`--warmup-ms` at 300/s, as bench:messages) comes first, so the figures
- * are the hubs' steady state, not their first JIT and first statements. No send's promise is kept
- * past its answer: a load generator that holds thousands of answers pays for them in its own
- * young collections, and that delay would show in the latencies.
+ * are the hubs' steady state, not their first JIT and first statements. The sends come from a
+ * worker thread (sender.ts), each content carrying its send's time, and this thread only takes
+ * the frames: a load generator that sends and times on one heap stops for the collections of
+ * every send it made (its HTTP/2 streams among them), and that delay would show in the latencies.
  */
 async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summary; lost: number; failed: number }> {
   const first = hubs[0]!.url;
@@ -209,76 +212,83 @@ async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summ
   const sender = await register(first, `sender-${run}`);
   const recipient = await register(last, `recipient-${run}`);
   const subConn = await H2Conn.connect(last);
-  const sendConn = await H2Conn.connect(first);
-  const sentAt = new Map<string, number>();
   const latency = new Samples();
   // BENCH_LATENCY_LOG=FILE: one line per measured message, "<ms after the first send> <wall-clock
   // ms of its send> <latency ms>", to lay the tail next to a hub's GC or event-loop log.
   const log = process.env.BENCH_LATENCY_LOG;
-  let measuring = false;
-  let start = 0;
+  const received = { w: 0, m: 0 };
+  let start: number | undefined;
   let ready!: () => void;
   const isReady = new Promise<void>((r) => (ready = r));
   const stream = subConn.serverStream(PeerService.method.subscribe, {}, recipient.headers, {
     onMessage: (f: SubscribeResponse) => {
       if (f.event.case === "ready") ready();
       if (f.event.case !== "message") return;
-      const t0 = sentAt.get(f.event.value.content);
-      if (t0 === undefined) return;
-      sentAt.delete(f.event.value.content);
-      if (!measuring) return;
-      const ms = monoMs() - t0;
+      const arrived = monoMs();
+      const content = f.event.value.content;
+      const phase = content[0];
+      if (phase !== "w" && phase !== "m") return;
+      received[phase]++;
+      if (phase === "w") return;
+      const t0 = Number(content.slice(content.lastIndexOf("@") + 1));
+      const ms = arrived - t0;
       latency.push(ms);
+      start ??= t0;
       if (log) fs.appendFileSync(log, `${(t0 - start).toFixed(1)} ${(Date.now() - ms).toFixed(1)} ${ms.toFixed(2)}\n`);
     },
     onEnd: (e) => e && console.error(`  subscribe ended: ${e.message}`),
   });
   await isReady;
-  let outstanding = 0;
-  let failed = 0;
-  let settled: (() => void) | undefined;
-  const answered = () => {
-    if (--outstanding === 0) settled?.();
-  };
-  /** `total` sends paced at `perSecond`; resolves once all are answered. */
-  async function pace(total: number, perSecond: number, prefix: string): Promise<void> {
-    const from = monoMs();
-    for (let k = 0; k < total; k++) {
-      const wait = from + (k * 1_000) / perSecond - monoMs();
-      if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-      const content = `${prefix}${run}-${k}`;
-      sentAt.set(content, monoMs());
-      outstanding++;
-      sendConn.unary(PeerService.method.sendMessage, { target: recipient.id, content }, sender.headers).then(answered, () => {
-        failed++;
-        sentAt.delete(content);
-        answered();
-      });
-    }
-    if (outstanding > 0) await new Promise<void>((r) => (settled = r));
-    settled = undefined;
-  }
-  /** Waits up to `ms` for the frames of the sends made so far. */
-  async function drain(ms: number): Promise<void> {
+  const worker = new Worker(new URL("../common/ts-worker.mjs", import.meta.url), {
+    workerData: {
+      entry: new URL("./sender.ts", import.meta.url).href,
+      url: first,
+      headers: sender.headers,
+      target: recipient.id,
+      run,
+      rate,
+      seconds,
+      warmupMs,
+    } satisfies SenderOptions & { entry: string },
+  });
+  const reports: SenderReport[] = [];
+  let reported: (() => void) | undefined;
+  worker.on("message", (r: SenderReport) => {
+    reports.push(r);
+    reported?.();
+  });
+  const failedWorker = new Promise<never>((_, reject) => {
+    worker.once("error", reject);
+    worker.once("exit", (code) => reports.length < 2 && reject(new Error(`the sender ended early (exit code ${code})`)));
+  });
+  const report = (n: number) =>
+    Promise.race([
+      failedWorker,
+      new Promise<SenderReport>((resolve) => {
+        const check = () => reports.length >= n && resolve(reports[n - 1]!);
+        reported = check;
+        check();
+      }),
+    ]);
+  /** Waits up to `ms` until `count()` frames of `sent` have arrived. */
+  async function drain(count: () => number, expected: number, ms: number): Promise<void> {
     const until = monoMs() + ms;
-    while (sentAt.size > 0 && monoMs() < until) await new Promise((r) => setTimeout(r, 20));
+    while (count() < expected && monoMs() < until) await new Promise((r) => setTimeout(r, 20));
   }
-  /** Warm-up messages that never arrived: lost like any other, though not timed. */
-  let warmupLost = 0;
-  if (warmupMs > 0) {
-    await pace(Math.round((300 * warmupMs) / 1_000), 300, "w");
-    await drain(1_000);
-    warmupLost = sentAt.size;
-    sentAt.clear();
+  try {
+    const warm = await report(1);
+    await drain(() => received.w, warm.sent - warm.failed, 1_000);
+    /** Warm-up messages that never arrived: lost like any other, though not timed. */
+    const warmupLost = warm.sent - warm.failed - received.w;
+    worker.postMessage("measure");
+    const measured = await report(2);
+    await drain(() => received.m, measured.sent - measured.failed, 3_000);
+    return { latency: summarize(latency.sorted()), lost: measured.sent - measured.failed - received.m + warmupLost, failed: measured.failed };
+  } finally {
+    stream.cancel();
+    subConn.close();
+    await worker.terminate();
   }
-  measuring = true;
-  start = monoMs();
-  await pace(Math.round(rate * seconds), rate, "m");
-  await drain(3_000);
-  stream.cancel();
-  subConn.close();
-  sendConn.close();
-  return { latency: summarize(latency.sorted()), lost: sentAt.size + warmupLost, failed };
 }
 
 let cleanup: (() => Promise<void>) | undefined;
@@ -286,7 +296,7 @@ let cleanup: (() => Promise<void>) | undefined;
 async function main() {
   console.log(`kxm-hub replicas benchmark: ${os.cpus().length} CPUs, node ${process.version}`);
   console.log(`  leases: ${concurrency} clients over the target's hubs, ${seconds} s measured after 1 s, REST over HTTP/1.1 (node:http, keep-alive)`);
-  console.log(`  messages: ${rate}/s for ${seconds} s, sent through the first hub, Subscribe on the last (lean h2 client)`);
+  console.log(`  messages: ${rate}/s for ${seconds} s, sent through the first hub from a worker thread, Subscribe on the last (lean h2 client)`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "kxm-replicas-"));
   let pg: TestPostgres | undefined;
   let hubs: Hub[] = [];
