@@ -12,9 +12,9 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
-import { Worker } from "node:worker_threads";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { Worker } from "node:worker_threads";
 import { PeerService, type SubscribeResponse } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
 import { startPostgres, type TestPostgres } from "../../test/fixtures/postgres.js";
 import { flagReaders, runBench } from "../common/flags.js";
@@ -146,7 +146,7 @@ function post(url: string, headers: Record<string, string>, json: unknown): Prom
 
 interface LeaseFigures {
   cycles: number;
-  /** CPU per cycle in ms over the measured seconds: the hubs together, PostgreSQL's processes, this load generator. */
+  /** CPU per cycle in ms over the measured seconds: the hubs together, PostgreSQL's processes (NaN: none, or not found), this load generator. */
   cpu: { hubs: number; postgres: number; load: number };
   refused: number;
   acquire: Summary;
@@ -192,7 +192,7 @@ async function leaseCycles(hubs: Hub[], contended: boolean, run: number, postgre
   const load = process.cpuUsage(cpu0.load);
   const cpu = {
     hubs: (cpuMsOf(hubPids) - cpu0.hubs) / cycles,
-    postgres: postgresPid ? (treeCpuMs(postgresPid) - cpu0.postgres) / cycles : 0,
+    postgres: postgresPid ? (treeCpuMs(postgresPid) - cpu0.postgres) / cycles : NaN,
     load: (load.user + load.system) / 1_000 / cycles,
   };
   return { cycles: cycles / wall, cpu, refused, acquire: summarize(acquire.sorted()), violations };
@@ -270,7 +270,7 @@ async function messageLatency(hubs: Hub[], run: number): Promise<{ latency: Summ
         check();
       }),
     ]);
-  /** Waits up to `ms` until `count()` frames of `sent` have arrived. */
+  /** Waits up to `ms` for `count()` (frames arrived) to reach `expected`. */
   async function drain(count: () => number, expected: number, ms: number): Promise<void> {
     const until = monoMs() + ms;
     while (count() < expected && monoMs() < until) await new Promise((r) => setTimeout(r, 20));
@@ -322,7 +322,7 @@ async function main() {
     const leases = u && c
       ? `${u.cycles.toFixed(0).padStart(10)}${u.acquire.p50.toFixed(2).padStart(9)}${u.acquire.p99.toFixed(2).padStart(9)}` +
         `${c.cycles.toFixed(0).padStart(10)}${String(c.refused).padStart(9)}${String(u.violations + c.violations).padStart(7)}` +
-        `${u.cpu.hubs.toFixed(3).padStart(8)}${u.cpu.postgres.toFixed(3).padStart(8)}${u.cpu.load.toFixed(3).padStart(8)}`
+        [u.cpu.hubs, u.cpu.postgres, u.cpu.load].map((ms) => (Number.isFinite(ms) ? ms.toFixed(3) : "-").padStart(8)).join("")
       : `${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(9)}${"-".padStart(10)}${"-".padStart(9)}${"-".padStart(7)}${"-".padStart(8).repeat(3)}`;
     rows.push(`${target.padEnd(12)}${leases}   ${m ? `${fmtSummary(m.latency)}  lost ${m.lost}${m.failed ? `  failed ${m.failed}` : ""}` : "-"}`);
     console.log(`  ${target} done`);
