@@ -1,22 +1,27 @@
 /**
- * The load side of bench/messages: registers agents, opens streams, sends, measures. Runs on
- * the hub's own thread (`--client inline`) or in a worker thread (`--client thread`); either way
- * it talks to the hub only over the network (Connect binary over h2c). Sends, Subscribe streams
- * and the fan-out's watchers use the lean client of bench/common/raw-stream.ts unless
+ * The load side of bench/messages: registers agents, opens streams, sends, measures. Runs in a
+ * process of its own (the default), in a worker thread (`--client thread`) or on the hub's own
+ * thread (`--client inline`); either way it talks to the hub only over the network (Connect
+ * binary over h2c). The messages' sends come from a thread of their own (sends.ts, sender.ts)
+ * except inline, each content carrying its send's time. Sends, Subscribe streams and the
+ * fan-out's watchers use the lean client of bench/common/raw-stream.ts unless
  * `--send-client connect` / `--watch-client connect`; set-up calls use connect-node. Returns
  * plain figures.
  */
+import fs from "node:fs";
 import http2 from "node:http2";
 import { setMaxListeners } from "node:events";
+import { Worker } from "node:worker_threads";
 import { performance } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createClient, type CallOptions, type Client } from "@connectrpc/connect";
-import { PeerService, type SendMessageRequestSchema, type SubscribeResponse } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
-import { create, toBinary, type MessageInitShape } from "@bufbuild/protobuf";
+import { PeerService, type SubscribeResponse } from "../../gen/ts/kxm/hub/v1/peer_pb.js";
+import { create, toBinary } from "@bufbuild/protobuf";
 import { PresenceService, WatchPresenceRequestSchema, type WatchPresenceResponse } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import { H2Conn } from "../common/raw-stream.js";
 import { monoMs, Samples, summarize, type Summary } from "../common/stats.js";
 import { makeTransport } from "../common/transport.js";
+import { KeyState, sendScenario, type SendReport, type SendSpec } from "./sends.js";
 
 export interface MessagesOptions {
   senders: number;
@@ -44,6 +49,12 @@ export interface MessagesOptions {
    * connect-node clients.
    */
   client: "lean" | "connect";
+  /**
+   * Send from a worker thread of the load generator (sender.ts), so the thread that takes the
+   * frames' arrival times collects only its own garbage; false: from that same thread (what
+   * `--client inline` keeps, the whole load on the hub's thread).
+   */
+  sendThread: boolean;
 }
 
 export interface FanoutOptions {
@@ -106,8 +117,10 @@ export interface MessagesResult {
   streamErrors: string[];
   /** From the last answered send until the last frame arrived (or the drain gave up), ms. */
   drainMs: number;
-  /** Event-loop utilization of the load generator's thread over the scenario, 0..1. */
+  /** Event-loop utilization of the thread that takes the frames, over the scenario, 0..1. */
   loadBusy: number;
+  /** Event-loop utilization of the sending thread over its sends, 0..1 (the same thread as loadBusy's with sendThread false). */
+  sendBusy: number;
 }
 
 export interface FanoutRound {
@@ -186,19 +199,11 @@ export async function runLoad(o: LoadOptions, mark: Mark = () => {}): Promise<Lo
     const senders: Agent[] = [];
     for (let i = 0; i < m.senders; i++) senders.push(await register(presence, `sender-${i}`, "msgbench"));
     admin.close();
-    let run = 0;
-    if (m.warmupMs > 0) {
-      progress(`messages: warm-up, 300/s for ${m.warmupMs} ms`);
-      const w = { ...m, seconds: m.warmupMs / 1_000, drainMs: Math.min(m.drainMs, 1_000) };
-      out.warmup = await messageScenario(o.baseUrl, w, senders, { rate: 300 }, ++run, () => {});
-    }
-    for (const rate of m.rates) {
-      progress(`messages: paced ${rate}/s for ${m.seconds} s`);
-      out.messages.push(await messageScenario(o.baseUrl, m, senders, { rate }, ++run, mark));
-    }
-    if (m.maxSeconds > 0 && m.maxConc > 0) {
-      progress(`messages: unpaced, ${m.maxConc} in flight for ${m.maxSeconds} s`);
-      out.messages.push(await messageScenario(o.baseUrl, m, senders, "unpaced", ++run, mark));
+    const sender = m.sendThread ? threadSender() : inlineSender;
+    try {
+      await messageScenarios(o.baseUrl, m, senders, sender, out, mark);
+    } finally {
+      await sender.close();
     }
   }
   if (o.fanout) {
@@ -208,10 +213,32 @@ export async function runLoad(o: LoadOptions, mark: Mark = () => {}): Promise<Lo
   return out;
 }
 
+/** The warm-up's marks: none (it is not measured). */
+const noMark: Mark = () => {};
+
+/** The warm-up, the paced scenarios, the unpaced one. */
+async function messageScenarios(baseUrl: string, m: MessagesOptions, senders: Agent[], sender: Sender, out: LoadResult, mark: Mark) {
+  let run = 0;
+  if (m.warmupMs > 0) {
+    progress(`messages: warm-up, 300/s for ${m.warmupMs} ms`);
+    const w = { ...m, seconds: m.warmupMs / 1_000, drainMs: Math.min(m.drainMs, 1_000) };
+    out.warmup = await messageScenario(baseUrl, w, senders, sender, { rate: 300 }, ++run, noMark);
+  }
+  for (const rate of m.rates) {
+    progress(`messages: paced ${rate}/s for ${m.seconds} s`);
+    out.messages.push(await messageScenario(baseUrl, m, senders, sender, { rate }, ++run, mark));
+  }
+  if (m.maxSeconds > 0 && m.maxConc > 0) {
+    progress(`messages: unpaced, ${m.maxConc} in flight for ${m.maxSeconds} s`);
+    out.messages.push(await messageScenario(baseUrl, m, senders, sender, "unpaced", ++run, mark));
+  }
+}
+
 async function messageScenario(
   baseUrl: string,
   m: MessagesOptions,
   senders: Agent[],
+  sender: Sender,
   mode: { rate: number } | "unpaced",
   run: number,
   mark: Mark,
@@ -225,15 +252,11 @@ async function messageScenario(
   for (let i = 0; i < m.recipients; i++) recipients.push(await register(presence, `rcpt-${run}-${i}`, "msgbench"));
   admin.close();
 
-  // Recipients: one h2 connection of their own; senders share another.
-  const { subscribe, sendMessage, close } = await peerClients(baseUrl, m.client);
+  // Recipients: one h2 connection of their own; the senders share another, on the sending side.
+  const sub = await subscribeClient(baseUrl, m.client);
 
-  const latency = new Samples();
-  const sendRtt = new Samples();
-  /** key "sender:k" -> send issue time (ms); set when the send is issued. */
-  const issuedAt = new Map<string, number>();
-  const failedKeys = new Set<string>();
-  const seen = new Set<string>();
+  /** Send k -> its send-to-frame latency, for the first frame of each key. */
+  const latencyOf = new Map<number, number>();
   let duplicates = 0;
   let unexpected = 0;
   let outOfOrder = 0;
@@ -241,37 +264,37 @@ async function messageScenario(
   const streamErrors: string[] = [];
   const ac = new AbortController();
   setMaxListeners(0, ac.signal);
+  // BENCH_LATENCY_LOG=FILE (measured scenarios): one line per message as it arrives, "<ms of its
+  // send after the scenario's start> <wall-clock ms of its send> <latency ms>", appended at the
+  // scenario's end, to lay the tail next to the hub's collection or event-loop log.
+  const logLines = process.env.BENCH_LATENCY_LOG && mark !== noMark ? ([] as string[]) : undefined;
+  let firstSentAt = 0;
 
   const streams = recipients.map(async (r, ri) => {
     let ready!: () => void;
     const isReady = new Promise<void>((res) => (ready = res));
     let lastCursor = -1n;
-    const done = subscribe(
-      r.options.headers as Record<string, string>,
-      ac.signal,
-      (f) => {
-        if (f.event.case === "ready") ready();
-        if (f.event.case !== "message") return;
-        const at = monoMs();
-        if (f.cursor <= lastCursor) outOfOrder++;
-        lastCursor = f.cursor;
-        lastFrameAt = at;
-        // content: "<sender> <k> <issued ms> <padding>"
-        const [s, k] = f.event.value.content.split(" ", 2);
-        const key = `${s}:${k}`;
-        if (seen.has(key)) {
-          duplicates++;
-          return;
-        }
-        seen.add(key);
-        const t0 = issuedAt.get(key);
-        if (t0 === undefined || f.event.value.toAgentId !== r.id) {
-          unexpected++;
-          return;
-        }
-        latency.push(at - t0);
-      },
-    ).then(
+    const done = sub.subscribe(r.options.headers as Record<string, string>, ac.signal, (f) => {
+      if (f.event.case === "ready") ready();
+      if (f.event.case !== "message") return;
+      const at = monoMs();
+      if (f.cursor <= lastCursor) outOfOrder++;
+      lastCursor = f.cursor;
+      lastFrameAt = at;
+      // content: "<sender> <k> <send time, monoMs> <padding>"
+      const [, key, sentAt] = f.event.value.content.split(" ", 3);
+      const k = Number(key);
+      if (!Number.isInteger(k) || f.event.value.toAgentId !== r.id || k % recipients.length !== ri) {
+        unexpected++;
+        return;
+      }
+      if (latencyOf.has(k)) duplicates++;
+      else {
+        const ms = at - Number(sentAt);
+        latencyOf.set(k, ms);
+        if (logLines) logLines.push(`${(Number(sentAt) - firstSentAt).toFixed(1)} ${(Date.now() - ms).toFixed(1)} ${ms.toFixed(2)}`);
+      }
+    }).then(
       () => ready(),
       (e: unknown) => {
         if (!ac.signal.aborted) streamErrors.push(`recipient ${ri}: ${errText(e)}`);
@@ -283,110 +306,61 @@ async function messageScenario(
   });
   const ended = (await Promise.all(streams)).map((s) => s.done);
 
-  const pad = "x".repeat(m.padding);
-  let issued = 0;
-  let accepted = 0;
-  let failed = 0;
-  let firstError: string | undefined;
-  let outstanding = 0;
-  let maxOutstanding = 0;
-  let lastAnswerAt = 0;
-  const send = (k: number): Promise<void> => {
-    const s = k % senders.length;
-    const key = `${s}:${k}`;
-    const target = recipients[k % recipients.length]!.id;
-    const t0 = monoMs();
-    issuedAt.set(key, t0);
-    issued++;
-    outstanding++;
-    if (outstanding > maxOutstanding) maxOutstanding = outstanding;
-    return sendMessage({ target, content: `${s} ${k} ${t0.toFixed(3)} ${pad}` }, senders[s]!.options.headers as Record<string, string>).then(
-      () => {
-        const t1 = monoMs();
-        sendRtt.push(t1 - t0);
-        accepted++;
-        lastAnswerAt = t1;
-      },
-      (e: unknown) => {
-        failed++;
-        failedKeys.add(key);
-        firstError ??= errText(e);
-        lastAnswerAt = monoMs();
-      },
-    ).finally(() => {
-      outstanding--;
-    });
-  };
-
   mark("begin", label);
   const elu0 = performance.eventLoopUtilization();
-  const start = monoMs();
-  let pacerLagMaxMs: number | undefined;
-  let skipped = 0;
-  if (mode !== "unpaced") {
-    // Open loop: every message has a slot at start + k / rate; sends do not wait for answers.
-    const rate = mode.rate;
-    const total = Math.round(rate * m.seconds);
-    const pending: Promise<void>[] = [];
-    let k = 0;
-    pacerLagMaxMs = 0;
-    while (k < total) {
-      const now = monoMs();
-      const due = Math.min(total, Math.floor(((now - start) * rate) / 1_000) + 1);
-      for (; k < due; k++) {
-        pacerLagMaxMs = Math.max(pacerLagMaxMs, now - (start + (k * 1_000) / rate));
-        if (outstanding >= m.maxOutstanding) skipped++;
-        else pending.push(send(k));
-      }
-      if (k < total) await sleep(Math.max(1, Math.min(5, start + (k * 1_000) / rate - monoMs())));
-    }
-    await Promise.all(pending);
-  } else {
-    // Closed loop: maxConc workers, each sends again as soon as its answer arrives.
-    const stopAt = start + m.maxSeconds * 1_000;
-    let k = 0;
-    await Promise.all(
-      Array.from({ length: m.maxConc }, async () => {
-        while (monoMs() < stopAt) await send(k++);
-      }),
-    );
-  }
-  const sendWindowMs = lastAnswerAt - start;
+  firstSentAt = monoMs();
+  const sent = await sender.run({
+    baseUrl,
+    client: m.client,
+    senders: senders.map((s) => s.options.headers as Record<string, string>),
+    targets: recipients.map((r) => r.id),
+    mode: mode === "unpaced" ? { inFlight: m.maxConc, seconds: m.maxSeconds } : { rate: mode.rate, seconds: m.seconds },
+    maxOutstanding: m.maxOutstanding,
+    padding: m.padding,
+  });
+  const { keys } = sent;
+  const sendWindowMs = sent.lastAnswerMs - sent.startMs;
 
   // Drain: wait until every accepted send was seen, or nothing arrived for drainMs.
   const answeredAt = monoMs();
-  for (;;) {
-    const got = [...issuedAt.keys()].reduce((n, key) => n + (seen.has(key) && !failedKeys.has(key) ? 1 : 0), 0);
-    if (got >= accepted) break;
-    if (monoMs() - Math.max(answeredAt, lastFrameAt) > m.drainMs) break;
-    await sleep(20);
-  }
+  const seenAccepted = () => {
+    let n = 0;
+    for (const k of latencyOf.keys()) if (keys[k] === KeyState.accepted) n++;
+    return n;
+  };
+  while (seenAccepted() < sent.accepted && monoMs() - Math.max(answeredAt, lastFrameAt) <= m.drainMs) await sleep(20);
   const drainMs = Math.max(0, lastFrameAt - answeredAt);
   const loadBusy = performance.eventLoopUtilization(elu0).utilization;
   mark("end", label);
+  if (logLines) fs.appendFileSync(process.env.BENCH_LATENCY_LOG!, logLines.map((l) => `${l}\n`).join(""));
+
+  const latency = new Samples();
+  for (const [k, ms] of latencyOf) {
+    if (keys[k] === KeyState.accepted) latency.push(ms);
+    else unexpected++; // a frame for a send that failed, was skipped, or was never made
+  }
   let lost = 0;
-  for (const key of issuedAt.keys()) if (!failedKeys.has(key) && !seen.has(key)) lost++;
-  for (const key of failedKeys) if (seen.has(key)) unexpected++;
+  for (let k = 0; k < keys.length; k++) if (keys[k] === KeyState.accepted && !latencyOf.has(k)) lost++;
 
   ac.abort();
   await Promise.all(ended);
-  close();
+  sub.close();
 
   return {
     label,
     senders: senders.length,
     recipients: recipients.length,
-    ...(mode === "unpaced" ? { inFlight: m.maxConc } : { targetRate: mode.rate, pacerLagMaxMs }),
-    issued,
-    accepted,
-    failed,
-    firstError,
+    ...(mode === "unpaced" ? { inFlight: m.maxConc } : { targetRate: mode.rate, pacerLagMaxMs: sent.pacerLagMaxMs }),
+    issued: sent.issued,
+    accepted: sent.accepted,
+    failed: sent.failed,
+    firstError: sent.firstError,
     sendWindowMs,
-    maxOutstanding,
-    skipped,
-    sendRtt: summarize(sendRtt.sorted()),
+    maxOutstanding: sent.maxOutstanding,
+    skipped: sent.skipped,
+    sendRtt: sent.sendRtt,
     latency: summarize(latency.sorted()),
-    receivedUnique: seen.size,
+    receivedUnique: latencyOf.size,
     duplicates,
     lost,
     unexpected,
@@ -394,38 +368,72 @@ async function messageScenario(
     streamErrors,
     drainMs,
     loadBusy,
+    sendBusy: sent.busy,
+  };
+}
+
+/** Who runs a scenario's sends: a worker thread of the load generator, or its own thread. */
+interface Sender {
+  run(spec: SendSpec): Promise<SendReport>;
+  close(): Promise<void>;
+}
+
+const inlineSender: Sender = { run: sendScenario, close: async () => {} };
+
+/** The sends on a worker thread (sender.ts), one scenario at a time. */
+function threadSender(): Sender {
+  const worker = new Worker(new URL("../common/ts-worker.mjs", import.meta.url), {
+    workerData: { entry: new URL("./sender.ts", import.meta.url).href },
+    // A larger young generation for the sends: fewer scavenges between a send's time and its write.
+    resourceLimits: { maxYoungGenerationSizeMb: 64 },
+  });
+  let pending: { resolve: (r: SendReport) => void; reject: (e: Error) => void } | undefined;
+  let closing = false;
+  worker.on("message", (m: { ok: true; report: SendReport } | { ok: false; error: string }) => {
+    const p = pending;
+    pending = undefined;
+    if (m.ok) p?.resolve(m.report);
+    else p?.reject(new Error(m.error));
+  });
+  const fail = (e: Error) => {
+    pending?.reject(e);
+    pending = undefined;
+  };
+  worker.on("error", fail);
+  worker.on("exit", (code) => closing || fail(new Error(`the sending thread ended (exit code ${code})`)));
+  return {
+    run: (spec) =>
+      new Promise<SendReport>((resolve, reject) => {
+        pending = { resolve, reject };
+        worker.postMessage(spec);
+      }),
+    async close() {
+      closing = true;
+      await worker.terminate();
+    },
   };
 }
 
 /**
- * SendMessage and Subscribe over two h2 connections (senders on one, recipients on the other),
- * with the client `--send-client` names. `subscribe` resolves when the stream ends (or is
- * cancelled through `signal`) and rejects when it fails.
+ * Subscribe streams on one h2 connection, with the client `--send-client` names. `subscribe`
+ * resolves when the stream ends (or is cancelled through `signal`) and rejects when it fails.
  */
-async function peerClients(baseUrl: string, client: "lean" | "connect") {
+async function subscribeClient(baseUrl: string, client: "lean" | "connect") {
   if (client === "connect") {
-    const subConn = makeTransport(baseUrl, "2", 1);
-    const sendConn = makeTransport(baseUrl, "2", 1);
-    const peerSub = createClient(PeerService, subConn.transport);
-    const peerSend = createClient(PeerService, sendConn.transport);
+    const conn = makeTransport(baseUrl, "2", 1);
+    const peer = createClient(PeerService, conn.transport);
     return {
       async subscribe(headers: Record<string, string>, signal: AbortSignal, onFrame: (f: SubscribeResponse) => void) {
-        for await (const f of peerSub.subscribe({}, { headers, signal })) onFrame(f);
+        for await (const f of peer.subscribe({}, { headers, signal })) onFrame(f);
       },
-      sendMessage: (req: MessageInitShape<typeof SendMessageRequestSchema>, headers: Record<string, string>) =>
-        peerSend.sendMessage(req, { headers }),
-      close() {
-        subConn.close();
-        sendConn.close();
-      },
+      close: () => conn.close(),
     };
   }
-  const subConn = await H2Conn.connect(baseUrl);
-  const sendConn = await H2Conn.connect(baseUrl);
+  const conn = await H2Conn.connect(baseUrl);
   return {
     subscribe: (headers: Record<string, string>, signal: AbortSignal, onFrame: (f: SubscribeResponse) => void) =>
       new Promise<void>((resolve, reject) => {
-        const stream = subConn.serverStream(PeerService.method.subscribe, {}, headers, {
+        const stream = conn.serverStream(PeerService.method.subscribe, {}, headers, {
           onMessage: onFrame,
           onEnd: (error) => (error ? reject(error) : resolve()),
         });
@@ -434,12 +442,7 @@ async function peerClients(baseUrl: string, client: "lean" | "connect") {
           resolve();
         });
       }),
-    sendMessage: (req: MessageInitShape<typeof SendMessageRequestSchema>, headers: Record<string, string>) =>
-      sendConn.unary(PeerService.method.sendMessage, req, headers),
-    close() {
-      subConn.close();
-      sendConn.close();
-    },
+    close: () => conn.close(),
   };
 }
 

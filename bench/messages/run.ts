@@ -1,7 +1,8 @@
 /**
  * Streams benchmark: one hub in this process (127.0.0.1:0, file database in a temp dir).
  *   1. SendMessage -> Subscribe latency: senders send paced (and then unpaced) over Connect
- *      binary/h2c; each content carries its send time; recipients time the frame's arrival.
+ *      binary/h2c from a thread of their own; each content carries its send time; recipients
+ *      time the frame's arrival on the load's main thread.
  *   2. WatchPresence fan-out: many watchers over a few h2c connections; register an agent and
  *      time its frame at every watcher.
  * Prints figures only; no assertions. See bench/README.md.
@@ -128,6 +129,7 @@ const loadOptions = (baseUrl: string): LoadOptions => ({
       drainMs: int("drain-ms", 0),
       warmupMs: int("warmup-ms", 0),
       client: sendClient,
+      sendThread: client !== "inline",
     },
   }),
   ...(parts.has("fanout") && {
@@ -219,7 +221,8 @@ async function main() {
       `raised so no stream is cut off as subscriber_too_slow); keep-alive ${config.streamKeepAliveMs} ms`,
   );
   console.log(
-    `  load      sends and Subscribe: ${sendClient === "lean" ? "lean client (bench/common/raw-stream.ts)" : "connect-node"}; ` +
+    `  load      sends and Subscribe: ${sendClient === "lean" ? "lean client (bench/common/raw-stream.ts)" : "connect-node"}` +
+      `${client === "inline" ? "" : ", the sends from a worker thread of the load"}; ` +
       `watchers: --watch-client; set-up: connect-node; Connect binary over h2c, ` +
       (client === "inline"
         ? "IN-PROCESS on the hub's own thread and event loop, sharing its 2 cores"
@@ -227,7 +230,7 @@ async function main() {
           ? "in a worker thread of the hub's process: own event loop, but sharing the hub's 2 cores"
           : "in a process of its own, sharing the hub's 2 cores"),
   );
-  console.log(`            latencies: a send's time and its frame's arrival, both taken by the load (process.hrtime)`);
+  console.log(`            latencies: a send's time (carried in its content) and its frame's arrival, both on the load's process.hrtime`);
 
   const options = loadOptions(url);
   let result: LoadResult;
@@ -344,7 +347,7 @@ function printMessages(r: MessagesResult, options: LoadOptions, f: (n: number | 
       `     cpu       ` +
         (client === "inline"
           ? `the one thread (hub + load) ${pct(u.hubBusy)} busy`
-          : `hub thread ${pct(u.hubBusy)} busy, load thread ${pct(r.loadBusy)} busy`) +
+          : `hub thread ${pct(u.hubBusy)} busy, load's receiving thread ${pct(r.loadBusy)} and sending thread ${pct(r.sendBusy)} busy`) +
         `; ${client === "process" ? "hub process" : "process"} ${u.cores.toFixed(2)} cores (of ${os.cpus().length}), first send to last frame`,
     );
   }
