@@ -1,7 +1,25 @@
 import { hash, randomUUID } from "node:crypto";
 
 /** `<prefix>_` + 32 lowercase hex (a UUIDv4 without dashes). */
-export const newId = (prefix: "agt" | "msg" | "req" | "key" | "wtr") => `${prefix}_${randomUUID().replaceAll("-", "")}`;
+export const newId = (prefix: "agt" | "req" | "key" | "wtr") => `${prefix}_${randomUUID().replaceAll("-", "")}`;
+
+/** The largest time a UUIDv7 holds: 48 bits of milliseconds. */
+const maxUuid7Ms = 2 ** 48 - 1;
+
+/**
+ * @NOTE decision D83: `<prefix>_` + 32 lowercase hex, the shape of every other id, but a UUIDv7
+ * (RFC 9562) without dashes: its first 48 bits are `atMs` (the decision's time, from the hub's
+ * clock), then the version 7, then 74 random bits with the RFC's variant. Ids made later sort
+ * after, so a table or index keyed by them grows at its right edge instead of writing a random
+ * page per row. A time outside 0..2^48-1 ms is clamped into it.
+ */
+export function newTimeOrderedId(prefix: "msg", atMs: number): string {
+  const ms = Number.isFinite(atMs) ? Math.min(Math.max(0, Math.floor(atMs)), maxUuid7Ms) : 0;
+  // A UUIDv4 is xxxxxxxx-xxxx-4xxx-Vxxx-xxxxxxxxxxxx: its 74 random bits after the version and
+  // with the variant (V) are a UUIDv7's too.
+  const r = randomUUID();
+  return `${prefix}_${ms.toString(16).padStart(12, "0")}7${r.slice(15, 18)}${r.slice(19, 23)}${r.slice(24)}`;
+}
 
 // crypto.hash, the one-shot form: a third cheaper than a Hash object per call (every call hashes
 // the key it presents).

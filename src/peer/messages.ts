@@ -1,6 +1,6 @@
 import type { AgentCaller } from "../caller.js";
 import { errors } from "../errors.js";
-import { newId } from "../ids.js";
+import { newTimeOrderedId } from "../ids.js";
 import type { Observer } from "../observe.js";
 import type { MessageDecision, MessageStore } from "../store/message-store.js";
 import { hasNul, idOf, intInRange, optionalString, requireString } from "../validate.js";
@@ -17,7 +17,7 @@ import {
 } from "./rules.js";
 import { messageTtlRangeMs, sweepChunk, type AgentRow, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
 
-/** Longer than any message id the hub issues (`msg_` and 26 characters). */
+/** Longer than any message id the hub issues (`msg_` and 32 characters). */
 const maxMessageIdLength = 128;
 
 export interface MessagesDeps {
@@ -163,7 +163,7 @@ export function createMessages(deps: MessagesDeps) {
         { senderId: caller.agentId, idempotencyKey: input.idempotencyKey, project: caller.project, target: input.target },
         (ctx, nowMs) => {
           requireInstance(ctx.sender, caller);
-          return decideSend(ctx, { sender: caller, input, id: newId("msg"), nowMs });
+          return decideSend(ctx, { sender: caller, input, id: newTimeOrderedId("msg", nowMs), nowMs });
         },
       );
       if (!result.idempotent) {

@@ -34,6 +34,8 @@ describe("POST /v1/messages: success", () => {
       },
       idempotent: false,
     });
+    // D83: the id's first 48 bits are the send's time on the hub's clock.
+    expect((body as { message: { id: string } }).message.id.slice(4, 16)).toBe(now.toString(16).padStart(12, "0"));
     expect(count(t, "messagesSent")).toBe(1);
   });
 
