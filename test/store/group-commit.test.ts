@@ -371,6 +371,125 @@ describe("group commit with a backend that prepares", () => {
   });
 });
 
+describe("group commit with a backend that prepares ahead", () => {
+  /**
+   * A backend that may prepare while a batch is in flight (BatchBackend.prepareAhead): each
+   * prepare and each commit is ended by the test; it records the batches and what was abandoned.
+   */
+  function ahead() {
+    const prepares: { resolve(): void; reject(e: Error): void }[] = [];
+    const commits: { works: number[]; resolve(): void; reject(e: Error): void }[] = [];
+    let abandoned = 0;
+    const backend: BatchBackend<number> = {
+      prepareAhead: () => true,
+      prepare: () => new Promise<void>((resolve, reject) => prepares.push({ resolve, reject })),
+      abandon: () => void abandoned++,
+      commit: (works) =>
+        new Promise((resolve, reject) =>
+          commits.push({ works, resolve: () => resolve(works.map((w) => ({ ok: true as const, value: w * 10, wrote: true }))), reject }),
+        ),
+    };
+    return { backend, prepares, commits, abandoned: () => abandoned };
+  }
+
+  it("prepares the next batch while one commits, once works wait for it, and takes them with that prepare", async () => {
+    const b = ahead();
+    const group = new GroupCommit(b.backend);
+    const first = group.submit<number>(1);
+    await turn();
+    // Queued while the batch waits on its own prepare: it joins that batch, no second prepare.
+    const joining = group.submit<number>(2);
+    await turn();
+    expect(b.prepares).toHaveLength(1);
+    b.prepares[0]!.resolve();
+    await turn();
+    expect(b.commits.map((c) => c.works)).toEqual([[1, 2]]);
+    expect(b.prepares).toHaveLength(1);
+    // Queued while [1, 2] commits: the next batch's prepare begins at once, and only once.
+    const next = [group.submit<number>(3), group.submit<number>(4)];
+    expect(b.prepares).toHaveLength(2);
+    b.prepares[1]!.resolve();
+    await turn();
+    expect(b.commits).toHaveLength(1);
+    b.commits[0]!.resolve();
+    expect(await Promise.all([first, joining])).toEqual([10, 20]);
+    await turn();
+    await turn();
+    // Taken with the prepare begun ahead: none more.
+    expect(b.commits.map((c) => c.works)).toEqual([[1, 2], [3, 4]]);
+    expect(b.prepares).toHaveLength(2);
+    b.commits[1]!.resolve();
+    expect(await Promise.all(next)).toEqual([30, 40]);
+    // Nothing queued: nothing prepared ahead, and the pipeline is idle.
+    await group.idle();
+    expect(b.prepares).toHaveLength(2);
+  });
+
+  it("what a full batch leaves queued has its prepare begun as that batch is taken", async () => {
+    const b = ahead();
+    const group = new GroupCommit(b.backend, 2);
+    const all = [1, 2, 3].map((w) => group.submit<number>(w));
+    await turn();
+    b.prepares[0]!.resolve();
+    await turn();
+    expect(b.commits.map((c) => c.works)).toEqual([[1, 2]]);
+    expect(b.prepares).toHaveLength(2);
+    b.prepares[1]!.resolve();
+    b.commits[0]!.resolve();
+    await turn();
+    await turn();
+    expect(b.commits.map((c) => c.works)).toEqual([[1, 2], [3]]);
+    b.commits[1]!.resolve();
+    expect(await Promise.all(all)).toEqual([10, 20, 30]);
+    expect(b.prepares).toHaveLength(2);
+  });
+
+  it("prepares nothing ahead when nothing waits, and a lone batch prepares once", async () => {
+    const b = ahead();
+    const group = new GroupCommit(b.backend);
+    const only = group.submit<number>(5);
+    await turn();
+    b.prepares[0]!.resolve();
+    await turn();
+    expect(b.prepares).toHaveLength(1);
+    b.commits[0]!.resolve();
+    expect(await only).toBe(50);
+    await group.idle();
+    expect(b.prepares).toHaveLength(1);
+  });
+
+  it("a prepare begun ahead that fails fails the next batch only", async () => {
+    const b = ahead();
+    const group = new GroupCommit(b.backend);
+    const first = group.submit<number>(1);
+    await turn();
+    b.prepares[0]!.resolve();
+    await turn();
+    const second = group.submit<number>(2);
+    b.prepares[1]!.reject(new Error("no connection"));
+    b.commits[0]!.resolve();
+    expect(await first).toBe(10);
+    await expect(second).rejects.toThrow("no connection");
+    expect(b.commits).toHaveLength(1);
+  });
+
+  it("a prepare begun ahead is abandoned when the pipeline stops before its batch", async () => {
+    const b = ahead();
+    const group = new GroupCommit(b.backend);
+    const first = group.submit<number>(1);
+    await turn();
+    b.prepares[0]!.resolve();
+    await turn();
+    const second = group.submit<number>(2);
+    expect(b.prepares).toHaveLength(2);
+    b.commits[0]!.reject(new DurabilityLost("sync failed"));
+    await expect(first).rejects.toThrow("sync failed");
+    await expect(second).rejects.toThrow("sync failed");
+    expect(b.abandoned()).toBe(1);
+    expect(b.commits).toHaveLength(1);
+  });
+});
+
 describe("folding the WAL back", () => {
   it("a fold is answered even when the worker cannot run: the batch it holds is never stuck", async () => {
     // No database at that path: the worker's connection fails as it starts.

@@ -158,30 +158,56 @@ export function pgBatches(
     }
   }
 
-  /** The transaction `prepare` opened, for the next commit. */
-  let opened: Awaited<ReturnType<typeof open>> | undefined;
+  type Opened = Awaited<ReturnType<typeof open>>;
+  /** The transaction `prepare` is opening for the next commit: undefined in it when that failed. */
+  let opened: Promise<Opened | undefined> | undefined;
 
   return {
     /**
      * Begins the next batch's transaction and locks the heads before the batch is taken: while
-     * another hub's batch holds them, what this hub queues meanwhile joins this batch. A failure
-     * here is left to commit, which opens again (and retries a lost race).
+     * another hub's batch holds them, what this hub queues meanwhile joins this batch. It may
+     * begin while this hub's batch before is committing (prepareAhead): the head lock then waits
+     * in the database for that COMMIT and is granted with it. A failure here is left to commit,
+     * which opens again (and retries a lost race).
      */
-    async prepare(): Promise<void> {
-      opened = await open().catch(() => undefined);
+    prepare(): Promise<void> {
+      const opening = open().catch(() => undefined);
+      opened = opening;
+      return opening.then(() => undefined);
+    },
+
+    /**
+     * Only with a connection free for it and nobody waiting for one: the transaction it opens
+     * holds its connection, idle, until this batch is done, which must not keep another
+     * project's batch from its connection.
+     */
+    prepareAhead: () => pool.waitingCount === 0 && (pool.idleCount > 0 || pool.totalCount < (pool.options.max ?? 10)),
+
+    /** A prepared transaction no batch will take: rolled back, its connection back in the pool. */
+    abandon(): void {
+      const opening = opened;
+      opened = undefined;
+      void opening?.then(async (o) => {
+        if (o) o.client.release(await rollback(o.client));
+      });
     },
 
     async commit(works: BatchWork[]): Promise<WorkOutcome[]> {
       let savepoints = false;
       for (let attempt = 1; ; attempt++) {
-        let begun: Awaited<ReturnType<typeof open>>;
+        // The first time, the transaction prepared for this batch (taken before anything is
+        // awaited: a prepare begun later is the next batch's). On a run again, the one prepared
+        // ahead for the next batch, if any: it waits on the heads this batch just gave up, and
+        // would hold them, idle, until this batch is done, so a transaction opened here would
+        // wait behind it for ever. The next batch then opens its own.
+        const prepared = opened;
+        opened = undefined;
+        let begun: Opened;
         try {
-          begun = opened ?? (await open());
+          begun = (prepared && (await prepared)) ?? (await open());
         } catch (e) {
           if (isRetryable(e) && attempt < maxAttempts) continue;
           throw storeError(e);
-        } finally {
-          opened = undefined;
         }
         const { client, tx, locked } = begun;
         let broken: Error | undefined;
