@@ -458,7 +458,8 @@ describe("group commit with a backend that prepares ahead", () => {
     expect(b.prepares).toHaveLength(1);
   });
 
-  it("a prepare begun ahead that fails fails the next batch only", async () => {
+  /** Batch [1] committing, with 2 queued behind it (so its prepare begun ahead). */
+  async function oneCommittingOneWaiting() {
     const b = ahead();
     const group = new GroupCommit(b.backend);
     const first = group.submit<number>(1);
@@ -466,6 +467,11 @@ describe("group commit with a backend that prepares ahead", () => {
     b.prepares[0]!.resolve();
     await turn();
     const second = group.submit<number>(2);
+    return { b, first, second };
+  }
+
+  it("a prepare begun ahead that fails fails the next batch only", async () => {
+    const { b, first, second } = await oneCommittingOneWaiting();
     b.prepares[1]!.reject(new Error("no connection"));
     b.commits[0]!.resolve();
     expect(await first).toBe(10);
@@ -474,13 +480,7 @@ describe("group commit with a backend that prepares ahead", () => {
   });
 
   it("a prepare begun ahead is abandoned when the pipeline stops before its batch", async () => {
-    const b = ahead();
-    const group = new GroupCommit(b.backend);
-    const first = group.submit<number>(1);
-    await turn();
-    b.prepares[0]!.resolve();
-    await turn();
-    const second = group.submit<number>(2);
+    const { b, first, second } = await oneCommittingOneWaiting();
     expect(b.prepares).toHaveLength(2);
     b.commits[0]!.reject(new DurabilityLost("sync failed"));
     await expect(first).rejects.toThrow("sync failed");
