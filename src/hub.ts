@@ -140,7 +140,7 @@ export async function createHub(config: HubConfig, overrides: HubOverrides = {})
     observer,
     bus: leaseBus,
     shutdown: shutdown.signal,
-    keepOnline: { everyMs: config.streamKeepAliveMs, record: (c) => presence.recordActivity(c.agentId, c.keyHash) },
+    keepOnline: { everyMs: config.streamKeepAliveMs, record: (c) => presence.recordActivity(c) },
   });
   const messages = createMessages({
     store,

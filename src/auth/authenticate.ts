@@ -185,7 +185,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
      */
     async admitted(caller: Caller): Promise<void> {
       if (caller.kind !== "agent") return;
-      await presence.recordActivity(caller.agentId, caller.keyHash, seen.get(caller));
+      await presence.recordActivity(caller, seen.get(caller));
     },
 
     /**

@@ -73,7 +73,7 @@ export function createInboxReader({ store, clock, messages, presence, inboxBus, 
       if (after !== undefined && after > state.head) throw errors.cursorAhead(after, state.head);
       let cursor = after ?? state.ackedCursor;
       const deadlineMs = clock.now() + waitMs;
-      const keepOnline = createKeepOnline(clock, keepAliveMs, () => presence.recordActivity(caller.agentId, caller.keyHash));
+      const keepOnline = createKeepOnline(clock, keepAliveMs, () => presence.recordActivity(caller));
       for (;;) {
         // A call ended by the hub (its managed token revoked or expired, its project closed to the
         // caller: server/token-guard.ts) answers that, and reads nothing more; one whose client

@@ -158,7 +158,7 @@ export function createInboxStreams(deps: InboxStreamDeps) {
         if (events.length === page || liveHead > Math.max(last, read)) continue;
         if (!(await waker.wait(deps.keepAliveMs, signal))) {
           // An open stream is a connected agent: keep its presence fresh.
-          await presence.recordActivity(caller.agentId, caller.keyHash);
+          await presence.recordActivity(caller);
           yield { kind: "keepAlive", atMs: clock.now(), cursor: last };
         }
       }

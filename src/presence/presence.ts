@@ -124,13 +124,15 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
    * before its agent was unregistered, evicted or taken over must not bring it back online (its
    * streams' keep-alives included).
    */
-  async function touch(agentId: string, force: boolean, keyHash: string | undefined): Promise<AgentRow> {
+  /** `caller`'s activity: its project, which an agent never changes, is the decision's. */
+  async function touch(caller: AgentCaller, force: boolean): Promise<AgentRow> {
+    const { agentId, keyHash } = caller;
     return store.agents.decideAgent(agentId, (cur, nowMs) => {
       if (!cur || (keyHash !== undefined && cur.keyHash !== keyHash)) throw errors.invalidAgentIdentity();
       if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
       const next = { ...cur, online: true, lastSeenAtMs: nowMs };
       return { write: next, ...(!cur.online && { change: change({ agent: view(next, nowMs) }) }), result: next };
-    });
+    }, caller.project);
   }
 
   return {
@@ -222,19 +224,20 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
 
     /**
      * Records authenticated activity of an agent (any agent call, a keep-alive of its streams) for
-     * the instance holding `keyHash`; `seen` is its row as just read. Throws invalid_agent_identity
-     * when the key changed since (unregistered, evicted, taken over): the agent stays as that left it.
+     * the instance `caller` was authenticated as (its key); `seen` is its row as just read. Throws
+     * invalid_agent_identity when the key changed since (unregistered, evicted, taken over): the
+     * agent stays as that left it.
      */
-    async recordActivity(agentId: string, keyHash: string | undefined, seen?: AgentRow): Promise<AgentRow> {
+    async recordActivity(caller: AgentCaller, seen?: AgentRow): Promise<AgentRow> {
       // The row the caller just read says nothing is due: spare the store a decision (the one
       // below would write nothing either), so an authenticated call costs one read.
       if (seen?.online && clock.now() - seen.lastSeenAtMs < activityWriteIntervalMs) return seen;
-      return touch(agentId, false, keyHash);
+      return touch(caller, false);
     },
 
     /** Explicit heartbeat: always renews the presence lease. */
     async heartbeat(caller: AgentCaller): Promise<AgentView> {
-      const agent = await touch(caller.agentId, true, caller.keyHash);
+      const agent = await touch(caller, true);
       return view(agent, agent.lastSeenAtMs);
     },
 

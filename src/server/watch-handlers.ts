@@ -52,9 +52,9 @@ interface WatchFrames<S, E, F> {
 }
 
 /** The project a watcher sees: an agent's own; a token caller's named one. */
-function watchedProject(ctx: HandlerContext, requested: string): { project: string; agent?: { agentId: string; keyHash: string | undefined } } {
+function watchedProject(ctx: HandlerContext, requested: string): { project: string; agent?: AgentCaller } {
   const caller = callerOf(ctx);
-  if (caller.kind === "agent") return { project: caller.project, agent: { agentId: caller.agentId, keyHash: caller.keyHash } };
+  if (caller.kind === "agent") return { project: caller.project, agent: caller };
   return { project: caller.kind === "project" ? caller.project : projectName("project", requested) };
 }
 
@@ -193,7 +193,7 @@ export function createWatchHandlers(deps: WatchDeps) {
 
   async function* servedFrames<S, E extends { seq: number }, F>(
     project: string,
-    agent: { agentId: string; keyHash: string | undefined } | undefined,
+    agent: AgentCaller | undefined,
     req: { afterCursor?: bigint },
     source: WatchSource<S, E>,
     frame: WatchFrames<S, E, F>,
@@ -207,7 +207,7 @@ export function createWatchHandlers(deps: WatchDeps) {
       snapshot: () => source.snapshot(project),
       read: (after, limit) => source.read(project, after, limit),
       signal,
-      ...(source.agentsActive && agent && { onKeepAlive: async () => void (await deps.presence.recordActivity(agent.agentId, agent.keyHash)) }),
+      ...(source.agentsActive && agent && { onKeepAlive: async () => void (await deps.presence.recordActivity(agent)) }),
     });
     for await (const f of frames) {
       if (f.kind === "snapshot") {

@@ -51,8 +51,13 @@ export interface AgentStore {
    * open message (to or from it) and no live lease names, with its stream. Returns them.
    */
   forgetAgents(retainMs: number, change: ChangeOf<AgentRow>): Promise<AgentRow[]>;
-  /** Any other change to one agent (activity, heartbeat, unregister). */
-  decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>): Promise<T>;
+  /**
+   * Any other change to one agent (activity, heartbeat, unregister). `project`, when the caller
+   * knows it (an authenticated agent's: an agent's project never changes), spares a store that
+   * must know a decision's project before it begins (PostgreSQL's) a read; a decision on an
+   * agent of another project is then a bug, and throws.
+   */
+  decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>, project?: string): Promise<T>;
   /** Marks every online agent offline (hub start), recording `change` for each. */
   markAllAgentsOffline(change: ChangeOf<AgentRow>): Promise<void>;
   /**

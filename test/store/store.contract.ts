@@ -214,6 +214,23 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
+    it("decideAgent told the agent's project decides as without it; told another, it throws and writes nothing", async () => {
+      const store = await open(new TestStoreClock(1_000));
+      await store.agents.decideAgent("agt_1", () => ({ write: agent("agt_1", "p", "a"), result: 0 }));
+      const seen: StreamChange[] = [];
+      const stop = store.changes.tailChanges((c) => seen.push(c));
+      const off = (cur: AgentRow | undefined) => ({ write: { ...cur!, online: false }, change: { stream: "presence" as const, body: { off: cur!.id } }, result: cur!.id });
+      await expect(store.agents.decideAgent("agt_1", off, "q")).rejects.toThrow(/not of project "q"/);
+      expect((await store.agents.getAgent("agt_1"))?.online).toBe(true);
+      expect(await store.agents.decideAgent("agt_1", off, "p")).toBe("agt_1");
+      expect((await store.agents.getAgent("agt_1"))?.online).toBe(false);
+      expect(seen.map((c) => [c.project, c.body])).toEqual([["p", { off: "agt_1" }]]);
+      // An unknown agent, told a project: decided on nothing, as without one.
+      expect(await store.agents.decideAgent("agt_none", (cur) => ({ result: cur === undefined }), "p")).toBe(true);
+      stop();
+      await store.close();
+    });
+
     it("peekCaller shows each agent as last committed, after every kind of write to it", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);

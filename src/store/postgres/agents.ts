@@ -103,9 +103,10 @@ export function createPostgresAgents(
       return (await rows<{ n: number }>("SELECT count(*)::int AS n FROM agents WHERE online"))[0]!.n;
     },
 
-    async decideAgent(id, decide) {
-      return changeTx(await projectOf(id), async (t, record) => {
+    async decideAgent(id, decide, known) {
+      return changeTx(known === undefined ? await projectOf(id) : [known], async (t, record) => {
         const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
+        if (known !== undefined && r !== undefined && r.project !== known) throw new Error(`agent ${id} is not of project ${JSON.stringify(known)}`);
         const nowMs = await now(t);
         const d = decide(r && agentFromDb(r), nowMs);
         if (d.write) await writeAgent(t, d.write);

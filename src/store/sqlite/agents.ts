@@ -131,9 +131,10 @@ export function createSqliteAgents(
     listAgents: (project) => read(() => q.agentsOfProject.all(project).map(agentFromDb)),
     countOnlineAgents: () => read(() => q.onlineCount.get()!.n),
 
-    decideAgent(id, decide) {
+    decideAgent(id, decide, known) {
       return changeTx((record) => {
         const r = q.agentById.get(id);
+        if (known !== undefined && r !== undefined && r.project !== known) throw new Error(`agent ${id} is not of project ${JSON.stringify(known)}`);
         const nowMs = now();
         const d = decide(r && agentFromDb(r), nowMs);
         if (d.write) writeAgent(d.write);
