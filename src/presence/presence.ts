@@ -119,12 +119,12 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
   });
 
   /**
-   * Marks the agent online now; the write is skipped while last_seen_at is fresh, and a revival is
-   * a change. Only for the instance that holds `keyHash` (when given): a call authenticated just
-   * before its agent was unregistered, evicted or taken over must not bring it back online (its
-   * streams' keep-alives included).
+   * Marks `caller`'s agent online now; the write is skipped while last_seen_at is fresh, and a
+   * revival is a change. Only for the instance that holds the caller's key (when it has one): a
+   * call authenticated just before its agent was unregistered, evicted or taken over must not
+   * bring it back online (its streams' keep-alives included). The decision is in the caller's
+   * project, which an agent never changes.
    */
-  /** `caller`'s activity: its project, which an agent never changes, is the decision's. */
   async function touch(caller: AgentCaller, force: boolean): Promise<AgentRow> {
     const { agentId, keyHash } = caller;
     return store.agents.decideAgent(agentId, (cur, nowMs) => {
