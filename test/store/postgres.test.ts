@@ -473,6 +473,50 @@ describe("PostgreSQL store", () => {
     }
   });
 
+  it("a batch run again with a savepoint per decision takes the next batch's transaction, begun ahead on its heads (D84): it never waits on it", async () => {
+    const url = await server.createDatabase();
+    const store = await PostgresStore.open({ url });
+    try {
+      const agent = (id: string): AgentRow => ({ id, project: "p", name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: 1, online: true });
+      for (const id of ["agt_a", "agt_b", "agt_c"]) await store.agents.decideAgent(id, () => ({ write: agent(id), result: 0 }), "p");
+      // Connections open and idle in the pool, so the transaction begun ahead asks for the heads
+      // at once, before the batch below gives them up.
+      await Promise.all(Array.from({ length: 6 }, () => store.agents.getAgent("agt_a")));
+      const seen = (id: string, n: number) => store.agents.decideAgent(id, (cur) => ({ write: { ...cur!, lastSeenAtMs: n }, result: n }), "p");
+      let later: Promise<number>[] | undefined;
+      // In the batch first; as it decides, the batch is in flight, and what is queued now has the
+      // next batch's transaction begun ahead, waiting on the heads.
+      const first = store.agents.decideAgent(
+        "agt_a",
+        (cur) => {
+          later ??= [seen("agt_c", 3), seen("agt_a", 4)];
+          return { write: { ...cur!, lastSeenAtMs: 2 }, result: 2 };
+        },
+        "p",
+      );
+      // Second in the batch: it writes, then throws, so the batch is rolled back (giving up the
+      // heads) and runs again with a savepoint per decision.
+      const undone = store.agents.decideAgent(
+        "agt_b",
+        (cur) => ({
+          write: { ...cur!, lastSeenAtMs: 99 },
+          result: 0,
+          get change(): never {
+            throw new Error("refused");
+          },
+        }),
+        "p",
+      );
+      await expect(undone).rejects.toThrow("refused");
+      expect(await first).toBe(2);
+      expect(later).toBeDefined();
+      expect(await Promise.all(later!)).toEqual([3, 4]);
+      expect(await Promise.all(["agt_a", "agt_b", "agt_c"].map(async (id) => (await store.agents.getAgent(id))?.lastSeenAtMs))).toEqual([4, 1, 3]);
+    } finally {
+      await store.close();
+    }
+  }, 15_000);
+
   it("stores opening together migrate the database once, and a newer schema is refused", async () => {
     const url = await server.createDatabase();
     const stores = await Promise.all(Array.from({ length: 4 }, () => PostgresStore.open({ url })));
