@@ -15,7 +15,7 @@ import {
   visibleTo,
   type SendInput,
 } from "./rules.js";
-import { messageTtlRangeMs, sweepChunk, type AgentRow, type Delivery, type InboxEvent, type MessageRow, type MessageStatus } from "../domain.js";
+import { messageTtlRangeMs, sweepChunk, type AgentRow, type Delivery, type MessageRow, type MessageStatus } from "../domain.js";
 
 /** Longer than any message id the hub issues (`msg_` and 32 characters). */
 const maxMessageIdLength = 128;

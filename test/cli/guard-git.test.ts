@@ -216,7 +216,7 @@ describe("kxm-hub guard git", () => {
       await install(repo, t.baseUrl, ["refs/heads/*=repo/*"]);
       const alpha = await t.register("alpha", PROJECT);
       // Tokens 1 and 2 released, 3 held.
-      for (const token of [1, 2]) await release(t, alpha, "repo/main", await acquire(t, alpha, "repo/main"));
+      for (let released = 0; released < 2; released++) await release(t, alpha, "repo/main", await acquire(t, alpha, "repo/main"));
       expect(await acquire(t, alpha, "repo/main")).toBe(3);
       await commit(repo, "token 3");
       expect((await push(repo, "HEAD:main", 3)).code).toBe(0);

@@ -1,13 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
-import { mcpAgent, tokenOf, type McpAgentOptions, type ToolResult } from "../fixtures/mcp.js";
+import { mcpAgent, tokenOf, type McpAgentOptions } from "../fixtures/mcp.js";
 
 /**
  * The MCP face through the official TypeScript SDK's client over Streamable HTTP: each client is
  * one agent, named by its session's headers; the tools are the hub's RPCs as that agent.
  */
-
-type Result = ToolResult;
 
 const agent = (t: TestHub, name: string | undefined, o: McpAgentOptions = {}) => mcpAgent(t, name, o);
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
-import { mcpAgent, tokenOf, type McpAgent, type ToolResult } from "../fixtures/mcp.js";
+import { mcpAgent, tokenOf, type McpAgent } from "../fixtures/mcp.js";
 
 /**
  * The MCP face's resources (kxm://inbox, kxm://agents, kxm://leases) through the official
@@ -9,8 +9,6 @@ import { mcpAgent, tokenOf, type McpAgent, type ToolResult } from "../fixtures/m
  * session's GET stream. Notifications are awaited (with a generous bound), never slept for; that
  * one did not come is shown by the order of those that did.
  */
-
-type Result = ToolResult;
 
 const uris = ["kxm://inbox", "kxm://agents", "kxm://leases"] as const;
 

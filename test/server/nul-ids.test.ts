@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, it } from "vitest";
 import { startTestHub } from "../fixtures/hub.js";
 import { expectAgentIdentityRefused, expectRestError } from "../fixtures/rest.js";
 
