@@ -169,6 +169,7 @@ export function pgBatches(
      * begin while this hub's batch before is committing (prepareAhead): the head lock then waits
      * in the database for that COMMIT and is granted with it. A failure here is left to commit,
      * which opens again (and retries a lost race).
+     * @NOTE decision D84.
      */
     prepare(): Promise<void> {
       const opening = open().catch(() => undefined);
