@@ -81,6 +81,14 @@ export const leaseToDb = (l: LeaseRow): LeaseDb => ({
 });
 
 /**
+ * What every store checks of `decideAgent` told the agent's project (`known`): the agent's row,
+ * when there is one, is of that project. One of another is a bug, never a decision: it throws.
+ */
+export function checkAgentProject(id: string, row: { project: string } | undefined, known: string | undefined): void {
+  if (known !== undefined && row !== undefined && row.project !== known) throw new Error(`agent ${id} is not of project ${JSON.stringify(known)}`);
+}
+
+/**
  * What every store checks of a lease decision's write on `key`, shown `current`: it writes the
  * row it was shown, never another key (that is the isolation), and never lowers the fence. A
  * decision that breaks either is a bug, never a write: it throws.

@@ -1,7 +1,7 @@
 import type { AgentStore } from "../agent-store.js";
 import { changesOf, type ChangeOf } from "../change-feed.js";
 import type { HeldResource } from "../lease-store.js";
-import { agentFromDb, byRegistration, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
+import { agentFromDb, byRegistration, checkAgentProject, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
 import type { createPostgresLeases } from "./leases.js";
 import { CoalescedReads } from "./coalesce.js";
 import { agentColumns, agentColumnsOf, leaseColumns, runtimeColumns, runtimeColumnsOf } from "./rows.js";
@@ -106,7 +106,7 @@ export function createPostgresAgents(
     async decideAgent(id, decide, known) {
       return changeTx(known === undefined ? await projectOf(id) : [known], async (t, record) => {
         const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
-        if (known !== undefined && r !== undefined && r.project !== known) throw new Error(`agent ${id} is not of project ${JSON.stringify(known)}`);
+        checkAgentProject(id, r, known);
         const nowMs = await now(t);
         const d = decide(r && agentFromDb(r), nowMs);
         if (d.write) await writeAgent(t, d.write);

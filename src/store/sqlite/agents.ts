@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import type { AgentStore } from "../agent-store.js";
 import { changesOf, type ChangeOf } from "../change-feed.js";
-import { agentFromDb, byRegistration, leaseFromDb, runtimeFromDb, type AgentDb, type RuntimeDb } from "../rows.js";
+import { agentFromDb, byRegistration, checkAgentProject, leaseFromDb, runtimeFromDb, type AgentDb, type RuntimeDb } from "../rows.js";
 import type { StoreAccess } from "./batch.js";
 import type { createSqliteLeases } from "./leases.js";
 import type { AgentRow, RuntimeRow } from "../../domain.js";
@@ -134,7 +134,7 @@ export function createSqliteAgents(
     decideAgent(id, decide, known) {
       return changeTx((record) => {
         const r = q.agentById.get(id);
-        if (known !== undefined && r !== undefined && r.project !== known) throw new Error(`agent ${id} is not of project ${JSON.stringify(known)}`);
+        checkAgentProject(id, r, known);
         const nowMs = now();
         const d = decide(r && agentFromDb(r), nowMs);
         if (d.write) writeAgent(d.write);
