@@ -4,6 +4,7 @@ import type { HeldResource } from "../lease-store.js";
 import { agentFromDb, byRegistration, checkAgentProject, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
 import type { createPostgresLeases } from "./leases.js";
 import { CoalescedReads } from "./coalesce.js";
+import { keyLists } from "./key-list.js";
 import { agentColumns, agentColumnsOf, leaseColumns, runtimeColumns, runtimeColumnsOf } from "./rows.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 import type { AgentRow, RuntimeRow } from "../../domain.js";
@@ -80,12 +81,13 @@ export function createPostgresAgents(
     return r && agentFromDb(r);
   };
 
+  const callerReads = keyLists(
+    (ids) => `SELECT ${agentColumns}, EXISTS (SELECT 1 FROM project_tokens t WHERE t.project = agents.project) AS has_tokens
+       FROM agents WHERE id IN (${ids})`,
+  );
   const callers = new CoalescedReads(async (ids: string[]) => {
-    const found = await rows<AgentDb & { has_tokens: boolean }>(
-      `SELECT ${agentColumns}, EXISTS (SELECT 1 FROM project_tokens t WHERE t.project = agents.project) AS has_tokens
-       FROM agents WHERE id = ANY($1::text[])`,
-      [ids],
-    );
+    const { text, params } = callerReads(ids);
+    const found = await rows<AgentDb & { has_tokens: boolean }>(text, params);
     return new Map(found.map((r) => [r.id, { agent: agentFromDb(r), projectHasTokens: r.has_tokens }]));
   });
 

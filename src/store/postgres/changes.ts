@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { purgeRotation, type ChangeFeed, type ChangeRead, type ChangeStream, type Listening, type StreamChange } from "../change-feed.js";
 import { ChangeListeners } from "../change-listeners.js";
+import { keyLists } from "./key-list.js";
 import type { createTail } from "./tail.js";
 import type { PgAccess, PgTx, Statement } from "./transaction.js";
 
@@ -21,8 +22,10 @@ const streams: readonly ChangeStream[] = ["leases", "messages", "presence", "run
  * comes with them (locking the rows gave it one): a transaction whose COMMIT went out and whose
  * answer was lost is asked about by it (committed).
  */
-const lockHeadRows = `SELECT h.project, h.stream, h.head, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms, pg_current_xact_id()::text AS xid
-  FROM (SELECT project, stream, head FROM watch_heads WHERE project = ANY($1::text[]) ORDER BY project, stream FOR UPDATE) h`;
+const lockHeadRows = keyLists(
+  (projects) => `SELECT h.project, h.stream, h.head, (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now_ms, pg_current_xact_id()::text AS xid
+  FROM (SELECT project, stream, head FROM watch_heads WHERE project IN (${projects}) ORDER BY project, stream FOR UPDATE) h`,
+);
 const createHeadRows = `INSERT INTO watch_heads (project, stream, head)
   SELECT p, s, f.floor FROM unnest($1::text[]) p, unnest($2::text[]) s, fence_base f WHERE f.id = 1 ORDER BY p, s
   ON CONFLICT (project, stream) DO NOTHING`;
@@ -146,10 +149,11 @@ export function createPostgresChanges({ tx, rows, now }: Pick<PgAccess, "tx" | "
     /** Locks the head rows of `projects` before anything else in `t` (see lockHeadRows), into `into`. */
     async lockHeads(t: PgTx, projects: readonly string[], into: LockedHeads): Promise<void> {
       type Row = { project: string; stream: string; head: number; now_ms: number; xid: string };
-      let found = (await t.query<Row>(lockHeadRows, [projects])).rows;
+      const lock = lockHeadRows(projects);
+      let found = (await t.query<Row>(lock.text, lock.params)).rows;
       if (found.length < projects.length * streams.length) {
         await t.query(createHeadRows, [projects, streams]);
-        found = (await t.query<Row>(lockHeadRows, [projects])).rows;
+        found = (await t.query<Row>(lock.text, lock.params)).rows;
       }
       into.atMs = performance.now();
       into.xid = found[0]?.xid;
