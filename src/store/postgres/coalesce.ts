@@ -1,8 +1,8 @@
 /**
- * Point reads by key that arrive together, as one statement (`WHERE id = ANY($1)`): the reads
- * queued in one event-loop turn, or while the previous statement runs, go as the next one, so
- * under load a hub sends one read for many calls (the authentication of every call, say), and a
- * lone read waits for nothing but the turn. A read is only ever answered by a statement that
+ * Point reads by key that arrive together, as one statement (`WHERE id IN (...)`, key-list.ts):
+ * the reads queued in one event-loop turn, or while the previous statement runs, go as the next
+ * one, so under load a hub sends one read for many calls (the authentication of every call, say),
+ * and a lone read waits for nothing but the turn. A read is only ever answered by a statement that
  * started after it was asked: it sees at least what a statement of its own would have seen.
  *
  * Written here rather than taken from `dataloader`: that library gathers the loads of one tick,
