@@ -1,8 +1,8 @@
 /**
  * The keys of a read of several rows by key, as an `IN` list of a fixed length: the next power of
  * two at or above their count, filled up with the last key again (a key named twice still matches
- * its row once), numbered from parameter `firstParam`. `sql(list)` is the statement for one such
- * list, made once per length.
+ * its row once). `sql(list)` is the statement for one such list, with the keys its only
+ * parameters, made once per length.
  *
  * Why not `= ANY($1::text[])`, one text for any number of keys: PostgreSQL plans a named
  * statement once per connection only while the plan it makes without the parameters' values (the
@@ -15,7 +15,7 @@
  * with or without their values, so its generic plan is taken after the first runs; lengths in
  * powers of two keep the texts, and the plans each connection keeps, to a handful.
  */
-export function keyLists(sql: (list: string) => string, firstParam = 1) {
+export function keyLists(sql: (list: string) => string) {
   const texts = new Map<number, string>();
   return <K>(keys: readonly K[]): { text: string; params: K[] } => {
     if (keys.length === 0) throw new Error("a read by key needs at least one key");
@@ -23,7 +23,7 @@ export function keyLists(sql: (list: string) => string, firstParam = 1) {
     while (length < keys.length) length *= 2;
     let text = texts.get(length);
     if (text === undefined) {
-      const list = Array.from({ length }, (_, i) => `$${firstParam + i}`).join(", ");
+      const list = Array.from({ length }, (_, i) => `$${i + 1}`).join(", ");
       texts.set(length, (text = sql(list)));
     }
     const params = keys.slice();
