@@ -3,13 +3,15 @@ import pg from "pg";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { keyLists } from "../../src/store/postgres/key-list.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
+import type { SyncEventRow } from "../../src/store/sync-store.js";
 import type { AgentRow, LeaseRow } from "../../src/domain.js";
 
 /**
  * The statements every call and every batch runs are planned once per connection, not at every
  * run: PostgreSQL keeps a named statement's generic plan only while it looks no dearer than one
- * made for the values at hand, and the authentication read and the head lock, written with
- * `= ANY($1)`, were planned again each time (store/postgres/key-list.ts). Counted by PostgreSQL
+ * made for the values at hand, and the authentication read, the head lock and a push's read of
+ * its projects' owners, written with `= ANY($1)`, were planned again each time
+ * (store/postgres/key-list.ts). Counted by PostgreSQL
  * itself (pg_stat_statements), on a new database, as a hub starts on one.
  */
 
@@ -40,7 +42,7 @@ async function counted(c: pg.Client, marker: string): Promise<{ calls: number; p
 }
 
 describe("PostgreSQL store: statements planned once per connection", () => {
-  it("plans the authentication read and the head lock a few times, however often they run", async () => {
+  it("plans the authentication read, the head lock and a push's owners read a few times, however often they run", async () => {
     const url = await server.createDatabase();
     const store = await PostgresStore.open({ url, poolSize: 2 });
     const c = new pg.Client({ connectionString: url });
@@ -63,14 +65,38 @@ describe("PostgreSQL store: statements planned once per connection", () => {
         await store.leases.decideLease({ project: "p", name: "x" }, () => ({ write: lease, result: undefined }));
       }
 
+      // Run facts, one push at a time: each reads who owns its projects.
+      for (let sequence = 1; sequence <= 40; sequence++) {
+        const event: SyncEventRow = {
+          projectId: "wf",
+          runId: "run-1",
+          sequence,
+          hubProject: "p",
+          homeRuntimeId: "rt-1",
+          eventType: "step.completed",
+          contentHash: `h${sequence}`,
+          receivedAtMs: 1_000,
+          occurredAt: "2026-01-01T00:00:00Z",
+          record: "{}",
+        };
+        const pushed = await store.sync.pushSyncEvents([event], () => ({ outcome: "accepted" }), {
+          run: () => ({ stream: "runs", body: {} }),
+          conflict: () => ({ stream: "runs", body: {} }),
+        });
+        expect(pushed.outcomes).toEqual([{ outcome: "accepted" }]);
+      }
+
       const reads = await counted(c, "has_tokens");
       const heads = await counted(c, "pg_current_xact_id");
+      const owners = await counted(c, "hub_project FROM sync_projects");
       expect(reads.calls).toBeGreaterThanOrEqual(120);
-      expect(heads.calls).toBeGreaterThanOrEqual(100);
+      expect(heads.calls).toBeGreaterThanOrEqual(140);
+      expect(owners.calls).toBeGreaterThanOrEqual(40);
       // Five custom plans and the generic one per statement text and connection at most; planned
-      // at every run, these were 120 and 100.
+      // at every run, these were 120, 140 and 40.
       expect(reads.plans).toBeLessThanOrEqual(3 * 2 * 6);
       expect(heads.plans).toBeLessThanOrEqual(2 * 6);
+      expect(owners.plans).toBeLessThanOrEqual(2 * 6);
     } finally {
       await c.end();
       await store.close();

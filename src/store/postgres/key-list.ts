@@ -11,9 +11,10 @@
  * few keys finds, judges the generic plan dearer, and plans the statement again at every run: on
  * a table without statistics yet (a new database), and on one with many rows once it has them.
  * The authentication read and the head lock of every batch were planned at every run that way,
- * 50-80 us of the server's CPU each time (D85). An `IN` list of n parameters is reckoned at n keys
- * with or without their values, so its generic plan is taken after the first runs; lengths in
- * powers of two keep the texts, and the plans each connection keeps, to a handful.
+ * 50-80 us of the server's CPU each time, and so was a run-facts push's read of its projects'
+ * owners (D85). An `IN` list of n parameters is reckoned at n keys with or without their values,
+ * so its generic plan is taken after the first runs; lengths in powers of two keep the texts, and
+ * the plans each connection keeps, to a handful.
  */
 export function keyLists(sql: (list: string) => string) {
   const texts = new Map<number, string>();

@@ -3,6 +3,7 @@ import type { IngestContext, IngestOutcome, SyncChanges, SyncEventRow, SyncStore
 import type { PgAccess } from "./transaction.js";
 import { runFromDb, runtimeFromDb, runViewColumns, type RunDb as RunViewDb, type RuntimeDb } from "../rows.js";
 import { runtimesOfProject } from "./agents.js";
+import { keyLists } from "./key-list.js";
 import type { SyncRunView } from "../../domain.js";
 
 interface RunDb {
@@ -30,6 +31,9 @@ const runsOfProject = `SELECT ${runViewColumns} FROM sync_runs r WHERE r.hub_pro
 
 /** Keyed by the pair itself (JSON of the strings is one-to-one), never a joined string. */
 const keyOf = (...parts: (string | number)[]) => JSON.stringify(parts);
+
+/** The hub project owning each of a push's projects (an IN list: key-list.ts). */
+const projectOwners = keyLists((ids) => `SELECT project_id, hub_project FROM sync_projects WHERE project_id IN (${ids})`);
 
 const insertColumns = [
   "project_id", "run_id", "sequence", "hub_project", "home_runtime_id", "event_type", "content_hash",
@@ -67,8 +71,11 @@ export function createPostgresSync({ changeTx, rows, now, snapshot, head }: PgAc
           existing.set(keyOf(r.project_id, r.run_id, r.sequence), { contentHash: r.content_hash, hubProject: r.hub_project });
         }
         const owners = new Map<string, string | undefined>(projectIds.map((p) => [p, undefined]));
-        for (const r of (await t.query<{ project_id: string; hub_project: string }>("SELECT project_id, hub_project FROM sync_projects WHERE project_id = ANY($1::text[])", [projectIds])).rows) {
-          owners.set(r.project_id, r.hub_project);
+        if (projectIds.length > 0) {
+          const ownersRead = projectOwners(projectIds);
+          for (const r of (await t.query<{ project_id: string; hub_project: string }>(ownersRead.text, ownersRead.params)).rows) {
+            owners.set(r.project_id, r.hub_project);
+          }
         }
         const runs = new Map<string, RunState>(
           runPairs.map((e) => [keyOf(e.projectId, e.runId), { projectId: e.projectId, runId: e.runId, row: undefined, stored: false, inserted: new Set(), touched: false }]),
