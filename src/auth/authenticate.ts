@@ -99,19 +99,24 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
     return secretEquals(bearer(creds.authorization), adminToken);
   }
 
-  async function agentCaller(agentId: string | null, creds: Credentials): Promise<Caller> {
+  /** `lately`: the call's decision checks its caller again (AuthRule `checkedAgain`). */
+  async function agentCaller(agentId: string | null, creds: Credentials, lately = false): Promise<Caller> {
     const id = agentId?.trim();
     // An id no agent can have (NUL) is as unknown as any other: not a question for the store.
     if (!id || hasNul(id)) throw errors.invalidAgentIdentity();
     const known = (a: AgentRow | undefined): a is AgentRow => a !== undefined && secretMatchesHash(creds.agentKey, a.keyHash);
     // The latest row serves a success (what the call answers waits for durability anyway); a
     // refusal is an answer, so it comes only from the durable row.
-    const peeked = await store.agents.peekCaller(id);
+    let peeked = await store.agents.peekCaller(id, lately);
+    // A row read lately that does not know the key (a new instance's) is read again.
+    if (peeked?.recent && !known(peeked.agent)) peeked = await store.agents.peekCaller(id);
     let agent = peeked?.agent;
     let committedHasTokens = peeked?.projectHasTokens;
+    let recent = peeked?.recent;
     if (!known(agent)) {
       agent = await store.agents.getAgent(id);
       committedHasTokens = undefined;
+      recent = undefined;
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
     const { grant: token, untilClosed } = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
@@ -123,6 +128,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       keyHash: agent.keyHash,
       ...(token && { token }),
       ...(untilClosed && { untilClosed }),
+      ...(recent && { recent }),
     };
     seen.set(caller, agent);
     return caller;
@@ -146,7 +152,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       const adminFor = (project: string): Caller => ({ kind: "project", project, ...(adminToken !== undefined && { proven: true }) });
       switch (rule.kind) {
         case "agent":
-          return agentCaller(rule.idField ? String(field(rule.idField) ?? "") : creds.agentId, creds);
+          return agentCaller(rule.idField ? String(field(rule.idField) ?? "") : creds.agentId, creds, rule.checkedAgain === true);
         case "project":
           return projectCaller(projectName("project", field(rule.projectField) as string | undefined));
         case "agentOrProject": {

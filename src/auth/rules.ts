@@ -8,8 +8,12 @@ import type { TokenScope } from "../domain.js";
  */
 export type AuthRule = (
 
-  /** Agent key + project token; the agent id comes from the header, or from `idField`. */
-  | { kind: "agent"; idField?: string }
+  /**
+   * Agent key + project token; the agent id comes from the header, or from `idField`.
+   * `checkedAgain`: the call's decision checks its caller again in its own transaction (caller.ts
+   * checkCaller), so the agent may be authenticated on its row as this hub read it lately (D86).
+   */
+  | { kind: "agent"; idField?: string; checkedAgain?: true }
   /** Project token for the project named in `projectField`. */
   | { kind: "project"; projectField: string }
   /** An agent, or a project/admin token for the project named in `projectField`. */
@@ -42,6 +46,8 @@ export function neededScope(rule: AuthRule): TokenScope {
 
 const agent: AuthRule = { kind: "agent" };
 const agentPath: AuthRule = { kind: "agent", idField: "agentId" };
+/** An agent's call whose decision checks its caller again (lease decisions and sends). */
+const deciding: AuthRule = { kind: "agent", checkedAgain: true };
 const project: AuthRule = { kind: "project", projectField: "project" };
 const watcher: AuthRule = { kind: "agentOrProject", projectField: "project" };
 const reader: AuthRule = { kind: "agentOrOperator", projectField: "project" };
@@ -56,14 +62,14 @@ export const authRules: Record<string, AuthRule> = {
   "kxm.hub.v1.PresenceService/ListAgents": reader,
   "kxm.hub.v1.PresenceService/ReportRuntimePresence": project,
   "kxm.hub.v1.PresenceService/WatchPresence": watcher,
-  "kxm.hub.v1.LeaseService/AcquireLease": agent,
-  "kxm.hub.v1.LeaseService/RenewLease": agent,
-  "kxm.hub.v1.LeaseService/ReleaseLease": agent,
+  "kxm.hub.v1.LeaseService/AcquireLease": deciding,
+  "kxm.hub.v1.LeaseService/RenewLease": deciding,
+  "kxm.hub.v1.LeaseService/ReleaseLease": deciding,
   "kxm.hub.v1.LeaseService/GetLease": reader,
   "kxm.hub.v1.LeaseService/CheckFence": { ...reader, scope: "check" },
   "kxm.hub.v1.LeaseService/ListLeases": reader,
   "kxm.hub.v1.LeaseService/WatchLeases": watcher,
-  "kxm.hub.v1.PeerService/SendMessage": agent,
+  "kxm.hub.v1.PeerService/SendMessage": deciding,
   "kxm.hub.v1.PeerService/AckMessage": agent,
   "kxm.hub.v1.PeerService/ReplyMessage": agent,
   "kxm.hub.v1.PeerService/CancelMessage": agent,

@@ -1,4 +1,4 @@
-import type { AgentCaller } from "../caller.js";
+import { checkCaller, type AgentCaller } from "../caller.js";
 import { isoOfMs, type Clock } from "../clock.js";
 import { errors, isHubError, type HubError } from "../errors.js";
 import type { Observer } from "../observe.js";
@@ -66,14 +66,16 @@ export interface LeasesDeps {
 const holderOf = (c: AgentCaller): LeaseHolder => ({ agentId: c.agentId, agentName: c.agentName, project: c.project });
 
 /**
- * An acquire decides only for the instance that was authenticated: the agent's row as the
- * decision's transaction reads it must still carry the key the call presented. A call already in
- * flight when its agent was evicted or taken over is refused instead of granted a lease under the
- * id the new instance carries (which would then renew it as its own, on the same token).
+ * An agent's lease decision (acquire, renew, release) decides only for the instance that was
+ * authenticated: the agent's row as the decision's transaction reads it must still carry the key
+ * the call presented. A call already in flight when its agent was evicted or taken over is refused
+ * instead of granted a lease under the id the new instance carries (which would then renew it as
+ * its own, on the same token), or ending the new instance's. A caller authenticated on a row read
+ * lately is checked again in full (checkCaller, D86).
  */
 function asCaller<T>(caller: AgentCaller, decide: (cur: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[]) => T) {
-  return (cur: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], agent: AgentRow | undefined): T => {
-    if (!sameInstance(caller, agent)) throw errors.invalidAgentIdentity();
+  return (cur: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], agent: AgentRow | undefined, projectHasTokens: () => boolean): T => {
+    checkCaller(caller, agent, projectHasTokens);
     return decide(cur, nowMs, waiters);
   };
 }
@@ -340,8 +342,10 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
       const token = fencingToken(input.fencingToken);
       const ttlMs = intInRange("ttlMs", input.ttlMs, leaseTtl.minMs, leaseTtl.maxMs, leaseTtl.defaultMs);
       const outcome = await decide(caller, name, (key) =>
-        store.leases.decideLease(key, (cur, nowMs, waiters) =>
-          decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }, waiters),
+        store.leases.decideLease(
+          key,
+          asCaller(caller, (cur, nowMs, waiters) => decideRenew(cur, { name, holder: holderOf(caller), fencingToken: token, ttlMs, nowMs }, waiters)),
+          caller.agentId,
         ),
       );
       return { lease: outcome.lease, renewed: true };
@@ -352,7 +356,11 @@ export function createLeases({ store, clock, observer, bus, shutdown, keepOnline
       const name = leaseName(input.name);
       const token = fencingToken(input.fencingToken);
       const outcome = await decide(caller, name, (key) =>
-        store.leases.decideLease(key, (cur, nowMs, waiters) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token }, waiters, nowMs)),
+        store.leases.decideLease(
+          key,
+          asCaller(caller, (cur, nowMs, waiters) => decideRelease(cur, { name, holder: holderOf(caller), fencingToken: token }, waiters, nowMs)),
+          caller.agentId,
+        ),
       );
       return { released: true, lease: outcome.lease };
     },

@@ -1,4 +1,4 @@
-import type { AgentCaller } from "../caller.js";
+import { checkCaller, type AgentCaller } from "../caller.js";
 import { errors } from "../errors.js";
 import { newTimeOrderedId } from "../ids.js";
 import type { Observer } from "../observe.js";
@@ -161,8 +161,8 @@ export function createMessages(deps: MessagesDeps) {
       if (input.idempotencyKey !== undefined) await expireDue();
       const { result, events } = await store.messages.decideSend(
         { senderId: caller.agentId, idempotencyKey: input.idempotencyKey, project: caller.project, target: input.target },
-        (ctx, nowMs) => {
-          requireInstance(ctx.sender, caller);
+        (ctx, nowMs, projectHasTokens) => {
+          checkCaller(caller, ctx.sender, projectHasTokens);
           return decideSend(ctx, { sender: caller, input, id: newTimeOrderedId("msg", nowMs), nowMs });
         },
       );

@@ -21,6 +21,8 @@ export interface AgentLeasesDecision<T> extends Decision<AgentRow, T> {
 export interface PeekedCaller {
   agent: AgentRow;
   projectHasTokens: boolean;
+  /** Read lately, not at this call (asked with `lately`). */
+  recent?: true;
 }
 
 export interface AgentStore {
@@ -32,8 +34,10 @@ export interface AgentStore {
    * reads, in one read. For authentication only, whose success is never an answer by itself
    * (the call's own decision or read comes after it, and waits). A refusal must come from
    * getAgent.
+   * `lately`: the call's decision checks its caller again in its own transaction, so what this
+   * store read a moment ago will do (marked `recent`); a store that has nothing recent reads.
    */
-  peekCaller(id: string): Promise<PeekedCaller | undefined>;
+  peekCaller(id: string, lately?: boolean): Promise<PeekedCaller | undefined>;
   /** Agents of a project in registration order. */
   listAgents(project: string): Promise<AgentRow[]>;
   countOnlineAgents(): Promise<number>;

@@ -56,10 +56,14 @@ export interface ListMessagesQuery {
 }
 
 export interface MessageStore {
-  /** A send: sees the idempotent original, the target candidates and the sender's row, decides, writes. */
+  /**
+   * A send: sees the idempotent original, the target candidates and the sender's row, decides,
+   * writes. `projectHasTokens` says, as the same transaction reads it, whether the project has,
+   * or ever had, a managed token (caller.ts checkCaller).
+   */
   decideSend<T>(
     query: { senderId: string; idempotencyKey?: string; project: string; target: string },
-    decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>,
+    decide: (ctx: SendContext, nowMs: number, projectHasTokens: () => boolean) => MessageDecision<T>,
   ): Promise<{ result: T; events: InboxEvent[] }>;
   /**
    * Any later step of one message (ack, reply, cancel). `actorId`: the agent deciding, whose row

@@ -31,7 +31,7 @@ export type Scope = "agent" | "read" | "check";
  * `scope`: what a managed token must allow for the call made without an agent (see needs).
  */
 export type Rule = (
-  | { kind: "agent"; idField?: string }
+  | { kind: "agent"; idField?: string; checkedAgain?: true }
   | { kind: "project"; projectField: string }
   | { kind: "agentOrProject"; projectField: string }
   | { kind: "agentOrOperator"; projectField: string }
@@ -306,6 +306,8 @@ export type Json = any;
 
 const agentRule: Rule = { kind: "agent" };
 const agentPath: Rule = { kind: "agent", idField: "agentId" };
+/** An agent's call whose decision checks its caller again (D86). */
+const deciding: Rule = { kind: "agent", checkedAgain: true };
 const projectRule: Rule = { kind: "project", projectField: "project" };
 const watcher: Rule = { kind: "agentOrProject", projectField: "project" };
 const reader: Rule = { kind: "agentOrOperator", projectField: "project" };
@@ -377,13 +379,13 @@ export const methodRows: MethodRow[] = [
   { rpc: "kxm.hub.v1.PresenceService/WatchPresence", rule: watcher, request: () => ({ project: "alpha" }), expect: ok, check: seesProbe("xa-probe") },
   {
     rpc: "kxm.hub.v1.LeaseService/AcquireLease",
-    rule: agentRule,
+    rule: deciding,
     request: (c) => ({ name: c.leaseName, ttlMs: 60_000 }),
     expect: ok,
     check: (a, p) => [...leaseOf(a, p), ...(a.kind === "agent" && p.lease?.holderAgentId !== a.agentId ? ["lease answered with another holder"] : [])],
   },
-  { rpc: "kxm.hub.v1.LeaseService/RenewLease", rule: agentRule, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken, ttlMs: 60_000 }), expect: leaseExpect, check: leaseOf },
-  { rpc: "kxm.hub.v1.LeaseService/ReleaseLease", rule: agentRule, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken }), expect: leaseExpect },
+  { rpc: "kxm.hub.v1.LeaseService/RenewLease", rule: deciding, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken, ttlMs: 60_000 }), expect: leaseExpect, check: leaseOf },
+  { rpc: "kxm.hub.v1.LeaseService/ReleaseLease", rule: deciding, request: (c) => ({ name: c.leaseName, fencingToken: c.leaseToken }), expect: leaseExpect },
   { rpc: "kxm.hub.v1.LeaseService/GetLease", rule: reader, request: (c) => ({ name: c.leaseName }), expect: leaseExpect, check: leaseOf },
   {
     rpc: "kxm.hub.v1.LeaseService/GetLease",
@@ -422,7 +424,7 @@ export const methodRows: MethodRow[] = [
   { rpc: "kxm.hub.v1.LeaseService/WatchLeases", rule: watcher, request: () => ({ project: "alpha" }), expect: ok, check: seesProbe('"name":"probe"') },
   {
     rpc: "kxm.hub.v1.PeerService/SendMessage",
-    rule: agentRule,
+    rule: deciding,
     request: (c) => ({ target: c.s.projects.alpha!.two.id, content: "matrix hello" }),
     expect: alphaOnly("target_not_found"),
     restStatus: 202,
@@ -430,7 +432,7 @@ export const methodRows: MethodRow[] = [
   {
     rpc: "kxm.hub.v1.PeerService/SendMessage",
     variant: "target by name",
-    rule: agentRule,
+    rule: deciding,
     request: (c) => ({ target: c.s.projects.alpha!.two.name, content: "matrix hello" }),
     expect: alphaOnly("target_not_found"),
     restStatus: 202,

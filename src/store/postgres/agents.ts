@@ -1,4 +1,4 @@
-import type { AgentStore } from "../agent-store.js";
+import type { AgentStore, PeekedCaller } from "../agent-store.js";
 import { changesOf, type ChangeOf } from "../change-feed.js";
 import type { HeldResource } from "../lease-store.js";
 import { agentFromDb, byRegistration, checkAgentProject, leaseFromDb, runtimeFromDb, type AgentDb, type LeaseDb, type RuntimeDb } from "../rows.js";
@@ -8,6 +8,10 @@ import { keyLists } from "./key-list.js";
 import { agentColumns, agentColumnsOf, leaseColumns, runtimeColumns, runtimeColumnsOf } from "./rows.js";
 import type { PgAccess, PgTx } from "./transaction.js";
 import type { AgentRow, RuntimeRow } from "../../domain.js";
+
+/** How long, in hub time, and for how many agents a caller's row read lately serves (D86). */
+const latelyMs = 1_000;
+const latelyMax = 10_000;
 
 const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, model, host, key_hash, connected_at, last_seen_at, online)
   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
@@ -27,7 +31,29 @@ export function createPostgresAgents(
   { tx, changeTx, rows, now, hubNow, snapshot, head }: PgAccess,
   leases: Pick<ReturnType<typeof createPostgresLeases>, "apply" | "waitersOf">,
 ): AgentStore {
+  /**
+   * The callers' rows this hub read lately (D86), for the calls whose decisions check their
+   * caller again (peekCaller's `lately`), for at most `latelyMs` of hub time and `latelyMax`
+   * agents. Nothing here is ever an answer: a row this hub writes, or finds stale or gone, is
+   * dropped so that the next call reads it.
+   */
+  const lately = new Map<string, { caller: PeekedCaller; atMs: number }>();
+  const readLately = (id: string): PeekedCaller | undefined => {
+    const r = lately.get(id);
+    if (r === undefined) return undefined;
+    if (hubNow() - r.atMs < latelyMs) return r.caller;
+    lately.delete(id);
+    return undefined;
+  };
+  const keepLately = (id: string, caller: PeekedCaller | undefined): void => {
+    lately.delete(id);
+    if (caller === undefined) return;
+    if (lately.size >= latelyMax) lately.delete(lately.keys().next().value!);
+    lately.set(id, { caller: { ...caller, recent: true }, atMs: hubNow() });
+  };
+
   async function writeAgent(t: PgTx, a: AgentRow): Promise<void> {
+    lately.delete(a.id);
     await t.query(upsertAgent, [
       a.id,
       a.project,
@@ -62,6 +88,7 @@ export function createPostgresAgents(
         )
       ).rows;
       const swept = byRegistration(found).map(agentFromDb);
+      for (const a of swept) lately.delete(a.id);
       for (const a of swept) {
         const c = change(a, nowMs);
         await record(a.project, c.stream, c.body, nowMs);
@@ -93,9 +120,18 @@ export function createPostgresAgents(
 
   return {
     getAgent,
-    /** Committed in PostgreSQL means durable: the latest row is the durable one. */
-    /** Every call's authentication reads this: the reads that arrive together go as one statement. */
-    peekCaller: (id) => callers.read(id),
+    /**
+     * Committed in PostgreSQL means durable: the latest row is the durable one. Every call's
+     * authentication reads this: the reads that arrive together go as one statement, and a call
+     * whose decision checks its caller again takes the row read lately, if any (D86).
+     */
+    async peekCaller(id, recent) {
+      const kept = recent ? readLately(id) : undefined;
+      if (kept) return kept;
+      const read = await callers.read(id);
+      keepLately(id, read);
+      return read;
+    },
 
     async listAgents(project) {
       return (await rows<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE project = $1 ORDER BY reg_seq`, [project])).map(agentFromDb);
@@ -177,6 +213,7 @@ export function createPostgresAgents(
           ).rows,
         ).map(agentFromDb);
         const ids = gone.map((a) => a.id);
+        for (const id of ids) lately.delete(id);
         if (ids.length > 0) {
           await t.query("DELETE FROM inbox_events WHERE agent_id = ANY($1)", [ids]);
           await t.query("DELETE FROM inbox_streams WHERE agent_id = ANY($1)", [ids]);

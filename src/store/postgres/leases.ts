@@ -16,14 +16,16 @@ import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
  *   restore raised it);
  * - their queues. The statement's snapshot is taken after the batch locked the project's heads,
  *   and every transaction that changes a project's queues holds those heads (changes.ts
- *   lockHeads), so the queues it reads are the latest.
+ *   lockHeads), so the queues it reads are the latest;
+ * - whether the project has managed tokens, which a token decision writes holding the heads too.
  */
 const loadSegment = `WITH a AS (SELECT ${agentColumns} FROM agents WHERE id = ANY($3::text[]) ORDER BY id FOR SHARE),
     l AS (SELECT ${leaseColumns} FROM leases WHERE project = $1 AND name = ANY($2::text[]) ORDER BY name FOR UPDATE)
   SELECT (SELECT coalesce(json_agg(a), '[]') FROM a) AS agents,
     (SELECT coalesce(json_agg(l), '[]') FROM l) AS leases,
     (SELECT coalesce(json_agg(w ORDER BY w.name, w.seq), '[]') FROM (SELECT ${waiterColumns} FROM lease_waiters WHERE project = $1 AND name = ANY($2::text[])) w) AS waiters,
-    (SELECT floor FROM fence_base WHERE id = 1) AS floor`;
+    (SELECT floor FROM fence_base WHERE id = 1) AS floor,
+    EXISTS (SELECT 1 FROM project_tokens WHERE project = $1) AS has_tokens`;
 
 /** What a run of lease decisions decided: the waiters that left, and the rows written. */
 const dropWaiters = `DELETE FROM lease_waiters WHERE project = $1 AND id = ANY($2::text[])`;
@@ -46,7 +48,7 @@ const columns = <R, K extends keyof R>(rows: readonly R[], keys: readonly K[]): 
 /** One lease decision of a batch: what `decideLease` was given. */
 interface LeaseItem {
   key: LeaseKey;
-  decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], holder: AgentRow | undefined) => LeaseDecision<unknown>;
+  decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], holder: AgentRow | undefined, projectHasTokens: () => boolean) => LeaseDecision<unknown>;
   holderId: string | undefined;
 }
 
@@ -71,6 +73,8 @@ const leaseSegment = (replica: number): SegmentKind<LeaseItem> => ({
     const queues = new Map<string, WaiterDb[]>();
     const holders = new Map<string, AgentDb>();
     let floor = 0;
+    let hasTokens = false;
+    const tokens = () => hasTokens;
     const written = new Set<string>();
     const left: string[] = [];
     const queued: (WaiterDb & { name: string })[] = [];
@@ -79,19 +83,24 @@ const leaseSegment = (replica: number): SegmentKind<LeaseItem> => ({
         const names = [...new Set(items.map((i) => i.key.name))];
         const ids = [...new Set(items.flatMap((i) => (i.holderId === undefined ? [] : [i.holderId])))];
         const found = (
-          await tx.query<{ agents: AgentDb[]; leases: LeaseDb[]; waiters: (WaiterDb & { name: string })[]; floor: number | null }>(loadSegment, [project, names, ids])
+          await tx.query<{ agents: AgentDb[]; leases: LeaseDb[]; waiters: (WaiterDb & { name: string })[]; floor: number | null; has_tokens: boolean }>(loadSegment, [
+            project,
+            names,
+            ids,
+          ])
         ).rows[0]!;
         for (const a of found.agents) holders.set(a.id, a);
         for (const l of found.leases) rows.set(l.name, l);
         for (const w of found.waiters) (queues.get(w.name) ?? queues.set(w.name, []).get(w.name)!).push(w);
         floor = found.floor ?? 0;
+        hasTokens = found.has_tokens;
       },
       decide({ key, decide, holderId }, nowMs, record) {
         const row = rows.get(key.name);
         const current = row ?? (floor > 0 ? floorRow(key, floor) : undefined);
         const queue = row ? (queues.get(key.name) ?? []) : [];
         const holder = holderId === undefined ? undefined : holders.get(holderId);
-        const d = decide(current && leaseFromDb(current), nowMs, queue.map(waiterFromDb), holder && agentFromDb(holder));
+        const d = decide(current && leaseFromDb(current), nowMs, queue.map(waiterFromDb), holder && agentFromDb(holder), tokens);
         // Everything that may throw comes first: a refusal changes nothing.
         const result = d.result;
         checkLeaseDecision(key, row, current, d);

@@ -38,7 +38,8 @@ const due = "status IN ('queued', 'delivered')";
  * event of its agents' streams or writes a message of it holds them too (changes.ts lockHeads),
  * so what this reads stays the latest until the batch commits. The agents are locked too (shared):
  * the sweep that forgets agents nothing open names takes no heads, and must not delete one that
- * a send of this batch is about to name (it skips the locked ones, agents.ts forgetAgents).
+ * a send of this batch is about to name (it skips the locked ones, agents.ts forgetAgents). And
+ * whether the project has managed tokens, which a token decision writes holding the heads too.
  */
 const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents
         WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[]) OR id = ANY($6::text[])) ORDER BY id FOR SHARE),
@@ -48,7 +49,8 @@ const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM age
             WHERE (from_id, idempotency_key) IN (SELECT * FROM unnest($2::text[], $3::text[]))) m) AS existing,
     (SELECT coalesce(json_agg(t ORDER BY t.reg_seq), '[]') FROM t) AS candidates,
     (SELECT coalesce(json_agg(c), '[]') FROM c WHERE id = ANY($6::text[])) AS senders,
-    (SELECT coalesce(json_agg(s), '[]') FROM s) AS streams`;
+    (SELECT coalesce(json_agg(s), '[]') FROM s) AS streams,
+    EXISTS (SELECT 1 FROM project_tokens WHERE project = $1) AS has_tokens`;
 
 /** What a run of sends wrote: the streams' next numbers, the messages, their events (each its own table: see together). */
 const moveStreams = `INSERT INTO inbox_streams (agent_id, next_seq, acked_cursor, purged_through) SELECT *, 0, 0 FROM unnest($1::text[], $2::bigint[])
@@ -70,7 +72,7 @@ const decisionRows = `SELECT (SELECT row_to_json(a) FROM (SELECT ${agentColumns}
 /** One send of a batch: what `decideSend` was given. */
 interface SendItem {
   query: { senderId: string; idempotencyKey?: string; project: string; target: string };
-  decide: (ctx: SendContext, nowMs: number) => MessageDecision<unknown>;
+  decide: (ctx: SendContext, nowMs: number, projectHasTokens: () => boolean) => MessageDecision<unknown>;
 }
 
 /**
@@ -85,6 +87,8 @@ const sendSegment: SegmentKind<SendItem> = {
     const candidates: (AgentDb & { name_key: string })[] = [];
     /** The senders' rows, by id, as the batch read them (locked until it commits). */
     const senders = new Map<string, AgentRow>();
+    let hasTokens = false;
+    const projectHasTokens = () => hasTokens;
     /** Each loaded candidate's next stream number (1 for a stream without a row yet). */
     const next = new Map<string, number>();
     const moved = new Set<string>();
@@ -101,6 +105,7 @@ const sendSegment: SegmentKind<SendItem> = {
             candidates: (AgentDb & { name_key: string })[];
             senders: AgentDb[];
             streams: { agent_id: string; next_seq: number }[];
+            has_tokens: boolean;
           }>(loadSends, [
             project,
             keyed.map((i) => i.query.senderId),
@@ -115,6 +120,7 @@ const sendSegment: SegmentKind<SendItem> = {
         candidates.push(...found.candidates);
         for (const c of found.candidates) next.set(c.id, 1);
         for (const st of found.streams) next.set(st.agent_id, st.next_seq);
+        hasTokens = found.has_tokens;
       },
       decide({ query, decide }, nowMs, record) {
         const key = query.idempotencyKey;
@@ -126,7 +132,7 @@ const sendSegment: SegmentKind<SendItem> = {
           candidates: candidates.filter((c) => c.id === query.target || c.name_key === nameKey).map(agentFromDb),
           ...(sender && { sender }),
         };
-        const d = decide(ctx, nowMs);
+        const d = decide(ctx, nowMs, projectHasTokens);
         // Everything that may throw comes first: a refusal changes nothing.
         const numbered = (d.events ?? []).map((e) => {
           const seq = next.get(e.agentId);
@@ -222,7 +228,7 @@ export function createPostgresMessages({ tx, changeTx, batched, rows, now, hubNo
   }
 
   return {
-    decideSend<T>(query: SendItem["query"], decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>) {
+    decideSend<T>(query: SendItem["query"], decide: (ctx: SendContext, nowMs: number, projectHasTokens: () => boolean) => MessageDecision<T>) {
       return handedOver(batched<SendItem, { result: T; events: InboxEvent[] }>(query.project, sendSegment, { query, decide }));
     },
 

@@ -28,6 +28,7 @@ export function createSqliteLeases(
   const q = {
     lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
     fenceBase: db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base"),
+    anyToken: db.prepare<[string], { one: number }>("SELECT 1 AS one FROM project_tokens WHERE project = ? LIMIT 1"),
     upsertLease: db.prepare(
       `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to, handed_token)
        VALUES (@project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at, @handed_to, @handed_token)
@@ -187,7 +188,7 @@ export function createSqliteLeases(
         const nowMs = now();
         const h = holderId === undefined ? undefined : holderOf(holderId);
         const waiters = waitersOf(key.project, key.name);
-        const d = decide(r && leaseFromDb(r), nowMs, waiters, h);
+        const d = decide(r && leaseFromDb(r), nowMs, waiters, h, () => q.anyToken.get(key.project) !== undefined);
         // A plain work: every check (the result's too) before the first write.
         const result = d.result;
         write(key, d, prepared(key, r, d), row !== undefined, record, nowMs, waiters.length);

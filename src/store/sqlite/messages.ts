@@ -24,6 +24,7 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     // project is compared below.
     candidateById: db.prepare<[string], AgentDb & { reg: number }>("SELECT rowid AS reg, * FROM agents WHERE id = ?"),
     agent: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
+    anyToken: db.prepare<[string], { one: number }>("SELECT 1 AS one FROM project_tokens WHERE project = ? LIMIT 1"),
     candidateByName: db.prepare<[string, string], AgentDb & { reg: number }>(
       "SELECT rowid AS reg, * FROM agents WHERE project = ? AND name_key = ?",
     ),
@@ -126,13 +127,15 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
   return {
     async decideSend<T>(
       query: { senderId: string; idempotencyKey?: string; project: string; target: string },
-      decide: (ctx: SendContext, nowMs: number) => MessageDecision<T>,
+      decide: (ctx: SendContext, nowMs: number, projectHasTokens: () => boolean) => MessageDecision<T>,
     ) {
       return handedOver(changeTx((record) => {
         const existing = query.idempotencyKey ? q.byKey.get(query.senderId, query.idempotencyKey) : undefined;
         const candidates = candidatesOf(query.project, query.target);
         const sender = q.agent.get(query.senderId);
-        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates, ...(sender && { sender: agentFromDb(sender) }) }, now());
+        const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates, ...(sender && { sender: agentFromDb(sender) }) }, now(), () =>
+          q.anyToken.get(query.project) !== undefined,
+        );
         return { result: d.result, events: apply(d, record) };
       }));
     },
