@@ -15,11 +15,9 @@ export interface TokenGrant {
 export type Caller =
   /**
    * `keyHash`: the stored hash of the key the call presented (never the key): a stream ends once
-   * the agent's key is no longer that one (unregistered, evicted, taken over).
-   */
-  /**
-   * `recent`: authenticated on the agent's row as this hub read it lately, not as it is now (D86):
-   * the call's decision checks that caller again in its own transaction (checkCaller).
+   * the agent's key is no longer that one (unregistered, evicted, taken over). `recent`:
+   * authenticated on the agent's row as this hub read it lately, not as it is now (D86): the
+   * call's decision checks that caller again in its own transaction (checkCaller).
    */
   | { kind: "agent"; agentId: string; agentName: string; project: string; keyHash?: string; token?: TokenGrant; untilClosed?: true; recent?: true }
   /**

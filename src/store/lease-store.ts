@@ -66,11 +66,11 @@ export interface LeaseStore {
     key: LeaseKey,
     decide: (current: LeaseRow | undefined, nowMs: number, waiters: LeaseWaiter[], holder: AgentRow | undefined, projectHasTokens: () => boolean) => LeaseDecision<T>,
     /**
-     * The agent the decision may make holder (an acquire): its row is read in the same
-     * transaction (on a shared store, share-locked before the lease, in the order an eviction
-     * locks them) and passed as `holder`, so a call authenticated just before its agent was
-     * evicted or taken over sees the new key and is refused, instead of being granted a lease
-     * under the id the new instance carries. `projectHasTokens` says, as the same transaction
+     * The agent deciding (an acquire's would-be holder, a renew's or a release's holder): its row
+     * is read in the same transaction (on a shared store, share-locked before the lease, in the
+     * order an eviction locks them) and passed as `holder`, so a call authenticated just before
+     * its agent was evicted or taken over sees the new key and is refused, instead of being
+     * granted a lease under the id the new instance carries. `projectHasTokens` says, as the same transaction
      * reads it, whether the key's project has, or ever had, a managed token (caller.ts checkCaller).
      */
     holderId?: string,

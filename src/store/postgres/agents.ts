@@ -37,23 +37,23 @@ export function createPostgresAgents(
    * agents. Nothing here is ever an answer: a row this hub writes, or finds stale or gone, is
    * dropped so that the next call reads it.
    */
-  const lately = new Map<string, { caller: PeekedCaller; atMs: number }>();
+  const recentRows = new Map<string, { caller: PeekedCaller; atMs: number }>();
   const readLately = (id: string): PeekedCaller | undefined => {
-    const r = lately.get(id);
+    const r = recentRows.get(id);
     if (r === undefined) return undefined;
     if (hubNow() - r.atMs < latelyMs) return r.caller;
-    lately.delete(id);
+    recentRows.delete(id);
     return undefined;
   };
   const keepLately = (id: string, caller: PeekedCaller | undefined): void => {
-    lately.delete(id);
+    recentRows.delete(id);
     if (caller === undefined) return;
-    if (lately.size >= latelyMax) lately.delete(lately.keys().next().value!);
-    lately.set(id, { caller: { ...caller, recent: true }, atMs: hubNow() });
+    if (recentRows.size >= latelyMax) recentRows.delete(recentRows.keys().next().value!);
+    recentRows.set(id, { caller: { ...caller, recent: true }, atMs: hubNow() });
   };
 
   async function writeAgent(t: PgTx, a: AgentRow): Promise<void> {
-    lately.delete(a.id);
+    recentRows.delete(a.id);
     await t.query(upsertAgent, [
       a.id,
       a.project,
@@ -88,7 +88,7 @@ export function createPostgresAgents(
         )
       ).rows;
       const swept = byRegistration(found).map(agentFromDb);
-      for (const a of swept) lately.delete(a.id);
+      for (const a of swept) recentRows.delete(a.id);
       for (const a of swept) {
         const c = change(a, nowMs);
         await record(a.project, c.stream, c.body, nowMs);
@@ -125,8 +125,8 @@ export function createPostgresAgents(
      * authentication reads this: the reads that arrive together go as one statement, and a call
      * whose decision checks its caller again takes the row read lately, if any (D86).
      */
-    async peekCaller(id, recent) {
-      const kept = recent ? readLately(id) : undefined;
+    async peekCaller(id, lately) {
+      const kept = lately ? readLately(id) : undefined;
       if (kept) return kept;
       const read = await callers.read(id);
       keepLately(id, read);
@@ -213,7 +213,7 @@ export function createPostgresAgents(
           ).rows,
         ).map(agentFromDb);
         const ids = gone.map((a) => a.id);
-        for (const id of ids) lately.delete(id);
+        for (const id of ids) recentRows.delete(id);
         if (ids.length > 0) {
           await t.query("DELETE FROM inbox_events WHERE agent_id = ANY($1)", [ids]);
           await t.query("DELETE FROM inbox_streams WHERE agent_id = ANY($1)", [ids]);
