@@ -24,11 +24,12 @@ export function createSqliteLeases(
   db: Database.Database,
   { tx, changeTx, read, now, head }: StoreAccess,
   holderOf: (id: string) => AgentRow | undefined,
+  /** Whether a project has managed tokens, inside a decision (tokens.ts hasTokensInDecision). */
+  projectHasTokens: (project: string) => boolean,
 ) {
   const q = {
     lease: db.prepare<[string, string], LeaseDb>("SELECT * FROM leases WHERE project = ? AND name = ?"),
     fenceBase: db.prepare<[], { floor: number }>("SELECT coalesce(max(floor), 0) AS floor FROM fence_base"),
-    anyToken: db.prepare<[string], { one: number }>("SELECT 1 AS one FROM project_tokens WHERE project = ? LIMIT 1"),
     upsertLease: db.prepare(
       `INSERT INTO leases (project, name, holder_agent_id, holder_agent_name, fencing_token, acquired_at, expires_at, handed_to, handed_token)
        VALUES (@project, @name, @holder_agent_id, @holder_agent_name, @fencing_token, @acquired_at, @expires_at, @handed_to, @handed_token)
@@ -188,7 +189,7 @@ export function createSqliteLeases(
         const nowMs = now();
         const h = holderId === undefined ? undefined : holderOf(holderId);
         const waiters = waitersOf(key.project, key.name);
-        const d = decide(r && leaseFromDb(r), nowMs, waiters, h, () => q.anyToken.get(key.project) !== undefined);
+        const d = decide(r && leaseFromDb(r), nowMs, waiters, h, () => projectHasTokens(key.project));
         // A plain work: every check (the result's too) before the first write.
         const result = d.result;
         write(key, d, prepared(key, r, d), row !== undefined, record, nowMs, waiters.length);

@@ -14,7 +14,12 @@ const endedAt = "COALESCE(replied_at, cancelled_at, expires_at, created_at)";
  * transaction); every decision writes the message, appends its stream events and advances
  * cursors in it, all or nothing.
  */
-export function createSqliteMessages(db: Database.Database, { tx, changeTx, read, now, head }: StoreAccess): MessageStore {
+export function createSqliteMessages(
+  db: Database.Database,
+  { tx, changeTx, read, now, head }: StoreAccess,
+  /** Whether a project has managed tokens, inside a decision (tokens.ts hasTokensInDecision). */
+  projectHasTokens: (project: string) => boolean,
+): MessageStore {
   const q = {
     byId: db.prepare<[string], MessageDb>("SELECT * FROM messages WHERE id = ?"),
     byKey: db.prepare<[string, string], MessageDb>("SELECT * FROM messages WHERE from_id = ? AND idempotency_key = ?"),
@@ -24,7 +29,6 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
     // project is compared below.
     candidateById: db.prepare<[string], AgentDb & { reg: number }>("SELECT rowid AS reg, * FROM agents WHERE id = ?"),
     agent: db.prepare<[string], AgentDb>("SELECT * FROM agents WHERE id = ?"),
-    anyToken: db.prepare<[string], { one: number }>("SELECT 1 AS one FROM project_tokens WHERE project = ? LIMIT 1"),
     candidateByName: db.prepare<[string, string], AgentDb & { reg: number }>(
       "SELECT rowid AS reg, * FROM agents WHERE project = ? AND name_key = ?",
     ),
@@ -134,7 +138,7 @@ export function createSqliteMessages(db: Database.Database, { tx, changeTx, read
         const candidates = candidatesOf(query.project, query.target);
         const sender = q.agent.get(query.senderId);
         const d = decide({ ...(existing && { existing: messageFromDb(existing) }), candidates, ...(sender && { sender: agentFromDb(sender) }) }, now(), () =>
-          q.anyToken.get(query.project) !== undefined,
+          projectHasTokens(query.project),
         );
         return { result: d.result, events: apply(d, record) };
       }));

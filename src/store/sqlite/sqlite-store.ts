@@ -144,15 +144,15 @@ export class SqliteStore implements HubStore {
     this.changes = this.changeLog.feed;
     // The would-be holder of a lease decision is read as the agent concern sees it (its peeked rows).
     let agentRows: ReturnType<typeof createSqliteAgents> | undefined;
-    const leases = createSqliteLeases(db, access, (id) => agentRows!.current(id));
-    this.leases = leases.store;
-    this.leaseRows = leases;
     const tokens = createSqliteTokens(db, access);
     this.tokens = tokens.store;
+    const leases = createSqliteLeases(db, access, (id) => agentRows!.current(id), tokens.hasTokensInDecision);
+    this.leases = leases.store;
+    this.leaseRows = leases;
     const agents = (agentRows = createSqliteAgents(db, access, leases, tokens.hasTokens));
     this.agents = agents.store;
     this.forgetAgentRows = agents.forget;
-    this.messages = createSqliteMessages(db, access);
+    this.messages = createSqliteMessages(db, access, tokens.hasTokensInDecision);
     this.sync = createSqliteSync(db, access, agents.runtimesNow);
   }
 

@@ -8,7 +8,10 @@ import type { AuditRecord, ProjectTokenRow } from "../../domain.js";
  * The credentials concern of the SQLite store: project tokens and the audit trail. A token decision
  * writes its row, its change and its audit entry in one savepoint of a batch, all or nothing.
  */
-export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, peek, now }: StoreAccess): { store: TokenStore; hasTokens(project: string): boolean } {
+export function createSqliteTokens(
+  db: Database.Database,
+  { tx, changeTx, read, peek, now }: StoreAccess,
+): { store: TokenStore; hasTokens(project: string): boolean; hasTokensInDecision(project: string): boolean } {
   const q = {
     byId: db.prepare<[string], TokenDb>("SELECT * FROM project_tokens WHERE id = ?"),
     live: db.prepare<[string, number], { n: number }>(
@@ -103,5 +106,10 @@ export function createSqliteTokens(db: Database.Database, { tx, changeTx, read, 
     purgeAudit: (retainMs, keep) =>
       tx(() => q.purgeOld.run(now() - retainMs).changes + q.purgeBeyond.run(keep).changes),
   };
-  return { store, hasTokens: (project) => withTokens.has(project) };
+  return {
+    store,
+    hasTokens: (project) => withTokens.has(project),
+    /** Inside a decision, as its transaction reads it: the memory's no, or a yes found on the row. */
+    hasTokensInDecision: (project) => withTokens.has(project) && q.any.get(project) !== undefined,
+  };
 }
