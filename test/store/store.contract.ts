@@ -284,6 +284,20 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
+    it("shows a lease decision and a send whether their project has managed tokens, as their transaction reads it (D86)", async () => {
+      const store = await open();
+      const seen = async (project: string) => ({
+        lease: await store.leases.decideLease({ project, name: "x" }, (_cur, _now, _waiters, _holder, hasTokens) => ({ result: hasTokens() })),
+        send: (await store.messages.decideSend({ senderId: "agt_1", project, target: "agt_2" }, (_ctx, nowMs, hasTokens) => ({ result: hasTokens(), atMs: nowMs }))).result,
+      });
+      expect(await seen("p")).toEqual({ lease: false, send: false });
+      const token = { id: "pt_0000000000000001", project: "p", scope: "agent" as const, label: "", hash: "h", createdAtMs: 1, expiryNoted: false };
+      await store.tokens.decideToken("p", token.id, () => ({ write: token, result: 0 }));
+      expect(await seen("p")).toEqual({ lease: true, send: true });
+      expect(await seen("q")).toEqual({ lease: false, send: false });
+      await store.close();
+    });
+
     it("records a runtime's lapse once, on the store's time, until it heartbeats again", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);
