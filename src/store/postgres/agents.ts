@@ -51,6 +51,17 @@ export function createPostgresAgents(
     if (recentRows.size >= latelyMax) recentRows.delete(recentRows.keys().next().value!);
     recentRows.set(id, { caller: { ...caller, recent: true }, atMs: hubNow() });
   };
+  /**
+   * The row a decision on agent `a.id` left committed, in place of the one read lately, if any
+   * (its age, and what it says of the project's tokens, stay). A read answered after a write it
+   * began before puts the row from before the write back (writeAgent dropped it): its agent's next
+   * decision mends that, so a stale `lastSeenAtMs` costs one activity decision that writes
+   * nothing, not one at every call until the row is a second old.
+   */
+  const settleLately = (a: AgentRow): void => {
+    const r = recentRows.get(a.id);
+    if (r !== undefined) r.caller = { ...r.caller, agent: a };
+  };
 
   async function writeAgent(t: PgTx, a: AgentRow): Promise<void> {
     recentRows.delete(a.id);
@@ -142,19 +153,26 @@ export function createPostgresAgents(
     },
 
     async decideAgent(id, decide, known) {
-      return changeTx(known === undefined ? await projectOf(id) : [known], async (t, record) => {
+      /** The agent's row as the decision's last run left it. */
+      let left: AgentRow | undefined;
+      const result = await changeTx(known === undefined ? await projectOf(id) : [known], async (t, record) => {
         const [r] = (await t.query<AgentDb>(`SELECT ${agentColumns} FROM agents WHERE id = $1 FOR UPDATE`, [id])).rows;
         checkAgentProject(id, r, known);
         const nowMs = await now(t);
-        const d = decide(r && agentFromDb(r), nowMs);
+        const cur = r && agentFromDb(r);
+        const d = decide(cur, nowMs);
         if (d.write) await writeAgent(t, d.write);
         const project = d.write?.project ?? r?.project;
         for (const c of changesOf(d)) {
           if (project === undefined) throw new Error(`a decision on unknown agent ${id} recorded a change`);
           await record(project, c.stream, c.body, nowMs);
         }
+        left = d.write ?? cur;
         return d.result;
       });
+      // Committed (the row was locked from its read to the commit).
+      if (left !== undefined) settleLately(left);
+      return result;
     },
 
     async decideAgentLeases(find, decide) {
