@@ -6,10 +6,10 @@ import type { Observer } from "../observe.js";
 import { reportForceRelease } from "../lease/report.js";
 import { decideDropWaiters, decideInstanceEnds } from "../lease/rules.js";
 import type { AgentStore } from "../store/agent-store.js";
-import type { ChangeFeed, ChangeRead, StreamChange } from "../store/change-feed.js";
+import type { ChangeFeed, ChangeRead, Decision, StreamChange } from "../store/change-feed.js";
 import type { HeldResource } from "../store/lease-store.js";
 import { agentName, isOpaqueId, optionalString, projectName, requireString } from "../validate.js";
-import type { AgentRow, LeaseView, RuntimeRow } from "../domain.js";
+import { holdsKey, type AgentRow, type LeaseView, type RuntimeRow } from "../domain.js";
 
 export type PresenceState = "online" | "stale" | "offline";
 
@@ -126,13 +126,17 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
    * project, which an agent never changes.
    */
   async function touch(caller: AgentCaller, force: boolean): Promise<AgentRow> {
-    const { agentId, keyHash } = caller;
-    return store.agents.decideAgent(agentId, (cur, nowMs) => {
-      if (!cur || (keyHash !== undefined && cur.keyHash !== keyHash)) throw errors.invalidAgentIdentity();
-      if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
-      const next = { ...cur, online: true, lastSeenAtMs: nowMs };
-      return { write: next, ...(!cur.online && { change: change({ agent: view(next, nowMs) }) }), result: next };
+    return store.agents.decideAgent(caller.agentId, (cur, nowMs) => {
+      if (!holdsKey(cur, caller.keyHash)) throw errors.invalidAgentIdentity();
+      return seen(cur, nowMs, force);
     }, caller.project);
+  }
+
+  /** `cur` seen now: online, last seen `nowMs` (the write skipped while that is fresh); a revival is a change. */
+  function seen(cur: AgentRow, nowMs: number, force: boolean): Decision<AgentRow, AgentRow> {
+    if (!force && cur.online && nowMs - cur.lastSeenAtMs < activityWriteIntervalMs) return { result: cur };
+    const next = { ...cur, online: true, lastSeenAtMs: nowMs };
+    return { write: next, ...(!cur.online && { change: change({ agent: view(next, nowMs) }) }), result: next };
   }
 
   return {
@@ -228,10 +232,17 @@ export function createPresence({ store, clock, observer, staleAfterMs }: Presenc
      * invalid_agent_identity when the key changed since (unregistered, evicted, taken over): the
      * agent stays as that left it.
      */
-    async recordActivity(caller: AgentCaller, seen?: AgentRow): Promise<AgentRow> {
+    async recordActivity(caller: AgentCaller, read?: AgentRow): Promise<AgentRow> {
       // The row the caller just read says nothing is due: spare the store a decision (the one
       // below would write nothing either), so an authenticated call costs one read.
-      if (seen?.online && clock.now() - seen.lastSeenAtMs < activityWriteIntervalMs) return seen;
+      if (read?.online && clock.now() - read.lastSeenAtMs < activityWriteIntervalMs) return read;
+      // An online agent's activity records no change: it is decided on the row as read, outside
+      // the project's batches. A row that moved on since, or an agent coming back online (a
+      // change), is decided on the latest row; a refusal comes only from that decision.
+      if (read?.online && holdsKey(read, caller.keyHash)) {
+        const quick = await store.agents.decideAgentAsRead(read, (cur, nowMs) => seen(cur, nowMs, false));
+        if (quick) return quick.result;
+      }
       return touch(caller, false);
     },
 

@@ -62,6 +62,15 @@ export interface AgentStore {
    * agent of another project is then a bug, and throws.
    */
   decideAgent<T>(id: string, decide: (current: AgentRow | undefined, nowMs: number) => Decision<AgentRow, T>, project?: string): Promise<T>;
+  /**
+   * A decision on one agent made on `read`, its row as the caller read it (perhaps lately, D86),
+   * for a decision that records no change (an online agent's activity): it holds none of the
+   * project's heads, so it joins no batch. What it writes is written only if the row is still
+   * `read` (every column), in one statement of its own. Answers undefined, having written
+   * nothing, when the row moved on or the decision records a change: the caller then decides
+   * with decideAgent.
+   */
+  decideAgentAsRead<T>(read: AgentRow, decide: (current: AgentRow, nowMs: number) => Decision<AgentRow, T>): Promise<{ result: T } | undefined>;
   /** Marks every online agent offline (hub start), recording `change` for each. */
   markAllAgentsOffline(change: ChangeOf<AgentRow>): Promise<void>;
   /**

@@ -35,6 +35,19 @@ export const agentFromDb = (r: AgentDb): AgentRow => ({
   online: r.online === true || r.online === 1,
 });
 
+/** Whether two rows of one agent say the same, column for column. */
+export const sameAgentRow = (a: AgentRow, b: AgentRow): boolean =>
+  a.id === b.id &&
+  a.project === b.project &&
+  a.name === b.name &&
+  a.purpose === b.purpose &&
+  a.model === b.model &&
+  a.host === b.host &&
+  a.keyHash === b.keyHash &&
+  a.connectedAtMs === b.connectedAtMs &&
+  a.lastSeenAtMs === b.lastSeenAtMs &&
+  a.online === b.online;
+
 /** Rows a bulk update returned, in registration order (`reg`: the agent's registration number). */
 export const byRegistration = <R extends { reg: number }>(rows: R[]): R[] => rows.sort((a, b) => a.reg - b.reg);
 

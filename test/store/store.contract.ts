@@ -231,6 +231,33 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
       await store.close();
     });
 
+    it("decideAgentAsRead writes only on the row as read, and leaves a decision that records a change to decideAgent", async () => {
+      const store = await open(new TestStoreClock(5_000));
+      const read = agent("agt_1", "p", "a");
+      await store.agents.decideAgent("agt_1", () => ({ write: read, result: 0 }));
+      const seen: StreamChange[] = [];
+      const stop = store.changes.tailChanges((c) => seen.push(c));
+      const at = (cur: AgentRow, nowMs: number) => ({ write: { ...cur, lastSeenAtMs: nowMs }, result: nowMs });
+      // On the row as read: written, on the store's time.
+      expect(await store.agents.decideAgentAsRead(read, at)).toEqual({ result: 5_000 });
+      const moved = { ...read, lastSeenAtMs: 5_000 };
+      expect(await store.agents.getAgent("agt_1")).toEqual(moved);
+      // On a row that moved on since (any column): nothing written.
+      expect(await store.agents.decideAgentAsRead(read, (cur) => ({ write: { ...cur, purpose: "stale" }, result: 1 }))).toBeUndefined();
+      expect(await store.agents.decideAgentAsRead({ ...moved, keyHash: "11" }, (cur) => ({ write: { ...cur, purpose: "stale" }, result: 1 }))).toBeUndefined();
+      expect(await store.agents.getAgent("agt_1")).toEqual(moved);
+      // A decision that records a change: nothing written, nothing recorded.
+      const off = (cur: AgentRow) => ({ write: { ...cur, online: false }, change: { stream: "presence" as const, body: { off: cur.id } }, result: 2 });
+      expect(await store.agents.decideAgentAsRead(moved, off)).toBeUndefined();
+      expect(await store.agents.getAgent("agt_1")).toEqual(moved);
+      // One that writes nothing answers without a write.
+      expect(await store.agents.decideAgentAsRead(moved, () => ({ result: 3 }))).toEqual({ result: 3 });
+      expect(await store.agents.peekCaller("agt_1")).toMatchObject({ agent: moved });
+      expect(seen).toEqual([]);
+      stop();
+      await store.close();
+    });
+
     it("peekCaller shows each agent as last committed, after every kind of write to it", async () => {
       const clock = new TestStoreClock(1_000);
       const store = await open(clock);

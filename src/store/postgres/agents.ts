@@ -19,6 +19,16 @@ const upsertAgent = `INSERT INTO agents (id, project, name, name_key, purpose, m
     purpose = excluded.purpose, model = excluded.model, host = excluded.host, key_hash = excluded.key_hash,
     connected_at = excluded.connected_at, last_seen_at = excluded.last_seen_at, online = excluded.online`;
 
+/**
+ * An agent's row written only if it still has every column as read (`$12`-`$20`, the nullable
+ * ones compared as values), in one statement: an optimistic decision (decideAgentAsRead).
+ */
+const updateAsRead = `UPDATE agents SET project = $2, name = $3, name_key = $4, purpose = $5, model = $6, host = $7,
+    key_hash = $8, connected_at = $9, last_seen_at = $10, online = $11
+  WHERE id = $1 AND (project, name, purpose, model, host, key_hash, connected_at, last_seen_at, online)
+    IS NOT DISTINCT FROM ($12::text, $13::text, $14::text, $15::text, $16::text, $17::text, $18::bigint, $19::bigint, $20::boolean)
+  RETURNING id`;
+
 /** A project's runtimes by id, as `t` sees them (the run snapshot's too: sync.ts). */
 export const runtimesOfProject = `SELECT ${runtimeColumns} FROM runtime_presence WHERE project = $1 ORDER BY runtime_id`;
 
@@ -28,7 +38,7 @@ export const runtimesOfProject = `SELECT ${runtimeColumns} FROM runtime_presence
  * order, every lease it holds or waits for, and writes them through the lease concern (leases.ts).
  */
 export function createPostgresAgents(
-  { tx, changeTx, rows, now, hubNow, snapshot, head }: PgAccess,
+  { tx, changeTx, rows, alone, now, hubNow, snapshot, head }: PgAccess,
   leases: Pick<ReturnType<typeof createPostgresLeases>, "apply" | "waitersOf">,
 ): AgentStore {
   /**
@@ -63,21 +73,24 @@ export function createPostgresAgents(
     if (r !== undefined) r.caller = { ...r.caller, agent: a };
   };
 
+  /** The parameters $1-$11 of upsertAgent and updateAsRead. */
+  const agentValues = (a: AgentRow): unknown[] => [
+    a.id,
+    a.project,
+    a.name,
+    a.name.toLowerCase(),
+    a.purpose,
+    a.model ?? null,
+    a.host ?? null,
+    a.keyHash,
+    a.connectedAtMs,
+    a.lastSeenAtMs,
+    a.online,
+  ];
+
   async function writeAgent(t: PgTx, a: AgentRow): Promise<void> {
     recentRows.delete(a.id);
-    await t.query(upsertAgent, [
-      a.id,
-      a.project,
-      a.name,
-      a.name.toLowerCase(),
-      a.purpose,
-      a.model ?? null,
-      a.host ?? null,
-      a.keyHash,
-      a.connectedAtMs,
-      a.lastSeenAtMs,
-      a.online,
-    ]);
+    await t.query(upsertAgent, agentValues(a));
   }
 
   /**
@@ -173,6 +186,30 @@ export function createPostgresAgents(
       // Committed (the row was locked from its read to the commit).
       if (left !== undefined) settleLately(left);
       return result;
+    },
+
+    async decideAgentAsRead(read, decide) {
+      // Its time as this hub follows the database's clock: it reads nothing first.
+      const d = decide(read, hubNow());
+      if (changesOf(d).length > 0) return undefined;
+      const a = d.write;
+      if (a === undefined) return { result: d.result };
+      if (a.id !== read.id) throw new Error(`a decision on agent ${read.id} wrote agent ${a.id}`);
+      const written = await alone<{ id: string }>(updateAsRead, [
+        ...agentValues(a),
+        read.project,
+        read.name,
+        read.purpose,
+        read.model ?? null,
+        read.host ?? null,
+        read.keyHash,
+        read.connectedAtMs,
+        read.lastSeenAtMs,
+        read.online,
+      ]);
+      if (written.length === 0) return undefined;
+      settleLately(a);
+      return { result: d.result };
     },
 
     async decideAgentLeases(find, decide) {

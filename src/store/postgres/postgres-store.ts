@@ -108,6 +108,14 @@ export class PostgresStore implements HubStore {
       changeTx: (projects, work) => this.changeTx(projects, work),
       batched: <I, T>(project: string, kind: SegmentKind<I>, item: I) => this.track(this.batchOf(project).submit<T>({ kind: kind as SegmentKind<unknown>, item })),
       rows: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) => this.rows<R>(sql, params),
+      alone: <R extends pg.QueryResultRow>(sql: string, params?: unknown[]) =>
+        this.track(
+          this.rows<R>(sql, params).then((found) => {
+            this.stats.commits++;
+            this.stats.works++;
+            return found;
+          }),
+        ),
       now: (tx: PgTx) => this.decisionTime(tx),
       hubNow: () => this.now(),
       snapshot: (read) => this.snapshotRead(read),

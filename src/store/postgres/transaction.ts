@@ -59,6 +59,8 @@ export interface PgAccess {
   batched<I, T>(project: string, kind: SegmentKind<I>, item: I): Promise<T>;
   /** A read on the pool: what is committed. */
   rows<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
+  /** One statement that writes and commits on its own, on the pool; resolves once it is committed. */
+  alone<R extends pg.QueryResultRow>(sql: string, params?: unknown[]): Promise<R[]>;
   /** The time of a decision, inside its transaction (the database's clock unless one is injected). */
   now(tx: PgTx): Promise<number>;
   /**

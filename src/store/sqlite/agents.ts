@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import type { AgentStore } from "../agent-store.js";
 import { changesOf, type ChangeOf } from "../change-feed.js";
-import { agentFromDb, byRegistration, checkAgentProject, leaseFromDb, runtimeFromDb, type AgentDb, type RuntimeDb } from "../rows.js";
+import { agentFromDb, byRegistration, checkAgentProject, leaseFromDb, runtimeFromDb, sameAgentRow, type AgentDb, type RuntimeDb } from "../rows.js";
 import type { StoreAccess } from "./batch.js";
 import type { createSqliteLeases } from "./leases.js";
 import type { AgentRow, RuntimeRow } from "../../domain.js";
@@ -144,6 +144,21 @@ export function createSqliteAgents(
           record(project, c.stream, c.body, nowMs);
         }
         return d.result;
+      });
+    },
+
+    decideAgentAsRead(read, decide) {
+      return changeTx(() => {
+        const r = q.agentById.get(read.id);
+        const cur = r && agentFromDb(r);
+        if (cur === undefined || !sameAgentRow(cur, read)) return undefined;
+        const d = decide(cur, now());
+        if (changesOf(d).length > 0) return undefined;
+        if (d.write) {
+          if (d.write.id !== cur.id) throw new Error(`a decision on agent ${cur.id} wrote agent ${d.write.id}`);
+          writeAgent(d.write);
+        }
+        return { result: d.result };
       });
     },
 
