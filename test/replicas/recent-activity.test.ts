@@ -10,7 +10,10 @@ import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
  * that row says the agent was last seen more than a second ago but the database says otherwise
  * (another hub recorded its activity since, or the read was answered after this hub's own write),
  * the call's activity decision finds nothing to write, and the row it read, committed, stands for
- * the one read lately: the next calls cost no decision. Two hubs on one database, one clock.
+ * the one read lately: the next calls cost no decision. An online agent's activity is decided on
+ * that row outside the project's batches (D87); when the database has the agent offline, that
+ * finds the row moved on, and the decision on the latest row brings it back with its change. Two
+ * hubs on one database, one clock.
  */
 
 let server: TestPostgres;
@@ -34,15 +37,18 @@ afterAll(async () => {
   await server?.stop();
 });
 
-async function lastSeen(id: string): Promise<number> {
+/** Rows of a query on the database both hubs share. */
+async function sql(query: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    return Number((await c.query("SELECT last_seen_at FROM agents WHERE id = $1", [id])).rows[0].last_seen_at);
+    return (await c.query(query, values)).rows;
   } finally {
     await c.end();
   }
 }
+
+const lastSeen = async (id: string) => Number((await sql("SELECT last_seen_at FROM agents WHERE id = $1", [id]))[0]!.last_seen_at);
 
 it("an agent's row read lately, older than what the database holds, costs one activity decision, not one per call", async () => {
   const sender = await one.register("sender", "activity");
@@ -76,4 +82,26 @@ it("an agent's row read lately, older than what the database holds, costs one ac
   await send();
   expect(decisions).toEqual([sender.id]);
   expect(await lastSeen(sender.id)).toBe(seenAt);
+}, 30_000);
+
+it("an agent its row read lately says online, that the database has offline, comes back online with its change (D87)", async () => {
+  const agent = await one.register("returning", "revival");
+  const inbox = await one.register("its-inbox", "revival");
+  const send = async () => expect((await other.rest("/v1/messages", { json: { target: inbox.id, content: "hi" }, headers: agent.headers })).status).toBe(202);
+  const presenceChanges = async () => Number((await sql("SELECT count(*) AS n FROM watch_changes WHERE project = 'revival' AND stream = 'presence'"))[0]!.n);
+
+  // The other hub reads the agent's row (online) and keeps it for a second.
+  clock.advance(500);
+  await send();
+  // The agent goes offline in the database meanwhile, as another replica's sweep would leave it.
+  await sql("UPDATE agents SET online = false WHERE id = $1", [agent.id]);
+  const before = await presenceChanges();
+
+  // The row read lately says online and last seen over a second ago: its activity, decided on
+  // that row, finds the row moved on; decided on the latest, it brings the agent back, a change.
+  clock.advance(600);
+  await send();
+  const [row] = await sql("SELECT online, last_seen_at FROM agents WHERE id = $1", [agent.id]);
+  expect(row).toEqual({ online: true, last_seen_at: String(clock.now()) });
+  expect(await presenceChanges()).toBe(before + 1);
 }, 30_000);
