@@ -1,9 +1,8 @@
-import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { startTestHub, type TestHub } from "../fixtures/hub.js";
-import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
+import { sqlRows, startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 
 /**
  * A hub on PostgreSQL authenticates a send on the agent's row as it read it lately (D86). When
@@ -38,15 +37,7 @@ afterAll(async () => {
 });
 
 /** Rows of a query on the database both hubs share. */
-async function sql(query: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(query, values)).rows;
-  } finally {
-    await c.end();
-  }
-}
+const sql = (query: string, values: unknown[] = []) => sqlRows(url, query, values);
 
 const lastSeen = async (id: string) => Number((await sql("SELECT last_seen_at FROM agents WHERE id = $1", [id]))[0]!.last_seen_at);
 

@@ -1,9 +1,8 @@
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
 import { jsonOf, startTestHub, type AgentCreds, type TestHub } from "../fixtures/hub.js";
-import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
+import { sqlRows, startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 
 /**
  * A hub on PostgreSQL authenticates a lease decision or a send on the agent's row as it read it
@@ -36,15 +35,7 @@ afterAll(async () => {
 });
 
 /** Rows of a query on the database both hubs share. */
-async function sql(query: string, values: unknown[] = []): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(query, values)).rows;
-  } finally {
-    await c.end();
-  }
-}
+const sql = (query: string, values: unknown[] = []) => sqlRows(url, query, values);
 
 const call = (t: TestHub, path: string, a: AgentCreds, json: unknown = {}) => t.rest(path, { json, headers: a.headers });
 const refusal = async (res: Response) => ({ status: res.status, code: (await jsonOf(res)).code as string });

@@ -1,8 +1,7 @@
-import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { replicaLockClass } from "../../src/store/postgres/inbox-notify.js";
 import { serveCli, type ServingCli } from "../fixtures/cli.js";
-import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
+import { sqlRows, startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 import { eventually } from "../fixtures/streams.js";
 
 /**
@@ -31,15 +30,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-async function sql(q: string): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ connectionString: databaseUrl });
-  await c.connect();
-  try {
-    return (await c.query(q)).rows as Record<string, unknown>[];
-  } finally {
-    await c.end();
-  }
-}
+const sql = (q: string) => sqlRows(databaseUrl, q);
 const count = async (q: string) => Number((await sql(q))[0]!.n);
 /** The replicas the database sees alive: their liveness locks. */
 const liveReplicas = () => count(`SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = ${replicaLockClass} AND objsubid = 2 AND granted`);
