@@ -1,7 +1,7 @@
 import { cors as connectCors } from "@connectrpc/connect";
 import { isLoopback } from "../config.js";
 import { errors, type HubError } from "../errors.js";
-import { validAuthority } from "./target.js";
+import { hostnameOf, validAuthority } from "./target.js";
 import type { NodeRequest, NodeResponse } from "./types.js";
 
 /** What MCP's Streamable HTTP transport sends and reads (the MCP face at /mcp), and the headers that name its agent. */
@@ -52,13 +52,8 @@ export function createPageGuard(origins: readonly string[]) {
 
 /** Whether `authority` (a valid `Host` / `:authority`) names this machine's loopback: the bind addresses isLoopback knows, and localhost's subdomains. */
 export function loopbackAuthority(authority: string): boolean {
-  let host: string;
-  try {
-    host = new URL(`http://${authority}`).hostname.replace(/^\[(.*)\]$/, "$1");
-  } catch {
-    return false;
-  }
-  return isLoopback(host) || host.endsWith(".localhost");
+  const host = hostnameOf(authority)?.replace(/^\[(.*)\]$/, "$1");
+  return host !== undefined && (isLoopback(host) || host.endsWith(".localhost"));
 }
 
 /**
