@@ -35,6 +35,8 @@ export function validAuthority(req: Req): string | undefined {
 const parsed = new Map<string, string | undefined>();
 /** At most this many: past it the map starts again, so a client naming a new one each time costs a parse each, as with none. */
 const parsedMax = 256;
+/** Longer ones (past what a DNS name and a port take) are parsed each time and never kept: at most 256 short keys. */
+const keptLength = 300;
 
 /**
  * The host name (IPv6 brackets kept) of a URL with authority `authority`, or undefined when that
@@ -50,6 +52,7 @@ export function hostnameOf(authority: string): string | undefined {
   } catch {
     hostname = undefined;
   }
+  if (authority.length > keptLength) return hostname;
   if (parsed.size >= parsedMax) parsed.clear();
   parsed.set(authority, hostname);
   return hostname;

@@ -18,6 +18,7 @@ const authority = fc.oneof(
   fc.constantFrom("127.0.0.1:8080", "localhost", "LOCALHOST:1", "[::1]:9", "a.localhost", "evil.example:80", "[::1", "", "@", "x y", "h:99999", "%", "[::ffff:127.0.0.1]"),
   fc.string({ maxLength: 12 }),
   fc.webAuthority({ withPort: true, withIPv6: true }),
+  fc.constantFrom(`${"a".repeat(300)}.localhost`, `${"b".repeat(400)}:1`),
 );
 
 // The hub parses each distinct authority once and keeps the last ones parsed: whatever the order
