@@ -233,8 +233,10 @@ export function storeContract(name: string, open: (clock?: StoreClock) => Promis
 
     it("decideAgentAsRead writes only on the row as read, and leaves a decision that records a change to decideAgent", async () => {
       const store = await open(new TestStoreClock(5_000));
-      const read = agent("agt_1", "p", "a");
-      await store.agents.decideAgent("agt_1", () => ({ write: read, result: 0 }));
+      // A model and no host: one nullable column with a value, one without.
+      await store.agents.decideAgent("agt_1", () => ({ write: { ...agent("agt_1", "p", "a"), model: "m" }, result: 0 }));
+      // As a call's authentication reads it.
+      const read = (await store.agents.peekCaller("agt_1"))!.agent;
       const seen: StreamChange[] = [];
       const stop = store.changes.tailChanges((c) => seen.push(c));
       const at = (cur: AgentRow, nowMs: number) => ({ write: { ...cur, lastSeenAtMs: nowMs }, result: nowMs });
