@@ -38,7 +38,7 @@ export const runtimesOfProject = `SELECT ${runtimeColumns} FROM runtime_presence
  * order, every lease it holds or waits for, and writes them through the lease concern (leases.ts).
  */
 export function createPostgresAgents(
-  { tx, changeTx, rows, alone, now, hubNow, snapshot, head }: PgAccess,
+  { changeTx, rows, alone, now, hubNow, snapshot, head }: PgAccess,
   leases: Pick<ReturnType<typeof createPostgresLeases>, "apply" | "waitersOf">,
 ): AgentStore {
   /**
