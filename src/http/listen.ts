@@ -3,6 +3,7 @@ import http2 from "node:http2";
 import net from "node:net";
 import type { Duplex } from "node:stream";
 import tls from "node:tls";
+import { InFlight } from "../in-flight.js";
 
 type Handler = (
   req: http.IncomingMessage | http2.Http2ServerRequest,
@@ -134,15 +135,15 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
   const firstBytesMs = options.firstBytesTimeoutMs ?? firstBytesTimeoutMs;
   let draining = false;
   /** HTTP/1.1 answers under way: once draining, each closes its connection when it is done. */
-  const inFlight = new Set<http.ServerResponse>();
+  const inFlight = new InFlight<http.ServerResponse>();
   const closeWhenDone = (res: http.ServerResponse) => {
     if (!res.headersSent) res.setHeader("connection", "close");
     else res.once("finish", () => res.socket?.end());
   };
   const onH1Request = (req: http.IncomingMessage, res: http.ServerResponse) => {
     if (draining) closeWhenDone(res);
-    inFlight.add(res);
-    res.once("close", () => inFlight.delete(res));
+    const entry = inFlight.add(res);
+    res.once("close", () => inFlight.delete(entry));
     handler(req, res);
   };
   // An HTTP/1.1 request without Host, or with an expectation other than 100-continue, gets the
@@ -163,11 +164,11 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
     unmetExpectations.add(req);
     handler(req, res);
   });
-  const sessions = new Set<http2.Http2Session>();
+  const sessions = new InFlight<http2.Http2Session>();
   const requestMs = options.h2RequestTimeoutMs ?? h2RequestTimeoutMs;
   const idleMs = options.h2IdleTimeoutMs ?? h2IdleTimeoutMs;
   h2.on("session", (s) => {
-    sessions.add(s);
+    const entry = sessions.add(s);
     let open = 0;
     let idle: NodeJS.Timeout | undefined;
     const idleFrom = () => {
@@ -191,12 +192,12 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
     });
     s.once("close", () => {
       clearTimeout(idle);
-      sessions.delete(s);
+      sessions.delete(entry);
     });
   });
-  const sockets = new Set<net.Socket>();
+  const sockets = new InFlight<net.Socket>();
   /** Connections that have not sent their first bytes yet (not routed), or were refused. */
-  const unrouted = new Set<net.Socket>();
+  const unrouted = new InFlight<net.Socket>();
   /** Connections in their TLS handshake, by peer address (what their TLS socket shares with them). */
   const handshaking = new Map<string, net.Socket>();
   const tlsServer = options.tls ? tls.createServer(options.tls) : undefined;
@@ -225,11 +226,11 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
 
   // noDelay: with Nagle on, an h2 response could wait ~40 ms for the client's delayed ACK.
   const server = net.createServer({ noDelay: true }, (socket) => {
-    sockets.add(socket);
-    unrouted.add(socket);
+    const connected = sockets.add(socket);
+    const waiting = unrouted.add(socket);
     socket.once("close", () => {
-      sockets.delete(socket);
-      unrouted.delete(socket);
+      sockets.delete(connected);
+      unrouted.delete(waiting);
     });
     const silent = () => socket.destroy();
     socket.setTimeout(firstBytesMs);
@@ -237,7 +238,7 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
     /** From here the connection is HTTP/1.1's, HTTP/2's or TLS's: they time it out their way (HTTP/2's above). */
     const routed = () => {
       socket.off("data", onData);
-      unrouted.delete(socket);
+      unrouted.delete(waiting);
       socket.setTimeout(0);
       socket.off("timeout", silent);
     };
@@ -286,16 +287,16 @@ export function createDualServer(handler: Handler, refusal: RawRefusal, options:
       server.close();
       h1.close(); // stops the tracking timer and closes idle keep-alive connections
       h1.closeIdleConnections();
-      for (const res of inFlight) closeWhenDone(res);
-      for (const s of sessions) s.close();
-      for (const s of unrouted) s.destroy();
+      for (const res of inFlight.values()) closeWhenDone(res);
+      for (const s of sessions.values()) s.close();
+      for (const s of unrouted.values()) s.destroy();
       for (const s of handshaking.values()) s.destroy();
     },
     /** Ends every remaining connection. */
     closeAll() {
       h1.closeAllConnections();
-      for (const s of sessions) s.destroy();
-      for (const s of sockets) s.destroy();
+      for (const s of sessions.values()) s.destroy();
+      for (const s of sockets.values()) s.destroy();
     },
   };
 }

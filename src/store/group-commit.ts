@@ -103,6 +103,11 @@ export class GroupCommit<W> {
     return this.failure;
   }
 
+  /** Whether anything is queued, scheduled or in flight. */
+  get busy(): boolean {
+    return this.inFlight !== undefined || this.queue.length > 0 || this.scheduled;
+  }
+
   /** Resolves when nothing is queued or in flight (close waits on it). */
   idle(): Promise<void> {
     if (!this.inFlight && this.queue.length === 0) return Promise.resolve();

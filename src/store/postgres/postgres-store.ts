@@ -16,6 +16,7 @@ import { migrate } from "./schema.js";
 import { createPostgresSync } from "./sync.js";
 import { createTail } from "./tail.js";
 import { createPostgresTokens } from "./tokens.js";
+import { InFlight } from "../../in-flight.js";
 import { GroupCommit } from "../group-commit.js";
 import { pgBatches, recorder, type BatchWork, type SegmentKind } from "./batches.js";
 import { namedStatement, runTransaction, storeError, together, type PgAccess, type PgChangeWork, type PgTx } from "./transaction.js";
@@ -51,6 +52,8 @@ export interface PostgresStoreOptions {
  * change before a watcher there does (plus the commit of any older transaction still running).
  */
 const tailIntervalMs = 20;
+/** How many projects' idle batches a hub keeps (batchOf). */
+const idleBatchesKept = 256;
 
 /**
  * The most decisions of one project a batch holds. A batch holds the project's head rows from its
@@ -78,7 +81,7 @@ export class PostgresStore implements HubStore {
   readonly storage = "postgres" as const;
   private readonly stats: CommitStats = { commits: 0, works: 0 };
   /** Decisions running now (close waits for them). */
-  private readonly running = new Set<Promise<unknown>>();
+  private readonly running = new InFlight<Promise<unknown>>();
   /** The batches of each project with decisions queued or in flight on this hub (batches.ts). */
   private readonly batches = new Map<string, GroupCommit<BatchWork>>();
   private readonly changeLog: ReturnType<typeof createPostgresChanges>;
@@ -226,8 +229,8 @@ export class PostgresStore implements HubStore {
   }
 
   private track<T>(p: Promise<T>): Promise<T> {
-    this.running.add(p);
-    const done = () => this.running.delete(p);
+    const entry = this.running.add(p);
+    const done = () => this.running.delete(entry);
     p.then(done, done);
     return p;
   }
@@ -271,16 +274,22 @@ export class PostgresStore implements HubStore {
     );
   }
 
-  /** The batches of `project`, made on its first decision and dropped when they are idle. */
+  /**
+   * The batches of `project`, made on its first decision and kept while idle: dropped each time
+   * they went idle (many times a second under load), they made this Map keep, through V8's
+   * replaced tables, every project's last batch (D88). Past `idleBatchesKept` projects, the idle
+   * ones are dropped together. (Batches that stopped, which this backend never makes, would be
+   * made again.)
+   */
   private batchOf(project: string): GroupCommit<BatchWork> {
     let batches = this.batches.get(project);
-    if (batches) return batches;
+    if (batches && batches.failed === undefined) return batches;
     const backend = pgBatches(this.pool, project, this.changeLog, (tx) => this.decisionTime(tx), (works) => {
       this.stats.commits++;
       this.stats.works += works;
     });
     batches = new GroupCommit(backend, maxBatch, () => {
-      if (this.batches.get(project) === batches) this.batches.delete(project);
+      if (this.batches.size > idleBatchesKept) for (const [p, b] of this.batches) if (!b.busy) this.batches.delete(p);
     });
     this.batches.set(project, batches);
     return batches;
@@ -310,7 +319,7 @@ export class PostgresStore implements HubStore {
 
   /** Lets the decisions running now end, then closes the pool. */
   async close(): Promise<void> {
-    await Promise.allSettled([...this.running]);
+    await Promise.allSettled(this.running.values());
     await this.listener.close();
     await this.pool.end();
   }
