@@ -237,22 +237,20 @@ function checkInteger(type: ScalarType, n: number, path: string): number | bigin
 
 interface EnumNames {
   readonly byName: ReadonlyMap<string, number>;
+  /** Every value's name, 0 included (an option read per value written was a cost per answer). */
+  readonly byNumber: ReadonlyMap<number, string>;
   readonly accepted: string;
 }
 const enumCache = new WeakMap<DescEnum, EnumNames>();
 
-function restEnumName(desc: DescEnum, n: number): string | undefined {
-  const v = desc.value[n];
-  if (!v) return undefined;
-  return hasOption(v, rest_name) ? getOption(v, rest_name) : v.name;
-}
-
 function enumNames(desc: DescEnum): EnumNames {
   let names = enumCache.get(desc);
   if (!names) {
+    const byNumber = new Map<number, string>();
+    for (const v of desc.values) byNumber.set(v.number, hasOption(v, rest_name) ? getOption(v, rest_name) : v.name);
     const byName = new Map<string, number>();
-    for (const v of desc.values) if (v.number !== 0) byName.set(restEnumName(desc, v.number)!, v.number);
-    names = { byName, accepted: [...byName.keys()].join(", ") };
+    for (const [n, name] of byNumber) if (n !== 0) byName.set(name, n);
+    names = { byName, byNumber, accepted: [...byName.keys()].join(", ") };
     enumCache.set(desc, names);
   }
   return names;
@@ -352,7 +350,7 @@ function encodeValue(field: DescField, value: unknown): JsonValue {
     return encodeObject(r);
   }
   if (field.enum) {
-    const name = restEnumName(field.enum, value as number);
+    const name = enumNames(field.enum).byNumber.get(value as number);
     // An open enum may hold a number the schema does not know: a server bug, not client input.
     if (name === undefined) throw new Error(`REST JSON: ${field} holds unknown enum value ${String(value)}`);
     return name;
