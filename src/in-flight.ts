@@ -44,7 +44,7 @@ export class InFlight<T> {
   /** Deletes an entry `add` returned; deleting it again does nothing. */
   delete(handle: InFlightEntry): void {
     const entry = handle as Entry<T>;
-    if (entry.prev === undefined || entry === this.#head) return;
+    if (entry.prev === undefined) return;
     entry.prev.next = entry.next;
     entry.next!.prev = entry.prev;
     entry.prev = undefined;

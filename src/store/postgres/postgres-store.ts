@@ -82,7 +82,7 @@ export class PostgresStore implements HubStore {
   private readonly stats: CommitStats = { commits: 0, works: 0 };
   /** Decisions running now (close waits for them). */
   private readonly running = new InFlight<Promise<unknown>>();
-  /** The batches of each project with decisions queued or in flight on this hub (batches.ts). */
+  /** The batches of each project this hub decided on lately, idle ones included (batches.ts; batchOf). */
   private readonly batches = new Map<string, GroupCommit<BatchWork>>();
   private readonly changeLog: ReturnType<typeof createPostgresChanges>;
   readonly agents: AgentStore;
