@@ -1,8 +1,8 @@
 import v8 from "node:v8";
-import vm from "node:vm";
 import { fc, test } from "@fast-check/vitest";
 import { describe, expect, it } from "vitest";
 import { InFlight, type InFlightEntry } from "../../src/in-flight.js";
+import { exposedGc } from "./support.js";
 
 // Any order of additions and deletions (a deletion repeated, or of an entry long gone, included):
 // the registry holds what a list of the live values would, oldest first.
@@ -30,8 +30,7 @@ test.prop([fc.array(fc.oneof(fc.constant("add" as const), fc.nat({ max: 60 })), 
 );
 
 describe("InFlight under V8's young generation (D88)", () => {
-  v8.setFlagsFromString("--expose-gc");
-  const gc = vm.runInNewContext("gc") as (o?: { type: "major" | "minor" }) => void;
+  const gc = exposedGc();
   const oldSpaceUsed = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === "old_space")!.space_used_size;
 
   /**

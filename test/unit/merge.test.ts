@@ -1,8 +1,7 @@
-import v8 from "node:v8";
-import vm from "node:vm";
 import { fc, test } from "@fast-check/vitest";
 import { describe, expect, it } from "vitest";
 import { merge } from "../../src/events/merge.js";
+import { exposedGc } from "./support.js";
 
 /** A source that yields `items`, pausing `pauses[k]` microtask turns before the k-th. */
 async function* source<T>(items: T[], pauses: number[]): AsyncGenerator<T> {
@@ -54,8 +53,7 @@ describe("merge", () => {
   });
 
   it("holds nothing per item of the others while a source stays quiet", async () => {
-    v8.setFlagsFromString("--expose-gc");
-    const gc = vm.runInNewContext("gc") as () => void;
+    const gc = exposedGc();
     let release!: () => void;
     const quiet = (async function* () {
       await new Promise<void>((r) => (release = r));

@@ -1,3 +1,5 @@
+import v8 from "node:v8";
+import vm from "node:vm";
 import type { Clock } from "../../src/clock.js";
 import { isHubError, type HubError } from "../../src/errors.js";
 import type { Observer } from "../../src/observe.js";
@@ -107,3 +109,12 @@ export const titled = <T>(rows: readonly T[], title: (row: T) => string): [strin
 
 /** Table rows titled by their `name`. */
 export const named = <T extends { name: string }>(rows: readonly T[]): [string, T][] => titled(rows, (row) => row.name);
+
+/**
+ * V8's collector, called on demand (`--expose-gc` set at run time), for the suites that check
+ * what survives a collection: a young one (`minor`) or a full one (the default).
+ */
+export function exposedGc(): (o?: { type: "major" | "minor" }) => void {
+  v8.setFlagsFromString("--expose-gc");
+  return vm.runInNewContext("gc") as (o?: { type: "major" | "minor" }) => void;
+}

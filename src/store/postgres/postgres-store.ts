@@ -84,6 +84,8 @@ export class PostgresStore implements HubStore {
   private readonly running = new InFlight<Promise<unknown>>();
   /** The batches of each project this hub decided on lately, idle ones included (batches.ts; batchOf). */
   private readonly batches = new Map<string, GroupCommit<BatchWork>>();
+  /** Past how many projects' batches the idle ones are dropped (batchOf). */
+  private sweepAbove = idleBatchesKept;
   private readonly changeLog: ReturnType<typeof createPostgresChanges>;
   readonly agents: AgentStore;
   readonly leases: LeaseStore;
@@ -278,8 +280,9 @@ export class PostgresStore implements HubStore {
    * The batches of `project`, made on its first decision and kept while idle: dropped each time
    * they went idle (many times a second under load), they made this Map keep, through V8's
    * replaced tables, every project's last batch (D88). Past `idleBatchesKept` projects, the idle
-   * ones are dropped together. (Batches that stopped, which this backend never makes, would be
-   * made again.)
+   * ones are dropped together; with more than that busy at once, the next drop waits until there
+   * are twice as many as were left, so that a batch going idle does not walk the Map each time.
+   * (Batches that stopped, which this backend never makes, would be made again.)
    */
   private batchOf(project: string): GroupCommit<BatchWork> {
     let batches = this.batches.get(project);
@@ -289,7 +292,9 @@ export class PostgresStore implements HubStore {
       this.stats.works += works;
     });
     batches = new GroupCommit(backend, maxBatch, () => {
-      if (this.batches.size > idleBatchesKept) for (const [p, b] of this.batches) if (!b.busy) this.batches.delete(p);
+      if (this.batches.size <= this.sweepAbove) return;
+      for (const [p, b] of this.batches) if (!b.busy) this.batches.delete(p);
+      this.sweepAbove = Math.max(idleBatchesKept, 2 * this.batches.size);
     });
     this.batches.set(project, batches);
     return batches;
