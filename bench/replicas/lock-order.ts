@@ -16,7 +16,7 @@
  * request path (0: PostgreSQL's side alone). A fresh database per design and count of hubs, on a
  * throwaway cluster with fsync on (test/fixtures/postgres.ts). Prints figures only.
  *
- *   node --import tsx bench/replicas/lock-order.ts [--seconds 6] [--rounds 2] [--spin-us 0,150] [--designs heads,late,sequence]
+ *   npm run bench:lock-order -- [--seconds 6] [--rounds 2] [--spin-us 0,150] [--designs heads,late,sequence]
  */
 import { spawn } from "node:child_process";
 import { parseArgs } from "node:util";
@@ -24,7 +24,7 @@ import pg from "pg";
 import { startPostgres, type TestPostgres } from "../../test/fixtures/postgres.js";
 import { flagReaders, runBench } from "../common/flags.js";
 
-const usage = `usage: node --import tsx bench/replicas/lock-order.ts [options]
+const usage = `usage: npm run bench:lock-order -- [options]
   --seconds N      measured seconds per run, after 1 s unmeasured (default 6)
   --rounds N       runs of each design and hub count, alternated (default 2)
   --clients N      lease clients, spread over the hubs (default 32)
