@@ -22,27 +22,51 @@ const writeSequenced = `WITH u AS (UPDATE leases l SET holder = v.holder, token 
 
 const queue = [];
 let inFlight = false;
+/** Whether the batch in flight has taken its works (until then, what is queued joins it). */
+let taken = false;
+/**
+ * heads: the next batch's transaction, begun with the head locked while this hub's batch before
+ * it commits (D84): its lock waits in the database and is granted with that COMMIT.
+ */
+let ahead;
+
+function openHeads() {
+  return (async () => {
+    const c = await pool.connect();
+    await Promise.all([c.query("BEGIN"), c.query({ name: "heads", text: "SELECT head FROM heads WHERE project = 'p' FOR UPDATE" })]);
+    return c;
+  })();
+}
+
+function prepareNext() {
+  if (design === "heads" && inFlight && taken && ahead === undefined && queue.length > 0) ahead = openHeads();
+}
 let batches = 0;
 let decisions = 0;
 
 async function flush() {
   if (inFlight || queue.length === 0) return;
   inFlight = true;
-  const c = await pool.connect();
+  taken = false;
+  const c = design === "heads" ? await (ahead ?? openHeads()) : await pool.connect();
+  ahead = undefined;
   try {
     let works;
     let rows;
     if (design === "heads") {
-      // As the store runs a batch today (D55): the heads locked first, the works taken once they
-      // are held, the rows read, then the writes with the COMMIT. Three round trips under the lock.
-      await Promise.all([c.query("BEGIN"), c.query({ name: "heads", text: "SELECT head FROM heads WHERE project = 'p' FOR UPDATE" })]);
+      // As the store runs a batch today (D55, D84): the heads locked first (ahead of time when
+      // works wait), the works taken once they are held, the rows read, then the writes with the
+      // COMMIT. Three round trips while the head is held.
       works = queue.splice(0, 64);
+      taken = true;
+      prepareNext();
       const names = works.map((w) => w.name);
       rows = (await c.query({ name: "read", text: "SELECT name, holder, token FROM leases WHERE name = ANY($1)", values: [names] })).rows;
     } else {
       // The rows locked first, in name order; the heads (if any) only by the last write, sent with
       // the COMMIT: the lock is held for that statement and the commit's flush, no round trip.
       works = queue.splice(0, 64);
+      taken = true;
       const names = [...new Set(works.map((w) => w.name))].sort();
       const [, read] = await Promise.all([
         c.query("BEGIN"),
@@ -88,6 +112,7 @@ function decide(name, op, who) {
   return new Promise((resolve) => {
     queue.push({ name, op, who, resolve });
     if (!inFlight) setImmediate(() => flush().catch(fail));
+    else prepareNext();
   });
 }
 

@@ -6,7 +6,8 @@
  *
  *   heads     as the store runs it (D55): BEGIN with the project's head row locked, then the
  *             works taken, their rows read, the writes with the numbered changes and COMMIT:
- *             three round trips while the head is held.
+ *             three round trips while the head is held. The next batch's BEGIN and lock go out
+ *             while the batch before commits, once works wait for it (D84).
  *   late      the rows locked first (in name order), the head locked by the last write, which goes
  *             with the COMMIT: the head held only for that statement and the commit's flush.
  *   sequence  as late, with the changes numbered by a sequence instead of the head: nothing
