@@ -18,7 +18,7 @@ const writeNumbered = `WITH u AS (UPDATE leases l SET holder = v.holder, token =
 /** The same with the changes numbered by a sequence: nothing serialises the commits. */
 const writeSequenced = `WITH u AS (UPDATE leases l SET holder = v.holder, token = v.token
     FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v(name, holder, token) WHERE l.name = v.name)
-  INSERT INTO changes (project, seq, body) SELECT 'p', nextval('change_numbers'), x.b FROM unnest($5::text[]) AS x(b) WHERE $4::int >= 0`;
+  INSERT INTO changes (project, seq, body) SELECT 'p', nextval('change_numbers'), x.b FROM unnest($4::text[]) AS x(b)`;
 
 const queue = [];
 let inFlight = false;
@@ -90,8 +90,12 @@ async function flush() {
       }
     }
     const names = [...state.keys()];
-    const values = [names, names.map((n) => state.get(n).holder), names.map((n) => state.get(n).token), bodies.length, bodies];
-    await Promise.all([c.query({ name: "write", text: design === "sequence" ? writeSequenced : writeNumbered, values }), c.query("COMMIT")]);
+    const rowValues = [names, names.map((n) => state.get(n).holder), names.map((n) => state.get(n).token)];
+    const write =
+      design === "sequence"
+        ? { name: "write", text: writeSequenced, values: [...rowValues, bodies] }
+        : { name: "write", text: writeNumbered, values: [...rowValues, bodies.length, bodies] };
+    await Promise.all([c.query(write), c.query("COMMIT")]);
     batches++;
     decisions += works.length;
     for (const w of works) w.resolve(w.ok === true);
