@@ -17,6 +17,13 @@
  * request path (0: PostgreSQL's side alone). A fresh database per design and count of hubs, on a
  * throwaway cluster with fsync on (test/fixtures/postgres.ts). Prints figures only.
  *
+ * What it leaves out: a stand-in spends nothing per batch, and its clients have no other stage to
+ * be in (no HTTP), so a batch holds every client of its hub whatever the design. Real hubs spend
+ * about as much on a batch's statements as PostgreSQL does, and their batches are as large as the
+ * wait before a batch takes its works makes them: built in the store, `late` made three hubs
+ * 16-17% slower on two cores, where this bench had it 15% faster (bench/README.md, twenty-fifth
+ * step).
+ *
  *   npm run bench:lock-order -- [--seconds 6] [--rounds 2] [--spin-us 0,150] [--designs heads,late,sequence]
  */
 import { spawn } from "node:child_process";
