@@ -37,9 +37,11 @@ const due = "status IN ('queued', 'delivered')";
  * for the batch). The batch holds the project's heads, and every decision that numbers an
  * event of its agents' streams or writes a message of it holds them too (changes.ts lockHeads),
  * so what this reads stays the latest until the batch commits. The agents are locked too (shared):
- * the sweep that forgets agents nothing open names takes no heads, and must not delete one that
- * a send of this batch is about to name (it skips the locked ones, agents.ts forgetAgents). And
- * whether the project has managed tokens, which a token decision writes holding the heads too.
+ * a statement that changes one on its own (an online agent's activity, agent-store.ts
+ * decideAgentAsRead) waits for the batch; the sweep that forgets agents nothing open names holds
+ * the heads like any decision that records, and also skips the agents a decision has locked
+ * (agents.ts forgetAgents). And whether the project has managed tokens, which a token
+ * decision writes holding the heads too.
  */
 const loadSends = `WITH c AS (SELECT ${agentColumns}, name_key, reg_seq FROM agents
         WHERE project = $1 AND (id = ANY($4::text[]) OR name_key = ANY($5::text[]) OR id = ANY($6::text[])) ORDER BY id FOR SHARE),
