@@ -8,7 +8,8 @@
 // directory) when it exits. Lines:
 //   q <sent> <answered> c<connection> [cb] <the statement's first 60 characters>
 //   h <opened> <closed> <path>
-// `cb` marks a statement asked with a callback (the pool's reads) rather than for a promise.
+// `cb` marks a statement asked with a callback rather than for a promise: since D89 the store's
+// connections (src/store/postgres/client.ts) ask every statement that way, so it marks them all.
 // The statements are wrapped at `pg.Client.prototype.query`, the streams at the HTTP/2 server's
 // `stream` event; nothing else of the hub changes. For measuring only: it keeps every line in memory.
 import fs from "node:fs";

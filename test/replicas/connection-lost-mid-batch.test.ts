@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import pg from "pg";
+import { StoreClient } from "../../src/store/postgres/client.js";
 import { startTestHub } from "../fixtures/hub.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
 
@@ -22,7 +23,7 @@ afterAll(() => server?.stop());
  * backend of its connection was terminated and the client has seen its connection fail.
  */
 function armConnectionLossBefore(url: string, marker: string): { fired: () => boolean; restore: () => void } {
-  const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const proto = StoreClient.prototype as unknown as { query: (...args: unknown[]) => unknown };
   const original = proto.query;
   let armed = true;
   let fired = false;

@@ -6,6 +6,7 @@ import { LeaseService, type WatchLeasesResponse } from "../../gen/ts/kxm/hub/v1/
 import { PresenceService, type WatchPresenceResponse } from "../../gen/ts/kxm/hub/v1/presence_pb.js";
 import type { AgentRow, Delivery } from "../../src/domain.js";
 import { decideSend, expiredError, messageChange } from "../../src/peer/rules.js";
+import { StoreClient } from "../../src/store/postgres/client.js";
 import { bigintAsNumber, PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { protocols, withHeaders } from "../fixtures/clients.js";
 import { FakeClock } from "../fixtures/fake-clock.js";
@@ -279,7 +280,7 @@ describe("a batch whose COMMIT never reached the database", () => {
     await admin.connect();
     const heard: string[] = [];
     const stop = a.changes.tailChanges((c) => heard.push(`${c.project}/${c.stream}/${c.seq} ${JSON.stringify(c.body)}`));
-    const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+    const proto = StoreClient.prototype as unknown as { query: (...args: unknown[]) => unknown };
     const query = proto.query;
     try {
       const agent = (id: string, project: string): AgentRow => ({ id, project, name: id, purpose: "", keyHash: "00", connectedAtMs: 1, lastSeenAtMs: clock.now(), online: true });

@@ -6,6 +6,7 @@ import { decideAcquire } from "../../src/lease/rules.js";
 import { decideSend } from "../../src/peer/rules.js";
 import { StoreOpenError, StoreUnavailable } from "../../src/store/store.js";
 import { PostgresStore } from "../../src/store/postgres/postgres-store.js";
+import { StoreClient } from "../../src/store/postgres/client.js";
 import { schemaVersion } from "../../src/store/postgres/schema.js";
 import { sendTogether } from "../../src/store/postgres/transaction.js";
 import { listenForInbox, replicaLockClass } from "../../src/store/postgres/inbox-notify.js";
@@ -332,10 +333,10 @@ describe("PostgreSQL store", () => {
     const other = new pg.Client({ connectionString: url });
     await other.connect();
     const failed: string[] = [];
-    const query = pg.Client.prototype.query;
-    // Every error a statement of this process meets (a deadlock is retried by the store, so it is
+    const query = StoreClient.prototype.query;
+    // Every error a statement of the stores meets (a deadlock is retried by the store, so it is
     // seen on its way out of the driver, not in the outcomes).
-    pg.Client.prototype.query = function (this: pg.Client, ...args: unknown[]) {
+    StoreClient.prototype.query = function (this: pg.Client, ...args: unknown[]) {
       const r = (query as (...a: unknown[]) => unknown).apply(this, args);
       if (r instanceof Promise) r.catch((e: { code?: string }) => failed.push(String(e?.code)));
       return r;
@@ -372,7 +373,7 @@ describe("PostgreSQL store", () => {
       expect(await a.messages.inboxState("agt_a")).toMatchObject({ purgedThrough: 1, head: 2 });
       expect(await a.messages.inboxState("agt_z")).toMatchObject({ purgedThrough: 1, head: 2 });
     } finally {
-      pg.Client.prototype.query = query;
+      StoreClient.prototype.query = query;
       await other.end();
       await Promise.all([a.close(), b.close()]);
     }

@@ -1,4 +1,5 @@
-import pg from "pg";
+import type pg from "pg";
+import { StoreClient } from "./client.js";
 
 /** The channel migration 009's trigger notifies when inbox events are added. */
 const channel = "kxm_inbox";
@@ -48,7 +49,7 @@ export function listenForInbox(
   }
 
   function open(): void {
-    const c = new pg.Client(config);
+    const c = new StoreClient(config);
     client = c;
     let lost = false;
     const lose = () => {

@@ -9,6 +9,7 @@ import type { SyncStore } from "../sync-store.js";
 import type { TokenStore } from "../token-store.js";
 import { createPostgresAgents } from "./agents.js";
 import { createPostgresChanges, type LockedHeads, type RecordedChange } from "./changes.js";
+import { StoreClient } from "./client.js";
 import { listenForInbox, newReplicaKey } from "./inbox-notify.js";
 import { createPostgresLeases } from "./leases.js";
 import { createPostgresMessages } from "./messages.js";
@@ -153,6 +154,7 @@ export class PostgresStore implements HubStore {
       types: bigintAsNumber,
       connectionTimeoutMillis: 5_000,
       pipeline: true,
+      Client: StoreClient,
       application_name: name,
       // A connection whose peer went silent errors in the end (the kernel's probes), and is let
       // go, instead of holding what it was asked forever (the tail also gives up a look: tail.ts).
