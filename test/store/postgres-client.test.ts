@@ -1,9 +1,10 @@
-import v8 from "node:v8";
+import { spawn } from "node:child_process";
+import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { StoreClient } from "../../src/store/postgres/client.js";
 import { startPostgres, type TestPostgres } from "../fixtures/postgres.js";
-import { exposedGc } from "../unit/support.js";
+import { repo } from "../fixtures/cli.js";
 
 /**
  * The PostgreSQL store's connections (src/store/postgres/client.ts, D89): node-postgres' promise
@@ -100,37 +101,27 @@ describe("StoreClient: node-postgres' promise contract", () => {
 });
 
 describe("StoreClient under V8's young generation (D89)", () => {
-  const gc = exposedGc();
-  const oldSpaceUsed = () => v8.getHeapSpaceStatistics().find((s) => s.space_name === "old_space")!.space_used_size;
-
-  /**
-   * Bytes the old generation grew by while 3,000 statements ran one after another on one
-   * connection, a young collection every 50 of them: none of a statement's objects is alive 50
-   * statements later, so none should be promoted.
-   */
-  async function promotedBy(make: new (config: pg.ClientConfig) => pg.Client): Promise<number> {
-    const c = await connected(make);
-    try {
-      await c.query("SELECT 1");
-      gc({ type: "major" });
-      gc({ type: "major" });
-      const before = oldSpaceUsed();
-      for (let i = 1; i <= 3_000; i++) {
-        await c.query({ text: "SELECT $1::int AS i, repeat('x', 1000) AS pad", values: [i] });
-        await new Promise((r) => setImmediate(r));
-        if (i % 50 === 0) gc({ type: "minor" });
-      }
-      gc({ type: "minor" });
-      gc({ type: "minor" });
-      return oldSpaceUsed() - before;
-    } finally {
-      await c.end();
-    }
+  /** Bytes promoted by 3,000 statements on one connection, in a process of its own (test/fixtures/pg-promotion.ts). */
+  function promotedBy(which: "pg" | "store"): Promise<number> {
+    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("KXM_")));
+    const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(repo, "test/fixtures/pg-promotion.ts"), url, which], {
+      cwd: repo,
+      env: base,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (b: Buffer) => (out += b.toString()));
+    child.stderr.on("data", (b: Buffer) => (err += b.toString()));
+    return new Promise((resolve, reject) => {
+      child.on("error", reject);
+      child.on("close", (code) => (code === 0 ? resolve((JSON.parse(out) as { promoted: number }).promoted) : reject(new Error(`pg-promotion ${which} exited with ${code}: ${err}`))));
+    });
   }
 
   it("promotes almost nothing of its statements, where node-postgres' own promises promote them", async () => {
-    const viaStoreClient = await promotedBy(StoreClient);
-    const viaPg = await promotedBy(pg.Client);
+    const viaStoreClient = await promotedBy("store");
+    const viaPg = await promotedBy("pg");
     // node-postgres' own promise path is the control: if this release of it (or of V8) no longer
     // promotes its statements, the test says nothing about StoreClient, and D89's reason is gone.
     expect(viaPg, "node-postgres' promises promote the statements' objects").toBeGreaterThan(2_000_000);
