@@ -1,4 +1,4 @@
-import type { Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import net from "node:net";
 import { describe, expect, it } from "vitest";
@@ -170,6 +170,41 @@ describe("TypeScript library: a connection reset under a renewal", () => {
     expect(held.lost.aborted).toBe(false);
     const now = (await s.leases.getLease({ name: "db" })).lease!;
     expect([now.holderAgentName, now.fencingToken]).toEqual(["holder", held.token]);
+    await s.close();
+  });
+});
+
+describe("TypeScript library: a renewal cut as cancelled from the hub's side", () => {
+  it("tries the renewal again instead of giving the lease up with 'cancelled', and keeps it", async () => {
+    await using t = await startTestHub();
+    // connect-node reports an HTTP/2 stream the hub's end closed (a hub killed under the call) as
+    // Canceled, though the caller cancelled nothing: the first renewal ends that way.
+    let cut = 0;
+    const cutOnce: Interceptor = (next) => async (req) => {
+      if (req.method.name !== "RenewLease" || cut > 0) return next(req);
+      cut++;
+      throw new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+    };
+    const s = await open(t, "holder", { transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [cutOnce, ...i] }) });
+    const ttlMs = 6_000;
+    const held = await s.acquire("db", { ttlMs });
+
+    await idle(t.clock, 2); // the heartbeat, the keeper
+    t.clock.advance(ttlMs / 3); // the renewal, cut
+    await until(() => cut === 1, "the renewal to be cut");
+    await idle(t.clock, 2);
+    expect(held.lost.aborted, String((held.lost.reason as Error | undefined)?.message)).toBe(false); // before: lost with "cancelled"
+
+    t.clock.advance(1_000); // the retry
+    await until(() => Number(held.lease.expiresAt!.seconds) * 1000 > t.clock.now() + ttlMs - 1_000, "the retried renewal");
+    expect(held.lost.aborted).toBe(false);
+    const now = (await s.leases.getLease({ name: "db" })).lease!;
+    expect([now.holderAgentName, now.fencingToken]).toEqual(["holder", held.token]);
+
+    // The caller's own cancel is still "cancelled": a release given an aborted signal.
+    const stop = new AbortController();
+    stop.abort();
+    await expect(held.release({ signal: stop.signal })).rejects.toMatchObject({ code: "cancelled" });
     await s.close();
   });
 });

@@ -29,8 +29,13 @@ export class HubError extends Error {
     return new HubError("tls_failed", `TLS with the hub failed: ${f.code}: ${f.reason}`, { tlsCode: f.code }, undefined, false, { cause });
   }
 
-  /** The error of a failed call, typed. */
-  static from(e: unknown): HubError {
+  /**
+   * The error of a failed call, typed. Given the call's `signal`, a call cancelled while that
+   * signal was not aborted was cut from the other side (connect-node reports an HTTP/2 stream
+   * the hub's end closed, as when the hub is killed under the call, as Canceled): the hub is
+   * away, `unavailable` and transient, as a reset connection is.
+   */
+  static from(e: unknown, signal?: AbortSignal): HubError {
     if (e instanceof HubError) return e;
     const c = ConnectError.from(e);
     const info = c.findDetails(ErrorInfoSchema)[0];
@@ -42,10 +47,10 @@ export class HubError extends Error {
     }
     const tls = tlsFailure(e);
     if (tls) return HubError.tls(tls, e);
-    if (c.code === Code.Canceled) return new HubError("cancelled", c.rawMessage, {}, undefined, false, { cause: e });
+    if (c.code === Code.Canceled && (signal === undefined || signal.aborted)) return new HubError("cancelled", c.rawMessage, {}, undefined, false, { cause: e });
     // No answer from the hub: it is away, or the connection broke under the call (a reset is
     // Aborted in connect-node, and comes when a hub is killed mid-call). Trying again may work.
-    const transient = [Code.Unavailable, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.Aborted].includes(c.code);
+    const transient = [Code.Unavailable, Code.DeadlineExceeded, Code.Unknown, Code.Internal, Code.Aborted, Code.Canceled].includes(c.code);
     return new HubError(transient ? "unavailable" : "unknown", c.rawMessage, {}, undefined, transient, { cause: e });
   }
 }
