@@ -209,6 +209,63 @@ describe("TypeScript library: a renewal cut as cancelled from the hub's side", (
   });
 });
 
+/** Cuts the first `times` calls of `method` as connect-node reports a stream the hub's end closed. */
+function cutAsCancelled(url: string, method: string, times = 1) {
+  const cut = { count: 0, transport: (i: Interceptor[]) => createConnectTransport({ baseUrl: url, httpVersion: "2", interceptors: [cutter, ...i] }) };
+  const cutter: Interceptor = (next) => async (req) => {
+    if (req.method.name !== method || cut.count >= times) return next(req);
+    cut.count++;
+    throw new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+  };
+  return cut;
+}
+
+describe("TypeScript library: calls cut as cancelled from the hub's side", () => {
+  it("the inbox reads on after its stream is cut, though it was given no signal", async () => {
+    await using t = await startTestHub();
+    const cut = cutAsCancelled(t.baseUrl, "Subscribe");
+    const reader = await open(t, "reader", { transport: cut.transport });
+    const sender = await open(t, "sender");
+    await sender.send("reader", "m1");
+    const sleepers = t.clock.sleepers; // the two heartbeats
+    const inbox = reader.inbox()[Symbol.asyncIterator]();
+    const next = inbox.next(); // before: rejected with "cancelled", the inbox ended
+    await until(() => cut.count === 1 && t.clock.sleepers > sleepers, "the inbox's back-off after the cut");
+    t.clock.advance(5_000);
+    expect((await next).value.message.content).toBe("m1");
+    await inbox.return(undefined);
+    await Promise.all([reader.close(), sender.close()]);
+  });
+
+  it("awaitReply reads on after its stream is cut, and returns the reply", async () => {
+    await using t = await startTestHub();
+    const cut = cutAsCancelled(t.baseUrl, "Subscribe");
+    const sender = await open(t, "sender", { transport: cut.transport });
+    const reader = await open(t, "reader");
+    const m = await sender.send("reader", "question");
+    const sleepers = t.clock.sleepers;
+    const reply = sender.awaitReply(m); // before: rejected with "cancelled"
+    await until(() => cut.count === 1 && t.clock.sleepers > sleepers, "awaitReply's back-off after the cut");
+    await reader.peer.replyMessage({ messageId: m.id, content: "answer" });
+    t.clock.advance(5_000);
+    expect((await reply).reply?.content).toBe("answer");
+    await Promise.all([reader.close(), sender.close()]);
+  });
+
+  it("a call without a signal, cut, is unavailable and transient; one whose signal the caller aborted is cancelled", async () => {
+    await using t = await startTestHub();
+    const cut = cutAsCancelled(t.baseUrl, "SendMessage");
+    const sender = await open(t, "sender", { transport: cut.transport });
+    const reader = await open(t, "reader");
+    await expect(sender.send("reader", "cut")).rejects.toMatchObject({ code: "unavailable", transient: true }); // before: "cancelled", not transient
+    const stop = new AbortController();
+    stop.abort();
+    await expect(sender.send("reader", "never sent", { signal: stop.signal })).rejects.toMatchObject({ code: "cancelled", transient: false });
+    expect((await sender.send("reader", "sent")).content).toBe("sent");
+    await Promise.all([reader.close(), sender.close()]);
+  });
+});
+
 describe("TypeScript library: the inbox's default start, then a reconnect", () => {
   it("resumes where the stream stood, not from its last message: what the default start skipped does not come back", async () => {
     const fs = await import("node:fs");

@@ -64,6 +64,34 @@ describe("TypeScript library: RunFactSync", () => {
     sync.close();
   });
 
+  it("sends a batch again when its call is cut as cancelled from the hub's side, though it was given no signal", async () => {
+    await using t = await startTestHub();
+    let cut = 0;
+    // connect-node reports an HTTP/2 stream the hub's end closed (a hub killed under the call) as Canceled.
+    const cutFirst: Interceptor = (next) => async (req) => {
+      if (req.method.name === "PushEvents" && cut++ === 0) throw new ConnectError("http/2 stream closed with error code CANCEL (0x8)", Code.Canceled);
+      return next(req);
+    };
+    const sync = new RunFactSync({
+      url: t.baseUrl,
+      project: "p",
+      runtimeId,
+      clock: t.clock,
+      transport: (i) => createConnectTransport({ baseUrl: t.baseUrl, httpVersion: "2", interceptors: [cutFirst, ...i] }),
+    });
+    const pushed = sync.push([fact("run_dddddddd", 1)]); // before: rejected with "cancelled"
+    for (let i = 0; i < 200 && t.clock.sleepers === 0; i++) await new Promise((r) => setTimeout(r, 10));
+    t.clock.advance(100); // the back-off
+    const out = await pushed;
+    expect(cut).toBe(2);
+    expect(out.results.map((r) => r.outcome)).toEqual([SyncOutcome.ACCEPTED]);
+    // The caller's own cancel still ends the push with "cancelled".
+    const stop = new AbortController();
+    stop.abort();
+    await expect(sync.push([fact("run_dddddddd", 2)], { signal: stop.signal })).rejects.toMatchObject({ code: "cancelled" });
+    sync.close();
+  });
+
   it("throws a refusal of the whole batch as a HubError, and a refused fact is a result", async () => {
     await using t = await startTestHub({ config: { projectTokens: { p: "tok-p" } } });
     const wrong = new RunFactSync({ url: t.baseUrl, project: "p", runtimeId, token: "nope" });

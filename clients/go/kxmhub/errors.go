@@ -84,10 +84,12 @@ func AsError(err error) *Error {
 		out.Transient = ce.Code() == connect.CodeUnavailable || (ce.Code() == connect.CodeResourceExhausted && out.Code != "payload_too_large")
 	case isTLSFailure(err):
 		out.Code, out.Message = "tls_failed", "TLS with the hub failed: "+ce.Message()
-	case ce.Code() == connect.CodeCanceled:
+	// The caller's context, cancelled: connect wraps its error.
+	case ce.Code() == connect.CodeCanceled && errors.Is(err, context.Canceled):
 		out.Code = "cancelled"
-	// No answer from the hub: it is away, or the connection broke under the call. Try again.
-	case ce.Code() == connect.CodeUnavailable, ce.Code() == connect.CodeDeadlineExceeded, ce.Code() == connect.CodeUnknown, ce.Code() == connect.CodeInternal, ce.Code() == connect.CodeAborted:
+	// No answer from the hub: it is away, or the connection broke under the call (a stream the
+	// hub's end reset with CANCEL is Canceled too, with no cancelled context under it). Try again.
+	case ce.Code() == connect.CodeUnavailable, ce.Code() == connect.CodeDeadlineExceeded, ce.Code() == connect.CodeUnknown, ce.Code() == connect.CodeInternal, ce.Code() == connect.CodeAborted, ce.Code() == connect.CodeCanceled:
 		out.Code, out.Transient = "unavailable", true
 	default:
 		out.Code = "unknown"

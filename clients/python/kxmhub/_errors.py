@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 from connectrpc.code import Code
 from connectrpc.errors import ConnectError
 from google.rpc import error_details_pb2
@@ -56,8 +58,20 @@ class HubError(Exception):
             if isinstance(err, (TimeoutError, OSError)):
                 return cls("unavailable", str(err), transient=True)
             return cls("unknown", f"{type(err).__name__}: {err}")
-        if err.code == Code.CANCELED:
+        # The runtime reports the caller's own cancel (its task cancelled) as CANCELED, and a
+        # stream the hub's end reset with CANCEL (a hub killed under the call) the same way: only
+        # the first is "cancelled"; the second is the hub away, as a reset connection is.
+        if err.code == Code.CANCELED and _task_cancelling():
             return cls("cancelled", err.message)
-        if err.code in _TRANSIENT:
+        if err.code in _TRANSIENT or err.code == Code.CANCELED:
             return cls("unavailable", err.message, transient=True)
         return cls("unknown", err.message)
+
+
+def _task_cancelling() -> bool:
+    """Whether the running task is being cancelled (outside a task, nobody can tell: assume so)."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return True
+    return task is None or task.cancelling() > 0

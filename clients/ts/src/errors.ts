@@ -54,3 +54,12 @@ export class HubError extends Error {
     return new HubError(transient ? "unavailable" : "unknown", c.rawMessage, {}, undefined, transient, { cause: e });
   }
 }
+
+const neverAborted = new AbortController().signal;
+
+/**
+ * The error of a call the library made for its caller, typed: `signal` is the caller's (none
+ * given: undefined). A Canceled that signal does not explain was cut from the hub's side and is
+ * `unavailable`, transient (see HubError.from), not the caller's `cancelled`. @internal
+ */
+export const callError = (e: unknown, signal: AbortSignal | undefined): HubError => HubError.from(e, signal ?? neverAborted);

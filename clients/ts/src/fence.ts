@@ -1,5 +1,5 @@
 import type { Client } from "@connectrpc/connect";
-import { HubError } from "./errors.js";
+import { callError, HubError } from "./errors.js";
 import { FenceReason, type Lease, type LeaseService } from "./generated.js";
 
 /**
@@ -42,7 +42,7 @@ export async function checkFence(
   try {
     r = await leases.checkFence({ name, fencingToken: BigInt(fencingToken), project: o.project }, { signal: o.signal });
   } catch (e) {
-    throw HubError.from(e);
+    throw callError(e, o.signal);
   }
   const reason = reasons[r.reason];
   if (!reason) throw new HubError("unknown", `the hub answered an unknown fence reason ${r.reason}`);

@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import { jittered, type Clock } from "./clock.js";
-import { HubError } from "./errors.js";
+import { callError } from "./errors.js";
 import type { Message, PeerService } from "./generated.js";
 
 /** One event of the agent's inbox stream. */
@@ -54,13 +54,13 @@ export async function* inboxEvents(peer: Client<typeof PeerService>, clock: Cloc
           message,
           cursor: f.cursor,
           // Refusals as HubErrors, as every call of the library answers them (duplicate_reply, ...).
-          ack: async () => (await peer.ackMessage({ messageId: message.id }).catch((e: unknown) => Promise.reject(HubError.from(e)))).message!,
-          reply: async (content: string) => (await peer.replyMessage({ messageId: message.id, content }).catch((e: unknown) => Promise.reject(HubError.from(e)))).message!,
+          ack: async () => (await peer.ackMessage({ messageId: message.id }).catch((e: unknown) => Promise.reject(callError(e, undefined)))).message!,
+          reply: async (content: string) => (await peer.replyMessage({ messageId: message.id, content }).catch((e: unknown) => Promise.reject(callError(e, undefined)))).message!,
         };
       }
     } catch (e) {
       if (o.signal?.aborted) return;
-      const err = HubError.from(e);
+      const err = callError(e, o.signal);
       if (err.code === "subscriber_too_slow") {
         after = BigInt(err.metadata.resumeAfterSeq ?? String(after ?? 0n));
         continue;

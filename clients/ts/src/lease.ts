@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import type { Clock } from "./clock.js";
-import { HubError } from "./errors.js";
+import { callError, HubError } from "./errors.js";
 import type { Lease, LeaseService } from "./generated.js";
 
 export interface AcquireOptions {
@@ -89,7 +89,7 @@ export class HeldLease {
     try {
       await this.leases.releaseLease({ name: this.name, fencingToken: this.token }, { signal: o.signal });
     } catch (e) {
-      const err = HubError.from(e);
+      const err = callError(e, o.signal);
       // Gone already (superseded, lapsed and taken): nothing of ours to release.
       if (!["lease_superseded", "lease_not_found"].includes(err.code)) throw err;
     }

@@ -1,6 +1,6 @@
 import type { Client } from "@connectrpc/connect";
 import { jittered, type Clock } from "./clock.js";
-import { HubError } from "./errors.js";
+import { callError, HubError } from "./errors.js";
 import { MessageStatus, type Message, type PeerService } from "./generated.js";
 
 const ended: Partial<Record<MessageStatus, string>> = {
@@ -53,7 +53,7 @@ export async function awaitReply(peer: Client<typeof PeerService>, clock: Clock,
       }
     } catch (e) {
       if (signal?.aborted) throw new HubError("cancelled", "awaiting the reply was cancelled");
-      const err = HubError.from(e);
+      const err = callError(e, signal);
       if (err.code !== "subscriber_too_slow" && !err.transient) throw err;
     } finally {
       signal?.removeEventListener("abort", stop);

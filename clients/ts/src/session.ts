@@ -2,7 +2,7 @@ import os from "node:os";
 import { createClient, type Client, type Interceptor, type Transport } from "@connectrpc/connect";
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { monotonicClock, type Clock } from "./clock.js";
-import { HubError } from "./errors.js";
+import { callError, HubError } from "./errors.js";
 import { checkFence, type FenceCheck } from "./fence.js";
 import { LeaseService, PeerService, PresenceService, type Agent, type Message } from "./generated.js";
 import { inboxEvents, type InboxEvent, type InboxOptions } from "./inbox.js";
@@ -11,7 +11,7 @@ import { awaitReply } from "./reply.js";
 import { handshakeFailure } from "./tls-failure.js";
 import { nodeTlsOptions, ownTransport, type TlsOptions } from "./tls.js";
 
-/** The codes of a call that ended without the hub's answer (HubError.from): it may have been carried out. */
+/** The codes of a call that ended without the hub's answer (callError): it may have been carried out. */
 const unanswered = new Set(["cancelled", "unavailable", "unknown"]);
 /** How long each call of settleUnanswered may take. */
 const settleTimeoutMs = 10_000;
@@ -117,7 +117,7 @@ export class Session {
       });
     } catch (e) {
       connection?.abort();
-      const err = HubError.from(e);
+      const err = callError(e, undefined);
       // A refused client certificate reaches the transport as a reset or a cancelled stream: one
       // handshake of its own says whether TLS is why.
       if (own && ["unavailable", "cancelled", "unknown"].includes(err.code)) {
@@ -164,7 +164,7 @@ export class Session {
     try {
       answer = await this.leases.acquireLease({ name, ttlMs, waitMs: o.waitMs }, { signal: o.signal });
     } catch (e) {
-      const err = HubError.from(e);
+      const err = callError(e, o.signal);
       this.#doneAcquiring(name);
       this.#acquireEnded(name, unanswered.has(err.code));
       throw err;
@@ -282,7 +282,7 @@ export class Session {
     try {
       return (await this.peer.sendMessage({ target, content }, { signal: o.signal })).message!;
     } catch (e) {
-      throw HubError.from(e);
+      throw callError(e, o.signal);
     }
   }
 

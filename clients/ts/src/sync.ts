@@ -2,7 +2,7 @@ import { createClient, type Client, type Interceptor, type Transport } from "@co
 import type { Http2SessionManager } from "@connectrpc/connect-node";
 import { create, toJsonString, type MessageInitShape } from "@bufbuild/protobuf";
 import { jittered, monotonicClock, type Clock } from "./clock.js";
-import { HubError } from "./errors.js";
+import { callError, HubError } from "./errors.js";
 import { SyncEventSchema, SyncService, type SyncEventResult } from "./generated.js";
 import { ownTransport, type TlsOptions } from "./tls.js";
 
@@ -123,7 +123,7 @@ export class RunFactSync {
       try {
         return await call();
       } catch (e) {
-        const err = HubError.from(e);
+        const err = callError(e, signal);
         if (signal?.aborted || !err.transient) throw err;
         // rate_limited says how long to wait; otherwise back off, doubling up to 5 s.
         const retryAfterMs = Number(err.metadata.retryAfterMs);

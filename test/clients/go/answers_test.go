@@ -347,3 +347,36 @@ func TestOptionsNeverPrintTheToken(t *testing.T) {
 		t.Fatalf("options without a token printed as if they had one: %s", shown)
 	}
 }
+
+// A call the hub's end cut with an HTTP/2 CANCEL (connect reports it as Canceled, as when the hub
+// is killed under the call) is "unavailable" and transient, as a reset connection is; a call
+// whose own context was cancelled stays "cancelled". Before, both were "cancelled".
+func TestACallCutAsCanceledFromTheHubsSideIsTransient(t *testing.T) {
+	e := loadEnv(t)
+	var cut atomic.Int32
+	cutFirst := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			if req.Spec().Procedure == "/kxm.hub.v1.PeerService/SendMessage" && cut.Add(1) == 1 {
+				return nil, connect.NewError(connect.CodeCanceled, errors.New("stream error: stream ID 3; CANCEL; received from peer"))
+			}
+			return next(ctx, req)
+		}
+	})
+	sender := open(t, e, newTestClock(""), "cut-sender", connect.WithInterceptors(cutFirst))
+	target := open(t, e, newTestClock(""), "cut-target")
+	_, err := sender.Send(within(t), target.Agent.GetName(), "cut")
+	herr := kxmhub.AsError(err)
+	t.Logf("a send cut from the hub's side: code=%s transient=%v", herr.Code, herr.Transient)
+	if herr.Code != "unavailable" || !herr.Transient {
+		t.Fatalf("want unavailable, transient; got code=%s transient=%v", herr.Code, herr.Transient)
+	}
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = sender.Send(cancelled, target.Agent.GetName(), "never sent")
+	if herr := kxmhub.AsError(err); herr.Code != "cancelled" || herr.Transient {
+		t.Fatalf("a send whose context was cancelled: want cancelled, not transient; got code=%s transient=%v (%v)", herr.Code, herr.Transient, err)
+	}
+	if _, err := sender.Send(within(t), target.Agent.GetName(), "sent"); err != nil {
+		t.Fatal(err)
+	}
+}

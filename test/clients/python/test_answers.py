@@ -281,3 +281,59 @@ def test_calls_and_inboxes_of_a_closed_session_raise_closed_not_transient(hub: H
     assert (bug.code, bug.transient) == ("unknown", False), bug
     timed_out = kxmhub.HubError.of(TimeoutError())
     assert (timed_out.code, timed_out.transient) == ("unavailable", True), timed_out
+
+
+def test_a_call_cut_as_canceled_from_the_hubs_side_is_transient_and_the_inbox_reads_on(hub: HubEnv) -> None:
+    """The runtime reports a stream the hub's end reset with CANCEL (a hub killed under the call)
+    as ConnectError(CANCELED), as it reports the caller's own cancel: a send so cut is
+    "unavailable" and transient, the inbox reads on, and a cancel of the caller's task stays
+    "cancelled". Before, all of them were "cancelled", and the inbox ended."""
+    from connectrpc.code import Code
+    from connectrpc.errors import ConnectError
+
+    async def run() -> None:
+        sfx = secrets.token_hex(4)
+        async with await open_session(hub, f"sender-{sfx}") as sender, await open_session(hub, f"reader-{sfx}") as reader:
+            send, subscribe = sender.peer.send_message, reader.peer.subscribe
+            cuts = {"send": 0, "subscribe": 0}
+
+            async def cut_send(req, *, headers=None, timeout_ms=None):
+                cuts["send"] += 1
+                if cuts["send"] == 1:
+                    raise ConnectError(Code.CANCELED, "stream reset by the peer: CANCEL")
+                return await send(req, headers=headers, timeout_ms=timeout_ms)
+
+            def cut_subscribe(req, *, headers=None, timeout_ms=None):
+                cuts["subscribe"] += 1
+                if cuts["subscribe"] == 1:
+                    async def cut():
+                        raise ConnectError(Code.CANCELED, "stream reset by the peer: CANCEL")
+                        yield  # an async generator, as the runtime's stream is
+                    return cut()
+                return subscribe(req, headers=headers, timeout_ms=timeout_ms)
+
+            sender.peer.send_message, reader.peer.subscribe = cut_send, cut_subscribe
+            try:
+                await sender.send(f"reader-{sfx}", "cut")
+                raise AssertionError("the cut send did not fail")
+            except kxmhub.HubError as e:
+                assert (e.code, e.transient) == ("unavailable", True), (e.code, e.transient)
+            await sender.send(f"reader-{sfx}", "m1")
+            event = await asyncio.wait_for(anext(aiter(reader.inbox())), 30)
+            assert (cuts["subscribe"], event.message.content) == (2, "m1")
+
+            # The caller's own cancel, met as the runtime's CANCELED inside the cancelled task.
+            async def cancelled_task() -> kxmhub.HubError:
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    return kxmhub.HubError.of(ConnectError(Code.CANCELED, "cancelled"))
+                raise AssertionError("not cancelled")
+
+            task = asyncio.create_task(cancelled_task())
+            await asyncio.sleep(0)
+            task.cancel()
+            own = await task
+            assert (own.code, own.transient) == ("cancelled", False), (own.code, own.transient)
+
+    asyncio.run(run())
