@@ -33,6 +33,14 @@ const bearer = (authorization: string | null) =>
   authorization?.startsWith("Bearer ") ? authorization.slice("Bearer ".length) : null;
 
 /**
+ * The agent row an agent caller was authenticated on, for `admitted`: on the caller itself, under
+ * a key of this module's (not in a WeakMap: an entry a call costs about a microsecond there, an
+ * ephemeron the young collections trace besides).
+ */
+const seenRow = Symbol("authenticated on");
+type Seen = { [seenRow]?: AgentRow };
+
+/**
  * Decides who a request is. Refusals are invalid_auth, invalid_agent_identity or
  * admin_auth_not_configured.
  * @NOTE decision D38: nothing is written until both the agent key and the project token are
@@ -120,7 +128,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       if (!known(agent)) throw errors.invalidAgentIdentity();
     }
     const { grant: token, untilClosed } = await checkProjectToken(agent.project, creds, "agent", committedHasTokens);
-    const caller: Caller = {
+    const caller: Caller & Seen = {
       kind: "agent",
       agentId: agent.id,
       agentName: agent.name,
@@ -129,13 +137,10 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
       ...(token && { token }),
       ...(untilClosed && { untilClosed }),
       ...(recent && { recent }),
+      [seenRow]: agent,
     };
-    seen.set(caller, agent);
     return caller;
   }
-
-  /** The agent row each agent caller was authenticated on, for `admitted`. */
-  const seen = new WeakMap<Caller, AgentRow>();
 
   return {
     /**
@@ -191,7 +196,7 @@ export function createAuthenticator({ store, presence, adminToken, projectTokens
      */
     async admitted(caller: Caller): Promise<void> {
       if (caller.kind !== "agent") return;
-      await presence.recordActivity(caller, seen.get(caller));
+      await presence.recordActivity(caller, (caller as Seen)[seenRow]);
     },
 
     /**

@@ -3,6 +3,7 @@ import { kCall } from "../http/call-record.js";
 import { kCaller, kCharged, kRemoteAddress, kRequestId, kResponseHeaders } from "../http/context.js";
 import { noHeaders, type HeaderView } from "../http/header-bag.js";
 import type { UnaryRules } from "../wire/in-process.js";
+import { methodKey } from "../wire/method-key.js";
 import type { Authorize } from "./interceptors/auth.js";
 import { callIdentity, createErrorMapping } from "./interceptors/errors.js";
 import { checkDeclaredLength } from "./interceptors/limits.js";
@@ -50,7 +51,7 @@ export function createUnaryRules({ observer, maxBodyBytes, authorize, tokens, pr
       try {
         checkDeclaredLength(input.header, maxBodyBytes);
         const caller = await authorize({
-          methodKey: `${method.parent.typeName}/${method.name}`,
+          methodKey: methodKey(method),
           header: input.header,
           remote: values.get(kRemoteAddress),
           charged: values.get(kCharged),

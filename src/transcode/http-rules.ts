@@ -8,6 +8,7 @@
 import { create, getOption, hasOption, ScalarType, type DescMethod, type DescService, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
 import { http } from "../../gen/ts/google/api/annotations_pb.js";
+import { methodKey } from "../wire/method-key.js";
 import { fromRestJson, fromRestQuery } from "./rest-json.js";
 
 export type RestVerb = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -22,6 +23,12 @@ export interface RestRoute {
   body: string;
   /** A server-streaming method: answered as server-sent events, one per message. */
   streaming: boolean;
+  /** `<service>/<method>`, the key of its rules (wire/method-key.ts). */
+  key: string;
+  /** `/<service>/<method>`, its RPC path. */
+  path: string;
+  /** `<verb> <template>`, as the call's record names it. */
+  label: string;
 }
 
 /** A percent-escape in a path variable that does not decode (e.g. "%E0%A4%A"). A client error. */
@@ -81,7 +88,9 @@ export function buildRestRoutes(services: DescService[]): RestRoute[] {
       if (rule.responseBody !== "") throw new Error(`${where}: response_body is not supported`);
       if (rule.body !== "" && rule.body !== "*") throw new Error(`${where}: body must be "" or "*", got "${rule.body}"`);
       if (streaming && (pattern.case !== "get" || rule.body !== "")) throw new Error(`${where}: a server stream maps to a GET without a body`);
-      const route: RestRoute = { verb: VERBS[pattern.case], template: pattern.value, service, method, body: rule.body, streaming };
+      const verb = VERBS[pattern.case];
+      const key = methodKey(method);
+      const route: RestRoute = { verb, template: pattern.value, service, method, body: rule.body, streaming, key, path: `/${key}`, label: `${verb} ${pattern.value}` };
       const segs = parseTemplate(route.template, where);
       const seen = new Set<string>();
       for (const seg of segs) {

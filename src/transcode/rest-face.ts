@@ -163,7 +163,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     const headers = new HeaderBag();
     try {
       await authorize({
-        methodKey: `${route.service.typeName}/${route.method.name}`,
+        methodKey: route.key,
         header: forwardedHeaders(req, requestId),
         remote: remoteAddressOf(req),
         message: fields,
@@ -216,8 +216,9 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
     const chunks = await readChunks(req);
     if (chunks.length === 0) return {};
     // @NOTE decision D41: only a body that is there needs the JSON content type.
-    const type = String(req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
-    if (type !== "application/json") throw errors.unsupportedMediaType();
+    const type = req.headers["content-type"];
+    // The usual header as it comes, without parsing; any other spelling parsed.
+    if (type !== "application/json" && String(type ?? "").split(";")[0]!.trim().toLowerCase() !== "application/json") throw errors.unsupportedMediaType();
     let parsed: unknown;
     let text: string;
     try {
@@ -253,7 +254,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
   async function invoke(route: RestRoute, input: Message, req: Req, res: Res, requestId: string, call: CallRecord) {
     const header = forwardedHeaders(req, requestId);
     try {
-      const out = await callMethod(`/${route.service.typeName}/${route.method.name}`, {
+      const out = await callMethod(route.path, {
         message: input,
         header,
         contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),
@@ -291,13 +292,13 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       if (!match) return refuseCharged(req, res, errors.routeNotFound(), requestId, call);
       call.service = match.route.service.typeName;
       call.method = match.route.method.name;
-      call.route = `${match.route.verb} ${match.route.template}`;
+      call.route = match.route.label;
       call.path = undefined;
       let body: JsonObject | undefined;
       let input;
       try {
         body = match.route.body === "*" ? await readBody(req) : undefined;
-        const mark = body ? restBodyChecks[`${match.route.service.typeName}/${match.route.method.name}`]?.(body) : undefined;
+        const mark = body ? restBodyChecks[match.route.key]?.(body) : undefined;
         try {
           input = decodeRestRequest(match.route, match.params, queryOf(target.search), body);
         } catch (e) {
@@ -362,7 +363,7 @@ export function createRestFace({ routes, call: callMethod, limiter, clock, obser
       let first: IteratorResult<unknown>;
       let header: Headers;
       try {
-        const opened = await callMethod.stream(`/${route.service.typeName}/${route.method.name}`, {
+        const opened = await callMethod.stream(route.path, {
           message: input,
           header: forwardedHeaders(req, requestId),
           contextValues: createContextValues().set(kRemoteAddress, remoteAddressOf(req)).set(kCall, call),

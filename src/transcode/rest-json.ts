@@ -321,9 +321,12 @@ function encodeObject(r: ReflectMessage): JsonObject {
   for (const field of r.fields) {
     if (hasExplicitPresence(field) && !r.isSet(field)) continue;
     switch (field.fieldKind) {
-      case "list":
-        out[field.jsonName] = Array.from(r.get(field), (item) => encodeValue(field, item));
+      case "list": {
+        // Most lists in an answer are empty (a lease's waiters): no iteration for them.
+        const list = r.get(field);
+        out[field.jsonName] = list.size === 0 ? [] : Array.from(list, (item) => encodeValue(field, item));
         break;
+      }
       case "map": {
         const obj: JsonObject = {};
         for (const [key, item] of r.get(field)) obj[String(key)] = encodeValue(field, item);

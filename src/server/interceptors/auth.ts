@@ -12,6 +12,7 @@ import { charge } from "../../http/rate-headers.js";
 import { kCaller, kCharged, kRemoteAddress, kResponseHeaders } from "../../http/context.js";
 import type { Bus } from "../../events/bus.js";
 import type { HeaderView, HeaderWriter } from "../../http/header-bag.js";
+import { methodKey } from "../../wire/method-key.js";
 import { framesWhileProjectOpen, framesWhileTokenLives, watchToken, whileCallerLasts } from "../token-guard.js";
 
 export interface AuthInterceptorDeps {
@@ -117,7 +118,7 @@ export function createAuthInterceptor(deps: AuthInterceptorDeps): Interceptor {
     let caller: Caller;
     try {
       caller = await authorize({
-        methodKey: `${req.service.typeName}/${req.method.name}`,
+        methodKey: methodKey(req.method),
         header: req.header,
         remote: req.contextValues.get(kRemoteAddress) ?? "unknown",
         charged: req.contextValues.get(kCharged),
