@@ -56,11 +56,13 @@ export const clockWithTime = (clock: Clock, now: () => number): Clock => ({
   after: (ms, fire) => clock.after(ms, fire),
 });
 
-/** The last two minutes isoOfMs formatted, as `YYYY-MM-DDTHH:MM:` (a time and its expiry are often a minute apart). */
-const isoMinutes: { minute: number; prefix: string }[] = [
-  { minute: Number.NaN, prefix: "" },
-  { minute: Number.NaN, prefix: "" },
-];
+/**
+ * The last minutes isoOfMs formatted, as `YYYY-MM-DDTHH:MM:`, replaced in turn. (Two slots
+ * reordered on every hit ended up holding one minute twice, so a time and its expiry a minute
+ * apart, written by turns, made a prefix again at every other call.)
+ */
+const isoMinutes: { minute: number; prefix: string }[] = Array.from({ length: 4 }, () => ({ minute: Number.NaN, prefix: "" }));
+let nextIsoMinute = 0;
 /** The last millisecond isoOfMs can write as `YYYY-...Z` (year 9999). */
 const lastFourDigitYearMs = 253_402_300_799_999;
 
@@ -74,13 +76,12 @@ export function isoOfMs(ms: number): string {
   if (!(ms >= 0 && ms <= lastFourDigitYearMs) || !Number.isInteger(ms)) return new Date(ms).toISOString();
   const minute = Math.floor(ms / 60_000);
   let slot = isoMinutes[0]!;
+  for (let i = 1; slot.minute !== minute && i < isoMinutes.length; i++) slot = isoMinutes[i]!;
   if (slot.minute !== minute) {
-    slot = isoMinutes[1]!;
-    if (slot.minute !== minute) {
-      slot = { minute, prefix: new Date(minute * 60_000).toISOString().slice(0, 17) };
-      isoMinutes[1] = isoMinutes[0]!;
-    }
-    isoMinutes[0] = slot;
+    slot = isoMinutes[nextIsoMinute]!;
+    nextIsoMinute = (nextIsoMinute + 1) % isoMinutes.length;
+    slot.minute = minute;
+    slot.prefix = new Date(minute * 60_000).toISOString().slice(0, 17);
   }
   const inMinute = ms - minute * 60_000;
   const s = Math.floor(inMinute / 1000);

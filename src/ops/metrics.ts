@@ -125,10 +125,9 @@ export function createMetrics(store: Pick<HubStore, "agents" | "messages" | "com
   });
   const heldLeases = sources.heldLeases;
   if (heldLeases) storeGauge("kxm_held_leases", "Leases held now (a holder, not lapsed).", heldLeases);
-  const children = new Map<
-    string,
-    { duration: ReturnType<typeof durations.labels>; codes: Map<string, ReturnType<typeof calls.labels>> }
-  >();
+  type Child = { duration: ReturnType<typeof durations.labels>; codes: Map<string, ReturnType<typeof calls.labels>> };
+  /** By face, then service, then method: each key a string the hub keeps, whose hash is kept with it. */
+  const children = new Map<string, Map<string, Map<string, Child>>>();
   const registries = sources.processMetrics === false ? [registry] : [registry, processMetrics()];
 
   return {
@@ -138,13 +137,14 @@ export function createMetrics(store: Pick<HubStore, "agents" | "messages" | "com
     call(r: CallReport) {
       // The label children, looked up once per label set: prom-client would hash the labels of
       // every call otherwise. Label values come from the hub's own services and codes, so the
-      // cache is as bounded as the series themselves.
-      const key = `${r.face}\u0000${r.service}\u0000${r.method}`;
-      let child = children.get(key);
-      if (!child) {
-        child = { duration: durations.labels(r.face, r.service, r.method), codes: new Map() };
-        children.set(key, child);
-      }
+      // cache is as bounded as the series themselves. Looked up level by level: a key joined at
+      // every call would be a new string to hash at every call.
+      let services = children.get(r.face);
+      if (!services) children.set(r.face, (services = new Map()));
+      let methods = services.get(r.service);
+      if (!methods) services.set(r.service, (methods = new Map()));
+      let child = methods.get(r.method);
+      if (!child) methods.set(r.method, (child = { duration: durations.labels(r.face, r.service, r.method), codes: new Map() }));
       let counter = child.codes.get(r.code);
       if (!counter) child.codes.set(r.code, (counter = calls.labels(r.face, r.service, r.method, r.code)));
       counter.inc();
