@@ -5,7 +5,7 @@
 // string fields, `body` either "" or "*", no additional bindings; a server-streaming method only
 // as a GET without a body (served as server-sent events). Anything else throws from
 // buildRestRoutes, so a proto change the router cannot honour fails at start-up, not per call.
-import { create, getOption, hasOption, ScalarType, type DescMethod, type DescService, type JsonObject, type Message } from "@bufbuild/protobuf";
+import { create, getOption, hasOption, ScalarType, type DescField, type DescMethod, type DescService, type JsonObject, type Message } from "@bufbuild/protobuf";
 import { reflect } from "@bufbuild/protobuf/reflect";
 import { http } from "../../gen/ts/google/api/annotations_pb.js";
 import { methodKey } from "../wire/method-key.js";
@@ -29,6 +29,8 @@ export interface RestRoute {
   path: string;
   /** `<verb> <template>`, as the call's record names it. */
   label: string;
+  /** The input's field each path variable names. */
+  variables: ReadonlyMap<string, DescField>;
 }
 
 /** A percent-escape in a path variable that does not decode (e.g. "%E0%A4%A"). A client error. */
@@ -90,17 +92,17 @@ export function buildRestRoutes(services: DescService[]): RestRoute[] {
       if (streaming && (pattern.case !== "get" || rule.body !== "")) throw new Error(`${where}: a server stream maps to a GET without a body`);
       const verb = VERBS[pattern.case];
       const key = methodKey(method);
-      const route: RestRoute = { verb, template: pattern.value, service, method, body: rule.body, streaming, key, path: `/${key}`, label: `${verb} ${pattern.value}` };
+      const variables = new Map<string, DescField>();
+      const route: RestRoute = { verb, template: pattern.value, service, method, body: rule.body, streaming, key, path: `/${key}`, label: `${verb} ${pattern.value}`, variables };
       const segs = parseTemplate(route.template, where);
-      const seen = new Set<string>();
       for (const seg of segs) {
         if (!("variable" in seg)) continue;
         const field = method.input.fields.find((f) => f.name === seg.variable);
         if (!field || field.fieldKind !== "scalar" || field.scalar !== ScalarType.STRING) {
           throw new Error(`${where}: path variable {${seg.variable}} must name a top-level string field of ${method.input.typeName}`);
         }
-        if (seen.has(seg.variable)) throw new Error(`${where}: path variable {${seg.variable}} appears twice`);
-        seen.add(seg.variable);
+        if (variables.has(seg.variable)) throw new Error(`${where}: path variable {${seg.variable}} appears twice`);
+        variables.set(seg.variable, field);
       }
       segmentCache.set(route, segs);
       for (const other of routes) assertNotAmbiguous(other, route);
@@ -190,25 +192,32 @@ export function matchRestRoute(
   // alive: a short path with a long query would keep the query), and the cache is emptied when
   // it is full: at most a few MiB, whatever targets a client makes up.
   if (target.length > matchCachePathMax) return searchRestRoute(routes, verb, pathname, true);
+  // By verb, then path: a key joined at every call would be a new string to hash at every call.
   const cache = matchCacheOf(routes);
-  const key = `${verb} ${pathname}`;
-  const hit = cache.get(key);
+  let paths = cache.byVerb.get(verb);
+  const hit = paths?.get(pathname);
   if (hit) return hit;
   const match = searchRestRoute(routes, verb, pathname, target.length > ownCopyPast);
   if (match) {
-    if (cache.size >= matchCacheMax) cache.clear();
+    if (cache.size >= matchCacheMax) {
+      cache.byVerb.clear();
+      cache.size = 0;
+      paths = undefined;
+    }
     Object.freeze(match.params);
-    cache.set(key, match);
+    if (!paths) cache.byVerb.set(verb, (paths = new Map()));
+    paths.set(pathname, match);
+    cache.size++;
   }
   return match;
 }
 
 const matchCacheMax = 4_096;
 const matchCachePathMax = 512;
-const matchCaches = new WeakMap<readonly RestRoute[], Map<string, RestMatch>>();
+const matchCaches = new WeakMap<readonly RestRoute[], { byVerb: Map<string, Map<string, RestMatch>>; size: number }>();
 function matchCacheOf(routes: readonly RestRoute[]) {
   let cache = matchCaches.get(routes);
-  if (!cache) matchCaches.set(routes, (cache = new Map()));
+  if (!cache) matchCaches.set(routes, (cache = { byVerb: new Map(), size: 0 }));
   return cache;
 }
 
@@ -255,10 +264,10 @@ export function decodeRestRequest(
   const schema = route.method.input;
   const message = route.body === "*" ? fromRestJson(schema, body ?? {}) : fromRestQuery(schema, query, create(schema));
   const r = reflect(schema, message);
-  for (const [name, value] of Object.entries(params)) {
-    const field = schema.fields.find((f) => f.name === name);
+  for (const name of Object.keys(params)) {
+    const field = route.variables.get(name);
     if (!field) throw new Error(`${route.template}: no field ${name} in ${schema.typeName}`);
-    r.set(field, value);
+    r.set(field, params[name]!);
   }
   return message;
 }
