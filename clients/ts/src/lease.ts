@@ -133,7 +133,7 @@ export class HeldLease {
         nextRenewAt = sentAt + this.ttlMs / 3;
       } catch (e) {
         if (this.#stop.signal.aborted) return;
-        const err = HubError.from(e, this.#stop.signal);
+        const err = callError(e, this.#stop.signal);
         if (!err.transient && err.code !== "rate_limited") {
           this.#lose(err);
           return;

@@ -319,7 +319,7 @@ export class Session {
         failures = 0;
       } catch (e) {
         if (this.#closing.signal.aborted) return;
-        const err = HubError.from(e, this.#closing.signal);
+        const err = callError(e, this.#closing.signal);
         if (!err.transient || ++failures >= 3) {
           this.#lost.abort(err);
           // Refused for good (its key no longer works: taken over, evicted): what it holds is
