@@ -341,9 +341,10 @@ func (l *Lease) keep(grant time.Time) {
 			nextRenew = sent.Add(l.ttl / 3)
 			continue
 		}
-		// cancelled here is the connection under the call dropping (Release stops the keeper above).
+		// A renewal the hub's end cut is transient (AsError); this keeper's own cancel (Release)
+		// returned above.
 		e := AsError(err)
-		if !e.Transient && e.Code != "rate_limited" && e.Code != "cancelled" {
+		if !e.Transient && e.Code != "rate_limited" {
 			l.lose(e)
 			return
 		}
