@@ -379,6 +379,57 @@ describe("PostgreSQL store", () => {
     }
   });
 
+  it("a hub gone in the middle of a transaction, its connection left open, holds its project's heads only until the server ends that transaction (D90)", async () => {
+    const url = await server.createDatabase();
+    const gone = await PostgresStore.open({ url, idleInTransactionMs: 300 });
+    const other = await PostgresStore.open({ url });
+    try {
+      expect(await other.leases.decideLease(key, acquire("agt_b"))).toBe(1);
+      // What a batch of the gone hub was doing when its host went: the project's heads locked,
+      // then nothing more, and nothing closes its connection.
+      const client = await (gone as unknown as { pool: pg.Pool }).pool.connect();
+      const ended = new Promise<Error>((resolve) => client.on("error", resolve));
+      await client.query("BEGIN");
+      await client.query("SELECT head FROM watch_heads WHERE project = 'p' FOR UPDATE");
+      // The other hub's next decision on the project waits for the heads, and has them once the
+      // server has ended that transaction with its session.
+      expect(await other.leases.decideLease(key, release("agt_b", 1))).toBe(true);
+      expect(((await ended) as Error & { code?: string }).code).toBe("25P03");
+      client.release(true);
+    } finally {
+      await gone.close();
+      await other.close();
+    }
+  });
+
+  it("every connection of a hub asks the server to end a transaction left idle and to probe it once silent; what the URL names wins (D90)", async () => {
+    const url = await server.createDatabase();
+    const show = async (store: PostgresStore) => {
+      const client = await (store as unknown as { pool: pg.Pool }).pool.connect();
+      try {
+        const { rows } = await client.query<{ idle: string; keepalives: string }>(
+          `SELECT current_setting('idle_in_transaction_session_timeout') AS idle,
+             concat_ws(' ', current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'), current_setting('tcp_keepalives_count')) AS keepalives`,
+        );
+        return rows[0];
+      } finally {
+        client.release();
+      }
+    };
+    const plain = await PostgresStore.open({ url });
+    try {
+      expect(await show(plain)).toEqual({ idle: "10s", keepalives: "10 5 3" });
+    } finally {
+      await plain.close();
+    }
+    const named = await PostgresStore.open({ url: `${url}?idle_in_transaction_session_timeout=60000` });
+    try {
+      expect((await show(named))?.idle).toBe("1min");
+    } finally {
+      await named.close();
+    }
+  });
+
   it("a batch that waited for its project's heads decides at a time after the wait, not at the time it began waiting", async () => {
     const url = await server.createDatabase();
     const [a, b] = await Promise.all([PostgresStore.open({ url }), PostgresStore.open({ url })]);

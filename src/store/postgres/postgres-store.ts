@@ -45,6 +45,34 @@ export interface PostgresStoreOptions {
   tailIdleMs?: number;
   /** How long a look of the tail may go unanswered before it is given up (tail.ts; tests shorten it). */
   tailLookTimeoutMs?: number;
+  /**
+   * How long the server lets a transaction of this hub sit idle before it ends it with its
+   * session (`idle_in_transaction_session_timeout`; sessionParameters). Default 10 s; tests
+   * shorten it.
+   */
+  idleInTransactionMs?: number;
+}
+
+/**
+ * What every connection of a hub asks the server for its session, in its startup message (no
+ * round trip; a parameter the database URL names wins):
+ * - a transaction left idle longer than `idleInTransactionMs` is ended, with its session
+ *   (`idle_in_transaction_session_timeout`). A hub's transactions are idle only between its round
+ *   trips, for milliseconds: one idle for seconds belongs to a hub that is gone;
+ * - a connection silent for 10 s is probed every 5 s, and dropped after 3 probes unanswered
+ *   (`tcp_keepalives_*`: the server's socket; a Unix socket has none).
+ * So a hub whose host is gone without closing its connections (powered off, cut off from the
+ * network) holds its project's head rows, and what its batch locked, for `idleInTransactionMs`
+ * at most: the other hubs' decisions on that project wait that long, not until the server's
+ * kernel gives up on the socket (two hours by default). Its liveness lock (D79), held by a
+ * session outside any transaction, goes within about 25 s.
+ * @NOTE decision D90.
+ */
+export function sessionParameters(idleInTransactionMs = 10_000): Pick<pg.ClientConfig, "idle_in_transaction_session_timeout" | "options"> {
+  return {
+    idle_in_transaction_session_timeout: idleInTransactionMs,
+    options: "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
+  };
 }
 
 /**
@@ -160,6 +188,7 @@ export class PostgresStore implements HubStore {
       // go, instead of holding what it was asked forever (the tail also gives up a look: tail.ts).
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
+      ...sessionParameters(o.idleInTransactionMs),
     });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
@@ -185,7 +214,14 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, o.tailLookTimeoutMs, { connectionString: o.url, connectionTimeoutMillis: 5_000, application_name: "kxm-hub listener" }, name);
+    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, o.tailLookTimeoutMs, {
+      connectionString: o.url,
+      connectionTimeoutMillis: 5_000,
+      application_name: "kxm-hub listener",
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 10_000,
+      ...sessionParameters(o.idleInTransactionMs),
+    }, name);
     // The first reading of the database's clock, so the hub's views follow it from the start.
     // A store that cannot take it is closed: its pool and its listening connection go with it.
     // So is one whose listening connection does not hold the replica's liveness lock in time: a
