@@ -47,20 +47,23 @@ export interface PostgresStoreOptions {
   tailLookTimeoutMs?: number;
   /**
    * How long the server lets a transaction of this hub sit idle before it ends it with its
-   * session (`idle_in_transaction_session_timeout`; sessionParameters). Default 10 s; tests
+   * session (`idle_in_transaction_session_timeout`; connectionOptions). Default 10 s; tests
    * shorten it.
    */
   idleInTransactionMs?: number;
 }
 
 /**
- * What every connection of a hub asks the server for its session, in its startup message (no
- * round trip; a parameter the database URL names wins):
- * - a transaction left idle longer than `idleInTransactionMs` is ended, with its session
- *   (`idle_in_transaction_session_timeout`). A hub's transactions are idle only between its round
- *   trips, for milliseconds: one idle for seconds belongs to a hub that is gone;
- * - a connection silent for 10 s is probed every 5 s, and dropped after 3 probes unanswered
- *   (`tcp_keepalives_*`: the server's socket; a Unix socket has none).
+ * What every connection of a hub (the pool's, and the one that listens) is made with:
+ * - a connection whose peer went silent errors in the end (the kernel's probes of this side's
+ *   socket), and is let go, instead of holding what it was asked forever (the tail also gives up
+ *   a look: tail.ts);
+ * - what it asks the server for its session, in its startup message (no round trip; a parameter
+ *   the database URL names wins): a transaction left idle longer than `idleInTransactionMs` is
+ *   ended, with its session (`idle_in_transaction_session_timeout`; a hub's transactions are idle
+ *   only between its round trips, for milliseconds: one idle for seconds belongs to a hub that is
+ *   gone), and a connection silent for 10 s is probed every 5 s and dropped after 3 probes
+ *   unanswered (`tcp_keepalives_*`: the server's socket; a Unix socket has none).
  * So a hub whose host is gone without closing its connections (powered off, cut off from the
  * network) holds its project's head rows, and what its batch locked, for `idleInTransactionMs`
  * at most: the other hubs' decisions on that project wait that long, not until the server's
@@ -68,8 +71,12 @@ export interface PostgresStoreOptions {
  * session outside any transaction, goes within about 25 s.
  * @NOTE decision D90.
  */
-export function sessionParameters(idleInTransactionMs = 10_000): Pick<pg.ClientConfig, "idle_in_transaction_session_timeout" | "options"> {
+export function connectionOptions(url: string, idleInTransactionMs = 10_000): pg.ClientConfig {
   return {
+    connectionString: url,
+    connectionTimeoutMillis: 5_000,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
     idle_in_transaction_session_timeout: idleInTransactionMs,
     options: "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
   };
@@ -177,18 +184,12 @@ export class PostgresStore implements HubStore {
     // Each replica names its connections, and names itself in what it notifies (inbox-notify.ts).
     const name = `kxm-hub ${randomUUID()}`;
     const pool = new pg.Pool({
-      connectionString: o.url,
+      ...connectionOptions(o.url, o.idleInTransactionMs),
       max: o.poolSize ?? 10,
       types: bigintAsNumber,
-      connectionTimeoutMillis: 5_000,
       pipeline: true,
       Client: StoreClient,
       application_name: name,
-      // A connection whose peer went silent errors in the end (the kernel's probes), and is let
-      // go, instead of holding what it was asked forever (the tail also gives up a look: tail.ts).
-      keepAlive: true,
-      keepAliveInitialDelayMillis: 10_000,
-      ...sessionParameters(o.idleInTransactionMs),
     });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
@@ -215,12 +216,8 @@ export class PostgresStore implements HubStore {
       throw e;
     }
     const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, o.tailLookTimeoutMs, {
-      connectionString: o.url,
-      connectionTimeoutMillis: 5_000,
+      ...connectionOptions(o.url, o.idleInTransactionMs),
       application_name: "kxm-hub listener",
-      keepAlive: true,
-      keepAliveInitialDelayMillis: 10_000,
-      ...sessionParameters(o.idleInTransactionMs),
     }, name);
     // The first reading of the database's clock, so the hub's views follow it from the start.
     // A store that cannot take it is closed: its pool and its listening connection go with it.
