@@ -402,32 +402,42 @@ describe("PostgreSQL store", () => {
     }
   });
 
-  it("every connection of a hub asks the server to end a transaction left idle and to probe it once silent; what the URL names wins (D90)", async () => {
+  it("every connection of a hub asks the server to end a transaction left idle and to probe it once silent, where nothing else set them (D90)", async () => {
     const url = await server.createDatabase();
     const show = async (store: PostgresStore) => {
       const client = await (store as unknown as { pool: pg.Pool }).pool.connect();
       try {
-        const { rows } = await client.query<{ idle: string; keepalives: string }>(
-          `SELECT current_setting('idle_in_transaction_session_timeout') AS idle,
+        const { rows } = await client.query<{ replica: string; idle: string; keepalives: string }>(
+          `SELECT current_setting('kxm.replica') AS replica, current_setting('idle_in_transaction_session_timeout') AS idle,
              concat_ws(' ', current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'), current_setting('tcp_keepalives_count')) AS keepalives`,
         );
-        return rows[0];
+        return rows[0]!;
       } finally {
         client.release();
       }
     };
-    const plain = await PostgresStore.open({ url });
+    const opened = async (at: string) => {
+      const store = await PostgresStore.open({ url: at });
+      try {
+        return await show(store);
+      } finally {
+        await store.close();
+      }
+    };
+    const plain = await opened(url);
+    expect(plain).toMatchObject({ idle: "10s", keepalives: "10 5 3" });
+    expect(plain.replica).toMatch(/^kxm-hub /);
+    // A parameter the database URL names wins, as does the database's own setting.
+    expect((await opened(`${url}?idle_in_transaction_session_timeout=60000`)).idle).toBe("1min");
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
     try {
-      expect(await show(plain)).toEqual({ idle: "10s", keepalives: "10 5 3" });
+      await admin.query(`ALTER DATABASE ${admin.database} SET idle_in_transaction_session_timeout = '2min'`);
+      await admin.query(`ALTER DATABASE ${admin.database} SET tcp_keepalives_count = 7`);
     } finally {
-      await plain.close();
+      await admin.end();
     }
-    const named = await PostgresStore.open({ url: `${url}?idle_in_transaction_session_timeout=60000` });
-    try {
-      expect((await show(named))?.idle).toBe("1min");
-    } finally {
-      await named.close();
-    }
+    expect(await opened(url)).toMatchObject({ idle: "2min", keepalives: "10 5 7" });
   });
 
   it("a batch that waited for its project's heads decides at a time after the wait, not at the time it began waiting", async () => {

@@ -35,6 +35,8 @@ export function listenForInbox(
   self: string,
   onOther: () => void,
   replicaKey?: number,
+  /** The first statement on each connection it opens (postgres-store.ts sessionSetup). */
+  session?: { text: string; values: unknown[] },
 ): { listening: Promise<void>; close(): Promise<void> } {
   let client: pg.Client | undefined;
   let closed = false;
@@ -64,6 +66,8 @@ export function listenForInbox(
       if (n.channel === channel && n.payload !== self) onOther();
     });
     c.connect()
+      // A session set up short of it still listens (its connection's failure shows in the next statement).
+      .then(() => session && c.query(session.text, session.values).catch(() => undefined))
       .then(() => (replicaKey === undefined ? undefined : c.query("SELECT pg_advisory_lock($1, $2)", [replicaLockClass, replicaKey])))
       .then(() => c.query(`LISTEN ${channel}`))
       .then(() => listened(), lose);

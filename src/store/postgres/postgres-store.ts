@@ -47,40 +47,47 @@ export interface PostgresStoreOptions {
   tailLookTimeoutMs?: number;
   /**
    * How long the server lets a transaction of this hub sit idle before it ends it with its
-   * session (`idle_in_transaction_session_timeout`; connectionOptions). Default 10 s; tests
-   * shorten it.
+   * session (sessionSetup). Default 10 s; tests shorten it.
    */
   idleInTransactionMs?: number;
 }
 
 /**
- * What every connection of a hub (the pool's, and the one that listens) is made with:
- * - a connection whose peer went silent errors in the end (the kernel's probes of this side's
- *   socket), and is let go, instead of holding what it was asked forever (the tail also gives up
- *   a look: tail.ts);
- * - what it asks the server for its session, in its startup message (no round trip; a parameter
- *   the database URL names wins): a transaction left idle longer than `idleInTransactionMs` is
- *   ended, with its session (`idle_in_transaction_session_timeout`; a hub's transactions are idle
- *   only between its round trips, for milliseconds: one idle for seconds belongs to a hub that is
- *   gone), and a connection silent for 10 s is probed every 5 s and dropped after 3 probes
- *   unanswered (`tcp_keepalives_*`: the server's socket; a Unix socket has none).
+ * What every connection of a hub (the pool's, and the one that listens) is made with: a
+ * connection whose peer went silent errors in the end (the kernel's probes of this side's
+ * socket), and is let go, instead of holding what it was asked forever (the tail also gives up a
+ * look: tail.ts). What it asks the server for its session is `sessionSetup`.
+ */
+function connectionOptions(url: string): pg.ClientConfig {
+  return { connectionString: url, connectionTimeoutMillis: 5_000, keepAlive: true, keepAliveInitialDelayMillis: 10_000 };
+}
+
+/**
+ * The first statement on every connection of a hub, before anything else it is asked (D90):
+ * - `kxm.replica`, what its notifications name it by (migration 010);
+ * - a transaction left idle longer than $2 is ended by the server, with its session
+ *   (`idle_in_transaction_session_timeout`). A hub's transactions are idle only between its round
+ *   trips, for milliseconds: one idle for seconds belongs to a hub that is gone or stuck;
+ * - a connection silent for 10 s is probed every 5 s, and dropped after 3 probes unanswered
+ *   (`tcp_keepalives_*`, the server's side of the socket; a Unix socket has none).
+ * Each only where nothing else set it (`pg_settings.source` is 'default'): a value from the
+ * server's configuration, the database's or the role's settings, or the database URL wins.
+ * Settings, not startup parameters: a pooler in front of the server (PgBouncer) refuses
+ * parameters it does not know at connection time.
  * So a hub whose host is gone without closing its connections (powered off, cut off from the
- * network) holds its project's head rows, and what its batch locked, for `idleInTransactionMs`
- * at most: the other hubs' decisions on that project wait that long, not until the server's
- * kernel gives up on the socket (two hours by default). Its liveness lock (D79), held by a
- * session outside any transaction, goes within about 25 s.
+ * network) holds its project's head rows, and what its batch locked, for $2 at most: the other
+ * hubs' decisions on that project wait that long, not until the server's kernel gives up on the
+ * socket (two hours by default). Its liveness lock (D79), held by a session outside any
+ * transaction, goes within about 25 s.
  * @NOTE decision D90.
  */
-export function connectionOptions(url: string, idleInTransactionMs = 10_000): pg.ClientConfig {
-  return {
-    connectionString: url,
-    connectionTimeoutMillis: 5_000,
-    keepAlive: true,
-    keepAliveInitialDelayMillis: 10_000,
-    idle_in_transaction_session_timeout: idleInTransactionMs,
-    options: "-c tcp_keepalives_idle=10 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3",
-  };
-}
+const sessionSetup = `SELECT set_config('kxm.replica', $1, false),
+  (SELECT count(set_config(s.name, s.value, false))
+   FROM (VALUES ('idle_in_transaction_session_timeout', $2::text), ('tcp_keepalives_idle', '10'), ('tcp_keepalives_interval', '5'), ('tcp_keepalives_count', '3')) AS s (name, value)
+   JOIN pg_settings p ON p.name = s.name WHERE p.source = 'default') AS set`;
+
+/** How long the server lets a transaction of a hub sit idle before it ends it (sessionSetup). */
+const idleInTransactionMs = 10_000;
 
 /**
  * How often a hub looks for what other hubs committed (inbox events, watch changes): the most a
@@ -143,6 +150,7 @@ export class PostgresStore implements HubStore {
     tailLookTimeoutMs: number | undefined,
     listenerConfig: pg.ClientConfig,
     name: string,
+    session: { text: string; values: unknown[] },
   ) {
     const access: PgAccess = {
       tx: <T>(work: (tx: PgTx) => Promise<T>) => this.tx(work),
@@ -168,7 +176,7 @@ export class PostgresStore implements HubStore {
     // The key of the lock that says this replica lives, held by its listening connection: the
     // lease waiters it queues carry it (D79).
     const replicaKey = newReplicaKey();
-    this.listener = listenForInbox(listenerConfig, name, () => tail.wake(), replicaKey);
+    this.listener = listenForInbox(listenerConfig, name, () => tail.wake(), replicaKey, session);
     this.changeLog = createPostgresChanges(access, tail);
     this.changes = this.changeLog.feed;
     const leases = createPostgresLeases(access, replicaKey);
@@ -184,7 +192,7 @@ export class PostgresStore implements HubStore {
     // Each replica names its connections, and names itself in what it notifies (inbox-notify.ts).
     const name = `kxm-hub ${randomUUID()}`;
     const pool = new pg.Pool({
-      ...connectionOptions(o.url, o.idleInTransactionMs),
+      ...connectionOptions(o.url),
       max: o.poolSize ?? 10,
       types: bigintAsNumber,
       pipeline: true,
@@ -193,10 +201,11 @@ export class PostgresStore implements HubStore {
     });
     // An idle connection the server dropped must not take the process down.
     pool.on("error", () => {});
-    // What its notifications name it by (migration 010): sent before anything the pool's user
-    // asks on the connection. An application_name in the URL would override the one above.
+    // Sent before anything the pool's user asks on the connection. An application_name in the
+    // URL would override the one above.
+    const session = { text: sessionSetup, values: [name, String(o.idleInTransactionMs ?? idleInTransactionMs)] };
     pool.on("connect", (client) => {
-      client.query("SELECT set_config('kxm.replica', $1, false)", [name]).catch(() => {});
+      client.query(session.text, session.values).catch(() => {});
     });
     try {
       let client: pg.PoolClient;
@@ -215,10 +224,7 @@ export class PostgresStore implements HubStore {
       await pool.end();
       throw e;
     }
-    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, o.tailLookTimeoutMs, {
-      ...connectionOptions(o.url, o.idleInTransactionMs),
-      application_name: "kxm-hub listener",
-    }, name);
+    const store = new PostgresStore(pool, o.clock, o.tailIntervalMs ?? tailIntervalMs, o.tailIdleMs, o.tailLookTimeoutMs, { ...connectionOptions(o.url), application_name: "kxm-hub listener" }, name, session);
     // The first reading of the database's clock, so the hub's views follow it from the start.
     // A store that cannot take it is closed: its pool and its listening connection go with it.
     // So is one whose listening connection does not hold the replica's liveness lock in time: a
