@@ -409,7 +409,8 @@ describe("PostgreSQL store", () => {
       try {
         const { rows } = await client.query<{ replica: string; idle: string; keepalives: string }>(
           `SELECT current_setting('kxm.replica') AS replica, current_setting('idle_in_transaction_session_timeout') AS idle,
-             concat_ws(' ', current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'), current_setting('tcp_keepalives_count')) AS keepalives`,
+             concat_ws(' ', current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'), current_setting('tcp_keepalives_count'),
+             current_setting('tcp_user_timeout')) AS keepalives`,
         );
         return rows[0]!;
       } finally {
@@ -425,7 +426,7 @@ describe("PostgreSQL store", () => {
       }
     };
     const plain = await opened(url);
-    expect(plain).toMatchObject({ idle: "10s", keepalives: "10 5 3" });
+    expect(plain).toMatchObject({ idle: "10s", keepalives: "10 5 3 25000" });
     expect(plain.replica).toMatch(/^kxm-hub /);
     // A parameter the database URL names wins, as does the database's own setting.
     expect((await opened(`${url}?idle_in_transaction_session_timeout=60000`)).idle).toBe("1min");
@@ -437,7 +438,7 @@ describe("PostgreSQL store", () => {
     } finally {
       await admin.end();
     }
-    expect(await opened(url)).toMatchObject({ idle: "2min", keepalives: "10 5 7" });
+    expect(await opened(url)).toMatchObject({ idle: "2min", keepalives: "10 5 7 25000" });
   });
 
   it("a batch that waited for its project's heads decides at a time after the wait, not at the time it began waiting", async () => {

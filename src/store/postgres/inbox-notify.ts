@@ -66,7 +66,8 @@ export function listenForInbox(
       if (n.channel === channel && n.payload !== self) onOther();
     });
     c.connect()
-      // A session set up short of it still listens (its connection's failure shows in the next statement).
+      // Settings that could not be made do not keep it from listening (a connection that failed
+      // fails the next statement as well).
       .then(() => session && c.query(session.text, session.values).catch(() => undefined))
       .then(() => (replicaKey === undefined ? undefined : c.query("SELECT pg_advisory_lock($1, $2)", [replicaLockClass, replicaKey])))
       .then(() => c.query(`LISTEN ${channel}`))

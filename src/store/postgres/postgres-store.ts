@@ -69,9 +69,12 @@ function connectionOptions(url: string): pg.ClientConfig {
  *   (`idle_in_transaction_session_timeout`). A hub's transactions are idle only between its round
  *   trips, for milliseconds: one idle for seconds belongs to a hub that is gone or stuck;
  * - a connection silent for 10 s is probed every 5 s, and dropped after 3 probes unanswered
- *   (`tcp_keepalives_*`, the server's side of the socket; a Unix socket has none).
- * Each only where nothing else set it (`pg_settings.source` is 'default'): a value from the
- * server's configuration, the database's or the role's settings, or the database URL wins.
+ *   (`tcp_keepalives_*`, the server's side of the socket; a Unix socket has none), and one whose
+ *   data sent has gone unacknowledged for 25 s is dropped too (`tcp_user_timeout`: probes are
+ *   only sent on a connection with nothing in flight, such as a notification to a gone hub).
+ * Each only where the server has it (`tcp_user_timeout` from PostgreSQL 12) and nothing else set
+ * it (`pg_settings.source` is 'default'): a value from the server's configuration, the
+ * database's or the role's settings, or the database URL wins.
  * Settings, not startup parameters: a pooler in front of the server (PgBouncer) refuses
  * parameters it does not know at connection time.
  * So a hub whose host is gone without closing its connections (powered off, cut off from the
@@ -83,7 +86,8 @@ function connectionOptions(url: string): pg.ClientConfig {
  */
 const sessionSetup = `SELECT set_config('kxm.replica', $1, false),
   (SELECT count(set_config(s.name, s.value, false))
-   FROM (VALUES ('idle_in_transaction_session_timeout', $2::text), ('tcp_keepalives_idle', '10'), ('tcp_keepalives_interval', '5'), ('tcp_keepalives_count', '3')) AS s (name, value)
+   FROM (VALUES ('idle_in_transaction_session_timeout', $2::text), ('tcp_keepalives_idle', '10'), ('tcp_keepalives_interval', '5'), ('tcp_keepalives_count', '3'),
+     ('tcp_user_timeout', '25000')) AS s (name, value)
    JOIN pg_settings p ON p.name = s.name WHERE p.source = 'default') AS set`;
 
 /** How long the server lets a transaction of a hub sit idle before it ends it (sessionSetup). */
