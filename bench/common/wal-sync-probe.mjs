@@ -4,9 +4,13 @@
 // sync issued after it completed. `--mode serial`: one sync at a time, the writes made meanwhile
 // covered by the next one (the hub's group commit); `--mode overlap`: a sync issued at once for
 // the writes so far, up to four in flight. `--burn N` keeps N other processes spinning on the CPU
-// meanwhile, as a loaded hub's two cores are. Prints p50 / p99 / p99.9 / max; no assertions.
+// meanwhile, as a loaded hub's two cores are; with `--burn-policy idle` they run as SCHED_IDLE
+// (through util-linux's `chrt`), so that every other thread of the machine goes first: what is left
+// of the delay then comes from outside the machine's own scheduler (on a virtual machine, the host's
+// I/O path sharing the host's cores with busy vCPUs). Prints p50 / p99 / p99.9 / max; no assertions.
 //
-//   node bench/common/wal-sync-probe.mjs [--mode serial|overlap] [--rate 700] [--seconds 6] [--burn 0] [--dir /tmp]
+//   node bench/common/wal-sync-probe.mjs [--mode serial|overlap] [--rate 700] [--seconds 6] [--burn 0]
+//     [--burn-policy normal|idle] [--dir /tmp]
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -20,6 +24,7 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "6" },
     bytes: { type: "string", default: String(44 * 1024) },
     burn: { type: "string", default: "0" },
+    "burn-policy": { type: "string", default: "normal" },
     dir: { type: "string", default: os.tmpdir() },
   },
 });
@@ -30,9 +35,21 @@ if (mode !== "serial" && mode !== "overlap") {
 }
 const rate = Number(values.rate);
 const total = Math.round(rate * Number(values.seconds));
-const burners = Array.from({ length: Number(values.burn) }, () =>
-  spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }),
-);
+const policy = values["burn-policy"];
+if (policy !== "normal" && policy !== "idle") {
+  console.error("--burn-policy must be normal or idle");
+  process.exit(2);
+}
+const burn = [process.execPath, "-e", "for (;;) {}"];
+const burners = Array.from({ length: Number(values.burn) }, () => {
+  const [command, ...args] = policy === "idle" ? ["chrt", "--idle", "0", ...burn] : burn;
+  const child = spawn(command, args, { stdio: "ignore" });
+  child.on("error", (e) => {
+    console.error(`cannot start a CPU burner (${command}): ${e.message}`);
+    process.exit(2);
+  });
+  return child;
+});
 
 const dir = fs.mkdtempSync(path.join(values.dir, "kxm-sync-probe-"));
 const fd = fs.openSync(path.join(dir, "wal"), "w+");
@@ -81,6 +98,6 @@ fs.rmSync(dir, { recursive: true, force: true });
 latencies.sort((a, b) => a - b);
 const at = (q) => latencies[Math.min(latencies.length - 1, Math.ceil(q * latencies.length) - 1)].toFixed(2);
 console.log(
-  `${mode}, ${rate}/s of ${chunk.length} bytes, ${burners.length} CPU burner(s): write -> durable ` +
+  `${mode}, ${rate}/s of ${chunk.length} bytes, ${burners.length} CPU burner(s)${policy === "idle" && burners.length > 0 ? " (SCHED_IDLE)" : ""}: write -> durable ` +
     `p50 ${at(0.5)}  p99 ${at(0.99)}  p99.9 ${at(0.999)}  max ${latencies[latencies.length - 1].toFixed(2)} ms (n=${latencies.length})`,
 );
