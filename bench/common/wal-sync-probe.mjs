@@ -5,9 +5,10 @@
 // covered by the next one (the hub's group commit); `--mode overlap`: a sync issued at once for
 // the writes so far, up to four in flight. `--burn N` keeps N other processes spinning on the CPU
 // meanwhile, as a loaded hub's two cores are; with `--burn-policy idle` they run as SCHED_IDLE
-// (through util-linux's `chrt`), so that every other thread of the machine goes first: what is left
-// of the delay then comes from outside the machine's own scheduler (on a virtual machine, the host's
-// I/O path sharing the host's cores with busy vCPUs). Prints p50 / p99 / p99.9 / max; no assertions.
+// (through util-linux's `chrt`), so that every other thread of the machine goes first: what is
+// left of the delay then comes from outside the machine's own scheduler (on a virtual machine,
+// likely the host's I/O path sharing the host's cores with busy vCPUs). Prints p50 / p99 / p99.9
+// / max; no assertions.
 //
 //   node bench/common/wal-sync-probe.mjs [--mode serial|overlap] [--rate 700] [--seconds 6] [--burn 0]
 //     [--burn-policy normal|idle] [--dir /tmp]
