@@ -69,7 +69,7 @@ const lastFourDigitYearMs = 253_402_300_799_999;
 /**
  * `new Date(ms).toISOString()`, for an integer `ms`, with the minute's prefix kept: a busy hub
  * writes several times a call (an answer's stamps, its log lines), and Date's own formatting was
- * a visible share of a lease call (bench/README.md "Against etcd as etcd is used"). Years before
+ * a visible share of a lease call (bench/steps.md). Years before
  * 1970 or past 9999 go to Date itself.
  */
 export function isoOfMs(ms: number): string {

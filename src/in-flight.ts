@@ -11,7 +11,7 @@
  * it is held by the one before, so every entry that ever passed through survives the young
  * generation's collections, and is promoted with everything it reaches (a request, its response,
  * the call behind them). Under the lease load a Set of the answers under way made the hub
- * promote about 5 MB at each young collection and pause 7-9 ms for each (bench/README.md,
+ * promote about 5 MB at each young collection and pause 7-9 ms for each (bench/steps.md,
  * twenty-third step); test/unit/in-flight.test.ts shows it in a few lines.
  *
  * Here each entry is a node of a doubly linked list, and deleting one clears its links: nothing

@@ -5,7 +5,12 @@
 // ran something else, or its virtual CPU was not running at all). A rate that falls when every
 // core is busy while few gaps appear is cores that share a physical core (hyperthreads) or a
 // clock that drops under load; many gaps with no other process running is a host taking the
-// virtual CPUs away. Takes about `--seconds` x 2; no assertions.
+// virtual CPUs away. Then the time of one load from memory that is not in a cache nearer the
+// core: a chase of random pointers, one per 64-byte line, through 256 KiB (the core's L2), 4 MiB
+// (the L3 this virtual machine is shown) and 64 MiB (main memory). A clock loop at its usual rate
+// with loads slower than usual is a host whose caches and memory other tenants are using: code
+// with a large working set (a JIT's code and heap) slows down, a tight loop does not. Takes about
+// `--seconds` x 2 and a few seconds more; no assertions.
 //
 //   node bench/common/cpu-probe.mjs [--seconds 3]
 import os from "node:os";
@@ -47,9 +52,37 @@ function run(threads) {
   );
 }
 
+/**
+ * Nanoseconds a load, chasing a random cycle of pointers through `bytes` (one per 64-byte line, so
+ * neither the line nor the prefetcher helps): the latency of the nearest level that holds them.
+ */
+function loadNs(bytes, loads = 4_000_000) {
+  const lines = bytes >> 6;
+  const words = new Uint32Array(bytes >> 2);
+  const order = Uint32Array.from({ length: lines }, (_, i) => i);
+  // Sattolo's shuffle: one cycle through every line.
+  for (let i = lines - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * i);
+    [order[i], order[j]] = [order[j], order[i]];
+  }
+  for (let i = 0; i < lines; i++) words[order[i] << 4] = order[(i + 1) % lines] << 4;
+  let at = 0;
+  for (let i = 0; i < loads; i++) at = words[at]; // warm: the lines and the pages' mappings
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < loads; i++) at = words[at];
+  const ns = Number(process.hrtime.bigint() - start) / loads;
+  return at >= 0 ? ns : Number.NaN; // `at` used, so the chase is not optimised away
+}
+
 const cores = os.availableParallelism();
 for (const threads of [1, cores]) {
   const results = await run(threads);
   const each = results.map((r) => `${r.rate.toFixed(1)}M/s, ${(100 * r.lost).toFixed(1)}% lost in ${r.gaps} gaps (max ${r.max.toFixed(2)} ms)`);
   console.log(`${threads} busy thread(s) of ${cores} cores: ${each.join("; ")}`);
 }
+const levels = [
+  ["256 KiB", 256 << 10],
+  ["4 MiB", 4 << 20],
+  ["64 MiB", 64 << 20],
+];
+console.log(`a load from ${levels.map(([name, bytes]) => `${name}: ${loadNs(bytes).toFixed(1)} ns`).join(", ")}`);

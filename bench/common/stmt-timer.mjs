@@ -2,7 +2,7 @@
 // under a real load: wraps better-sqlite3's prepare so each statement's run/get/all adds its
 // time to the statement's text, and prints the costliest at exit (to STMT_TIMER_OUT, else
 // stderr). Its own timing inflates every figure: the list ranks statements, it does not measure
-// them. bench/README.md "Against etcd as etcd is used".
+// them. bench/steps.md.
 //
 //   node --import ./bench/common/stmt-timer.mjs --import tsx bench/messages/run.ts --parts messages
 //   HUB_START='exec node --import ./bench/common/stmt-timer.mjs bin/kxm-hub.mjs serve' node ../shared/bench/lease-compare.mjs ...

@@ -2,8 +2,7 @@
 // speed moves by half within an hour: runs the hub of each (as `npm start` runs it, from its
 // dist/) alternately, pair by pair, and prints each run's cycles/s and server CPU per cycle, each
 // side's median, and the median of b / a pair by pair. Both checkouts need node_modules and a
-// built dist/ (`node scripts/build.mjs`). bench/README.md "Against etcd as etcd is used",
-// fourteenth step.
+// built dist/ (`node scripts/build.mjs`). bench/steps.md, fourteenth step.
 //
 //   node bench/leases/alternate-compare.mjs --a <checkout> [--b <checkout>] [--pairs 3] [--workload uncontended|contended] [--seconds 8]
 import { spawnSync } from "node:child_process";

@@ -3,7 +3,7 @@
 // and each side's median and minimum (hub-thread CPU per cycle), and the median of b / a run by
 // run, the two in alternating order. Both checkouts need
 // bench/leases/path.ts and node_modules; the figures of one invocation compare, those of two
-// do not. bench/README.md "Against etcd as etcd is used".
+// do not. bench/steps.md.
 //
 //   node bench/leases/alternate.mjs --a <checkout> --b <checkout> [--runs 4] [-- --conc 32 --cycles 3000 --rounds 2]
 import { spawnSync } from "node:child_process";
@@ -30,7 +30,7 @@ const sides = [
 const ratios = [];
 for (let run = 0; run < Number(values.runs); run++) {
   // Every other run starts with b: whichever runs second in a pair ran 3-4% faster, same build or
-  // not (bench/README.md "the order of a pair"), so a fixed order made it look like a gain.
+  // not (bench/steps.md "the order of a pair"), so a fixed order made it look like a gain.
   const order = run % 2 === 0 ? sides : [...sides].reverse();
   const means = new Map();
   for (const side of order) {

@@ -3,7 +3,7 @@
 // and writing a small JSON answer, storing and checking nothing. Run under lease-compare
 // in place of the hub, it says what Node's HTTP/1.1 server alone costs per cycle on this machine,
 // and, with --threads 2, what a second thread serving the same port gives (each thread listens
-// with `reusePort`, so the kernel spreads the connections). bench/README.md "Against etcd".
+// with `reusePort`, so the kernel spreads the connections). bench/steps.md "The floor, and a second thread".
 // With --like-hub its answers are the hub's, header for header and of the same length (the
 // request id, the rate-limit and security headers, the lease as the hub writes it), so that the
 // load generator parses what it parses from the hub: the hub's wire with nothing behind it.

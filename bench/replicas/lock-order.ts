@@ -21,7 +21,7 @@
  * be in (no HTTP), so a batch holds every client of its hub whatever the design. Real hubs spend
  * about as much on a batch's statements as PostgreSQL does, and their batches are as large as the
  * wait before a batch takes its works makes them: built in the store, `late` made three hubs
- * 16-17% slower on two cores, where this bench had it 15% faster (bench/README.md, twenty-fifth
+ * 16-17% slower on two cores, where this bench had it 15% faster (bench/steps.md, twenty-fifth
  * step).
  *
  *   npm run bench:lock-order -- [--seconds 6] [--rounds 2] [--spin-us 0,150] [--designs heads,late,sequence]

@@ -3,7 +3,7 @@
  * face forwards (credentials, the request id) and what the rules add to the answer (the request
  * id, rate-limit headers). The Fetch API's `Headers` fits this shape too; `HeaderBag` is the
  * same for a handful of known lower-case names without its per-call cost (its validation and
- * sorting were a visible share of a lease call; bench/README "Against etcd as etcd is used").
+ * sorting were a visible share of a lease call; bench/steps.md).
  */
 export interface HeaderView {
   get(name: string): string | null;

@@ -7,7 +7,7 @@ import type { Metrics } from "./metrics.js";
 /**
  * Characters of log lines gathered before one write: a write per line cost a visible share of a
  * busy hub, and one per 8 KiB still about 2% of its thread under refused acquires (each write is
- * handed to libuv's thread pool; bench/README.md, fourteenth step).
+ * handed to libuv's thread pool; bench/steps.md, fourteenth step).
  */
 const logBufferBytes = 64 * 1024;
 /** Longest a log line waits in that buffer. */
@@ -105,7 +105,7 @@ const destinationMaxBytes = 16 * 1024 * 1024;
 /**
  * pino's destination gathers text lines up to `minLength` itself, but measures all it holds again
  * for each line it adds and encodes what it wrote once more after each write, a visible share of
- * a busy hub's thread (bench/README.md "Against etcd as etcd is used"). This gathers the lines
+ * a busy hub's thread (bench/steps.md). This gathers the lines
  * in a list, counting their length, and hands the destination about 64 KiB at a time, encoded
  * once, which it writes at once, off the event loop (or after the write in flight, at the next
  * hand-over or tick).

@@ -78,7 +78,7 @@ export function fdatasyncWal(file: string): WalSync {
  * A plain work (a lease decision) has no savepoint: one that throws before it wrote left nothing
  * to undo, and one that throws after (a statement failed: a full disk, a bug) takes the whole
  * batch with it, rolled back, each of its works failing with that error; the savepoint and its
- * release were about 2% of the hub's thread per lease cycle (bench/README.md, fourteenth step).
+ * release were about 2% of the hub's thread per lease cycle (bench/steps.md, fourteenth step).
  * A batch that wrote nothing (only refusals and reads) skips the sync: what it saw was made
  * durable before it started, since batches never overlap.
  */

@@ -13,7 +13,7 @@ import type { AgentRow, LeaseKey, LeaseRow } from "../../domain.js";
  * A decision on a lease decided before reads nothing: `known` holds the rows as the decisions
  * so far left them, the running batch's own writes included, and `queued` the resources whose
  * queue may hold a waiter (any other's is empty), so the lease path's three reads (row, queue,
- * holder) cost a map lookup each (bench/README.md, fourteenth step). Both are exact because only
+ * holder) cost a map lookup each (bench/steps.md, fourteenth step). Both are exact because only
  * this store writes the file, and every statement here that writes a row or a queue keeps them:
  * `apply` puts the row it wrote, a queue's insert adds its key, a purge empties `known`. A work
  * or a batch rolled back leaves the file as it was before it, so the store calls `forget`, and
@@ -56,7 +56,7 @@ export function createSqliteLeases(
       "SELECT * FROM leases WHERE project = ? AND holder_agent_id IS NOT NULL AND expires_at > ? ORDER BY name",
     ),
     // No ORDER BY: with it, SQLite re-plans the statement at every binding (about 7 us each on
-    // the lease path; bench/README "Against etcd as etcd is used"), so the queue is sorted below.
+    // the lease path; bench/steps.md), so the queue is sorted below.
     waiters: db.prepare<[string, string], WaiterDb>("SELECT * FROM lease_waiters WHERE project = ? AND name = ?"),
     removeWaiter: db.prepare("DELETE FROM lease_waiters WHERE project = ? AND name = ? AND id = ?"),
     addWaiter: db.prepare(

@@ -68,7 +68,7 @@ function removeDataDir(file: string, created: string | undefined): void {
  * that journal; past 64 KiB it spills the journal to a temporary file. A sent message changes
  * about a dozen pages (the message, its five indexes, its inbox event and stream, the change row
  * and its head), so every send wrote five or more 4 KiB pages to a file nobody reads: about a
- * third of a send's statement time (bench/README.md, "the savepoint journal and the WAL's
+ * third of a send's statement time (bench/steps.md, "the savepoint journal and the WAL's
  * restart"). What a savepoint journal holds is one decision's pages, never more than the
  * batch's transaction would.
  */

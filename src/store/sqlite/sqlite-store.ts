@@ -86,7 +86,7 @@ export class SqliteStore implements HubStore {
       // 64 MiB: four times the size at which the store folds it back, which it overshoots by
       // what is committed while the worker copies. Truncating it at every restart (to 16 MiB,
       // before) freed and reallocated ~10 MiB of the file each time, and the COMMIT that did
-      // it held the hub's thread 4-6 ms (bench/README.md, "the savepoint journal and the WAL's
+      // it held the hub's thread 4-6 ms (bench/steps.md, "the savepoint journal and the WAL's
       // restart").
       db.pragma("wal_autocheckpoint = 0");
       db.pragma(`journal_size_limit = ${64 * 1024 * 1024}`);
