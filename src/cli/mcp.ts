@@ -1,6 +1,5 @@
 import os from "node:os";
 import { Transform, type Readable } from "node:stream";
-import { parseArgs } from "node:util";
 import {
   isJSONRPCErrorResponse,
   isJSONRPCNotification,
@@ -14,11 +13,11 @@ import {
   type RequestId,
 } from "@modelcontextprotocol/client";
 import { StdioServerTransport } from "@modelcontextprotocol/server/stdio";
-import { argumentMessage, flagHelp, isArgumentError, type FlagDoc } from "../config.js";
+import { flagHelp, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { hubTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
 import { hubFetch } from "./tls-fetch.js";
-import { withoutCredentials } from "./agent-target.js";
+import { parseFlags, withoutCredentials } from "./agent-target.js";
 
 /**
  * `kxm-hub mcp`: a stdio bridge for MCP clients that only launch local servers. It relays
@@ -383,22 +382,7 @@ function runBridge({ url, headers, tls }: BridgeOptions): Promise<void> {
  * session_lost (exit 1).
  */
 export async function mcpCommand(argv: string[]): Promise<void> {
-  let values: Record<string, string | boolean | undefined>;
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: argv,
-      options: {
-        ...Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])),
-        help: { type: "boolean", short: "h" },
-      },
-      allowPositionals: true,
-      strict: true,
-    }));
-  } catch (e) {
-    if (isArgumentError(e)) throw usageError(argumentMessage(e));
-    throw e;
-  }
+  const { values, positionals } = parseFlags(argv, Object.fromEntries(Object.keys(flags).map((f) => [f, { type: "string" as const }])));
   if (values.help) {
     await new Promise<void>((resolve) => process.stdout.write(`${mcpHelp}\n`, () => resolve()));
     return;

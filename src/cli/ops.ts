@@ -1,9 +1,8 @@
-import { parseArgs } from "node:util";
-import { argumentMessage, flagHelp, isArgumentError, type FlagDoc } from "../config.js";
+import { flagHelp, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { callHub, callTimeoutMs, segment, type HubTarget } from "./hub-client.js";
 import { hubTls, tlsFlags } from "./tls-client.js";
-import { withoutCredentials, write } from "./agent-target.js";
+import { parseFlags, withoutCredentials, write } from "./agent-target.js";
 import {
   auditText,
   createdTokenText,
@@ -220,23 +219,10 @@ export async function opsCommand(argv: string[]): Promise<void> {
   }
   const sub = subcommands[name];
   if (!sub) throw usageError(`unknown ops subcommand ${JSON.stringify(name)}; see kxm-hub ops --help`);
-  let values: Record<string, string | boolean | undefined>;
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
-      args: rest,
-      options: {
-        ...Object.fromEntries(Object.keys(sub.flags).map((f) => [f, { type: "string" as const }])),
-        json: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-      allowPositionals: true,
-      strict: true,
-    }));
-  } catch (e) {
-    if (isArgumentError(e)) throw usageError(argumentMessage(e));
-    throw e;
-  }
+  const { values, positionals } = parseFlags(rest, {
+    ...Object.fromEntries(Object.keys(sub.flags).map((f) => [f, { type: "string" as const }])),
+    json: { type: "boolean" },
+  }) as { values: Record<string, string | boolean | undefined>; positionals: string[] };
   if (values.help) return write(`${helpOf(sub)}\n`);
   const flags: Record<string, string | undefined> = {};
   for (const [flag, doc] of Object.entries(sub.flags)) {
