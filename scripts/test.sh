@@ -27,10 +27,11 @@ status=0
 vitest run --exclude 'test/clients/**' --reporter=default --reporter=json --outputFile=.kxm/vitest-hub.json "$@" || status=$?
 # The hub's suites once more with every test hub on PostgreSQL (a database each, on one throwaway
 # cluster: test/fixtures/postgres.global.ts); the store contract runs on both in the pass above.
-# The fuzz suites that reach the store through a face (REST, RPC, MCP) come too: hostile input
-# must get its typed refusal on PostgreSQL as well, whose text refuses what SQLite takes.
+# The MCP face, the REST transcoding and the fuzz suites that reach the store through a face
+# (REST, RPC, MCP) come too: hostile input must get its typed refusal on PostgreSQL as well, whose
+# text refuses what SQLite takes.
 KXM_TEST_STORE=postgres vitest run test/lease test/presence test/peer test/sync test/server test/auth test/ops \
-  test/fuzz/rest.fuzz.test.ts test/fuzz/rpc.fuzz.test.ts test/fuzz/mcp.fuzz.test.ts \
+  test/mcp test/transcode test/fuzz/rest.fuzz.test.ts test/fuzz/rpc.fuzz.test.ts test/fuzz/mcp.fuzz.test.ts \
   --reporter=default --reporter=json --outputFile=.kxm/vitest-hub-postgres.json "$@" || status=$?
 # The RPC suites once more with every call through connect's own handlers (config `wire`): the
 # in-process fast path for plain Connect calls (src/wire) must not be what makes them pass.
