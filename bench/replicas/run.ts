@@ -30,7 +30,7 @@ const usage = `usage: node --import tsx bench/replicas/run.ts [options]
   --rate N          messages per second, paced (default 200)
   --targets LIST    sqlite-1,postgres-1,postgres-3 (default all)
   --parts LIST      leases,messages (default both)
-  --warmup-ms N     unmeasured messages at 300/s before the measured ones (default 1000; 0 = none)
+  --warmup-ms N     unmeasured messages at 300/s before the measured ones (default 3000; 0 = none)
   -h, --help`;
 
 const { values: flags } = parseArgs({
@@ -41,7 +41,7 @@ const { values: flags } = parseArgs({
     rate: { type: "string", default: "200" },
     targets: { type: "string", default: "sqlite-1,postgres-1,postgres-3" },
     parts: { type: "string", default: "leases,messages" },
-    "warmup-ms": { type: "string", default: "1000" },
+    "warmup-ms": { type: "string", default: "3000" },
     help: { type: "boolean", short: "h" },
   },
 });
