@@ -58,6 +58,18 @@ export function parseFlags<O extends NonNullable<Parameters<typeof parseArgs>[0]
   }
 }
 
+/** `raw` as the hub's base URL: http or https, with no user name or password; else a usage error naming `flag`. */
+export function hubUrl(raw: string, flag: string): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw usageError(`${flag} must be a URL such as ${defaultHubUrl}, got ${JSON.stringify(raw)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError(`${flag} must start with http:// or https://`);
+  return withoutCredentials(url, flag);
+}
+
 /**
  * Refuses (usage_error) a hub URL that carries a user name or password: the commands never send
  * one (the hub's credential is --token), and fetch would refuse it with the whole URL, password
@@ -92,14 +104,7 @@ export function agentTarget(values: Record<string, unknown>, needAgent: boolean)
   for (const f of ["token", "project", "agent"] as const) {
     if (given[f] !== undefined && /[^\x20-\x7e]/.test(given[f])) throw usageError(`--${f} (${agentFlags[f].env}) must be printable ASCII`);
   }
-  let url: URL;
-  try {
-    url = new URL(given.url ?? defaultHubUrl);
-  } catch {
-    throw usageError(`--url (KXM_URL) must be a URL such as ${defaultHubUrl}, got ${JSON.stringify(given.url)}`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError("--url (KXM_URL) must start with http:// or https://");
-  withoutCredentials(url, "--url (KXM_URL)");
+  const url = hubUrl(given.url ?? defaultHubUrl, "--url (KXM_URL)");
   return { url, token: given.token, project: given.project!, agent: given.agent, tls: hubTls(given) };
 }
 

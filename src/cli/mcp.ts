@@ -17,7 +17,7 @@ import { flagHelp, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { hubTls, tlsFlags, tlsRefusal, type HubTls } from "./tls-client.js";
 import { hubFetch } from "./tls-fetch.js";
-import { parseFlags, withoutCredentials } from "./agent-target.js";
+import { hubUrl, parseFlags } from "./agent-target.js";
 
 /**
  * `kxm-hub mcp`: a stdio bridge for MCP clients that only launch local servers. It relays
@@ -95,14 +95,7 @@ function headerValue(flag: keyof typeof flags, value: string): string {
 
 /** `<url>/mcp`, keeping a path prefix (a hub behind a proxy); a URL already ending in /mcp is kept. */
 function mcpUrl(raw: string): URL {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw usageError(`--url (KXM_URL) must be a URL such as http://127.0.0.1:7331, got ${JSON.stringify(raw)}`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError("--url (KXM_URL) must start with http:// or https://");
-  withoutCredentials(url, "--url (KXM_URL)");
+  const url = hubUrl(raw, "--url (KXM_URL)");
   const base = url.pathname.replace(/\/+$/, "");
   url.pathname = base.endsWith("/mcp") ? base : `${base}/mcp`;
   url.search = "";

@@ -2,7 +2,7 @@ import { flagHelp, type FlagDoc } from "../config.js";
 import { CommandError, exitCodes, usageError } from "./command-error.js";
 import { callHub, callTimeoutMs, segment, type HubTarget } from "./hub-client.js";
 import { hubTls, tlsFlags } from "./tls-client.js";
-import { parseFlags, withoutCredentials, write } from "./agent-target.js";
+import { defaultHubUrl, hubUrl, parseFlags, write } from "./agent-target.js";
 import {
   auditText,
   createdTokenText,
@@ -22,8 +22,6 @@ import {
  * work against any hub the operator can reach, replicas on PostgreSQL included. Each subcommand
  * is one documented call (docs/api.md, Errors, and docs/security.md, Authentication, hold for it).
  */
-
-export const defaultHubUrl = "http://127.0.0.1:7331";
 
 const commonFlags = {
   project: { value: "project", meaning: "the project the lease or agent belongs to", default: "none, required" },
@@ -193,18 +191,6 @@ ${flagHelp(commonFlags)}
 ${trailer}`;
 
 
-/** The hub's URL: http or https, else a usage error. */
-function hubUrl(raw: string): URL {
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw usageError(`--url must be a URL such as ${defaultHubUrl}, got ${JSON.stringify(raw)}`);
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError("--url must start with http:// or https://");
-  return withoutCredentials(url, "--url");
-}
-
 /**
  * `kxm-hub ops <subcommand>`: parses the flags (a flag wins over its variable; an empty variable
  * counts as unset), makes the one call and prints its outcome. Throws CommandError: usage_error
@@ -238,7 +224,7 @@ export async function opsCommand(argv: string[]): Promise<void> {
   if (project === "" && !sub.projectOptional) throw usageError(`--project is required; usage: ${sub.usage}`);
   // A token a header cannot carry would fail inside fetch, and look like an unreachable hub.
   if (flags.token !== undefined && /[^\x20-\x7e]/.test(flags.token)) throw usageError("--token (KXM_TOKEN) must be printable ASCII");
-  const target: HubTarget = { url: hubUrl(flags.url ?? defaultHubUrl), token: flags.token, tls: hubTls(flags) };
+  const target: HubTarget = { url: hubUrl(flags.url ?? defaultHubUrl, "--url"), token: flags.token, tls: hubTls(flags) };
   try {
     const { json, text } = await sub.run(target, project, positionals[0], flags);
     await write(values.json ? `${JSON.stringify(json, null, 2)}\n` : text);
