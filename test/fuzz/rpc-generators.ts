@@ -167,6 +167,22 @@ const decodesJson = (m: DescMethod, bytes: Uint8Array) => {
   }
 };
 
+/**
+ * A poison that still decodes is a call like any other, and where its method can wait (`wait_ms`:
+ * AcquireLease, ReadInbox) it may ask to: protobuf-es reads a scalar field whatever its wire type,
+ * so a cut length-delimited field 3 reads as `wait_ms = <its length>`, and Connect JSON's
+ * `"waitMs": "5"` is a number. On the world's frozen clock such a wait never ends, and the case
+ * would time out on a call doing what it was asked. Its payload then asks for no wait: binary
+ * with `wait_ms = 0` after it (a field's last value wins), JSON with `"waitMs": 0` instead.
+ */
+function answeredAtOnce(m: DescMethod, payload: Uint8Array, decoded: object, json = false): Uint8Array {
+  const wait = m.input.fields.find((f) => f.localName === "waitMs");
+  if (!wait || !(decoded as { waitMs?: number }).waitMs) return payload;
+  if (!json) return cat(payload, tag(wait.number, 0), varint(0));
+  const entries = entriesOf(JSON.parse(Buffer.from(payload).toString("utf8")) as Record<string, unknown>).filter(([k]) => k !== wait.jsonName);
+  return jsonBytes({ $obj: [...entries, [wait.jsonName, 0]] });
+}
+
 const malformed: Expectation = { mustRefuse: true, codes: ["invalid_argument"], reasons: ["PROTOCOL_ERROR", "INVALID_JSON"] };
 /** Bytes after the message may read as the header of a second, oversized envelope. */
 const framingAfterMessage: Expectation = { mustRefuse: true, codes: ["invalid_argument", "resource_exhausted"], reasons: ["PROTOCOL_ERROR", "PAYLOAD_TOO_LARGE"] };
@@ -267,8 +283,14 @@ export function materializeRpc(c: RpcCase, w: World): Materialized {
       expect = tooLarge;
       break;
   }
-  if (["truncated-field", "bad-varint", "illegal-tag", "groups", "garbage"].includes(x.kind) && decodes(m, payload)) expect = { mustRefuse: false };
-  if (x.kind === "json-wrong-type" && decodesJson(m, payload)) expect = { mustRefuse: false };
+  if (["truncated-field", "bad-varint", "illegal-tag", "groups", "garbage"].includes(x.kind) && decodes(m, payload)) {
+    expect = { mustRefuse: false };
+    payload = answeredAtOnce(m, payload, fromBinary(m.input, payload));
+  }
+  if (x.kind === "json-wrong-type" && decodesJson(m, payload)) {
+    expect = { mustRefuse: false };
+    payload = answeredAtOnce(m, payload, fromJsonString(m.input, Buffer.from(payload).toString("utf8"), jsonOptionsOf(m, { ignoreUnknownFields: true })), true);
+  }
   // Connect answers a bidi call over HTTP/1.1 with 505 before reading it (bidi needs HTTP/2).
   if (m.methodKind === "bidi_streaming" && p.transport === "h1") expect = { mustRefuse: true, httpStatus: 505 };
   const req = rpcRequest(p, m, payload, framing, credHeaders(c.creds, w));
