@@ -149,21 +149,21 @@ export interface Materialized {
   method: DescMethod;
 }
 
-const decodes = (m: DescMethod, bytes: Uint8Array) => {
+/** The request `bytes` decode to, or undefined where they do not decode. */
+const decoded = (m: DescMethod, bytes: Uint8Array): object | undefined => {
   try {
-    fromBinary(m.input, bytes);
-    return true;
+    return fromBinary(m.input, bytes);
   } catch {
-    return false;
+    return undefined;
   }
 };
-const decodesJson = (m: DescMethod, bytes: Uint8Array) => {
+/** The same for Connect JSON. */
+const decodedJson = (m: DescMethod, bytes: Uint8Array): object | undefined => {
   try {
     // As the hub reads it: unknown properties dropped, but refused for the requests it reads strictly.
-    fromJsonString(m.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), jsonOptionsOf(m, { ignoreUnknownFields: true }));
-    return true;
+    return fromJsonString(m.input, new TextDecoder("utf-8", { fatal: true }).decode(bytes), jsonOptionsOf(m, { ignoreUnknownFields: true }));
   } catch {
-    return false;
+    return undefined;
   }
 };
 
@@ -222,7 +222,7 @@ export function materializeRpc(c: RpcCase, w: World): Materialized {
       break;
     case "json-invalid": {
       payload = cat(cutAt(sample, x.cut), Buffer.from(x.junk));
-      if (payload.length === 0 || decodesJson(m, payload)) payload = cat(payload, Buffer.from("x"));
+      if (payload.length === 0 || decodedJson(m, payload)) payload = cat(payload, Buffer.from("x"));
       break;
     }
     case "json-not-object":
@@ -283,13 +283,14 @@ export function materializeRpc(c: RpcCase, w: World): Materialized {
       expect = tooLarge;
       break;
   }
-  if (["truncated-field", "bad-varint", "illegal-tag", "groups", "garbage"].includes(x.kind) && decodes(m, payload)) {
+  const poisonDecoded = ["truncated-field", "bad-varint", "illegal-tag", "groups", "garbage"].includes(x.kind)
+    ? decoded(m, payload)
+    : x.kind === "json-wrong-type"
+      ? decodedJson(m, payload)
+      : undefined;
+  if (poisonDecoded) {
     expect = { mustRefuse: false };
-    payload = answeredAtOnce(m, payload, fromBinary(m.input, payload));
-  }
-  if (x.kind === "json-wrong-type" && decodesJson(m, payload)) {
-    expect = { mustRefuse: false };
-    payload = answeredAtOnce(m, payload, fromJsonString(m.input, Buffer.from(payload).toString("utf8"), jsonOptionsOf(m, { ignoreUnknownFields: true })), true);
+    payload = answeredAtOnce(m, payload, poisonDecoded, x.kind === "json-wrong-type");
   }
   // Connect answers a bidi call over HTTP/1.1 with 505 before reading it (bidi needs HTTP/2).
   if (m.methodKind === "bidi_streaming" && p.transport === "h1") expect = { mustRefuse: true, httpStatus: 505 };
