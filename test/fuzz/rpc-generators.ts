@@ -175,9 +175,9 @@ const decodedJson = (m: DescMethod, bytes: Uint8Array): object | undefined => {
  * would time out on a call doing what it was asked. Its payload then asks for no wait: binary
  * with `wait_ms = 0` after it (a field's last value wins), JSON with `"waitMs": 0` instead.
  */
-function answeredAtOnce(m: DescMethod, payload: Uint8Array, decoded: object, json = false): Uint8Array {
+function answeredAtOnce(m: DescMethod, payload: Uint8Array, request: object, json = false): Uint8Array {
   const wait = m.input.fields.find((f) => f.localName === "waitMs");
-  if (!wait || !(decoded as { waitMs?: number }).waitMs) return payload;
+  if (!wait || !(request as { waitMs?: number }).waitMs) return payload;
   if (!json) return cat(payload, tag(wait.number, 0), varint(0));
   const entries = entriesOf(JSON.parse(Buffer.from(payload).toString("utf8")) as Record<string, unknown>).filter(([k]) => k !== wait.jsonName);
   return jsonBytes({ $obj: [...entries, [wait.jsonName, 0]] });
